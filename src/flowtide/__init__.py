@@ -1,0 +1,3 @@
+"""Flowtide: a durable workflow engine for Python."""
+
+__version__ = "0.1.0"
