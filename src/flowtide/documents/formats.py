@@ -1,0 +1,117 @@
+"""Document formats: which one a document is in, and reading its text into data.
+
+JSON-LD is canonical; plain JSON and YAML carry the native shape that :meth:`Flow.to_data` writes.
+Any JSON object with an ``@context`` is JSON-LD, whatever its file is called, so that renaming a
+file cannot change what it means.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from flowtide.errors import FlowValidationError, Problem
+
+
+class Format(StrEnum):
+    JSONLD = "jsonld"
+    JSON = "json"
+    YAML = "yaml"
+
+
+SUFFIXES: dict[str, Format] = {
+    ".jsonld": Format.JSONLD,
+    ".json-ld": Format.JSONLD,
+    ".json": Format.JSON,
+    ".yaml": Format.YAML,
+    ".yml": Format.YAML,
+}
+
+_ALIASES: dict[str, Format] = {
+    "jsonld": Format.JSONLD,
+    "json-ld": Format.JSONLD,
+    "json": Format.JSON,
+    "yaml": Format.YAML,
+    "yml": Format.YAML,
+}
+
+
+def parse_format(value: str | Format) -> Format:
+    """A format from its name (``jsonld``, ``json-ld``, ``json``, ``yaml``, ``yml``)."""
+    if isinstance(value, Format):
+        return value
+    found = _ALIASES.get(value.strip().lower().lstrip("."))
+    if found is None:
+        raise FlowValidationError(
+            [Problem(f"unknown document format {value!r} (use jsonld, json or yaml)")],
+            title="cannot read flow document",
+        )
+    return found
+
+
+def format_of_path(path: Path) -> Format | None:
+    """The format a file's suffix names, if it names one."""
+    return SUFFIXES.get(path.suffix.lower())
+
+
+def refine(fmt: Format, data: Any) -> Format:
+    """JSON-LD when the data has an ``@context``, whatever the declared format."""
+    if isinstance(data, dict) and "@context" in data:
+        return Format.JSONLD
+    if fmt is Format.JSONLD:
+        return Format.JSON
+    return fmt
+
+
+def decode(raw: str | bytes, source: str | None) -> str:
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _error(
+            f"the document is not UTF-8 text ({exc.reason} at byte {exc.start})", source
+        ) from None
+
+
+def parse_text(text: str, fmt: Format, source: str | None = None) -> Any:
+    """The data in ``text``; malformed text raises with its line and column."""
+    if fmt is Format.YAML:
+        return _parse_yaml(text, source)
+    return _parse_json(text, source)
+
+
+def _parse_json(text: str, source: str | None) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _error(
+            f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source
+        ) from None
+    except RecursionError:
+        raise _error("malformed JSON: the document nests too deeply", source) from None
+
+
+def _parse_yaml(text: str, source: str | None) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = exc.problem or exc.context or "unreadable"
+        raise _error(f"malformed YAML{where}: {what}", source) from None
+    except yaml.YAMLError as exc:
+        raise _error(f"malformed YAML: {exc}", source) from None
+    except RecursionError:
+        raise _error("malformed YAML: the document nests too deeply", source) from None
+
+
+def _error(message: str, source: str | None) -> FlowValidationError:
+    problem = Problem(message)
+    if source:
+        problem = problem.with_source(source)
+    return FlowValidationError([problem], title="cannot read flow document")
