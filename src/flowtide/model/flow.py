@@ -41,6 +41,14 @@ class Flow(BaseModel):
     deadline: Duration | None = Field(default=None, description="Default run deadline.")
     max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, description="Subflow nesting limit.")
 
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, v: Any) -> Any:
+        # YAML reads `version: 1` as a number; a version is a label, so take it as text.
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return str(v)
+        return v
+
     @field_validator("entrypoints")
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:

@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    JsonValue,
     PlainSerializer,
     field_validator,
     model_validator,
@@ -171,7 +172,7 @@ class Gather(BaseModel):
     reducer: str | None = Field(
         default=None, description="'module:function' folding (accumulator, result) ('reduce')."
     )
-    initial: Any = Field(default=None, description="The reduce accumulator's first value.")
+    initial: JsonValue = Field(default=None, description="The reduce accumulator's first value.")
 
     @model_validator(mode="after")
     def _needs(self) -> Gather:
