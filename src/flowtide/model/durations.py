@@ -35,14 +35,14 @@ def parse_duration(value: object) -> timedelta:
     if isinstance(value, bool):
         raise ValueError("a duration must be ISO 8601 text (such as 'PT10M') or milliseconds")
     if isinstance(value, int):
-        return timedelta(milliseconds=value)
+        return _milliseconds(value, value)
     if isinstance(value, float) and value.is_integer():
-        return timedelta(milliseconds=int(value))
+        return _milliseconds(int(value), value)
     if not isinstance(value, str):
         raise ValueError("a duration must be ISO 8601 text (such as 'PT10M') or milliseconds")
     text = value.strip()
     if text.isdigit():
-        return timedelta(milliseconds=int(text))
+        return _milliseconds(int(text), value)
     upper = text.upper()
     match = _ISO.match(upper)
     if match is None:
@@ -55,7 +55,17 @@ def parse_duration(value: object) -> timedelta:
             f"{value!r} is not an ISO 8601 duration (examples: 'PT10M', 'PT1H30M', 'P1D', 'PT0.5S')"
         )
     parts = {k: float(v) for k, v in match.groupdict().items() if v is not None}
-    return timedelta(**parts)
+    try:
+        return timedelta(**parts)
+    except OverflowError:
+        raise ValueError(f"duration {value!r} is too long") from None
+
+
+def _milliseconds(count: int, value: object) -> timedelta:
+    try:
+        return timedelta(milliseconds=count)
+    except OverflowError:
+        raise ValueError(f"duration {value!r} is too long") from None
 
 
 def format_duration(value: timedelta) -> str:
