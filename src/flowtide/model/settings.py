@@ -122,7 +122,12 @@ class NodeSettings(_Frozen):
         """These settings with every field that ``override`` sets replaced by its value."""
         if override is None:
             return self
-        return self.model_copy(update=override.model_dump(exclude_unset=True, exclude_none=True))
+        update = {
+            name: value
+            for name in override.model_fields_set
+            if (value := getattr(override, name)) is not None
+        }
+        return self.model_copy(update=update)
 
     @property
     def anchor(self) -> TimeoutAnchor:
@@ -139,4 +144,15 @@ def node_settings_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://flowtide.dev/schema/node-settings.json"
     schema["title"] = "Flowtide node settings"
+    return schema
+
+
+def flow_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a whole flow in its native document shape."""
+    from flowtide.model.flow import Flow  # the flow model imports this module
+
+    schema = Flow.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://flowtide.dev/schema/flow.json"
+    schema["title"] = "Flowtide flow"
     return schema

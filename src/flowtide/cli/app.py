@@ -1,0 +1,52 @@
+"""The ``flowtide`` command: one Typer app, one module per command group."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from flowtide import __version__
+from flowtide.cli.common import EXIT_CODES_HELP
+from flowtide.cli.demo import demo
+from flowtide.cli.render import render
+from flowtide.cli.schema import schema_app
+from flowtide.cli.validate import validate
+
+app = typer.Typer(
+    name="flowtide",
+    help="Flowtide: durable workflows with per-node timeouts, parking and timeout anchors.",
+    epilog=EXIT_CODES_HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"flowtide {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            help="Print the version and exit.",
+            callback=_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Flowtide: durable workflows with per-node timeouts, parking and timeout anchors."""
+
+
+app.command("validate", epilog=EXIT_CODES_HELP)(validate)
+app.command("render", epilog=EXIT_CODES_HELP)(render)
+app.command("demo", epilog=EXIT_CODES_HELP)(demo)
+app.add_typer(schema_app)

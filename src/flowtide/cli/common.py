@@ -1,0 +1,113 @@
+"""What the CLI's commands share: exit codes, consoles, printing problems, error handling."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from enum import IntEnum
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from flowtide.errors import FlowValidationError, Problem
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class ExitCode(IntEnum):
+    """What ``flowtide`` exits with."""
+
+    OK = 0
+    """Done, and nothing was wrong (warnings allowed)."""
+    FAILURE = 1
+    """Flowtide itself failed (an internal error, a file it could not write)."""
+    BAD_INPUT = 2
+    """The input is at fault: a missing or unreadable file, an invalid flow, a bad option."""
+
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok (warnings allowed) · 1 failure (internal error, output not written) · "
+    "2 bad input (missing or unreadable file, invalid flow, bad option)."
+)
+
+DEBUG_VARIABLE = "FLOWTIDE_DEBUG"
+"""Set it to 1 to let an unexpected exception show its traceback."""
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:
+    """Print ``message`` on stderr and return the exit to raise."""
+    err.print(f"[bold red]flowtide:[/] {escape(message)}")
+    return typer.Exit(code)
+
+
+def guarded(command: Callable[P, R]) -> Callable[P, R]:
+    """Turn an unexpected exception into one line on stderr and exit code 1 (no traceback).
+
+    A traceback is shown when ``FLOWTIDE_DEBUG=1``.
+    """
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except FlowValidationError as exc:
+            print_problems(exc.problems)
+            raise fail(exc.title) from None
+        except Exception as exc:
+            if os.environ.get(DEBUG_VARIABLE) == "1":
+                raise
+            raise fail(
+                f"internal error: {type(exc).__name__}: {exc} "
+                f"(set {DEBUG_VARIABLE}=1 to see the traceback)",
+                ExitCode.FAILURE,
+            ) from None
+
+    return wrapper
+
+
+def display_path(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+# -- printing ----------------------------------------------------------------------------------
+
+
+def where(problem: Problem) -> str:
+    """The pointer and placement of a problem, without the file."""
+    parts: list[str] = []
+    if problem.pointer:
+        parts.append(problem.pointer)
+    if problem.placement and f"/{problem.placement}" not in problem.pointer:
+        parts.append(f"placement {problem.placement!r}")
+    return " ".join(parts) if parts else "(document)"
+
+
+def problem_line(problem: Problem) -> str:
+    """``file: severity: pointer placement: sentence`` (plain text)."""
+    source = f"{problem.source}: " if problem.source else ""
+    return f"{source}{problem.severity}: {where(problem)}: {problem.message}"
+
+
+def print_problems(problems: Sequence[Problem], console: Console | None = None) -> None:
+    target = console or err
+    for problem in problems:
+        style = "red" if problem.severity == "error" else "yellow"
+        source = f"{escape(problem.source)}: " if problem.source else ""
+        target.print(
+            f"{source}[{style}]{problem.severity}[/]: [cyan]{escape(where(problem))}[/]: "
+            f"{escape(problem.message)}"
+        )

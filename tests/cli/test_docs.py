@@ -1,0 +1,65 @@
+"""README, docs and CI agree with each other and with the code."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flowtide.documents import FLOWTIDE_CONTEXT
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+CI = ROOT / ".ci" / "run"
+
+
+def fenced_after(marker: str) -> list[str]:
+    """The lines of the first fenced block after ``marker`` in the README."""
+    rest = README.split(marker, 1)[1]
+    block = re.search(r"```[a-z]*\n(.*?)```", rest, re.DOTALL)
+    assert block is not None
+    return block.group(1).splitlines()
+
+
+def test_readme_has_exactly_two_setup_commands() -> None:
+    setup = README.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    assert len(re.findall(r"^```sh$", setup, re.MULTILINE)) == 2
+    (main,) = fenced_after("<!-- main command -->")
+    (tests,) = fenced_after("<!-- test command -->")
+    for command in (main, tests):
+        assert command.startswith("python3 -m venv .venv && .venv/bin/pip install -q -e '.[dev]'")
+    assert main.endswith(".venv/bin/flowtide demo")
+    assert tests.endswith(".venv/bin/python -m pytest -q")
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    text = CI.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n")
+    assert "set -euo pipefail" in text
+    assert os.access(CI, os.X_OK)
+    # Run the extraction part of .ci/run and compare with the README.
+    extraction = text.split("test_command=", 1)[1].split("\nif ", 1)[0]
+    script = f"cd {ROOT} && test_command={extraction}\nprintf '%s' \"$test_command\""
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout == fenced_after("<!-- test command -->")[0]
+    for step in ("ruff check src tests", "ruff format --check src tests", "mypy src tests"):
+        assert f".venv/bin/{step}" in text
+
+
+@pytest.mark.parametrize("term", [t for t in FLOWTIDE_CONTEXT if not t.startswith("@")], ids=str)
+def test_documents_doc_lists_every_context_term(term: str) -> None:
+    doc = (ROOT / "docs" / "documents.md").read_text()
+    definition = FLOWTIDE_CONTEXT[term]
+    assert f"| `{term}` | `{definition['@id']}` |" in doc
+
+
+def test_cli_doc_covers_every_command_and_exit_code() -> None:
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    for command in ("validate", "render", "schema node-settings", "schema flow", "demo"):
+        assert f"flowtide {command}" in doc
+    for code in ("`0`", "`1`", "`2`"):
+        assert f"| {code} |" in doc
+    assert "**0** ok" in README and "**2** bad input" in README
