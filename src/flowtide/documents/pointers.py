@@ -7,24 +7,10 @@ part came from; :class:`PointerMap` then translates any pointer by its longest r
 
 from __future__ import annotations
 
+from flowtide.jsonpointer import escape, join, split
 from flowtide.model.placements import KIND_NAMES
 
-
-def escape(token: object) -> str:
-    """One reference token (RFC 6901): ``~`` and ``/`` escaped."""
-    return str(token).replace("~", "~0").replace("/", "~1")
-
-
-def join(base: str, *tokens: object) -> str:
-    """``base`` extended by ``tokens``, each escaped."""
-    return base + "".join("/" + escape(t) for t in tokens)
-
-
-def split(pointer: str) -> list[str]:
-    """The unescaped tokens of ``pointer`` (``""`` has none)."""
-    if not pointer:
-        return []
-    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.lstrip("/").split("/")]
+__all__ = ["PointerMap", "escape", "join", "split"]
 
 
 class PointerMap:

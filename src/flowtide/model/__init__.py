@@ -1,7 +1,7 @@
 """What a flow is: pure data, no execution (DESIGN §1-2)."""
 
 from flowtide.model.durations import Duration, format_duration, parse_duration
-from flowtide.model.flow import DEFAULT_MAX_DEPTH, Flow, is_absolute_iri
+from flowtide.model.flow import BUILTIN_REDUCERS, DEFAULT_MAX_DEPTH, Flow, is_absolute_iri
 from flowtide.model.nodes import NodeType
 from flowtide.model.placements import (
     KIND_NAMES,
@@ -33,10 +33,12 @@ from flowtide.model.settings import (
     RetryPolicy,
     TimeoutAnchor,
     Timer,
+    flow_schema,
     node_settings_schema,
 )
 
 __all__ = [
+    "BUILTIN_REDUCERS",
     "DEFAULT_MAX_DEPTH",
     "KIND_NAMES",
     "PARKED_OUTPUT",
@@ -68,6 +70,7 @@ __all__ = [
     "TimeoutAnchor",
     "Timer",
     "Wait",
+    "flow_schema",
     "format_duration",
     "is_absolute_iri",
     "node_settings_schema",

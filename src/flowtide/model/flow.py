@@ -15,6 +15,9 @@ from flowtide.model.durations import Duration
 from flowtide.model.nodes import NodeType
 from flowtide.model.placements import AnyPlacement, Phase, PhaseKind, Placement, Terminal
 
+BUILTIN_REDUCERS = ("last", "append", "extend", "merge", "sum")
+"""How parallel writes to one state key can merge, besides a 'module:function' of your own."""
+
 DEFAULT_MAX_DEPTH = 32
 """How deep subflows may nest (a flow embedding itself counts each level)."""
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import reprlib
 
+from flowtide.jsonpointer import escape, join
+
 _SHORT = reprlib.Repr()
 _SHORT.maxlevel = 2
 _SHORT.maxstring = 40
@@ -11,14 +13,12 @@ _SHORT.maxother = 40
 _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 4
 
 
-def escape(part: object) -> str:
-    """One reference token: ``~`` becomes ``~0`` and ``/`` becomes ``~1``."""
-    return str(part).replace("~", "~0").replace("/", "~1")
+__all__ = ["escape", "pointer", "short", "type_name"]
 
 
 def pointer(*parts: object) -> str:
     """The pointer made of ``parts`` (``pointer("placements", 3, "routes", "ok")``)."""
-    return "".join("/" + escape(p) for p in parts)
+    return join("", *parts)
 
 
 def short(value: object) -> str:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from flowtide.errors import Problem
+from flowtide.model.flow import BUILTIN_REDUCERS
 from flowtide.model.placements import Scatter, Subflow
 from flowtide.validation.pointers import pointer
 from flowtide.validation.subject import Subject
-
-BUILTIN_REDUCERS = ("last", "append", "extend", "merge", "sum")
 
 
 def flows(subject: Subject) -> Iterator[Problem]:
