@@ -73,6 +73,7 @@ def _build_type(
     description: str | None,
     settings: Mapping[str, Any],
     output_schemas: Mapping[str, Mapping[str, Any]] | None,
+    parks: bool = False,
 ) -> NodeType:
     node_id = id or _default_id(obj)
     ref = _default_id(obj)
@@ -89,6 +90,7 @@ def _build_type(
             if output_schemas
             else None,
             ref=ref if _importable(ref) else None,
+            parks=parks,
         )
     except ValidationError as exc:
         raise FlowValidationError(
@@ -121,6 +123,7 @@ def node(
     retry: Mapping[str, Any] | None = ...,
     output_schemas: Mapping[str, Mapping[str, Any]] | None = ...,
     execution: Execution | None = ...,
+    parks: bool = ...,
     register: bool = ...,
 ) -> Callable[[Callable[..., Any] | type], NodeImplementation]: ...
 
@@ -140,6 +143,7 @@ def node(
     retry: Mapping[str, Any] | None = None,
     output_schemas: Mapping[str, Mapping[str, Any]] | None = None,
     execution: Execution | None = None,
+    parks: bool = False,
     register: bool = True,
 ) -> NodeImplementation | Callable[[Callable[..., Any] | type], NodeImplementation]:
     """Declare a node implementation.
@@ -150,6 +154,8 @@ def node(
         async def collect_payment(ctx): ...
 
     On a class, the class is instantiated with no arguments and its ``run`` method is the node.
+    ``parks=True`` declares that the node may park (wait on the outside world), so that
+    ``flowtide validate`` can warn about loops that park with no window bounding them.
     Settings are checked now: a bad one raises :class:`~flowtide.errors.FlowValidationError`.
     """
 
@@ -169,6 +175,7 @@ def node(
             description=description,
             settings=settings,
             output_schemas=output_schemas,
+            parks=parks,
         )
         if isinstance(obj, type):
             run = getattr(obj(), "run", None)

@@ -27,6 +27,10 @@ class NodeType(BaseModel):
     output_schemas: dict[str, dict[str, Any]] | None = Field(
         default=None, description="A JSON Schema per output, for the state the output carries."
     )
+    parks: bool = Field(
+        default=False,
+        description="The node may park (wait on the outside world) instead of returning an output.",
+    )
     ref: str | None = Field(
         default=None, description="Where the implementation lives: 'module:attribute'."
     )

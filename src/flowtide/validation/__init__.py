@@ -18,7 +18,7 @@ from typing import Any
 from flowtide.authoring.nodes import NodeRegistry
 from flowtide.errors import Problem
 from flowtide.model.flow import Flow
-from flowtide.validation import graph, outputs, references, settings, structure
+from flowtide.validation import graph, loops, outputs, references, settings, structure
 from flowtide.validation.subject import Subject
 
 PointerMap = Callable[[str], str]
@@ -45,6 +45,7 @@ CHECKS: tuple[Check, ...] = (
     references.flows,
     references.node_type_ids,
     references.reducers,
+    loops.unbounded_parking_loops,
 )
 """Every check ``check_flow`` runs, in order."""
 

@@ -91,7 +91,7 @@ def unreachable(subject: Subject) -> Iterator[Problem]:
         return
     if any(not _startable(subject, t) for t in subject.flow.entrypoints.values()):
         return
-    reached = _reach(_successors(subject), subject.flow.entrypoints.values())
+    reached = reach(_successors(subject), subject.flow.entrypoints.values())
     labels = ", ".join(subject.flow.entrypoints)
     for pos, p in subject.positions():
         if isinstance(p, Phase) or p.id in reached:
@@ -115,12 +115,12 @@ def dead_ends(subject: Subject) -> Iterator[Problem]:
     ends = {p.id for p in subject.flow.placements if isinstance(p, Terminal)}
     ends |= subject.unreadable_ids
     ends |= {t for _s, _o, t in subject.edges() if t not in subject.ids}
-    can_end = _reach(backward, ends)
-    reached = _reach(forward, subject.flow.entrypoints.values())
+    can_end = reach(backward, ends)
+    reached = reach(forward, subject.flow.entrypoints.values())
     for pos, p in subject.positions():
         if p.id not in reached or p.id in can_end or isinstance(p, Phase):
             continue
-        onward = sorted(_reach(forward, [p.id]) - {p.id})
+        onward = sorted(reach(forward, [p.id]) - {p.id})
         then = f"; from it a run can only go on to {_names(onward)}" if onward else ""
         yield Problem(
             f"placement {p.id!r} can never reach a terminal, so a run that gets there "
@@ -175,7 +175,7 @@ def _successors(subject: Subject) -> Mapping[str, set[str]]:
     return graph
 
 
-def _reach(graph: Mapping[str, set[str]], start: Iterable[str]) -> set[str]:
+def reach(graph: Mapping[str, set[str]], start: Iterable[str]) -> set[str]:
     seen: set[str] = set()
     stack = list(start)
     while stack:
