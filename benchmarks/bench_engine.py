@@ -1,0 +1,166 @@
+"""Engine overhead per node step: Flowtide vs LangGraph, in memory.
+
+Run with ``python benchmarks/bench_engine.py`` (LangGraph comes with the ``bench`` extra:
+``pip install -e '.[bench]'``). Every node does nothing but return its output, so the time per
+step is the engine's own overhead: routing, state copy and commit, events, scheduling.
+
+Shapes: a 200-node chain, and a 100-branch split joined by an ``all`` join. Kinds of node:
+``async`` (a coroutine on the loop), ``inline`` (sync, on the loop), ``thread`` (sync, in a
+worker thread). LangGraph's closest equivalents: async nodes under ``ainvoke``, sync nodes under
+``invoke``, sync nodes under ``ainvoke`` (which runs them in the loop's executor).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypedDict
+
+from flowtide.authoring import FlowBuilder, node
+from flowtide.engine import Engine, NodeContext
+from flowtide.model import Flow
+
+CHAIN = 200
+BRANCHES = 100
+
+
+@node(id="bench:async", outputs=["next"])
+async def async_step(ctx: NodeContext) -> str:
+    return "next"
+
+
+@node(id="bench:inline", outputs=["next"], execution="inline")
+def inline_step(ctx: NodeContext) -> str:
+    return "next"
+
+
+@node(id="bench:thread", outputs=["next"])
+def thread_step(ctx: NodeContext) -> str:
+    return "next"
+
+
+KINDS = {"async": async_step, "inline": inline_step, "thread": thread_step}
+
+
+def chain_flow(kind: str) -> Flow:
+    b = FlowBuilder(f"urn:bench:chain:{kind}")
+    impl = KINDS[kind]
+    for i in range(CHAIN):
+        b.task(f"n{i}", impl, {"next": f"n{i + 1}" if i + 1 < CHAIN else "end"})
+    return b.terminal("end").build()
+
+
+def split_flow(kind: str) -> Flow:
+    b = FlowBuilder(f"urn:bench:split:{kind}")
+    impl = KINDS[kind]
+    b.task("fork", inline_step, {"next": [f"b{i}" for i in range(BRANCHES)]})
+    for i in range(BRANCHES):
+        b.task(f"b{i}", impl, {"next": "join"})
+    b.join("join", "all", {"success": "end"})
+    return b.terminal("end").build()
+
+
+def timed(runs: int, once: Callable[[], Awaitable[Any]]) -> list[float]:
+    async def main() -> list[float]:
+        await once()  # warm up
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            await once()
+            samples.append(time.perf_counter() - start)
+        return samples
+
+    return asyncio.run(main())
+
+
+def flowtide_case(shape: str, kind: str, runs: int) -> float:
+    flow = chain_flow(kind) if shape == "chain" else split_flow(kind)
+    steps = CHAIN if shape == "chain" else BRANCHES + 2
+    holder: dict[str, Engine] = {}
+
+    async def once() -> None:
+        engine = holder.get("engine")
+        if engine is None:
+            engine = holder["engine"] = Engine(flows=[flow])
+        result = await engine.run(flow)
+        assert result.lifecycle == "completed", result
+
+    samples = timed(runs, once)
+    return statistics.median(samples) / steps * 1e6
+
+
+class S(TypedDict, total=False):
+    x: int
+
+
+def langgraph_case(shape: str, kind: str, runs: int) -> float | None:
+    try:
+        from langgraph.graph import END, START, StateGraph
+    except ImportError:
+        return None
+
+    async def a_node(state: S) -> dict[str, Any]:
+        return {}
+
+    def s_node(state: S) -> dict[str, Any]:
+        return {}
+
+    fn: Any = a_node if kind == "async" else s_node
+    g: Any = StateGraph(S)
+    if shape == "chain":
+        for i in range(CHAIN):
+            g.add_node(f"n{i}", fn)
+        g.add_edge(START, "n0")
+        for i in range(CHAIN - 1):
+            g.add_edge(f"n{i}", f"n{i + 1}")
+        g.add_edge(f"n{CHAIN - 1}", END)
+        steps = CHAIN
+    else:
+        g.add_node("fork", s_node)
+        g.add_node("join", s_node)
+        g.add_edge(START, "fork")
+        for i in range(BRANCHES):
+            g.add_node(f"b{i}", fn)
+            g.add_edge("fork", f"b{i}")
+        g.add_edge([f"b{i}" for i in range(BRANCHES)], "join")
+        g.add_edge("join", END)
+        steps = BRANCHES + 2
+    graph = g.compile()
+    config = {"recursion_limit": CHAIN + 10}
+    if kind == "inline":
+        graph.invoke({"x": 0}, config)
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            graph.invoke({"x": 0}, config)
+            samples.append(time.perf_counter() - start)
+    else:
+
+        async def once() -> None:
+            await graph.ainvoke({"x": 0}, config)
+
+        samples = timed(runs, once)
+    return statistics.median(samples) / steps * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    print(
+        f"{'shape':<8} {'nodes':<7} {'flowtide us/step':>17} {'langgraph us/step':>18} {'ratio':>7}"
+    )
+    for shape in ("chain", "split"):
+        for kind in ("async", "inline", "thread"):
+            ours = flowtide_case(shape, kind, args.runs)
+            theirs = langgraph_case(shape, kind, args.runs)
+            ratio = f"{theirs / ours:6.1f}x" if theirs else "   n/a"
+            shown = f"{theirs:18.1f}" if theirs else f"{'n/a':>18}"
+            print(f"{shape:<8} {kind:<7} {ours:17.1f} {shown} {ratio:>7}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""Clocks: the one source of time for every timing decision the engine makes.
+
+The engine never reads the wall clock or sleeps on its own: node timeouts, run deadlines, retry
+backoffs, waits, throttles and idle batches all go through a :class:`Clock`. Production code uses
+:class:`SystemClock`; tests use :class:`VirtualClock`, whose time moves only when the test says so
+(:meth:`VirtualClock.advance`) or, in autojump mode, whenever the event loop has nothing left to do.
+
+All instants are timezone-aware UTC :class:`~datetime.datetime` values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["Clock", "SystemClock", "TimerHandle", "VirtualClock", "utc"]
+
+
+def utc(value: datetime) -> datetime:
+    """``value`` as an aware UTC instant (naive values are refused)."""
+    if value.tzinfo is None:
+        raise ValueError(f"instant {value!r} has no time zone")
+    return value.astimezone(UTC)
+
+
+class TimerHandle(ABC):
+    """A callback scheduled at an instant; :meth:`cancel` drops it if it has not run yet."""
+
+    @abstractmethod
+    def cancel(self) -> None: ...
+
+    @property
+    @abstractmethod
+    def when(self) -> datetime: ...
+
+
+class Clock(ABC):
+    """What the engine needs from time.
+
+    ``now()`` is aware UTC. ``call_at(instant, callback)`` runs ``callback`` (a plain function, on
+    the event loop) at ``instant`` or as soon as possible after it. ``hold()`` marks real work in
+    progress outside the loop (a worker thread, a subprocess): a virtual clock in autojump mode
+    does not jump while something is held.
+    """
+
+    @abstractmethod
+    def now(self) -> datetime: ...
+
+    @abstractmethod
+    def call_at(self, when: datetime, callback: Callable[[], None]) -> TimerHandle: ...
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Return at ``when`` (at once, after one loop turn, if it has passed)."""
+        if when <= self.now():
+            await asyncio.sleep(0)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        handle = self.call_at(when, wake)
+        try:
+            await fut
+        finally:
+            handle.cancel()
+
+    async def sleep(self, delay: timedelta) -> None:
+        await self.sleep_until(self.now() + delay)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Real work outside the event loop is in progress (a no-op on the system clock)."""
+        yield
+
+
+class _LoopTimer(TimerHandle):
+    __slots__ = ("_handle", "_when")
+
+    def __init__(self, when: datetime, handle: asyncio.TimerHandle) -> None:
+        self._when = when
+        self._handle = handle
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+    @property
+    def when(self) -> datetime:
+        return self._when
+
+
+class SystemClock(Clock):
+    """Real time: ``datetime.now(UTC)``, timers on the running event loop."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def call_at(self, when: datetime, callback: Callable[[], None]) -> TimerHandle:
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, (when - self.now()).total_seconds())
+        return _LoopTimer(when, loop.call_at(loop.time() + delay, callback))
+
+
+class _VirtualTimer(TimerHandle):
+    __slots__ = ("_when", "callback", "cancelled")
+
+    def __init__(self, when: datetime, callback: Callable[[], None]) -> None:
+        self._when = when
+        self.callback: Callable[[], None] | None = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.callback = None
+
+    @property
+    def when(self) -> datetime:
+        return self._when
+
+
+DEFAULT_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class VirtualClock(Clock):
+    """Time that moves only when told to.
+
+    ``await clock.advance(timedelta(minutes=10))`` runs every callback due within the next ten
+    minutes in instant order (ties in scheduling order), letting the event loop settle after each
+    one, then sets the time to the end of the window. With ``autojump=True`` a background task
+    jumps straight to the next timer whenever the loop is idle and nothing is held (see
+    :meth:`Clock.hold`), so a run with a ten-minute wait finishes in milliseconds.
+
+    Timers live in a heap with lazy deletion: cancelling is O(1), stale entries are skipped.
+    """
+
+    def __init__(self, start: datetime | None = None, *, autojump: bool = False) -> None:
+        self._now = utc(start) if start is not None else DEFAULT_EPOCH
+        self._heap: list[tuple[datetime, int, _VirtualTimer]] = []
+        self._seq = itertools.count()
+        self._holds = 0
+        self._autojump = autojump
+        self._jumper: asyncio.Task[None] | None = None
+        self._changed: asyncio.Event | None = None
+
+    # -- Clock ---------------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return self._now
+
+    def call_at(self, when: datetime, callback: Callable[[], None]) -> TimerHandle:
+        timer = _VirtualTimer(when, callback)
+        heapq.heappush(self._heap, (when, next(self._seq), timer))
+        self._poke()
+        return timer
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
+            self._poke()
+
+    # -- driving time ------------
+
+    @property
+    def held(self) -> bool:
+        return self._holds > 0
+
+    def next_timer(self) -> datetime | None:
+        """The instant of the earliest pending timer, if any."""
+        self._prune()
+        return self._heap[0][0] if self._heap else None
+
+    async def advance(self, delta: timedelta) -> None:
+        """Move time forward by ``delta``, firing what falls due on the way."""
+        if delta < timedelta(0):
+            raise ValueError("a virtual clock cannot go back in time")
+        await self.advance_to(self._now + delta)
+
+    async def advance_to(self, target: datetime) -> None:
+        target = utc(target)
+        await self.settle()
+        while True:
+            timer = self._pop_due(target)
+            if timer is None:
+                break
+            self._fire(timer)
+            await self.settle()
+        if target > self._now:
+            self._now = target
+        await self.settle()
+
+    async def run_until_idle(self, limit: int = 100_000) -> None:
+        """Jump from timer to timer until none is left (waits for held work in between)."""
+        for _ in range(limit):
+            await self.settle(wait_held=True)
+            timer = self._pop_due(None)
+            if timer is None:
+                return
+            self._fire(timer)
+        raise RuntimeError("virtual clock: timers keep being scheduled")
+
+    async def settle(self, *, wait_held: bool = False) -> None:
+        """Let the event loop run until no callback is ready (and, if asked, nothing is held)."""
+        loop = asyncio.get_running_loop()
+        quiet = 0
+        for _ in range(100_000):
+            await asyncio.sleep(0)
+            ready = getattr(loop, "_ready", None)
+            busy = bool(ready) if ready is not None else quiet < 50
+            if wait_held and self._holds:
+                await self._wait_change()
+                quiet = 0
+                continue
+            if busy:
+                quiet = 0
+                continue
+            quiet += 1
+            if quiet >= 3:
+                return
+
+    def start_autojump(self) -> None:
+        """Start jumping (idempotent); called by the engine when the clock is in autojump mode."""
+        if not self._autojump or (self._jumper is not None and not self._jumper.done()):
+            return
+        self._jumper = asyncio.get_running_loop().create_task(self._jump_loop())
+
+    async def aclose(self) -> None:
+        if self._jumper is not None:
+            self._jumper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._jumper
+            self._jumper = None
+
+    # -- internals ------------
+
+    def _poke(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+        if self._autojump and self._jumper is None:
+            with contextlib.suppress(RuntimeError):
+                self.start_autojump()
+
+    async def _wait_change(self) -> None:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        self._changed.clear()
+        await self._changed.wait()
+
+    def _prune(self) -> None:
+        while self._heap and self._heap[0][2].cancelled:
+            heapq.heappop(self._heap)
+
+    def _pop_due(self, target: datetime | None) -> _VirtualTimer | None:
+        self._prune()
+        if not self._heap:
+            return None
+        when, _, timer = self._heap[0]
+        if target is not None and when > target:
+            return None
+        heapq.heappop(self._heap)
+        return timer
+
+    def _fire(self, timer: _VirtualTimer) -> None:
+        if timer.when > self._now:
+            self._now = timer.when
+        callback, timer.callback = timer.callback, None
+        timer.cancelled = True
+        if callback is not None:
+            callback()
+
+    async def _jump_loop(self) -> None:
+        while True:
+            await self.settle(wait_held=True)
+            if self._holds:
+                continue
+            timer = self._pop_due(None)
+            if timer is None:
+                await self._wait_change()
+                continue
+            self._fire(timer)

@@ -1,0 +1,62 @@
+"""What the engine precomputes per flow: implementations, effective settings, reachability."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from flowtide.authoring.nodes import NodeImplementation
+from flowtide.model.flow import Flow
+from flowtide.model.placements import AnyPlacement, Phase, Scatter, Task
+from flowtide.model.settings import NodeSettings
+
+Resolver = Callable[[str], NodeImplementation]
+
+_EMPTY = NodeSettings()
+
+
+@dataclass(slots=True)
+class FlowPlan:
+    flow: Flow
+    placements: dict[str, AnyPlacement]
+    impls: dict[str, NodeImplementation] = field(default_factory=dict)
+    """Placement id -> the node it runs (tasks, phases, node-bodied scatters)."""
+    settings: dict[str, NodeSettings] = field(default_factory=dict)
+    """Placement id -> effective settings: the implementation's defaults, overlaid by the node
+    type the flow document declares (if any), overlaid by the placement's own settings."""
+    reach: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Placement id -> every placement reachable from it by routes (itself only via a loop)."""
+
+    @classmethod
+    def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
+        plan = cls(flow, {p.id: p for p in flow.placements})
+        for p in flow.placements:
+            ref: str | None = None
+            if isinstance(p, Task | Phase):
+                ref = p.node
+            elif isinstance(p, Scatter) and p.body.node is not None:
+                ref = p.body.node
+            base = _EMPTY
+            if ref is not None:
+                impl = resolve(ref)
+                plan.impls[p.id] = impl
+                base = impl.type.settings
+                declared = flow.node_type(ref)
+                if declared is not None:
+                    base = base.overlay(declared.settings)
+            plan.settings[p.id] = base.overlay(p.node_settings())
+        succ = {p.id: p.successors() for p in flow.placements}
+        for start in succ:
+            seen: set[str] = set()
+            stack = list(succ[start])
+            while stack:
+                q = stack.pop()
+                if q in seen:
+                    continue
+                seen.add(q)
+                stack.extend(succ.get(q, ()))
+            plan.reach[start] = frozenset(seen)
+        return plan
+
+    def can_reach(self, source: str, target: str) -> bool:
+        return target in self.reach.get(source, frozenset())

@@ -1,0 +1,141 @@
+"""Committing a node's state changes into the run state, through the flow's reducers.
+
+A node works on its own copy of the run state. When it returns, its *update* is every top-level
+key whose value differs from the value it started with (plus ``Output.update``), and each key is
+merged into the run state as the flow declares in ``flow.reducers``:
+
+* ``last`` (default): the node's value replaces the current one (the last commit wins);
+* ``append``: the value is appended to the current list - when the node changed a list in
+  place, the items it added (the new tail) are appended;
+* ``extend``: the current list is extended by the value (a list), or by the added tail;
+* ``merge``: the current mapping is updated with the node's changed entries;
+* ``sum``: the node's increment (new - old; or the value given in ``Output.update``) is added;
+* ``module:function``: ``function(current, value)`` returns the new value.
+
+So parallel branches that append to the same list both keep their items, while for a ``last``
+key the branch that commits last wins.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from flowtide.model.flow import BUILTIN_REDUCERS
+
+_IMMUTABLE: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes})
+_MISSING = object()
+BUILTIN = BUILTIN_REDUCERS
+
+
+def copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy a node may mutate: containers are deep-copied, immutable values shared."""
+    out: dict[str, Any] = {}
+    for k, v in state.items():
+        t = type(v)
+        if t in _IMMUTABLE:
+            out[k] = v
+        elif t is list or t is dict or t is set:
+            out[k] = copy.deepcopy(v)
+        else:
+            try:
+                out[k] = copy.deepcopy(v)
+            except TypeError:
+                out[k] = v  # generators and other uncopyable objects are shared
+    return out
+
+
+def resolve_function(ref: str) -> Callable[[Any, Any], Any]:
+    import importlib
+
+    module_name, sep, attr = ref.partition(":")
+    if not sep:
+        raise ValueError(f"reducer {ref!r} is not built in nor a 'module:function' reference")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    fn = getattr(obj, "fn", obj)  # a @node-decorated function
+    if not callable(fn):
+        raise ValueError(f"reducer {ref!r} is not callable")
+    return fn  # type: ignore[no-any-return]
+
+
+class StateMerger:
+    """Applies node updates to a run state according to ``reducers``."""
+
+    def __init__(self, reducers: Mapping[str, str]) -> None:
+        self._reducers = dict(reducers)
+        self._functions: dict[str, Callable[[Any, Any], Any]] = {}
+
+    def changes(
+        self, base: Mapping[str, Any], new: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Top-level keys ``new`` sets differently from ``base``, and keys it deleted."""
+        changed: dict[str, Any] = {}
+        for k, v in new.items():
+            old = base.get(k, _MISSING)
+            if old is v:
+                continue
+            if old is _MISSING or type(old) is not type(v) or old != v:
+                changed[k] = v
+        deleted = [k for k in base if k not in new]
+        return changed, deleted
+
+    def apply(
+        self,
+        state: dict[str, Any],
+        base: Mapping[str, Any],
+        changed: Mapping[str, Any],
+        deleted: list[str],
+        explicit: Mapping[str, Any],
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Merge into ``state`` (in place); returns the keys written and the keys deleted.
+
+        ``changed`` are values found by comparing the node's copy with ``base``; ``explicit`` are
+        values from ``Output.update`` (taken as given: the item to append, the increment, ...).
+        """
+        written: dict[str, Any] = {}
+        for k, v in changed.items():
+            if k in explicit:
+                continue
+            written[k] = self._merge(k, state.get(k, _MISSING), base.get(k, _MISSING), v, False)
+        for k, v in explicit.items():
+            written[k] = self._merge(k, state.get(k, _MISSING), base.get(k, _MISSING), v, True)
+        state.update(written)
+        removed = []
+        for k in deleted:
+            if k not in written and self._reducers.get(k, "last") == "last" and k in state:
+                del state[k]
+                removed.append(k)
+        return written, removed
+
+    def _merge(self, key: str, current: Any, base: Any, value: Any, explicit: bool) -> Any:
+        how = self._reducers.get(key, "last")
+        if how == "last":
+            return value
+        if how in ("append", "extend"):
+            cur = list(current) if isinstance(current, list) else []
+            if explicit:
+                return [*cur, value] if how == "append" else [*cur, *value]
+            if isinstance(value, list) and isinstance(base, list) and value[: len(base)] == base:
+                return [*cur, *value[len(base) :]]
+            return [*cur, value] if how == "append" else [*cur, *value]
+        if how == "merge":
+            merged: dict[str, Any] = dict(current) if isinstance(current, Mapping) else {}
+            if not isinstance(value, Mapping):
+                raise TypeError(f"state key {key!r} uses reducer 'merge' but got {value!r}")
+            if explicit or not isinstance(base, Mapping):
+                merged.update(value)
+            else:
+                merged.update({k: v for k, v in value.items() if base.get(k, _MISSING) != v})
+            return merged
+        if how == "sum":
+            cur_n = current if current is not _MISSING else 0
+            if explicit or base is _MISSING:
+                return cur_n + value
+            return cur_n + (value - base)
+        fn = self._functions.get(how)
+        if fn is None:
+            fn = self._functions[how] = resolve_function(how)
+        return fn(None if current is _MISSING else current, value)

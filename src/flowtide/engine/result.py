@@ -1,0 +1,86 @@
+"""What a finished run reports: :class:`RunResult`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from flowtide.engine.lifecycle import Lifecycle
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """One error of a run: the exception type name, its message and where it happened."""
+
+    type: str
+    message: str
+    placement: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, exc: BaseException, placement: str | None = None) -> ErrorInfo:
+        return cls(type(exc).__name__, str(exc), placement or getattr(exc, "placement", None))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "message": self.message,
+            "placement": self.placement,
+            **({"data": self.data} if self.data else {}),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptedAt:
+    """Where and why a run was interrupted: ``reason`` is ``timeout`` or ``abort``.
+
+    ``node`` is the placement that was running (the first of them, in start order, when several
+    were: all are in ``nodes``); ``None`` when nothing was running.
+    """
+
+    reason: str
+    node: str | None
+    at: datetime
+    nodes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "node": self.node,
+            "at": self.at.isoformat(),
+            "nodes": list(self.nodes),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    run_id: str
+    lifecycle: Lifecycle
+    outcome: str | None
+    """The outcome of the terminal that ended the run (None when none was reached)."""
+    state: dict[str, Any]
+    errors: tuple[ErrorInfo, ...] = ()
+    interrupted_at: InterruptedAt | None = None
+    parked: tuple[dict[str, Any], ...] = ()
+    """Parked tokens (reserved: always empty for now)."""
+    warnings: tuple[str, ...] = ()
+    terminals: tuple[str, ...] = ()
+    """The terminal placements reached, in order."""
+
+    @property
+    def ok(self) -> bool:
+        return self.lifecycle is Lifecycle.COMPLETED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "lifecycle": self.lifecycle.value,
+            "outcome": self.outcome,
+            "state": self.state,
+            "errors": [e.to_dict() for e in self.errors],
+            "interrupted_at": self.interrupted_at.to_dict() if self.interrupted_at else None,
+            "parked": list(self.parked),
+            "warnings": list(self.warnings),
+            "terminals": list(self.terminals),
+        }

@@ -1,0 +1,1380 @@
+"""The run executor: drives one run's tokens through its flow on the event loop.
+
+Each live token is driven by one asyncio task, placement after placement; a parallel split
+starts a task per new branch, so independent branches really run at the same time. Waiting
+tokens (waits, retry backoffs) have no task at all: their due instant is in the store, and the
+engine's scheduler hands them back here when it is due.
+
+Every step goes through :meth:`RunExecutor.commit` (one store commit: token records, state
+keys, events), under the run's commit lock, then the events go to the hooks in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from flowtide.authoring.nodes import NodeImplementation
+from flowtide.engine.context import NodeContext
+from flowtide.engine.deadlines import attempt_deadline
+from flowtide.engine.errors import (
+    Cancelled,
+    DrainedWithoutTerminal,
+    FailedTerminalError,
+    NodeTimeoutError,
+    PrePhaseError,
+    RecursionDepthError,
+    SubflowFailedError,
+    UndeclaredOutputError,
+    UnroutedOutputError,
+)
+from flowtide.engine.events import EventKind
+from flowtide.engine.lifecycle import Lifecycle, transition
+from flowtide.engine.output import Output
+from flowtide.engine.paths import get_path, set_path
+from flowtide.engine.plan import FlowPlan
+from flowtide.engine.process import run_in_process
+from flowtide.engine.reducers import StateMerger, copy_state
+from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
+from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
+from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
+from flowtide.model.placements import (
+    TIMEOUT_OUTPUT,
+    AnyPlacement,
+    Join,
+    JoinMode,
+    Phase,
+    PhaseKind,
+    Scatter,
+    Subflow,
+    Task,
+    Terminal,
+    Wait,
+)
+from flowtide.model.settings import NodeSettings
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    EventRecord,
+    RunRecord,
+    TokenRecord,
+    TokenStatus,
+)
+
+if TYPE_CHECKING:
+    from flowtide.engine.engine import Engine
+
+S = TokenStatus
+_KIND_NAMES = {k: k.value for k in EventKind}
+_COMPUTE: Any = object()
+
+
+@dataclass(slots=True)
+class Attempt:
+    """How one run of a node's code ended."""
+
+    kind: Literal["ok", "error", "timeout", "cancelled"]
+    output: str | None = None
+    state: dict[str, Any] | None = None
+    update: Mapping[str, Any] = field(default_factory=dict)
+    error: BaseException | None = None
+    cancellation: Cancellation | None = None
+    deadline: datetime | None = None
+
+
+@dataclass(slots=True)
+class _End:
+    lifecycle: Lifecycle
+    errors: list[ErrorInfo]
+    interrupted: InterruptedAt | None
+
+
+@dataclass(slots=True)
+class _JoinGroup:
+    join: str
+    split: str
+    count: int
+    arrived: list[TokenRecord] = field(default_factory=list)
+    branches: set[int] = field(default_factory=set)
+    fired: bool = False
+    dirty: bool = True
+    """A branch may have been lost (ended or moved where it cannot reach the join): the next
+    evaluation scans the live tokens. Otherwise an arrival only counts branches (O(1))."""
+
+
+class RunExecutor:
+    def __init__(
+        self,
+        engine: Engine,
+        plan: FlowPlan,
+        run: RunRecord,
+        state: dict[str, Any],
+        *,
+        parent_scope: CancelScope | None = None,
+    ) -> None:
+        self.engine = engine
+        self.plan = plan
+        self.flow = plan.flow
+        self.run = run
+        self.state = state
+        self.clock = engine.clock
+        self.merger = StateMerger(self.flow.reducers)
+        self.root = CancelScope(parent_scope)
+        self.root.on_cancel(self._root_cancelled)
+        self.tokens: dict[str, TokenRecord] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._running: dict[str, tuple[str, CancelScope]] = {}
+        self._joins: dict[tuple[str, str], _JoinGroup] = {}
+        self._visits: dict[str, int] = {}
+        self._ids = itertools.count(1)
+        self._lock = asyncio.Lock()
+        self._end: _End | None = None
+        self._outcome: str | None = None
+        self._terminals: list[str] = []
+        self._warnings: list[str] = []
+        self._last: list[str] = []
+        self._started = False
+        self._closed = False
+        self._deadline_timer: Any = None
+        self._finalizer: asyncio.Task[None] | None = None
+        self.done: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
+        self.item: Any = run.options.get("item")
+        """The scatter item this (child) run works on, passed to its nodes as ``ctx.item``."""
+        self._handlers: dict[str, Callable[[TokenRecord, Any], Awaitable[TokenRecord | None]]] = {
+            "task": self._task,
+            "wait": self._wait,
+            "join": self._join,
+            "scatter": self._scatter,
+            "subflow": self._subflow,
+            "terminal": self._terminal,
+            "phase": self._phase_in_flow,
+        }
+
+    # ------------------------------------------------------------------------------------------
+    # plumbing
+
+    @property
+    def run_id(self) -> str:
+        return self.run.id
+
+    @property
+    def ended(self) -> bool:
+        return self._end is not None
+
+    def event(
+        self,
+        kind: EventKind,
+        token: TokenRecord | None = None,
+        placement: str | None = None,
+        data: dict[str, Any] | None = None,
+        attempt: int | None = None,
+    ) -> EventRecord:
+        return EventRecord(
+            _KIND_NAMES[kind],
+            self.run.id,
+            self.clock.now(),
+            placement if placement is not None else (token.placement if token else None),
+            attempt if attempt is not None else (token.attempt if token else None),
+            token.id if token else None,
+            data if data is not None else {},
+        )
+
+    async def commit(
+        self,
+        c: Commit,
+        *,
+        unless_ended: bool = False,
+        prepare: Callable[[Commit], None] | None = None,
+        token: TokenRecord | None = None,
+    ) -> bool:
+        """Commit one step and hand its events to the hooks; False if skipped (run ended).
+
+        ``prepare`` runs under the commit lock, once the step is known to go ahead: it applies
+        the step's state change in memory and puts it on the commit, so that a step skipped
+        because the run ended (or ``token`` was cancelled meanwhile) never touches the run state.
+        """
+        lock = self._lock
+        await lock.acquire()
+        try:
+            if unless_ended and (self._end is not None or self._closed):
+                return False
+            if token is not None and token.status is S.CANCELLED:
+                return False
+            if prepare is not None:
+                prepare(c)
+            events = await self.engine.store.commit(c)
+            if events and self.engine.hooks:
+                await self.engine.dispatch(events)
+        finally:
+            lock.release()
+        return True
+
+    def _new_token(self, placement: str, lineage: tuple[tuple[str, int, int], ...]) -> TokenRecord:
+        t = TokenRecord(
+            id=f"{self.run.id}.{next(self._ids)}",
+            run_id=self.run.id,
+            placement=placement,
+            status=S.READY,
+            visit=self._next_visit(placement),
+            lineage=lineage,
+            created_at=self.clock.now(),
+        )
+        self.tokens[t.id] = t
+        return t
+
+    def _next_visit(self, placement: str) -> int:
+        n = self._visits.get(placement, 0) + 1
+        self._visits[placement] = n
+        return n
+
+    def spawn(self, token: TokenRecord) -> None:
+        task = asyncio.get_running_loop().create_task(self._drive(token))
+        self._tasks.add(task)
+
+    def _spawn_aux(self, coro: Awaitable[Any]) -> None:
+        async def wrapper() -> None:
+            await coro
+
+        task = asyncio.get_running_loop().create_task(wrapper())
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._tasks.discard(t)
+            self._maybe_drained()
+
+        task.add_done_callback(done)
+
+    # ------------------------------------------------------------------------------------------
+    # starting, ending
+
+    def launch(self, entry: str | None) -> None:
+        """Start :meth:`main` in its own task (held until it ends)."""
+        self._tasks.add(asyncio.get_running_loop().create_task(self.main(entry)))
+
+    async def main(self, entry: str | None) -> None:
+        """Start the run: lifecycle running, pre phases, then the entrypoint's token."""
+        task = asyncio.current_task()
+        assert task is not None
+        try:
+            if self._end is not None:
+                return
+            self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.RUNNING).value
+            self.run.started_at = self.clock.now()
+            self._started = True
+            await self.commit(
+                Commit(
+                    self.run.id,
+                    run=self.run,
+                    events=[
+                        self.event(
+                            EventKind.RUN_STARTED,
+                            data={
+                                "flow": self.flow.id,
+                                "version": self.flow.version,
+                                "deadline": self.run.deadline.isoformat()
+                                if self.run.deadline
+                                else None,
+                            },
+                        )
+                    ],
+                )
+            )
+            self._arm_deadline()
+            if self._end is not None:
+                return
+            for phase in self.flow.phases(PhaseKind.PRE):
+                err = await self._run_phase(phase)
+                if self._end is not None:
+                    return
+                if err is not None:
+                    self._request_end(Lifecycle.FAILED, [err])
+                    return
+            target = entry or self.flow.main_entrypoint
+            if entry is not None and entry in self.flow.entrypoints:
+                target = self.flow.entrypoints[entry]
+            token = self._new_token(target, ())
+            await self.commit(Commit(self.run.id, tokens=[token]))
+            self.spawn(token)
+        except Exception as exc:
+            self._request_end(Lifecycle.FAILED, [ErrorInfo.of(exc)])
+        finally:
+            self._tasks.discard(task)
+            self._maybe_drained()
+
+    def _arm_deadline(self) -> None:
+        if self.run.deadline is None or self._end is not None:
+            return
+        deadline = self.run.deadline
+
+        def fire() -> None:
+            self.root.cancel(CancelReason.RUN_DEADLINE, deadline)
+
+        self._deadline_timer = self.clock.call_at(deadline, fire)
+
+    def cancel(self, reason: str | None = None) -> bool:
+        """The caller's cancel: every running node is cancelled; lifecycle ``cancelled``."""
+        if self._end is not None:
+            return False
+        return self.root.cancel(CancelReason.ABORT, self.clock.now(), reason)
+
+    def _root_cancelled(self, c: Cancellation) -> None:
+        if self._end is not None:
+            return
+        timeout = c.reason in (CancelReason.RUN_DEADLINE, CancelReason.NODE_TIMEOUT)
+        lifecycle = Lifecycle.TIMED_OUT if timeout else Lifecycle.CANCELLED
+        reason = "timeout" if timeout else "abort"
+        nodes = tuple(dict.fromkeys(p for p, _ in self._running.values()))
+        if not nodes:
+            nodes = tuple(dict.fromkeys(t.placement for t in self.tokens.values()))
+        if not nodes and not self._started:
+            nodes = (self.flow.main_entrypoint,)
+        interrupted = InterruptedAt(reason, nodes[0] if nodes else None, c.at, nodes)
+        errors = []
+        if c.message:
+            errors.append(ErrorInfo("RunCancelled", c.message, None))
+        self._request_end(lifecycle, errors, interrupted, cancel_reason=None)
+
+    def _request_end(
+        self,
+        lifecycle: Lifecycle,
+        errors: Sequence[ErrorInfo] = (),
+        interrupted: InterruptedAt | None = None,
+        *,
+        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
+    ) -> None:
+        if self._end is not None or self._closed:
+            return
+        self._end = _End(lifecycle, list(errors), interrupted)
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        if cancel_reason is not None:
+            self.root.cancel(cancel_reason, self.clock.now())
+        self._finalizer = asyncio.get_running_loop().create_task(self._finalize())
+
+    def _maybe_drained(self) -> None:
+        if self._end is not None or self._closed or self._tasks or not self._started:
+            return
+        if any(t.status is S.WAITING for t in self.tokens.values()):
+            return
+        if self.tokens:
+            stuck = sorted({t.placement for t in self.tokens.values()})
+            self._request_end(Lifecycle.FAILED, [ErrorInfo.of(DrainedWithoutTerminal(stuck))])
+        elif self._terminals:
+            self._request_end(Lifecycle.COMPLETED)
+        else:
+            self._request_end(Lifecycle.FAILED, [ErrorInfo.of(DrainedWithoutTerminal(self._last))])
+
+    async def _finalize(self) -> None:
+        me = asyncio.current_task()
+        while True:
+            pending = [t for t in self._tasks if t is not me and not t.done()]
+            if not pending:
+                break
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._closed:
+            return
+        end = self._end
+        assert end is not None
+        try:
+            leftovers = list(self.tokens.values())
+            self.tokens.clear()
+            for t in leftovers:
+                t.status = S.CANCELLED
+            events = [
+                self.event(EventKind.TOKEN_CANCELLED, t, data={"reason": "run_ended"})
+                for t in leftovers
+            ]
+            if leftovers:
+                await self.commit(
+                    Commit(
+                        self.run.id,
+                        tokens=leftovers,
+                        events=events,
+                        due_cleared=[t.id for t in leftovers],
+                    )
+                )
+            if self._started:
+                for phase in self.flow.phases(PhaseKind.POST):
+                    err = await self._run_phase(phase, post=True)
+                    if err is not None:
+                        msg = f"post phase {phase.id!r} failed: {err.type}: {err.message}"
+                        self._warnings.append(msg)
+                        await self.commit(
+                            Commit(
+                                self.run.id,
+                                events=[
+                                    self.event(
+                                        EventKind.WARNING, placement=phase.id, data={"message": msg}
+                                    )
+                                ],
+                            )
+                        )
+            outcome = self._outcome if end.lifecycle is Lifecycle.COMPLETED else None
+            if end.lifecycle is Lifecycle.FAILED and self._terminals and self._outcome is None:
+                outcome = "failed"
+            result = RunResult(
+                run_id=self.run.id,
+                lifecycle=end.lifecycle,
+                outcome=outcome,
+                state=dict(self.state),
+                errors=tuple(end.errors),
+                interrupted_at=end.interrupted,
+                warnings=tuple(self._warnings),
+                terminals=tuple(self._terminals),
+            )
+            self.run.lifecycle = transition(self.run.lifecycle, end.lifecycle).value
+            self.run.finished_at = self.clock.now()
+            self.run.outcome = outcome
+            self.run.result = result.to_dict()
+            await self.commit(
+                Commit(
+                    self.run.id,
+                    run=self.run,
+                    events=[
+                        self.event(
+                            EventKind.RUN_FINISHED,
+                            data={
+                                "lifecycle": end.lifecycle.value,
+                                "outcome": outcome,
+                                "errors": [e.to_dict() for e in end.errors],
+                            },
+                        )
+                    ],
+                )
+            )
+        except BaseException as exc:
+            if not self.done.done():
+                self.done.set_exception(exc)
+            raise
+        finally:
+            self.root.close()
+            self.engine._forget(self)
+        if not self.done.done():
+            self.done.set_result(result)
+
+    def close(self) -> None:
+        """Stop driving this run without recording anything (the engine is closing)."""
+        self._closed = True
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._finalizer is not None:
+            self._finalizer.cancel()
+        if not self.done.done():
+            from flowtide.engine.errors import EngineError
+
+            self.done.set_exception(
+                EngineError(f"the engine was closed; resume run {self.run.id!r} to finish it")
+            )
+            self.done.exception()  # retrieved: nobody may be waiting
+
+    # ------------------------------------------------------------------------------------------
+    # driving tokens
+
+    async def _drive(self, token: TokenRecord | None) -> None:
+        task = asyncio.current_task()
+        try:
+            while token is not None:
+                if self._end is not None or token.status is S.CANCELLED:
+                    return
+                p = self.plan.placements[token.placement]
+                token = await self._handlers[p.kind](token, p)
+        except asyncio.CancelledError:
+            if not self._closed:
+                raise
+        except Exception as exc:
+            placement = token.placement if token is not None else None
+            self._request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, placement)])
+        finally:
+            self._tasks.discard(task)
+            self._maybe_drained()
+
+    def fire_due(self, entry: DueEntry) -> None:
+        """The scheduler says this token's due instant has come."""
+        token = self.tokens.get(entry.token_id)
+        if token is None or token.status is not S.WAITING or self._end is not None:
+            return
+        token.data["fired"] = token.data.get("purpose", "wait")
+        token.status = S.READY
+        self.spawn(token)
+
+    async def _route(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        output: str,
+        *,
+        event: EventRecord,
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+        extra: Sequence[TokenRecord] = (),
+        extra_events: Sequence[EventRecord] = (),
+        due_cleared: Sequence[str] = (),
+    ) -> TokenRecord | None:
+        """Move ``token`` along ``output`` (a split makes new tokens), committing it all."""
+        targets = p.route_map().get(output)
+        if not targets:
+            err = UnroutedOutputError(p.id, output, list(p.route_map()))
+            await self.commit(Commit(self.run.id, events=[event, *extra_events]), unless_ended=True)
+            self._fail_token(token, err)
+            return None
+        moved: list[TokenRecord]
+        if len(targets) == 1:
+            token.placement = targets[0]
+            token.visit = self._next_visit(targets[0])
+            token.attempt = 1
+            token.status = S.READY
+            token.deadline = None
+            token.due = None
+            token.data = {}
+            moved = [token]
+        else:
+            split = f"{token.id}/{p.id}#{token.visit}"
+            n = len(targets)
+            token.status = S.DONE
+            self.tokens.pop(token.id, None)
+            moved = [
+                self._new_token(t, (*token.lineage, (split, i, n))) for i, t in enumerate(targets)
+            ]
+            moved.insert(0, token)
+        event.data["to"] = list(targets)
+        ok = await self.commit(
+            Commit(
+                self.run.id,
+                tokens=[*moved, *extra],
+                events=[event, *extra_events],
+                due_cleared=due_cleared,
+            ),
+            unless_ended=True,
+            prepare=_state_preparer(update),
+            token=token,
+        )
+        if not ok:
+            return None
+        nxt = [t for t in moved if t.status is S.READY]
+        for other in nxt[1:]:
+            self.spawn(other)
+        if self._joins and self._note_moves(nxt):
+            await self._evaluate_joins()
+        return nxt[0] if nxt else None
+
+    def _fail_token(
+        self, token: TokenRecord, exc: BaseException, interrupted: InterruptedAt | None = None
+    ) -> None:
+        token.status = S.FAILED
+        self.tokens.pop(token.id, None)
+        self._request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, token.placement)], interrupted)
+
+    # ------------------------------------------------------------------------------------------
+    # node attempts
+
+    async def invoke(
+        self,
+        impl: NodeImplementation,
+        settings: NodeSettings,
+        placement: str,
+        state: Mapping[str, Any],
+        *,
+        parent: CancelScope,
+        key: str,
+        attempt: int,
+        visit: int,
+        item: Any = None,
+        token: TokenRecord | None = None,
+        deadline: datetime | None = _COMPUTE,
+    ) -> Attempt:
+        """Run the node's code once in its own child scope, bounded by its window.
+
+        ``deadline``: the attempt's window end, when the caller has already resolved (and
+        stored) it; computed here otherwise.
+        """
+        now = self.clock.now()
+        if deadline is _COMPUTE:
+            deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
+            if token is not None:
+                token.deadline = deadline
+        if deadline is not None and deadline <= now:
+            return Attempt("timeout", deadline=deadline)
+        scope = parent.child(placement)
+        if scope.cancellation is not None:
+            scope.close()
+            return Attempt("cancelled", cancellation=scope.cancellation)
+        own_timeout = False
+        handle = None
+        if deadline is not None:
+
+            def on_deadline() -> None:
+                nonlocal own_timeout
+                own_timeout = scope.cancel(CancelReason.NODE_TIMEOUT, deadline)
+
+            handle = self.clock.call_at(deadline, on_deadline)
+        ctx = NodeContext(
+            state=copy_state(state),
+            run_id=self.run.id,
+            placement=placement,
+            attempt=attempt,
+            visit=visit,
+            item=item if item is not None else self.item,
+            clock=self.clock,
+            scope=scope,
+        )
+        value: Any = None
+        final_state: dict[str, Any] = ctx.state
+        error: BaseException | None = None
+        self._running[key] = (placement, scope)
+        try:
+            with scope.bind():
+                try:
+                    if impl.is_async:
+                        value = await impl.fn(ctx)
+                    elif impl.execution == "inline":
+                        value = impl.fn(ctx)
+                    elif impl.execution == "thread":
+                        loop = asyncio.get_running_loop()
+                        with self.clock.hold():
+                            value = await loop.run_in_executor(self.engine.threads, impl.fn, ctx)
+                    else:
+
+                        def started(pid: int) -> None:
+                            if token is not None:
+                                self._spawn_aux(
+                                    self.commit(
+                                        Commit(
+                                            self.run.id,
+                                            events=[
+                                                self.event(
+                                                    EventKind.PROCESS_STARTED,
+                                                    token,
+                                                    placement=placement,
+                                                    data={"pid": pid},
+                                                )
+                                            ],
+                                        )
+                                    )
+                                )
+
+                        value, final_state = await run_in_process(
+                            impl, ctx, scope, self.clock, started
+                        )
+                except Exception as exc:
+                    error = exc
+                except Cancelled:
+                    pass
+        finally:
+            if handle is not None:
+                handle.cancel()
+            scope.close()
+            self._running.pop(key, None)
+        if scope.cancellation is not None:
+            if own_timeout:
+                return Attempt("timeout", deadline=deadline, cancellation=scope.cancellation)
+            return Attempt("cancelled", cancellation=scope.cancellation)
+        if error is not None:
+            return Attempt("error", error=error, deadline=deadline)
+        try:
+            name, update = self._interpret(impl, placement, value)
+        except UndeclaredOutputError as exc:
+            return Attempt("error", error=exc)
+        return Attempt("ok", output=name, state=final_state, update=update, deadline=deadline)
+
+    @staticmethod
+    def _interpret(
+        impl: NodeImplementation, placement: str, value: Any
+    ) -> tuple[str, Mapping[str, Any]]:
+        update: Mapping[str, Any] = {}
+        if isinstance(value, Output):
+            name: Any = value.name
+            update = value.update
+        elif value is None and len(impl.outputs) == 1:
+            name = impl.outputs[0]
+        else:
+            name = value
+        if not isinstance(name, str) or name not in impl.outputs:
+            raise UndeclaredOutputError(impl.id, placement, name, impl.outputs)
+        return name, update
+
+    def state_update(
+        self, base: Mapping[str, Any], attempt: Attempt
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Merge a finished attempt's changes into the run state (returns what to commit)."""
+        assert attempt.state is not None
+        changed, deleted = self.merger.changes(base, attempt.state)
+        if not changed and not deleted and not attempt.update:
+            return {}, []
+        return self.merger.apply(self.state, base, changed, deleted, attempt.update)
+
+    # ------------------------------------------------------------------------------------------
+    # placement kinds
+
+    async def _task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
+        impl = self.plan.impls[p.id]
+        settings = self.plan.settings[p.id]
+        return await self._node_step(token, p, impl, settings)
+
+    async def _phase_in_flow(self, token: TokenRecord, p: Phase) -> TokenRecord | None:
+        # A phase reached by a route (validation should prevent it): run it like a dead end.
+        self._last.append(p.id)
+        token.status = S.DONE
+        self.tokens.pop(token.id, None)
+        await self.commit(Commit(self.run.id, tokens=[token]), unless_ended=True)
+        if self._joins and self._note_moves([token], ended=True):
+            await self._evaluate_joins()
+        return None
+
+    async def _node_step(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        impl: NodeImplementation,
+        settings: NodeSettings,
+        body: Callable[[CancelScope], Awaitable[Attempt]] | None = None,
+    ) -> TokenRecord | None:
+        fired = token.data.pop("fired", None)
+        pre_events = []
+        if fired == "retry":
+            pre_events.append(self.event(EventKind.TIMER_FIRED, token, data={"purpose": "retry"}))
+        token.status = S.RUNNING
+        base = dict(self.state)
+        if body is None:
+            now = self.clock.now()
+            token.deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
+        deadline = token.deadline
+        started = self.event(
+            EventKind.NODE_STARTED,
+            token,
+            data={
+                "visit": token.visit,
+                "node": impl.id,
+                "deadline": deadline.isoformat() if deadline is not None else None,
+            },
+        )
+        if not await self.commit(
+            Commit(self.run.id, tokens=[token], events=[*pre_events, started]), unless_ended=True
+        ):
+            return None
+        if body is None:
+            attempt = await self.invoke(
+                impl,
+                settings,
+                p.id,
+                base,
+                parent=self.root,
+                key=token.id,
+                attempt=token.attempt,
+                visit=token.visit,
+                token=token,
+                deadline=deadline,
+            )
+        else:
+            attempt = await body(self.root)
+        return await self._after_attempt(token, p, impl.id, settings, base, attempt)
+
+    async def _after_attempt(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        node_id: str,
+        settings: NodeSettings,
+        base: Mapping[str, Any],
+        attempt: Attempt,
+    ) -> TokenRecord | None:
+        if attempt.kind == "cancelled" or self._end is not None or token.status is S.CANCELLED:
+            return None
+        if attempt.kind == "ok":
+            assert attempt.output is not None
+            ev = self.event(EventKind.NODE_FINISHED, token, data={"output": attempt.output})
+            self._last = [p.id]
+            return await self._route(
+                token, p, attempt.output, event=ev, update=lambda: self.state_update(base, attempt)
+            )
+        if attempt.kind == "timeout":
+            budget = settings.timeout
+            assert budget is not None and attempt.deadline is not None
+            timeout_err = NodeTimeoutError(node_id, p.id, budget)
+            routed = TIMEOUT_OUTPUT in p.route_map()
+            ev = self.event(
+                EventKind.NODE_TIMED_OUT,
+                token,
+                data={
+                    "budget": budget.total_seconds(),
+                    "deadline": attempt.deadline.isoformat(),
+                    "routed": routed,
+                },
+            )
+            if self._retry(token, settings, timeout_err, explicit_only=True):
+                await self._schedule_retry(token, settings, timeout_err, ev)
+                return None
+            if routed:
+                self._last = [p.id]
+                return await self._route(token, p, TIMEOUT_OUTPUT, event=ev)
+            token.status = S.FAILED
+            if not await self.commit(
+                Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
+            ):
+                return None
+            self._fail_token(
+                token, timeout_err, InterruptedAt("timeout", p.id, attempt.deadline, (p.id,))
+            )
+            return None
+        exc = attempt.error
+        assert exc is not None
+        ev = self.event(
+            EventKind.NODE_FAILED,
+            token,
+            data={"error": {"type": type(exc).__name__, "message": str(exc)}},
+        )
+        if not isinstance(exc, UndeclaredOutputError) and self._retry(token, settings, exc):
+            await self._schedule_retry(token, settings, exc, ev)
+            return None
+        token.status = S.FAILED
+        if not await self.commit(
+            Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
+        ):
+            return None
+        self._fail_token(token, exc)
+        return None
+
+    def _retry(
+        self,
+        token: TokenRecord,
+        settings: NodeSettings,
+        exc: BaseException,
+        explicit_only: bool = False,
+    ) -> bool:
+        policy = settings.retry
+        if policy is None:
+            return False
+        if explicit_only and not (policy.retry_on and matches_retry_on(exc, policy.retry_on)):
+            return False
+        return should_retry(policy, exc, token.attempt)
+
+    async def _schedule_retry(
+        self, token: TokenRecord, settings: NodeSettings, exc: BaseException, ev: EventRecord
+    ) -> None:
+        policy = settings.retry
+        assert policy is not None
+        from datetime import timedelta
+
+        prev = token.data.get("backoff")
+        delay = backoff_delay(
+            policy,
+            token.attempt,
+            previous=timedelta(seconds=prev) if prev is not None else None,
+            rng=self.engine.random,
+        )
+        due = self.clock.now() + delay
+        failed_attempt = token.attempt
+        token.attempt += 1
+        token.status = S.WAITING
+        token.due = due
+        token.deadline = None
+        token.data = {"purpose": "retry", "backoff": delay.total_seconds()}
+        retried = self.event(
+            EventKind.NODE_RETRIED,
+            token,
+            attempt=failed_attempt,
+            data={
+                "due": due.isoformat(),
+                "next_attempt": token.attempt,
+                "delay": delay.total_seconds(),
+                "error": type(exc).__name__,
+            },
+        )
+        if await self.commit(
+            Commit(
+                self.run.id,
+                tokens=[token],
+                events=[ev, retried],
+                due=[DueEntry(due, self.run.id, token.id)],
+            ),
+            unless_ended=True,
+        ):
+            self.engine.scheduler.wake(due)
+
+    async def _wait(self, token: TokenRecord, p: Wait) -> TokenRecord | None:
+        if token.data.get("fired") == "wait":
+            ev = self.event(EventKind.TIMER_FIRED, token, data={"purpose": "wait"})
+            self._last = [p.id]
+            return await self._route(token, p, "elapsed", event=ev)
+        now = self.clock.now()
+        due = p.until if p.until is not None else now + (p.duration or (now - now))
+        token.status = S.WAITING
+        token.due = due
+        token.data = {"purpose": "wait"}
+        if await self.commit(
+            Commit(
+                self.run.id,
+                tokens=[token],
+                events=[self.event(EventKind.WAIT_STARTED, token, data={"due": due.isoformat()})],
+                due=[DueEntry(due, self.run.id, token.id)],
+            ),
+            unless_ended=True,
+        ):
+            self.engine.scheduler.wake(due)
+        return None
+
+    async def _terminal(self, token: TokenRecord, p: Terminal) -> TokenRecord | None:
+        token.status = S.DONE
+        self.tokens.pop(token.id, None)
+        ev = self.event(EventKind.TERMINAL_REACHED, token, data={"outcome": p.outcome})
+        if not await self.commit(
+            Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
+        ):
+            return None
+        self._terminals.append(p.id)
+        if p.fails:
+            self._request_end(Lifecycle.FAILED, [ErrorInfo.of(FailedTerminalError(p.id))])
+        elif self._outcome is None:
+            self._outcome = p.outcome
+        if self._joins and self._note_moves([token], ended=True):
+            await self._evaluate_joins()
+        return None
+
+    # ------------------------------------------------------------------------------------------
+    # joins
+
+    async def _join(self, token: TokenRecord, p: Join) -> TokenRecord | None:
+        if not token.lineage:
+            ev = self.event(EventKind.JOIN_FIRED, token, data={"output": "success", "arrived": 1})
+            return await self._route(token, p, "success", event=ev)
+        split, branch, count = token.lineage[-1]
+        group = self._joins.get((p.id, split))
+        if group is None:
+            group = self._joins[(p.id, split)] = _JoinGroup(p.id, split, count)
+        token.status = S.ARRIVED
+        group.arrived.append(token)
+        group.branches.add(branch)
+        ev = self.event(EventKind.JOIN_ARRIVED, token, data={"branch": branch, "split": split})
+        if not await self.commit(
+            Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
+        ):
+            return None
+        await self._evaluate_joins()
+        return None
+
+    def _note_moves(self, tokens: Sequence[TokenRecord], ended: bool = False) -> bool:
+        """Mark join groups that may have lost a branch through these tokens; True if any."""
+        hit = False
+        for group in self._joins.values():
+            if group.fired or group.dirty:
+                continue
+            for t in tokens:
+                if first_branch(t, group.split) < 0:
+                    continue
+                if ended or not (
+                    t.placement == group.join or self.plan.can_reach(t.placement, group.join)
+                ):
+                    group.dirty = hit = True
+                    break
+        return hit
+
+    async def _evaluate_joins(self) -> None:
+        for key, group in list(self._joins.items()):
+            if group.fired or self._end is not None:
+                continue
+            p = self.plan.placements[group.join]
+            assert isinstance(p, Join)
+            branches = group.branches
+            need = {JoinMode.ALL: group.count, JoinMode.FIRST: 1, JoinMode.QUORUM: p.quorum or 1}[
+                p.mode
+            ]
+            if len(branches) >= need:
+                output = "success"
+            elif not group.dirty:
+                continue
+            else:
+                group.dirty = False
+                arrived_ids = {t.id for t in group.arrived}
+                pending_branches = {
+                    first_branch(t, group.split)
+                    for t in self.tokens.values()
+                    if t.id not in arrived_ids
+                    and first_branch(t, group.split) >= 0
+                    and (t.placement == group.join or self.plan.can_reach(t.placement, group.join))
+                } - branches
+                if len(branches) + len(pending_branches) >= need:
+                    continue
+                output = "error" if branches else "empty"
+            group.fired = True
+            del self._joins[key]
+            await self._fire_join(group, p, output)
+
+    async def _fire_join(self, group: _JoinGroup, p: Join, output: str) -> None:
+        arrived = group.arrived
+        ids = {t.id for t in arrived}
+        losers = [
+            t for t in self.tokens.values() if t.id not in ids and first_branch(t, group.split) >= 0
+        ]
+        if p.mode is JoinMode.ALL:
+            losers = []
+        extra_events = []
+        for t in losers:
+            self._kill(t, CancelReason.JOIN_LOSER)
+            extra_events.append(
+                self.event(
+                    EventKind.TOKEN_CANCELLED,
+                    t,
+                    data={"reason": CancelReason.JOIN_LOSER.value, "join": p.id},
+                )
+            )
+        first = arrived[0]
+        for t in arrived[1:]:
+            t.status = S.DONE
+            self.tokens.pop(t.id, None)
+        cont = first
+        cont.lineage = tuple(f for f in cont.lineage if f[0] != group.split)
+        ev = self.event(
+            EventKind.JOIN_FIRED,
+            cont,
+            data={
+                "output": output,
+                "arrived": len(arrived),
+                "branches": [first_branch(t, group.split) for t in arrived],
+            },
+        )
+        nxt = await self._route(
+            cont,
+            p,
+            output,
+            event=ev,
+            extra=[*arrived[1:], *losers],
+            extra_events=extra_events,
+            due_cleared=[t.id for t in losers],
+        )
+        if nxt is not None:
+            self.spawn(nxt)
+        if self._joins:
+            await self._evaluate_joins()
+
+    def _kill(self, t: TokenRecord, reason: CancelReason) -> None:
+        """Cancel a live token: its running code (if any) and its pending due instant."""
+        t.status = S.CANCELLED
+        t.due = None
+        self.tokens.pop(t.id, None)
+        self._note_moves([t], ended=True)
+        running = self._running.get(t.id)
+        if running is not None:
+            running[1].cancel(reason, self.clock.now())
+        for key, (_, scope) in list(self._running.items()):
+            if key.startswith(t.id + "/"):
+                scope.cancel(reason, self.clock.now())
+
+    # ------------------------------------------------------------------------------------------
+    # scatter, subflow, phases
+
+    async def _scatter(self, token: TokenRecord, p: Scatter) -> TokenRecord | None:
+        from flowtide.engine.scatter import ScatterRun
+
+        token.status = S.RUNNING
+        started = self.event(
+            EventKind.NODE_STARTED, token, data={"visit": token.visit, "scatter": True}
+        )
+        if not await self.commit(
+            Commit(self.run.id, tokens=[token], events=[started]), unless_ended=True
+        ):
+            return None
+        base = dict(self.state)
+        runner = ScatterRun(self, token, p)
+        output, update = await runner.run(base)
+        if output is None or self._end is not None or token.status is S.CANCELLED:
+            return None
+        ev = self.event(EventKind.NODE_FINISHED, token, data={"output": output, **runner.summary()})
+        self._last = [p.id]
+        return await self._route(
+            token,
+            p,
+            output,
+            event=ev,
+            update=lambda: self.merger.apply(self.state, base, {}, [], update),
+        )
+
+    async def _subflow(self, token: TokenRecord, p: Subflow) -> TokenRecord | None:
+        settings = self.plan.settings[p.id]
+        token.status = S.RUNNING
+        now = self.clock.now()
+        token.deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
+        started = self.event(
+            EventKind.NODE_STARTED, token, data={"visit": token.visit, "subflow": p.flow}
+        )
+        if not await self.commit(
+            Commit(self.run.id, tokens=[token], events=[started]), unless_ended=True
+        ):
+            return None
+        base = dict(self.state)
+        child_state = map_input(base, p.input)
+        attempt, result = await self.run_child(
+            p.id, p.flow, child_state, settings, key=token.id, item=None, token=token
+        )
+        if attempt.kind != "ok" or result is None:
+            return await self._after_attempt(token, p, p.flow, settings, base, attempt)
+        fin = self.event(
+            EventKind.SUBFLOW_FINISHED,
+            token,
+            data={
+                "child": result.run_id,
+                "lifecycle": result.lifecycle.value,
+                "outcome": result.outcome,
+            },
+        )
+        if result.lifecycle is Lifecycle.COMPLETED:
+            update = map_output(result.state, p.output, self.state)
+            fin.data["output"] = "success"
+            self._last = [p.id]
+            return await self._route(
+                token,
+                p,
+                "success",
+                event=fin,
+                update=lambda: self.merger.apply(self.state, base, {}, [], update),
+            )
+        fin.data["output"] = "error"
+        if "error" in p.route_map():
+            self._last = [p.id]
+            return await self._route(token, p, "error", event=fin)
+        await self.commit(Commit(self.run.id, events=[fin]), unless_ended=True)
+        message = result.errors[0].message if result.errors else result.lifecycle.value
+        own = SubflowFailedError(p.id, result.run_id, result.lifecycle.value, message)
+        token.status = S.FAILED
+        self.tokens.pop(token.id, None)
+        self._request_end(Lifecycle.FAILED, [*result.errors, ErrorInfo.of(own, p.id)])
+        return None
+
+    async def run_child(
+        self,
+        placement: str,
+        flow_id: str,
+        state: dict[str, Any],
+        settings: NodeSettings,
+        *,
+        key: str,
+        item: Any,
+        token: TokenRecord | None,
+        parent: CancelScope | None = None,
+    ) -> tuple[Attempt, RunResult | None]:
+        """Run ``flow_id`` as a child run in a child scope bounded by ``settings``' window."""
+        depth = self.run.depth + 1
+        if depth > self.flow.max_depth:
+            err = RecursionDepthError(placement, flow_id, self.flow.max_depth)
+            return Attempt("error", error=err), None
+        now = self.clock.now()
+        deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
+        if deadline is not None and deadline <= now:
+            return Attempt("timeout", deadline=deadline), None
+        scope = (parent or self.root).child(placement)
+        own_timeout = False
+        handle = None
+        if deadline is not None:
+
+            def on_deadline() -> None:
+                nonlocal own_timeout
+                own_timeout = scope.cancel(CancelReason.NODE_TIMEOUT, deadline)
+
+            handle = self.clock.call_at(deadline, on_deadline)
+        self._running[key] = (placement, scope)
+        try:
+            child = await self.engine._start_child(self, flow_id, state, scope, token, item)
+            if token is not None:
+                await self.commit(
+                    Commit(
+                        self.run.id,
+                        events=[
+                            self.event(
+                                EventKind.SUBFLOW_STARTED, token, data={"child": child.run.id}
+                            )
+                        ],
+                    ),
+                    unless_ended=True,
+                )
+            result = await asyncio.shield(child.done)
+        except Exception as exc:
+            return Attempt("error", error=exc), None
+        finally:
+            if handle is not None:
+                handle.cancel()
+            scope.close()
+            self._running.pop(key, None)
+        if scope.cancellation is not None:
+            if own_timeout:
+                return Attempt("timeout", deadline=deadline), result
+            return Attempt("cancelled", cancellation=scope.cancellation), result
+        return Attempt("ok", output="success"), result
+
+    async def _run_phase(self, phase: Phase, *, post: bool = False) -> ErrorInfo | None:
+        impl = self.plan.impls[phase.id]
+        settings = self.plan.settings[phase.id]
+        token = TokenRecord(
+            id=f"{self.run.id}.{next(self._ids)}",
+            run_id=self.run.id,
+            placement=phase.id,
+            status=S.RUNNING,
+            visit=self._next_visit(phase.id),
+            created_at=self.clock.now(),
+        )
+        base = dict(self.state)
+        token.deadline = attempt_deadline(
+            settings, now=self.clock.now(), run_created_at=self.run.created_at
+        )
+        await self.commit(
+            Commit(
+                self.run.id,
+                tokens=[token],
+                events=[
+                    self.event(
+                        EventKind.NODE_STARTED,
+                        token,
+                        data={"visit": token.visit, "phase": phase.phase.value, "node": impl.id},
+                    )
+                ],
+            )
+        )
+        scope = CancelScope(None) if post else self.root
+        attempt = await self.invoke(
+            impl,
+            settings,
+            phase.id,
+            base,
+            parent=scope,
+            key=token.id,
+            attempt=1,
+            visit=token.visit,
+            token=token,
+        )
+        token.status = S.DONE
+        if attempt.kind == "ok":
+            written, removed = self.state_update(base, attempt)
+            await self.commit(
+                Commit(
+                    self.run.id,
+                    tokens=[token],
+                    state=written or None,
+                    state_deleted=removed,
+                    events=[
+                        self.event(EventKind.NODE_FINISHED, token, data={"output": attempt.output})
+                    ],
+                )
+            )
+            return None
+        if attempt.kind == "cancelled":
+            return None
+        token.status = S.FAILED
+        if attempt.kind == "timeout":
+            assert settings.timeout is not None
+            exc: BaseException = NodeTimeoutError(impl.id, phase.id, settings.timeout)
+            ev = self.event(
+                EventKind.NODE_TIMED_OUT,
+                token,
+                data={"budget": settings.timeout.total_seconds(), "routed": False},
+            )
+        else:
+            assert attempt.error is not None
+            exc = attempt.error
+            ev = self.event(
+                EventKind.NODE_FAILED,
+                token,
+                data={"error": {"type": type(exc).__name__, "message": str(exc)}},
+            )
+        await self.commit(Commit(self.run.id, tokens=[token], events=[ev]))
+        if post:
+            return ErrorInfo.of(exc, phase.id)
+        pre = PrePhaseError(phase.id, f"{type(exc).__name__}: {exc}")
+        return ErrorInfo(type(exc).__name__, str(pre), phase.id)
+
+    # ------------------------------------------------------------------------------------------
+    # resume
+
+    def restore(self, tokens: Sequence[TokenRecord], history: Sequence[EventRecord]) -> None:
+        """Rebuild in-memory bookkeeping from stored tokens and history (before resuming)."""
+        self._started = True
+        top = 0
+        for e in history:
+            if e.kind == EventKind.NODE_STARTED and e.placement is not None:
+                visit = e.data.get("visit")
+                if isinstance(visit, int):
+                    self._visits[e.placement] = max(self._visits.get(e.placement, 0), visit)
+            if e.kind == EventKind.TERMINAL_REACHED and e.placement is not None:
+                self._terminals.append(e.placement)
+                if self._outcome is None and e.data.get("outcome") != "failed":
+                    self._outcome = e.data.get("outcome")
+        for t in tokens:
+            suffix = t.id.rpartition(".")[2]
+            if suffix.isdigit():
+                top = max(top, int(suffix))
+            if not t.status.live:
+                continue
+            self.tokens[t.id] = t
+            self._visits[t.placement] = max(self._visits.get(t.placement, 0), t.visit)
+            if t.status is S.ARRIVED and t.lineage:
+                split, _, count = t.lineage[-1]
+                group = self._joins.setdefault(
+                    (t.placement, split), _JoinGroup(t.placement, split, count)
+                )
+                group.arrived.append(t)
+                group.branches.add(first_branch(t, split))
+        self._ids = itertools.count(top + 1)
+
+    def resume_tokens(self) -> list[DueEntry]:
+        """Start driving restored tokens; returns the due entries to re-arm."""
+        dues = []
+        for t in list(self.tokens.values()):
+            if t.status in (S.READY, S.RUNNING):
+                t.status = S.READY
+                self.spawn(t)
+            elif t.status is S.WAITING and t.due is not None:
+                dues.append(DueEntry(t.due, self.run.id, t.id))
+        self._arm_deadline()
+        return dues
+
+
+def first_branch(token: TokenRecord, split: str) -> int:
+    for f in token.lineage:
+        if f[0] == split:
+            return f[1]
+    return -1
+
+
+def map_input(state: Mapping[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
+    """A child's state: a copy of ``state``, or only the mapped paths (child <- parent)."""
+    if not mapping:
+        return copy_state(state)
+    out: dict[str, Any] = {}
+    for child_path, parent_path in mapping.items():
+        set_path(out, child_path, copy_state({"v": get_path(state, parent_path)})["v"])
+    return out
+
+
+def map_output(
+    child: Mapping[str, Any], mapping: Mapping[str, str], parent: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Top-level parent keys to set from a child's final state (parent path <- child path)."""
+    out: dict[str, Any] = {}
+    for parent_path, child_path in mapping.items():
+        value = get_path(child, child_path)
+        head, _, rest = parent_path.partition(".")
+        if rest:
+            if head not in out:
+                current = parent.get(head)
+                out[head] = copy_state(current) if isinstance(current, dict) else {}
+            set_path(out[head], rest, value)
+        else:
+            out[head] = value
+    return out
+
+
+def _state_preparer(
+    update: Callable[[], tuple[dict[str, Any], list[str]]] | None,
+) -> Callable[[Commit], None] | None:
+    if update is None:
+        return None
+
+    def prepare(c: Commit) -> None:
+        written, removed = update()
+        if written:
+            c.state = written
+        if removed:
+            c.state_deleted = removed
+
+    return prepare

@@ -1,0 +1,360 @@
+"""Scatter/gather: run a body (a node or a flow) per item, then gather the results.
+
+* Each item runs on its own copy of the run state (only the ``input`` paths when ``input`` maps
+  any), with the item at ``item_key``; ``ctx.item`` is the item too.
+* At most ``concurrency`` items run at once, and the source is pulled only when a slot is free,
+  so a generator or async iterator is never drained ahead of the workers. ``throttle`` spaces
+  item starts (items per second, on the engine's clock). ``batch`` groups items by key and runs
+  the body once per batch (``ctx.item`` is the list), released when ``size`` items are in it,
+  when no item joined it for ``idle``, or when the source ends.
+* An item succeeds when its body returns a declared output (a flow body: completes); it fails
+  when the body raises, times out (its window is the body's ``timeout``) or the child run does
+  not complete. ``on_failure: fail_fast`` stops starting items after the first failure.
+* Every finished item is recorded in the store (index, output, result, completion order), so a
+  scatter resumed after a crash re-runs only the items that had not finished.
+* Gather (``gather.strategy``), over succeeded items: ``append`` a list in source order;
+  ``collect`` a list in completion order; ``partition`` a mapping output -> list (failed items
+  under ``error``/``timeout``, as ``{"item", "error"}``); ``map`` a mapping ``key`` -> result;
+  ``reduce`` folds results in source order with ``function(accumulator, result)`` from
+  ``gather.initial``. A result is the item's final state, or its ``gather.field`` path.
+* Routes: ``empty`` (no items), ``all-success``, ``partial``, ``all-error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+from collections.abc import AsyncIterator, Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from flowtide.engine.events import EventKind
+from flowtide.engine.paths import get_path, set_path
+from flowtide.engine.reducers import copy_state, resolve_function
+from flowtide.engine.scope import CancelScope
+from flowtide.model.placements import FailurePolicy, GatherStrategy, Scatter
+from flowtide.store.base import Commit, ScatterItemRecord, TokenRecord
+
+if TYPE_CHECKING:
+    from flowtide.clock import TimerHandle
+    from flowtide.engine.run import RunExecutor
+
+_END = object()
+
+
+class _Source:
+    """One pull at a time over a sync or async iterable."""
+
+    def __init__(self, source: Any) -> None:
+        self._sync: Iterator[Any] | None = None
+        self._async: AsyncIterator[Any] | None = None
+        if hasattr(source, "__aiter__"):
+            self._async = source.__aiter__()
+        else:
+            self._sync = iter(source)
+
+    async def pull(self) -> Any:
+        if self._async is not None:
+            try:
+                return await self._async.__anext__()
+            except StopAsyncIteration:
+                return _END
+        assert self._sync is not None
+        return next(self._sync, _END)
+
+
+class ScatterRun:
+    def __init__(self, ex: RunExecutor, token: TokenRecord, p: Scatter) -> None:
+        self.ex = ex
+        self.token = token
+        self.p = p
+        self.records: dict[int, ScatterItemRecord] = {}
+        self.pulled = 0
+        self.started = 0
+        self._order = itertools.count(1)
+        self._stop = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.scope: CancelScope = ex.root.child(p.id)
+
+    def summary(self) -> dict[str, Any]:
+        ok = sum(1 for r in self.records.values() if r.status == "done")
+        return {
+            "items": len(self.records),
+            "succeeded": ok,
+            "failed": len(self.records) - ok,
+            "started": self.started,
+        }
+
+    async def run(self, base: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+        ex, p = self.ex, self.p
+        top = 0
+        for r in await ex.engine.store.scatter_items(ex.run.id, self.token.id):
+            self.records[r.index] = r
+            top = max(top, r.order)
+        self._order = itertools.count(top + 1)
+        ex._running[self.token.id] = (p.id, self.scope)
+        try:
+            source = get_path(base, p.source)
+            if source is not None:
+                if p.batch is not None:
+                    await self._pump_batches(base, _Source(source))
+                else:
+                    await self._pump(base, _Source(source))
+            while self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        finally:
+            ex._running.pop(self.token.id, None)
+            self.scope.close()
+        if self.scope.cancellation is not None:
+            return None, {}
+        return self._route(), self._gather(base)
+
+    # -- pulling ------------
+
+    async def _pump(self, base: Mapping[str, Any], source: _Source) -> None:
+        p = self.p
+        slots = asyncio.Semaphore(p.concurrency)
+        interval = timedelta(seconds=1 / p.throttle) if p.throttle else None
+        next_start: datetime | None = None
+        for index in itertools.count():
+            await slots.acquire()
+            if self._stop or self.scope.cancellation is not None:
+                slots.release()
+                return
+            item = await source.pull()
+            if item is _END:
+                slots.release()
+                return
+            self.pulled += 1
+            if index in self.records:
+                slots.release()
+                continue
+            if interval is not None:
+                now = self.ex.clock.now()
+                if next_start is not None and next_start > now:
+                    await self.ex.clock.sleep_until(next_start)
+                next_start = max(next_start or now, now) + interval
+                if self._stop or self.scope.cancellation is not None:
+                    slots.release()
+                    return
+            self._launch(base, index, item, None, slots)
+
+    async def _pump_batches(self, base: Mapping[str, Any], source: _Source) -> None:
+        p = self.p
+        assert p.batch is not None
+        spec = p.batch
+        slots = asyncio.Semaphore(p.concurrency)
+        buffers: dict[Any, list[Any]] = {}
+        timers: dict[Any, TimerHandle] = {}
+        counter = itertools.count()
+        ready: asyncio.Queue[Any] = asyncio.Queue()
+
+        def release(key: Any) -> None:
+            timer = timers.pop(key, None)
+            if timer is not None:
+                timer.cancel()
+            items = buffers.pop(key, None)
+            if items:
+                ready.put_nowait((key, items))
+
+        async def launch_ready() -> None:
+            while not ready.empty():
+                key, items = ready.get_nowait()
+                await slots.acquire()
+                index = next(counter)
+                if index in self.records or self._stop or self.scope.cancellation is not None:
+                    slots.release()
+                    continue
+                self._launch(base, index, items, key, slots)
+
+        while True:
+            await launch_ready()
+            if self._stop or self.scope.cancellation is not None:
+                return
+            item = await source.pull()
+            if item is _END:
+                break
+            self.pulled += 1
+            key = get_path(item, spec.key) if isinstance(item, Mapping) else item
+            buffers.setdefault(key, []).append(item)
+            if len(buffers[key]) >= spec.size:
+                release(key)
+            elif spec.idle is not None:
+                old = timers.pop(key, None)
+                if old is not None:
+                    old.cancel()
+                timers[key] = self.ex.clock.call_at(
+                    self.ex.clock.now() + spec.idle, functools.partial(release, key)
+                )
+        for key in list(buffers):
+            release(key)
+        await launch_ready()
+
+    def _launch(
+        self, base: Mapping[str, Any], index: int, item: Any, key: Any, slots: asyncio.Semaphore
+    ) -> None:
+        self.started += 1
+        task = asyncio.get_running_loop().create_task(self._item(base, index, item, key))
+        self._tasks.add(task)
+        self.ex._tasks.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._tasks.discard(t)
+            self.ex._tasks.discard(t)
+            slots.release()
+
+        task.add_done_callback(done)
+
+    # -- one item ------------
+
+    async def _item(self, base: Mapping[str, Any], index: int, item: Any, key: Any) -> None:
+        ex, p = self.ex, self.p
+        state = item_state(base, p, item)
+        settings = ex.plan.settings[p.id]
+        run_key = f"{self.token.id}/{index}"
+        final: Mapping[str, Any] | None = None
+        error: str | None = None
+        if p.body.node is not None:
+            impl = ex.plan.impls[p.id]
+            attempt = await ex.invoke(
+                impl,
+                settings,
+                p.id,
+                state,
+                parent=self.scope,
+                key=run_key,
+                attempt=1,
+                visit=self.token.visit,
+                item=item,
+            )
+            if attempt.kind == "cancelled":
+                return
+            if attempt.kind == "ok":
+                assert attempt.state is not None and attempt.output is not None
+                final = {**attempt.state, **attempt.update}
+                output = attempt.output
+            elif attempt.kind == "timeout":
+                output, error = "timeout", f"timed out after {settings.timeout}"
+            else:
+                output, error = "error", f"{type(attempt.error).__name__}: {attempt.error}"
+        else:
+            assert p.body.flow is not None
+            attempt, result = await ex.run_child(
+                p.id,
+                p.body.flow,
+                state,
+                settings,
+                key=run_key,
+                item=item,
+                token=None,
+                parent=self.scope,
+            )
+            if attempt.kind == "cancelled":
+                return
+            if attempt.kind == "ok" and result is not None and result.lifecycle == "completed":
+                final = result.state
+                output = "success"
+            elif attempt.kind == "timeout":
+                output, error = "timeout", "timed out"
+            else:
+                output = "error"
+                if result is not None and result.errors:
+                    error = f"{result.errors[0].type}: {result.errors[0].message}"
+                else:
+                    error = str(attempt.error or (result.lifecycle if result else "failed"))
+        if self.scope.cancellation is not None or ex.ended:
+            return
+        if final is not None:
+            value = get_path(final, p.gather.field) if p.gather.field else dict(final)
+            record = ScatterItemRecord(
+                ex.run.id,
+                self.token.id,
+                index,
+                "done",
+                output,
+                value,
+                _item_key(p, item, key),
+                next(self._order),
+            )
+        else:
+            record = ScatterItemRecord(
+                ex.run.id,
+                self.token.id,
+                index,
+                "failed",
+                output,
+                {"item": item, "error": error},
+                _item_key(p, item, key),
+                next(self._order),
+            )
+            if p.on_failure is FailurePolicy.FAIL_FAST:
+                self._stop = True
+        self.records[index] = record
+        ev = ex.event(
+            EventKind.SCATTER_ITEM_FINISHED,
+            self.token,
+            placement=p.id,
+            data={"index": index, "output": output, "status": record.status},
+        )
+        await ex.commit(Commit(ex.run.id, scatter=[record], events=[ev]), unless_ended=True)
+
+    # -- gathering ------------
+
+    def _route(self) -> str:
+        if not self.records:
+            return "empty"
+        ok = sum(1 for r in self.records.values() if r.status == "done")
+        if ok == len(self.records):
+            return "all-success"
+        return "all-error" if ok == 0 else "partial"
+
+    def _gather(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        g = self.p.gather
+        by_index = [self.records[i] for i in sorted(self.records)]
+        good = [r for r in by_index if r.status == "done"]
+        value: Any
+        if g.strategy is GatherStrategy.APPEND:
+            value = [r.result for r in good]
+        elif g.strategy is GatherStrategy.COLLECT:
+            value = [r.result for r in sorted(good, key=lambda r: r.order)]
+        elif g.strategy is GatherStrategy.PARTITION:
+            value = {}
+            for r in by_index:
+                value.setdefault(r.output or "error", []).append(r.result)
+        elif g.strategy is GatherStrategy.MAP:
+            value = {r.key: r.result for r in good}
+        else:
+            assert g.reducer is not None
+            fn = resolve_function(g.reducer)
+            value = copy_state({"v": g.initial})["v"]
+            for r in good:
+                value = fn(value, r.result)
+        head, _, rest = g.target.partition(".")
+        if not rest:
+            return {head: value}
+        current = base.get(head)
+        holder = copy_state(current) if isinstance(current, dict) else {}
+        set_path(holder, rest, value)
+        return {head: holder}
+
+
+def item_state(base: Mapping[str, Any], p: Scatter, item: Any) -> dict[str, Any]:
+    if p.input:
+        state: dict[str, Any] = {}
+        for child_path, parent_path in p.input.items():
+            set_path(state, child_path, copy_state({"v": get_path(base, parent_path)})["v"])
+    else:
+        state = copy_state({k: v for k, v in base.items() if k != p.source.partition(".")[0]})
+    state[p.item_key] = item
+    return state
+
+
+def _item_key(p: Scatter, item: Any, batch_key: Any) -> Any:
+    if p.batch is not None:
+        return batch_key
+    if p.gather.key is None:
+        return None
+    if isinstance(item, Mapping):
+        return get_path(item, p.gather.key)
+    return item

@@ -1,0 +1,92 @@
+"""The virtual clock drives time explicitly or by autojump; the system clock is real time."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from flowtide.clock import SystemClock, VirtualClock
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def t(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+async def test_advance_fires_due_callbacks_in_instant_order_then_scheduling_order() -> None:
+    clock = VirtualClock(T0)
+    fired: list[tuple[str, datetime]] = []
+    clock.call_at(t(5), lambda: fired.append(("b", clock.now())))
+    clock.call_at(t(1), lambda: fired.append(("a", clock.now())))
+    clock.call_at(t(5), lambda: fired.append(("c", clock.now())))
+    clock.call_at(t(20), lambda: fired.append(("late", clock.now())))
+    cancelled = clock.call_at(t(2), lambda: fired.append(("cancelled", clock.now())))
+    cancelled.cancel()
+    await clock.advance(timedelta(seconds=10))
+    assert fired == [("a", t(1)), ("b", t(5)), ("c", t(5))]
+    assert clock.now() == t(10)
+    assert clock.next_timer() == t(20)
+
+
+async def test_the_loop_settles_between_callbacks() -> None:
+    clock = VirtualClock(T0)
+    seen: list[str] = []
+
+    async def chain() -> None:
+        await clock.sleep_until(t(1))
+        seen.append(f"woke {clock.now().isoformat()}")
+        await clock.sleep(timedelta(seconds=1))
+        seen.append(f"woke {clock.now().isoformat()}")
+
+    task = asyncio.create_task(chain())
+    await clock.advance(timedelta(seconds=5))
+    assert seen == [f"woke {t(1).isoformat()}", f"woke {t(2).isoformat()}"]
+    await task
+
+
+async def test_autojump_runs_a_ten_minute_window_at_once() -> None:
+    clock = VirtualClock(T0, autojump=True)
+    await clock.sleep(timedelta(minutes=10))
+    assert clock.now() == t(600)
+    await clock.aclose()
+
+
+async def test_autojump_waits_while_real_work_is_held() -> None:
+    clock = VirtualClock(T0, autojump=True)
+    order: list[str] = []
+
+    async def worker() -> None:
+        with clock.hold():
+            await asyncio.to_thread(lambda: None)
+            order.append(f"held work done at {clock.now().isoformat()}")
+
+    timer = asyncio.create_task(clock.sleep(timedelta(seconds=30)))
+    await asyncio.sleep(0)
+    await worker()
+    await timer
+    order.append(f"timer at {clock.now().isoformat()}")
+    assert order == [f"held work done at {t(0).isoformat()}", f"timer at {t(30).isoformat()}"]
+    await clock.aclose()
+
+
+async def test_virtual_clock_refuses_to_go_back() -> None:
+    clock = VirtualClock(T0)
+    with pytest.raises(ValueError, match="back in time"):
+        await clock.advance(timedelta(seconds=-1))
+
+
+def test_naive_start_is_refused() -> None:
+    with pytest.raises(ValueError, match="time zone"):
+        VirtualClock(datetime(2026, 1, 1))
+
+
+async def test_system_clock_is_aware_utc_and_fires_past_instants_at_once() -> None:
+    clock = SystemClock()
+    now = clock.now()
+    assert now.tzinfo is UTC
+    done = asyncio.Event()
+    clock.call_at(now - timedelta(seconds=1), done.set)
+    await asyncio.wait_for(done.wait(), 5)

@@ -1,0 +1,24 @@
+"""Run ``async def`` tests with ``asyncio.run`` (no plugin needed), each bounded to 20 s."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    args: dict[str, Any] = {
+        name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames
+    }
+
+    async def bounded() -> None:
+        await asyncio.wait_for(pyfuncitem.obj(**args), 20)
+
+    asyncio.run(bounded())
+    return True

@@ -1,0 +1,136 @@
+"""The in-memory store: atomic commits, the due index, history order, copies."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from flowtide.store import (
+    Commit,
+    DueEntry,
+    EventRecord,
+    MemoryStore,
+    NodeAnchor,
+    RunRecord,
+    ScatterItemRecord,
+    StoreConflict,
+    StoreError,
+    TokenRecord,
+    TokenStatus,
+    UnknownRunError,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def t(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+async def new_store(*runs: str) -> MemoryStore:
+    store = MemoryStore()
+    for run_id in runs:
+        await store.create_run(RunRecord(run_id, "urn:f", "1", "pending", T0), {"k": 1})
+    return store
+
+
+async def test_a_commit_applies_tokens_state_and_events_together() -> None:
+    store = await new_store("r")
+    token = TokenRecord("r.1", "r", "a", TokenStatus.RUNNING, deadline=t(5))
+    events = await store.commit(
+        Commit(
+            "r",
+            tokens=[token],
+            state={"x": 2},
+            state_deleted=["k"],
+            events=[EventRecord("node_started", "r", T0, "a"), EventRecord("x", "r", T0)],
+        )
+    )
+    assert [e.seq for e in events] == [1, 2]
+    assert await store.get_state("r") == {"x": 2}
+    (stored,) = await store.tokens("r")
+    assert (stored.status, stored.deadline) == (TokenStatus.RUNNING, t(5))
+    assert [e.kind for e in await store.history("r")] == ["node_started", "x"]
+    assert [e.seq for e in await store.history("r", after=1)] == [2]
+
+
+async def test_expect_makes_a_commit_conditional_and_all_or_nothing() -> None:
+    store = await new_store("r")
+    token = TokenRecord("r.1", "r", "a", TokenStatus.RUNNING)
+    await store.commit(Commit("r", tokens=[token]))
+    with pytest.raises(StoreConflict, match="is running, not parked"):
+        await store.commit(
+            Commit(
+                "r",
+                state={"x": 1},
+                expect={"r.1": TokenStatus.PARKED},
+                events=[EventRecord("e", "r", T0)],
+            )
+        )
+    assert await store.get_state("r") == {"k": 1}
+    assert await store.history("r") == []
+
+
+async def test_due_index_next_due_and_claims_in_batches_in_instant_order() -> None:
+    store = await new_store("r", "s")
+    await store.commit(Commit("r", due=[DueEntry(t(30), "r", "r.1"), DueEntry(t(10), "r", "r.2")]))
+    await store.commit(Commit("s", due=[DueEntry(t(20), "s", "s.1"), DueEntry(t(99), "s", "s.2")]))
+    # Writing a new due for a token replaces the old one; clearing drops it.
+    await store.commit(Commit("r", due=[DueEntry(t(5), "r", "r.1")], due_cleared=["s.2"]))
+    assert await store.next_due() == t(5)
+    assert await store.claim_due(t(4)) == []
+    first = await store.claim_due(t(25), limit=2)
+    assert [(e.token_id, e.when) for e in first] == [("r.1", t(5)), ("r.2", t(10))]
+    second = await store.claim_due(t(25), limit=2)
+    assert [e.token_id for e in second] == ["s.1"]
+    assert await store.next_due() is None
+
+
+async def test_records_are_copied_in_and_out() -> None:
+    store = await new_store("r")
+    token = TokenRecord("r.1", "r", "a", TokenStatus.READY, data={"n": 1})
+    await store.commit(Commit("r", tokens=[token]))
+    token.status = TokenStatus.DONE
+    token.data["n"] = 2
+    (stored,) = await store.tokens("r")
+    assert (stored.status, stored.data) == (TokenStatus.READY, {"n": 1})
+    run = await store.get_run("r")
+    run.lifecycle = "failed"
+    assert (await store.get_run("r")).lifecycle == "pending"
+
+
+async def test_scatter_progress_anchors_and_token_filters() -> None:
+    store = await new_store("r")
+    await store.commit(
+        Commit(
+            "r",
+            tokens=[
+                TokenRecord("r.1", "r", "a", TokenStatus.WAITING),
+                TokenRecord("r.2", "r", "b", TokenStatus.DONE),
+            ],
+            scatter=[
+                ScatterItemRecord("r", "r.1", 2, "done", "ok", 4),
+                ScatterItemRecord("r", "r.1", 0, "failed", "error"),
+            ],
+            anchors=[NodeAnchor("r", "a", None, t(3))],
+        )
+    )
+    assert [i.index for i in await store.scatter_items("r", "r.1")] == [0, 2]
+    assert await store.node_anchor("r", "a", None) == t(3)
+    assert await store.node_anchor("r", "a", "item") is None
+    live = await store.tokens("r", [TokenStatus.WAITING])
+    assert [tk.id for tk in live] == ["r.1"]
+    assert TokenStatus.WAITING.live and not TokenStatus.DONE.live
+
+
+async def test_unknown_and_duplicate_runs() -> None:
+    store = await new_store("r")
+    with pytest.raises(UnknownRunError, match="no run 'nope'"):
+        await store.get_run("nope")
+    with pytest.raises(UnknownRunError):
+        await store.commit(Commit("nope"))
+    with pytest.raises(StoreError, match="already exists"):
+        await store.create_run(RunRecord("r", "urn:f", "1", "pending", T0), {})
+    assert [r.id for r in await store.list_runs("pending")] == ["r"]
+    assert await store.list_runs("completed") == []
