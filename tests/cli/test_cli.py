@@ -302,11 +302,12 @@ def test_schema_without_a_name_shows_help() -> None:
 # -- demo ----------------------------------------------------------------------------------
 
 
-def test_demo_validates_and_renders_every_example(tmp_path: Path) -> None:
+def test_demo_runs_the_dispatcher_then_renders_every_example(tmp_path: Path) -> None:
     result = runner.invoke(app, ["demo", "--output", str(tmp_path)])
     assert result.exit_code == ExitCode.OK, result.output
     text = " ".join(result.stdout.split())
-    assert "arrives with the engine" in text
+    assert "the support dispatcher, run by the engine" in text
+    assert "NodeTimeoutErr" in text
     expected = sorted(p.stem for p in EXAMPLES.iterdir() if p.suffix in (".yaml", ".jsonld"))
     assert sorted(p.stem for p in tmp_path.glob("*.mmd")) == expected
     for chart in tmp_path.glob("*.mmd"):

@@ -10,6 +10,7 @@ from flowtide import __version__
 from flowtide.cli.common import EXIT_CODES_HELP
 from flowtide.cli.demo import demo
 from flowtide.cli.render import render
+from flowtide.cli.run import run
 from flowtide.cli.schema import schema_app
 from flowtide.cli.validate import validate
 
@@ -48,5 +49,6 @@ def _root(
 
 app.command("validate", epilog=EXIT_CODES_HELP)(validate)
 app.command("render", epilog=EXIT_CODES_HELP)(render)
+app.command("run", epilog=EXIT_CODES_HELP)(run)
 app.command("demo", epilog=EXIT_CODES_HELP)(demo)
 app.add_typer(schema_app)

@@ -1,7 +1,13 @@
-"""``flowtide demo``: the bundled example flows, checked and drawn."""
+"""``flowtide demo``: the support dispatcher run end to end, then every bundled example checked.
+
+The dispatcher runs on a virtual clock with stand-in nodes (see :mod:`flowtide.demo`), so a model
+call slower than its 60 s window is shown timing out in milliseconds.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +18,8 @@ from rich.table import Table
 from flowtide.cli.common import ExitCode, fail, guarded, out, print_problems
 from flowtide.cli.examples import bundled_examples, examples_dir
 from flowtide.cli.loading import load_files
+from flowtide.cli.run import LIFECYCLE_STYLE
+from flowtide.demo import run_dispatcher_demo
 from flowtide.render.mermaid import render_mermaid
 
 
@@ -29,15 +37,21 @@ def demo(
     show: Annotated[
         bool, typer.Option("--show", help="Print each example's Mermaid chart.")
     ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the dispatcher runs as JSON, and nothing else.")
+    ] = False,
 ) -> None:
-    """Validate and render every bundled example flow.
+    """Run the support dispatcher end to end, then validate and render every bundled example.
 
-    Running the examples arrives with the engine; for now the demo checks that each one loads,
-    validates and renders, and shows what it found.
+    The dispatcher gets four messages: a routine question, one that needs a human, an empty one,
+    and one whose (simulated) model call takes 90 s, past classify-message's 60 s window.
     """
     paths = bundled_examples()
     if not paths:
         raise fail("no bundled examples found in this installation", ExitCode.FAILURE)
+    _run_dispatcher(json_output)
+    if json_output:
+        return
     out.print(
         f"[bold]Flowtide demo[/]: {len(paths)} example flows from {escape(str(examples_dir()))}"
     )
@@ -75,8 +89,45 @@ def demo(
     out.print(table)
     if output is not None:
         out.print(f"Mermaid charts written to {escape(str(output))}")
-    out.print(
-        "Running these flows arrives with the engine; for now the demo validates and renders them."
-    )
     if broken:
         raise fail(f"{broken} bundled example(s) are invalid", ExitCode.FAILURE)
+
+
+def _run_dispatcher(json_output: bool) -> None:
+    runs = asyncio.run(run_dispatcher_demo())
+    if json_output:
+        out.print_json(
+            json.dumps(
+                [
+                    {
+                        "case": r.case.title,
+                        "input": r.case.input,
+                        "path": list(r.path),
+                        "elapsed_seconds": r.elapsed.total_seconds(),
+                        "result": r.result.to_dict(),
+                    }
+                    for r in runs
+                ],
+                default=str,
+            )
+        )
+        return
+    table = Table("message", "path", "run", "reply / error", "time (virtual)")
+    for column in table.columns:
+        column.overflow = "fold"
+    for r in runs:
+        res = r.result
+        style = LIFECYCLE_STYLE.get(res.lifecycle, "white")
+        if res.errors:
+            detail = f"[red]{escape(res.errors[0].type)}[/]: {escape(res.errors[0].message)}"
+        else:
+            detail = escape(str(res.state.get("response", "(handed to an operator)")))
+        table.add_row(
+            escape(r.case.title),
+            escape(" → ".join(r.path)),
+            f"[{style}]{res.lifecycle.value}[/]",
+            detail,
+            f"{r.elapsed.total_seconds():g} s",
+        )
+    out.print("[bold]Flowtide demo[/]: the support dispatcher, run by the engine")
+    out.print(table)

@@ -1,10 +1,4 @@
-"""``flowtide run`` (run one flow document) and the runnable support-dispatcher demo.
-
-Register them on the Typer app with one line each::
-
-    app.command("run", epilog=EXIT_CODES_HELP)(run)
-    app.command("demo-run", epilog=EXIT_CODES_HELP)(demo_run)   # or call it from ``demo``
-"""
+"""``flowtide run``: run one flow document to its end and print the result."""
 
 from __future__ import annotations
 
@@ -21,7 +15,7 @@ from rich.table import Table
 from flowtide.cli.common import ExitCode, fail, guarded, out
 from flowtide.engine import Engine, Lifecycle, RunResult
 
-_STYLE = {
+LIFECYCLE_STYLE = {
     Lifecycle.COMPLETED: "green",
     Lifecycle.FAILED: "red",
     Lifecycle.CANCELLED: "yellow",
@@ -72,7 +66,7 @@ async def _run_file(
 
 def print_result(result: RunResult) -> None:
     """A human summary of a run result."""
-    style = _STYLE.get(result.lifecycle, "white")
+    style = LIFECYCLE_STYLE.get(result.lifecycle, "white")
     out.print(
         f"run [bold]{escape(result.run_id)}[/]: [{style}]{result.lifecycle.value}[/]"
         + (f", outcome [bold]{escape(result.outcome)}[/]" if result.outcome else "")
@@ -146,53 +140,3 @@ def run(
             out.print(table)
     if result.lifecycle is not Lifecycle.COMPLETED:
         raise typer.Exit(ExitCode.FAILURE)
-
-
-@guarded
-def demo_run(
-    json_output: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
-) -> None:
-    """Run the support-dispatcher example end to end on a virtual clock.
-
-    Four messages: a routine question, one that needs a human, an empty one, and one whose
-    (simulated) model call takes 90 s, past classify-message's 60 s window.
-    """
-    from flowtide.demo import run_dispatcher_demo
-
-    runs = asyncio.run(run_dispatcher_demo())
-    if json_output:
-        out.print_json(
-            json.dumps(
-                [
-                    {
-                        "case": r.case.title,
-                        "input": r.case.input,
-                        "path": list(r.path),
-                        "elapsed_seconds": r.elapsed.total_seconds(),
-                        "result": r.result.to_dict(),
-                    }
-                    for r in runs
-                ],
-                default=str,
-            )
-        )
-        return
-    table = Table("message", "path", "run", "reply / error", "time (virtual)")
-    for column in table.columns:
-        column.overflow = "fold"
-    for r in runs:
-        res = r.result
-        style = _STYLE.get(res.lifecycle, "white")
-        if res.errors:
-            detail = f"[red]{escape(res.errors[0].type)}[/]: {escape(res.errors[0].message)}"
-        else:
-            detail = escape(str(res.state.get("response", "(handed to an operator)")))
-        table.add_row(
-            escape(r.case.title),
-            escape(" → ".join(r.path)),
-            f"[{style}]{res.lifecycle.value}[/]",
-            detail,
-            f"{r.elapsed.total_seconds():g} s",
-        )
-    out.print("[bold]Flowtide demo[/]: the support dispatcher, run by the engine")
-    out.print(table)

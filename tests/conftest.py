@@ -1,4 +1,8 @@
-"""Run ``async def`` tests with ``asyncio.run`` (no plugin needed), each bounded to 20 s."""
+"""Run ``async def`` tests with ``asyncio.run`` (no plugin needed), each bounded to 20 s.
+
+Every async test runs on a fresh event loop; timing decisions inside use a virtual clock, so the
+bound is a safety net against a hang, never a timing assertion.
+"""
 
 from __future__ import annotations
 

@@ -1,24 +1,18 @@
-"""``flowtide run`` and the runnable dispatcher demo."""
+"""``flowtide run`` and the dispatcher part of ``flowtide demo``."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import typer
 from typer.testing import CliRunner
 
+from flowtide.cli import ExitCode, app
 from flowtide.cli.examples import examples_dir
-from flowtide.cli.run import demo_run, run
 from flowtide.demo import run_dispatcher_demo
 from flowtide.engine import Lifecycle
 
-
-def app() -> typer.Typer:
-    cli = typer.Typer()
-    cli.command("run")(run)
-    cli.command("demo-run")(demo_run)
-    return cli
+runner = CliRunner()
 
 
 def example(name: str) -> Path:
@@ -43,37 +37,57 @@ async def test_the_dispatcher_demo_runs_every_branch_and_the_timeout() -> None:
 
 
 def test_run_prints_json_and_exits_by_lifecycle() -> None:
-    runner = CliRunner()
     doc = str(example("support-dispatcher.jsonld"))
     ok = runner.invoke(
-        app(),
+        app,
         [
             "run",
             doc,
             "--input",
-            '{"message": "where is my parcel?"}',
+            '{"message": "where is my parcel?", "modelLatency": 0}',
             "--nodes",
             "flowtide.demo.dispatcher",
             "--json",
         ],
     )
-    assert ok.exit_code == 0, ok.output
+    assert ok.exit_code == ExitCode.OK, ok.output
     data = json.loads(ok.output)
     assert (data["lifecycle"], data["outcome"], data["state"]["sent"]) == (
         "completed",
         "completed",
         True,
     )
-    bad = runner.invoke(app(), ["run", doc, "--input", "[1]"])
-    assert bad.exit_code == 2
 
 
-def test_demo_run_prints_a_table_or_json() -> None:
-    table = CliRunner().invoke(app(), ["demo-run"])
-    assert table.exit_code == 0, table.output
-    assert "completed" in table.output and "failed" in table.output
-    result = CliRunner().invoke(app(), ["demo-run", "--json"])
-    assert result.exit_code == 0, result.output
+def test_run_with_a_failing_flow_exits_1() -> None:
+    doc = str(example("support-dispatcher-timeouts.jsonld"))
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            doc,
+            "--input",
+            '{"message": "hi", "modelLatency": 90}',
+            "-n",
+            "flowtide.demo.dispatcher",
+        ],
+    )
+    assert result.exit_code == ExitCode.FAILURE, result.output
+    assert "NodeTimeoutError" in result.output
+    assert "interrupted: timeout at classify-message" in " ".join(result.output.split())
+
+
+def test_run_refuses_bad_input_with_exit_2() -> None:
+    doc = str(example("support-dispatcher.jsonld"))
+    assert runner.invoke(app, ["run", doc, "--input", "[1]"]).exit_code == ExitCode.BAD_INPUT
+    assert runner.invoke(app, ["run", doc, "--input", "{"]).exit_code == ExitCode.BAD_INPUT
+    missing = runner.invoke(app, ["run", doc, "-n", "flowtide_no_such_module"])
+    assert missing.exit_code == ExitCode.BAD_INPUT
+
+
+def test_demo_runs_the_dispatcher_as_json() -> None:
+    result = runner.invoke(app, ["demo", "--json"])
+    assert result.exit_code == ExitCode.OK, result.output
     data = json.loads(result.output)
     assert [d["result"]["lifecycle"] for d in data] == ["completed"] * 3 + ["failed"]
     assert data[3]["result"]["errors"][0]["type"] == "NodeTimeoutError"

@@ -1,0 +1,10 @@
+"""Nodes that the ``flowtide run`` tests reference by ``module:attribute``."""
+
+from typing import Any
+
+from flowtide.authoring import node
+
+
+@node(outputs=["done"], register=False)
+def boom(ctx: Any) -> str:
+    raise RuntimeError("the card reader is on fire")
