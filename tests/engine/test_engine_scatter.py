@@ -278,7 +278,9 @@ async def test_scatter_resumed_after_a_crash_reruns_only_unfinished_items() -> N
     await first.close()  # the crash: nothing more is recorded by this engine
     run = await store.get_run(handle.run_id)
     assert run.lifecycle == "running"
-    items = await store.scatter_items(handle.run_id, (await store.tokens(handle.run_id))[0].id)
+    token = (await store.tokens(handle.run_id))[0]
+    # Scatter progress is kept per visit of the scatter's token.
+    items = await store.scatter_items(handle.run_id, f"{token.id}@{token.visit}")
     assert [i.index for i in items] == [0, 1, 2]
 
     executed.clear()

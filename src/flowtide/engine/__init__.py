@@ -1,11 +1,12 @@
 """The Flowtide engine: runs flows on asyncio, with per-node timeouts that cancel only their node.
 
 Public surface: :class:`Engine`, :class:`RunHandle`, :class:`RunResult`, :class:`Output`,
-:class:`NodeContext`, the lifecycle, events, and the errors. See ``docs/engine.md``.
+:class:`Park`, :class:`SignalReceipt`, :class:`Explanation`, :class:`NodeContext`, the lifecycle,
+events, and the errors (:class:`SignalRefused` among them). See ``docs/engine.md``.
 """
 
 from flowtide.engine.context import NodeContext
-from flowtide.engine.engine import Engine, RunHandle
+from flowtide.engine.engine import Engine, RunHandle, SignalReceipt
 from flowtide.engine.errors import (
     Cancelled,
     DrainedWithoutTerminal,
@@ -15,16 +16,19 @@ from flowtide.engine.errors import (
     NodeTimeoutError,
     PrePhaseError,
     RecursionDepthError,
+    RefusalReason,
     RunError,
+    SignalRefused,
     SubflowFailedError,
     UndeclaredOutputError,
     UnknownFlowError,
     UnroutedOutputError,
 )
 from flowtide.engine.events import EventKind, Hook
+from flowtide.engine.explain import Explanation, TimerExplanation
 from flowtide.engine.lifecycle import Lifecycle, transition
-from flowtide.engine.output import Output
-from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
+from flowtide.engine.output import Output, Park
+from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "EngineError",
     "ErrorInfo",
     "EventKind",
+    "Explanation",
     "FailedTerminalError",
     "Hook",
     "InterruptedAt",
@@ -45,12 +50,18 @@ __all__ = [
     "NodeContext",
     "NodeTimeoutError",
     "Output",
+    "Park",
+    "ParkedToken",
     "PrePhaseError",
     "RecursionDepthError",
+    "RefusalReason",
     "RunError",
     "RunHandle",
     "RunResult",
+    "SignalReceipt",
+    "SignalRefused",
     "SubflowFailedError",
+    "TimerExplanation",
     "UndeclaredOutputError",
     "UnknownFlowError",
     "UnroutedOutputError",

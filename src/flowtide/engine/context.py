@@ -25,6 +25,7 @@ class NodeContext:
         "item",
         "placement",
         "run_id",
+        "signal",
         "state",
         "visit",
     )
@@ -40,6 +41,7 @@ class NodeContext:
         item: Any,
         clock: Clock,
         scope: CancelScope,
+        signal: Any = None,
     ) -> None:
         self.state = state
         self.run_id = run_id
@@ -49,6 +51,8 @@ class NodeContext:
         self.item = item
         self.clock = clock
         self._scope = scope
+        self.signal = signal
+        """The payload of the signal that woke this node (it had parked), else None."""
 
     @property
     def idempotency_key(self) -> str:

@@ -1,14 +1,78 @@
-"""Resolving a node attempt's window to an absolute instant (DESIGN §3-4).
+"""Resolving windows to absolute instants (DESIGN §3, §4, §6).
 
-Every deadline the engine uses for a node goes through :func:`attempt_deadline`, which takes the
-anchor; the result is stored on the token, so whoever fires it later needs no anchor logic.
+Every deadline and timer instant the engine uses for a node goes through this module: a node's
+window when a token starts an attempt or parks (:func:`resolve_window`), and each escalation
+timer's instant (:func:`timer_due`). The result is stored (on the token, or as a due instant), so
+whoever fires it later (the node's own timer, the sweeper) needs no anchor logic.
+
+Anchors:
+
+* ``park``: this attempt's start or this park (``now``): rearmed every attempt and every park;
+* ``instance``: the run's creation;
+* ``node``: the first arrival at the placement in this run (per scatter item inside a scatter),
+  stored once and reused on re-entry and across retries until released.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
 
-from flowtide.model.settings import NodeSettings, TimeoutAnchor
+from flowtide.model.settings import NodeSettings, TimeoutAnchor, Timer
+
+__all__ = ["Window", "attempt_deadline", "needs_node_anchor", "resolve_window", "timer_due"]
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A resolved window: ``deadline = anchor_at + timeout`` (None: no timeout)."""
+
+    deadline: datetime | None
+    anchor: TimeoutAnchor
+    anchor_at: datetime | None
+    timeout: timedelta | None
+    resolved_at: datetime
+
+    def to_data(self) -> dict[str, Any]:
+        """The JSON form kept on the token (for ``explain``)."""
+        return {
+            "anchor": self.anchor.value,
+            "anchor_at": self.anchor_at.isoformat() if self.anchor_at else None,
+            "timeout": self.timeout.total_seconds() if self.timeout is not None else None,
+            "deadline": self.deadline.isoformat() if self.deadline else None,
+            "resolved_at": self.resolved_at.isoformat(),
+        }
+
+
+def _anchor_instant(
+    anchor: TimeoutAnchor, *, now: datetime, run_created_at: datetime, node_anchor: datetime | None
+) -> datetime:
+    if anchor is TimeoutAnchor.INSTANCE:
+        return run_created_at
+    if anchor is TimeoutAnchor.NODE and node_anchor is not None:
+        return node_anchor
+    return now
+
+
+def resolve_window(
+    settings: NodeSettings,
+    *,
+    now: datetime,
+    run_created_at: datetime,
+    node_anchor: datetime | None = None,
+) -> Window:
+    """The window of an attempt starting, or a token parking, at ``now``.
+
+    ``node_anchor`` is the stored first arrival at the placement (the caller reads or creates
+    it: see :func:`needs_node_anchor`); with anchor ``node`` and none given, ``now`` is the
+    first arrival.
+    """
+    anchor = settings.anchor
+    if settings.timeout is None:
+        return Window(None, anchor, None, None, now)
+    base = _anchor_instant(anchor, now=now, run_created_at=run_created_at, node_anchor=node_anchor)
+    return Window(base + settings.timeout, anchor, base, settings.timeout, now)
 
 
 def attempt_deadline(
@@ -18,21 +82,24 @@ def attempt_deadline(
     run_created_at: datetime,
     node_anchor: datetime | None = None,
 ) -> datetime | None:
-    """The end of the attempt's window, or None when the node has no timeout.
+    """The end of the window (None when the node has no timeout): :func:`resolve_window`."""
+    return resolve_window(
+        settings, now=now, run_created_at=run_created_at, node_anchor=node_anchor
+    ).deadline
 
-    * ``park``: this attempt's start (``now``): every attempt gets a fresh window;
-    * ``instance``: the run's creation;
-    * ``node``: the stored first arrival at the placement (``node_anchor``), ``now`` when none is
-      stored yet. (Storing and releasing node anchors is not done by this engine version: it
-      behaves as ``park`` until then.)
-    """
-    if settings.timeout is None:
-        return None
-    anchor = settings.anchor
-    if anchor is TimeoutAnchor.INSTANCE:
-        base = run_created_at
-    elif anchor is TimeoutAnchor.NODE and node_anchor is not None:
-        base = node_anchor
-    else:
-        base = now
-    return base + settings.timeout
+
+def timer_due(
+    timer: Timer, *, now: datetime, run_created_at: datetime, node_anchor: datetime | None
+) -> datetime:
+    """The instant an escalation timer fires: its own anchor + ``after``."""
+    base = _anchor_instant(
+        timer.anchor, now=now, run_created_at=run_created_at, node_anchor=node_anchor
+    )
+    return base + timer.after
+
+
+def needs_node_anchor(settings: NodeSettings) -> bool:
+    """True when the placement's window or one of its timers is anchored at the first arrival."""
+    if settings.timeout is not None and settings.anchor is TimeoutAnchor.NODE:
+        return True
+    return any(t.anchor is TimeoutAnchor.NODE for t in settings.timers or ())

@@ -4,13 +4,18 @@
 
     engine = Engine(flows=[checkout], clock=VirtualClock(autojump=True))
     result = await engine.run("urn:shop:flow:checkout", {"cart": [...]}, deadline="PT1H")
+    # ended, or parked: result.lifecycle is Lifecycle.PARKED and result.parked lists the tokens
+    await engine.signal(result.run_id, placement="collect-payment", payload={"paid": True})
+    final = await engine.wait(result.run_id)
 
     handle = await engine.start(checkout, {"cart": [...]})
     handle.cancel(reason="customer left")
     result = await handle.result()
 
-A run can be continued by another engine on the same store (after a crash, or after
-:meth:`Engine.close`) with :meth:`Engine.resume`.
+A run that has only parked and waiting tokens left is let go: nothing of it stays in memory. A
+signal, the sweeper (a deadline, a timer, a wait) or :meth:`Engine.resume` rebuilds its executor
+from the store. A run can be continued by another engine on the same store (after a crash, or
+after :meth:`Engine.close`) with :meth:`Engine.resume`.
 """
 
 from __future__ import annotations
@@ -19,54 +24,110 @@ import asyncio
 import inspect
 import random
 import uuid
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.authoring.nodes import registry as default_registry
 from flowtide.clock import Clock, SystemClock, VirtualClock
-from flowtide.engine.errors import EngineError, UnknownFlowError
+from flowtide.engine.errors import (
+    EngineError,
+    RefusalReason,
+    SignalRefused,
+    UnknownFlowError,
+)
 from flowtide.engine.events import EventKind, Hook
+from flowtide.engine.explain import Explanation, explain_token
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
-from flowtide.engine.result import RunResult
-from flowtide.engine.run import RunExecutor
-from flowtide.engine.scheduler import Scheduler
+from flowtide.engine.result import ParkedToken, RunResult
+from flowtide.engine.run import RunExecutor, refusal
+from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
 from flowtide.model.durations import parse_duration
 from flowtide.model.flow import Flow
-from flowtide.store.base import Commit, DueEntry, EventRecord, RunRecord, Store, TokenRecord
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    DuplicateSignal,
+    EventRecord,
+    ParkRecord,
+    RunRecord,
+    Store,
+    StoreConflict,
+    TokenRecord,
+    TokenStatus,
+)
 from flowtide.store.memory import MemoryStore
 
-__all__ = ["Engine", "RunHandle"]
+__all__ = ["Engine", "RunHandle", "SignalReceipt"]
 
 
 class RunHandle:
-    """A started run: its id, its result (awaitable) and a way to cancel it."""
+    """A started run: its id, its end (awaitable) and a way to cancel it."""
 
-    def __init__(self, executor: RunExecutor) -> None:
-        self._ex = executor
+    def __init__(self, engine: Engine, run_id: str, end: asyncio.Future[RunResult]) -> None:
+        self._engine = engine
+        self._run_id = run_id
+        self._end = end
 
     @property
     def run_id(self) -> str:
-        return self._ex.run.id
+        return self._run_id
 
     @property
     def done(self) -> bool:
-        return self._ex.done.done()
+        """The run has ended."""
+        return self._end.done()
 
     def cancel(self, reason: str | None = None) -> bool:
-        """Cancel the run (lifecycle ``cancelled``); False if it had already ended."""
-        return self._ex.cancel(reason)
+        """Cancel the run (lifecycle ``cancelled``); False if it had already ended.
+
+        A run that was let go (parked) is rebuilt from the store to be cancelled.
+        """
+        if self._end.done():
+            return False
+        return self._engine.cancel_nowait(self._run_id, reason)
 
     async def result(self) -> RunResult:
-        return await asyncio.shield(self._ex.done)
+        """The run's result once it has ended (it may park and be signalled on the way)."""
+        return await asyncio.shield(self._end)
 
     def __repr__(self) -> str:
         return f"<RunHandle {self.run_id}>"
+
+
+@dataclass(frozen=True, slots=True)
+class SignalReceipt:
+    """The answer to an accepted signal (``duplicate``: an earlier signal with the same
+    idempotency key had it; nothing changed this time)."""
+
+    run_id: str
+    token_id: str
+    placement: str
+    output: str | None
+    at: datetime
+    park: str
+    idempotency_key: str | None = None
+    duplicate: bool = False
+
+    @classmethod
+    def from_answer(cls, answer: Mapping[str, Any], *, duplicate: bool = False) -> SignalReceipt:
+        return cls(
+            answer["run_id"],
+            answer["token_id"],
+            answer["placement"],
+            answer.get("output"),
+            datetime.fromisoformat(answer["at"]),
+            answer["park"],
+            answer.get("idempotency_key"),
+            duplicate,
+        )
 
 
 class Engine:
@@ -101,7 +162,10 @@ class Engine:
         self._runs: dict[str, RunExecutor] = {}
         self._max_threads = max_threads
         self._threads: ThreadPoolExecutor | None = None
-        self._scheduler: Scheduler | None = None
+        self._scheduler: Sweeper | None = None
+        self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
+        self._end_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
+        self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
                 self.register_flow(f)
@@ -144,20 +208,70 @@ class Engine:
         return self._threads
 
     @property
-    def scheduler(self) -> Scheduler:
+    def sweeper(self) -> Sweeper:
+        """The engine's sweeper (started on first use)."""
         if self._scheduler is None:
-            self._scheduler = Scheduler(self.store, self.clock, self._fire_due)
+            self._scheduler = Sweeper(self.store, self.clock, self._fire_batch)
             self._scheduler.start()
         return self._scheduler
+
+    scheduler = sweeper
 
     # -- runs ------------
 
     async def run(
         self, flow: Flow | str, input: Mapping[str, Any] | None = None, **options: Any
     ) -> RunResult:
-        """Start a run and wait for its result (see :meth:`start` for the options)."""
+        """Start a run and return its result at its first quiescent point: when it ends, or
+        when it is parked on the outside world (lifecycle ``parked``, ``result.parked`` lists
+        the parked tokens). A run that only waits for timers (waits, backoffs) is not returned
+        early: the timers move it on by themselves. See :meth:`start` for the options; use
+        :meth:`wait` (or ``start(...)`` and ``handle.result()``) to wait for the end."""
         handle = await self.start(flow, input, **options)
-        return await handle.result()
+        settled = self._settle_future(handle.run_id)
+        return await settled
+
+    async def wait(self, run_id: str) -> RunResult:
+        """The run's result once it has ended (at once if it already has)."""
+        fut = self._end_future(run_id)
+        if not fut.done():
+            await self._check_ended(run_id, fut)
+        return await asyncio.shield(fut)
+
+    async def wait_parked(self, run_id: str) -> RunResult:
+        """The run at its next quiescent point parked on the outside world, or its end."""
+        fut = self._settle_future(run_id)
+        ex = self._runs.get(run_id)
+        if ex is None and not fut.done():
+            run = await self.store.get_run(run_id)
+            if Lifecycle(run.lifecycle).terminal:
+                self._resolve(self._settle_waiters, run_id, await self._stored(run))
+            elif run.lifecycle == Lifecycle.PARKED and run_id not in self._runs:
+                # Let go: what the store holds is the whole story.
+                parks = await self.store.parks(run_id=run_id, open_only=True)
+                if parks:
+                    self._resolve(
+                        self._settle_waiters,
+                        run_id,
+                        RunResult(
+                            run_id=run.id,
+                            lifecycle=Lifecycle.PARKED,
+                            outcome=None,
+                            state=await self.store.get_state(run_id),
+                            parked=tuple(
+                                ParkedToken(
+                                    p.token_id,
+                                    p.placement,
+                                    p.key,
+                                    p.deadline,
+                                    p.payload,
+                                    p.parked_at,
+                                )
+                                for p in parks
+                            ),
+                        ),
+                    )
+        return await asyncio.shield(fut)
 
     async def start(
         self,
@@ -195,8 +309,9 @@ class Engine:
         await self.store.create_run(run, state)
         ex = RunExecutor(self, plan, run, state)
         self._runs[run.id] = ex
+        end = self._end_future(run.id)
         ex.launch(entrypoint)
-        return RunHandle(ex)
+        return RunHandle(self, run.id, end)
 
     async def _start_child(
         self,
@@ -235,9 +350,39 @@ class Engine:
         unfinished items. A run that already ended is returned as it is.
         """
         self._ready()
+        end = self._end_future(run_id)
         if run_id in self._runs:
-            return RunHandle(self._runs[run_id])
+            return RunHandle(self, run_id, end)
+        ex = await self._executor(run_id, rearm=True)
+        if ex is None and not end.done():
+            await self._check_ended(run_id, end)
+        return RunHandle(self, run_id, end)
+
+    async def _executor(self, run_id: str, *, rearm: bool = False) -> RunExecutor | None:
+        """The run's executor: in memory, or rebuilt from the store (None: the run ended)."""
+        ex = self._runs.get(run_id)
+        if ex is not None:
+            return ex
+        loading = self._loading.get(run_id)
+        if loading is not None:
+            return await asyncio.shield(loading)
+        fut: asyncio.Future[RunExecutor | None] = asyncio.get_running_loop().create_future()
+        self._loading[run_id] = fut
+        try:
+            ex = await self._load(run_id, rearm)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()
+            raise
+        finally:
+            del self._loading[run_id]
+        fut.set_result(ex)
+        return ex
+
+    async def _load(self, run_id: str, rearm: bool) -> RunExecutor | None:
         run = await self.store.get_run(run_id)
+        if Lifecycle(run.lifecycle).terminal:
+            return None
         plan = self.plan(run.flow_id)
         if plan.flow.version != run.flow_version:
             raise EngineError(
@@ -245,21 +390,187 @@ class Engine:
                 f"{run.flow_id!r}; this engine knows version {plan.flow.version!r}"
             )
         state = await self.store.get_state(run_id)
+        tokens = await self.store.tokens(run_id)
+        history = await self.store.history(run_id)
         ex = RunExecutor(self, plan, run, state)
-        if Lifecycle(run.lifecycle).terminal:
-            ex.done.set_result(_stored_result(run, state))
-            return RunHandle(ex)
         self._runs[run_id] = ex
         if run.lifecycle == Lifecycle.PENDING:
             ex.launch(run.options.get("entrypoint"))
-            return RunHandle(ex)
-        ex.restore(await self.store.tokens(run_id), await self.store.history(run_id))
+            return ex
+        ex.restore(tokens, history)
+        await ex.load_extras()
         dues = ex.resume_tokens()
-        if dues:
+        if dues and rearm:
             await self.store.commit(Commit(run_id, due=dues))
-            self.scheduler.wake()
+            self.sweeper.wake()
         ex._maybe_drained()
-        return RunHandle(ex)
+        return ex
+
+    # -- signals, cancel, explain ------------
+
+    async def signal(
+        self,
+        run_id: str | None = None,
+        *,
+        placement: str | None = None,
+        key: str | None = None,
+        token_id: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+        output: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> SignalReceipt:
+        """Signal a parked token, addressed by ``run_id`` and ``placement`` (or ``token_id``),
+        or by its correlation ``key`` (optionally within ``run_id``).
+
+        ``payload`` is merged into the run state (through the flow's reducers). With ``output``
+        the token takes that output (one the node declares and the placement routes); without,
+        the node runs again (``ctx.signal`` is the payload) and decides. A repeated signal with
+        the same ``idempotency_key`` gets the first answer (``duplicate=True``) and changes
+        nothing. A signal that cannot apply raises :class:`SignalRefused` (``reason``: expired,
+        moved_on, cancelled, unknown, not_parked, ambiguous, invalid_output) and changes nothing.
+        """
+        self._ready()
+        if idempotency_key is not None:
+            known = await self.store.signal_answer(idempotency_key)
+            if known is not None:
+                return SignalReceipt.from_answer(known.answer, duplicate=True)
+        for _ in range(5):
+            park = await self._find_park(run_id, placement, key, token_id)
+            ex = await self._executor(park.run_id)
+            if ex is None:
+                latest = await self.store.parks(run_id=park.run_id)
+                stored = next((p for p in latest if p.id == park.id), park)
+                raise refusal(stored, self.clock.now())
+            if not ex.pin():
+                continue
+            try:
+                answer = await ex.signal(
+                    park,
+                    payload=dict(payload or {}),
+                    output=output,
+                    idempotency_key=idempotency_key,
+                )
+                return SignalReceipt.from_answer(answer)
+            except DuplicateSignal:
+                assert idempotency_key is not None
+                known = await self.store.signal_answer(idempotency_key)
+                assert known is not None
+                return SignalReceipt.from_answer(known.answer, duplicate=True)
+            except StoreConflict:
+                # Another process moved the token first: forget what we knew and look again.
+                self._discard(ex)
+                continue
+            finally:
+                ex.unpin()
+        raise EngineError("signal: the run kept changing under this signal; try again")
+
+    async def _find_park(
+        self,
+        run_id: str | None,
+        placement: str | None,
+        key: str | None,
+        token_id: str | None,
+    ) -> ParkRecord:
+        now = self.clock.now()
+        where: dict[str, Any] = {
+            "run_id": run_id,
+            "placement": placement,
+            "token_id": token_id,
+            "key": key,
+        }
+        if key is None and run_id is None:
+            raise EngineError("signal needs a run_id (with placement or token_id) or a key")
+        if key is None and placement is None and token_id is None:
+            raise EngineError("signal needs a placement or token_id with a run_id")
+        if run_id is not None:
+            try:
+                await self.store.get_run(run_id)
+            except KeyError:
+                raise SignalRefused(
+                    RefusalReason.UNKNOWN, f"signal refused: no run {run_id!r}", **where
+                ) from None
+        parks = list(await self.store.parks(run_id=run_id, key=key, placement=placement))
+        if token_id is not None:
+            parks = [p for p in parks if p.token_id == token_id]
+        ex = self._runs.get(run_id) if run_id is not None else None
+        if ex is not None:
+            # What this process knows is fresher than the store (a claim not yet committed).
+            parks = [ex.park_record(p.id) or p for p in parks]
+        open_ = [p for p in parks if p.status == "parked"]
+        if len(open_) > 1:
+            raise SignalRefused(
+                RefusalReason.AMBIGUOUS,
+                f"signal refused: {len(open_)} parked tokens match "
+                f"({', '.join(p.token_id for p in open_)}); address one by token_id",
+                **where,
+            )
+        if open_:
+            return open_[0]
+        if parks:
+            raise refusal(parks[-1], now)
+        if ex is not None and placement is not None:
+            here = [t for t in ex.tokens.values() if t.placement == placement and t.status.live]
+            if here and not any(t.status is TokenStatus.PARKED for t in here):
+                raise SignalRefused(
+                    RefusalReason.NOT_PARKED,
+                    f"signal refused: the token at {placement!r} is not parked "
+                    f"(it is {here[0].status.value})",
+                    **where,
+                )
+        what = f"key {key!r}" if key is not None else f"placement {placement!r}"
+        raise SignalRefused(
+            RefusalReason.UNKNOWN,
+            f"signal refused: no token ever parked with {what}"
+            + (f" in run {run_id!r}" if run_id else ""),
+            **where,
+        )
+
+    async def cancel(self, run_id: str, reason: str | None = None) -> bool:
+        """Cancel a run, parked (and let go) or not; False if it had already ended."""
+        self._ready()
+        ex = await self._executor(run_id)
+        if ex is None:
+            return False
+        return ex.cancel(reason)
+
+    def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:
+        ex = self._runs.get(run_id)
+        if ex is not None and not ex.released:
+            return ex.cancel(reason)
+        task = asyncio.get_running_loop().create_task(self.cancel(run_id, reason))
+        task.add_done_callback(_consume)
+        return True
+
+    async def explain(
+        self, run_id: str, *, placement: str | None = None, token_id: str | None = None
+    ) -> Explanation:
+        """How a token's deadline was computed: anchor kind and instant, timeout, and which
+        setting it came from (placement, node type, implementation default).
+
+        ``placement``: the live token there (else the last token that was there)."""
+        run = await self.store.get_run(run_id)
+        tokens = list(await self.store.tokens(run_id))
+        ex = self._runs.get(run_id)
+        if ex is not None:
+            tokens = [ex.tokens.get(t.id, t) for t in tokens]
+        if token_id is not None:
+            found = [t for t in tokens if t.id == token_id]
+        elif placement is not None:
+            found = [t for t in tokens if t.placement == placement and t.status.live]
+            if not found:
+                found = [t for t in tokens if t.placement == placement]
+        else:
+            raise EngineError("explain needs a placement or a token_id")
+        if not found:
+            raise EngineError(f"run {run_id!r} has no token {token_id or 'at ' + str(placement)}")
+        token = found[-1]
+        plan = self.plan(run.flow_id)
+        anchors = {(a.placement, a.item): a.at for a in await self.store.node_anchors(run_id)}
+        return explain_token(plan, run, token, anchors.get((token.placement, None)))
+
+    async def parks(self, run_id: str) -> Sequence[ParkRecord]:
+        """Every park of the run, oldest first (open and closed)."""
+        return await self.store.parks(run_id=run_id)
 
     async def history(self, run_id: str) -> Sequence[EventRecord]:
         """The run's events, in order."""
@@ -270,6 +581,17 @@ class Engine:
         for ex in list(self._runs.values()):
             ex.close()
         self._runs.clear()
+        for waiters in (self._end_waiters, self._settle_waiters):
+            for run_id, futures in waiters.items():
+                for fut in futures:
+                    if not fut.done():
+                        fut.set_exception(
+                            EngineError(
+                                f"the engine was closed; resume run {run_id!r} to finish it"
+                            )
+                        )
+                        fut.exception()
+            waiters.clear()
         if self._scheduler is not None:
             await self._scheduler.close()
             self._scheduler = None
@@ -289,16 +611,76 @@ class Engine:
     def _ready(self) -> None:
         if isinstance(self.clock, VirtualClock):
             self.clock.start_autojump()
-        _ = self.scheduler
+        _ = self.sweeper
 
     def _forget(self, ex: RunExecutor) -> None:
         if self._runs.get(ex.run.id) is ex:
             del self._runs[ex.run.id]
 
-    def _fire_due(self, entry: DueEntry) -> None:
-        ex = self._runs.get(entry.run_id)
-        if ex is not None:
-            ex.fire_due(entry)
+    def _let_go(self, ex: RunExecutor) -> None:
+        """A quiescent run: nothing of it stays in memory (a signal or the sweeper rebuilds it)."""
+        self._forget(ex)
+
+    def _discard(self, ex: RunExecutor) -> None:
+        """What this executor knows is stale (another process moved the run): drop it."""
+        self._forget(ex)
+        ex.close(notify=False)
+
+    async def _fire_batch(self, entries: Sequence[DueEntry]) -> None:
+        """Fire due entries (from the sweeper): each through its run's executor."""
+        for entry in entries:
+            ex = self._runs.get(entry.run_id)
+            if ex is None or ex.released:
+                try:
+                    ex = await self._executor(entry.run_id)
+                except Exception:  # an unknown flow, a vanished run: nothing to fire
+                    continue
+                if ex is None:
+                    continue
+            if ex.pin():
+                try:
+                    ex.fire_due(entry)
+                finally:
+                    ex.unpin()
+
+    # -- waiting for runs ------------
+
+    def _end_future(self, run_id: str) -> asyncio.Future[RunResult]:
+        fut: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
+        self._end_waiters[run_id].append(fut)
+        return fut
+
+    def _settle_future(self, run_id: str) -> asyncio.Future[RunResult]:
+        fut: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
+        self._settle_waiters[run_id].append(fut)
+        return fut
+
+    async def _check_ended(self, run_id: str, fut: asyncio.Future[RunResult]) -> None:
+        run = await self.store.get_run(run_id)
+        if Lifecycle(run.lifecycle).terminal and not fut.done():
+            self._resolve(self._end_waiters, run_id, await self._stored(run))
+
+    async def _stored(self, run: RunRecord) -> RunResult:
+        if run.result:
+            return RunResult.from_dict(run.result)
+        return _stored_result(run, await self.store.get_state(run.id))
+
+    @staticmethod
+    def _resolve(
+        waiters: defaultdict[str, list[asyncio.Future[RunResult]]], run_id: str, result: RunResult
+    ) -> None:
+        for fut in waiters.pop(run_id, ()):
+            if not fut.done():
+                fut.set_result(result)
+
+    def _settled(self, result: RunResult) -> None:
+        """A run reached a quiescent point; ``run()`` returns if a token is parked."""
+        if result.parked:
+            self._resolve(self._settle_waiters, result.run_id, result)
+
+    def _ended(self, result: RunResult) -> None:
+        self._resolve(self._settle_waiters, result.run_id, result)
+        self._resolve(self._end_waiters, result.run_id, result)
 
     async def dispatch(self, events: Sequence[EventRecord]) -> None:
         """Hand committed events to the hooks, in order; a failing hook is recorded."""
@@ -329,6 +711,11 @@ class Engine:
                             ],
                         )
                     )
+
+
+def _consume(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _deadline(value: timedelta | datetime | str | int | None, now: datetime) -> datetime | None:

@@ -5,7 +5,8 @@
     FlowtideError
     ├── EngineError                  the engine was asked something it cannot do
     │   ├── UnknownFlowError         no flow with this id is known to the engine
-    │   └── LifecycleError           a transition a run's lifecycle does not allow
+    │   ├── LifecycleError           a transition a run's lifecycle does not allow
+    │   └── SignalRefused            a signal that cannot apply (expired, moved on, ...)
     └── RunError                     why a run failed (recorded on its result)
         ├── NodeTimeoutError         a node's window ended and ``timeout`` is not routed
         ├── UndeclaredOutputError    a node returned an output it does not declare
@@ -23,7 +24,8 @@ node's ``except Exception`` cannot swallow its cancellation (as with asyncio's C
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
+from enum import StrEnum
 
 from flowtide.errors import FlowtideError
 from flowtide.model.durations import format_duration
@@ -49,6 +51,78 @@ class LifecycleError(EngineError):
         self.current = current
         self.wanted = wanted
         super().__init__(f"a run cannot go from {current!r} to {wanted!r}")
+
+
+class RefusalReason(StrEnum):
+    """Why a signal was refused (:class:`SignalRefused`)."""
+
+    EXPIRED = "expired"
+    """The park's deadline has passed (``at``: the deadline)."""
+    MOVED_ON = "moved_on"
+    """A signal or an interrupting timer already moved the token on (``at``: when)."""
+    CANCELLED = "cancelled"
+    """The token was cancelled: run cancelled or ended, a join cancelled its branch."""
+    UNKNOWN = "unknown"
+    """No such run, no token ever parked there, or no park has this key."""
+    NOT_PARKED = "not_parked"
+    """A token is at the placement but it is running or waiting on a timer, not parked."""
+    AMBIGUOUS = "ambiguous"
+    """Several parked tokens match; address one by ``token_id``."""
+    INVALID_OUTPUT = "invalid_output"
+    """The output is not one the node declares and the placement routes."""
+
+
+def format_instant(at: datetime, ref: datetime | None = None) -> str:
+    """``10:10:00Z`` (``10:10:00.250Z`` with a fraction), with the date when not ``ref``'s."""
+    at = at.astimezone(ref.tzinfo) if ref is not None and ref.tzinfo else at
+    text = at.strftime("%H:%M:%S")
+    if at.microsecond:
+        text += f".{at.microsecond // 1000:03d}"
+    text += "Z"
+    if ref is None or ref.date() != at.date():
+        text = f"{at.date().isoformat()}T{text}"
+    return text
+
+
+def format_gap(delta: timedelta) -> str:
+    """A short human duration: ``3 s``, ``2 min 30 s``, ``1 h 5 min``, ``250 ms``."""
+    seconds = abs(delta.total_seconds())
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:g} s" if seconds != int(seconds) else f"{int(seconds)} s"
+    minutes, sec = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {sec} s" if sec else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+class SignalRefused(EngineError):
+    """A signal that cannot apply; nothing was changed.
+
+    ``reason`` (a :class:`RefusalReason`), ``at`` (when the park expired, moved on or was
+    cancelled; None when not known), and where: ``run_id``, ``placement``, ``token_id``, ``key``.
+    """
+
+    def __init__(
+        self,
+        reason: RefusalReason,
+        message: str,
+        *,
+        at: datetime | None = None,
+        run_id: str | None = None,
+        placement: str | None = None,
+        token_id: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.at = at
+        self.run_id = run_id
+        self.placement = placement
+        self.token_id = token_id
+        self.key = key
+        super().__init__(message)
 
 
 class RunError(FlowtideError):

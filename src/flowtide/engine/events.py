@@ -25,7 +25,12 @@ Order of a run's events:
 * ``warning`` (``message``) for a failed ``post`` phase, ``hook_failed`` for a failed hook;
 * ``run_finished`` (``lifecycle``, ``outcome``) last.
 
-``parked`` and ``signalled`` are reserved for parking and signals.
+* ``parked`` (``key``, ``deadline``, ``park``) when a node parks; then one of ``signalled``
+  (``output`` or none: the node runs again, ``idempotency_key``), ``node_timed_out`` (a park
+  deadline, fired by the sweeper), ``timer_fired`` (``purpose: "timer"``, ``output``,
+  ``interrupting``) or ``token_cancelled``;
+* ``timer_fired`` with ``interrupting: false`` also for a non-interrupting escalation timer: a
+  new token starts on its output and the node keeps waiting.
 """
 
 from __future__ import annotations
@@ -59,9 +64,7 @@ class EventKind(StrEnum):
     HOOK_FAILED = "hook_failed"
     RUN_FINISHED = "run_finished"
     PARKED = "parked"
-    """Reserved."""
     SIGNALLED = "signalled"
-    """Reserved."""
 
 
 Hook = Callable[[EventRecord], None] | Callable[[EventRecord], Awaitable[None]]

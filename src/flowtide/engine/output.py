@@ -1,4 +1,4 @@
-"""What a node returns: an output name, or an :class:`Output` with a state update."""
+"""What a node returns: an output name, an :class:`Output` with a state update, or :class:`Park`."""
 
 from __future__ import annotations
 
@@ -17,3 +17,19 @@ class Output:
 
     name: str
     update: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Park:
+    """A park request: the token waits on the outside world, holding no worker and no coroutine.
+
+    ``key`` is an optional correlation key a signal may address the token by
+    (``engine.signal(key=...)``); ``payload`` is anything the outside world needs (shown in
+    ``RunResult.parked``). Changes the node made to ``ctx.state`` are committed with the park.
+    A signal then either names the output to take, or wakes the node, which runs again (with
+    ``ctx.signal`` set to the signal's payload) and decides. A node of a loaded document parks
+    the same way by returning the reserved output ``parked`` (its key: state ``correlation_key``).
+    """
+
+    key: str | None = None
+    payload: Any = None

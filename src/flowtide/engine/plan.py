@@ -24,6 +24,10 @@ class FlowPlan:
     settings: dict[str, NodeSettings] = field(default_factory=dict)
     """Placement id -> effective settings: the implementation's defaults, overlaid by the node
     type the flow document declares (if any), overlaid by the placement's own settings."""
+    sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Placement id -> setting name -> where its effective value comes from: ``placement``,
+    ``node type`` (declared by the flow document), ``implementation default``; a setting set
+    nowhere is absent."""
     reach: dict[str, frozenset[str]] = field(default_factory=dict)
     """Placement id -> every placement reachable from it by routes (itself only via a loop)."""
 
@@ -37,14 +41,31 @@ class FlowPlan:
             elif isinstance(p, Scatter) and p.body.node is not None:
                 ref = p.body.node
             base = _EMPTY
+            base_impl = _EMPTY
+            layers: list[tuple[str, NodeSettings | None]] = []
             if ref is not None:
                 impl = resolve(ref)
                 plan.impls[p.id] = impl
-                base = impl.type.settings
+                base = base_impl = impl.type.settings
+                layers.append(("implementation default", base))
                 declared = flow.node_type(ref)
                 if declared is not None:
                     base = base.overlay(declared.settings)
+                    layers.append(("node type", declared.settings))
+            layers.append(("placement", p.node_settings()))
             plan.settings[p.id] = base.overlay(p.node_settings())
+            sources: dict[str, str] = {}
+            for name, layer in layers:
+                if layer is None:
+                    continue
+                for key in layer.model_fields_set:
+                    value = getattr(layer, key)
+                    if value is None:
+                        continue
+                    if name == "node type" and getattr(base_impl, key, None) == value:
+                        continue  # the declared type repeats the implementation's default
+                    sources[key] = name
+            plan.sources[p.id] = sources
         succ = {p.id: p.successors() for p in flow.placements}
         for start in succ:
             seen: set[str] = set()

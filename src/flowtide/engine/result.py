@@ -54,6 +54,43 @@ class InterruptedAt:
 
 
 @dataclass(frozen=True, slots=True)
+class ParkedToken:
+    """A token waiting on the outside world: where, its correlation key, deadline and payload."""
+
+    token_id: str
+    placement: str
+    key: str | None
+    deadline: datetime | None
+    payload: Any = None
+    since: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "token_id": self.token_id,
+            "placement": self.placement,
+            "key": self.key,
+            "deadline": self.deadline.isoformat() if self.deadline else None,
+            "payload": self.payload,
+            "since": self.since.isoformat() if self.since else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ParkedToken:
+        return cls(
+            data["token_id"],
+            data["placement"],
+            data.get("key"),
+            _instant(data.get("deadline")),
+            data.get("payload"),
+            _instant(data.get("since")),
+        )
+
+
+def _instant(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
 class RunResult:
     run_id: str
     lifecycle: Lifecycle
@@ -62,8 +99,8 @@ class RunResult:
     state: dict[str, Any]
     errors: tuple[ErrorInfo, ...] = ()
     interrupted_at: InterruptedAt | None = None
-    parked: tuple[dict[str, Any], ...] = ()
-    """Parked tokens (reserved: always empty for now)."""
+    parked: tuple[ParkedToken, ...] = ()
+    """The tokens waiting on the outside world (lifecycle ``parked``; empty once ended)."""
     warnings: tuple[str, ...] = ()
     terminals: tuple[str, ...] = ()
     """The terminal placements reached, in order."""
@@ -80,7 +117,33 @@ class RunResult:
             "state": self.state,
             "errors": [e.to_dict() for e in self.errors],
             "interrupted_at": self.interrupted_at.to_dict() if self.interrupted_at else None,
-            "parked": list(self.parked),
+            "parked": [p.to_dict() for p in self.parked],
             "warnings": list(self.warnings),
             "terminals": list(self.terminals),
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunResult:
+        """The inverse of :meth:`to_dict` (a result stored with its run)."""
+        interrupted = data.get("interrupted_at")
+        return cls(
+            run_id=data["run_id"],
+            lifecycle=Lifecycle(data["lifecycle"]),
+            outcome=data.get("outcome"),
+            state=dict(data.get("state") or {}),
+            errors=tuple(
+                ErrorInfo(e["type"], e["message"], e.get("placement"), e.get("data") or {})
+                for e in data.get("errors", ())
+            ),
+            interrupted_at=InterruptedAt(
+                interrupted["reason"],
+                interrupted.get("node"),
+                datetime.fromisoformat(interrupted["at"]),
+                tuple(interrupted.get("nodes", ())),
+            )
+            if interrupted
+            else None,
+            parked=tuple(ParkedToken.from_dict(p) for p in data.get("parked", ())),
+            warnings=tuple(data.get("warnings", ())),
+            terminals=tuple(data.get("terminals", ())),
+        )

@@ -2,8 +2,18 @@
 
 Each live token is driven by one asyncio task, placement after placement; a parallel split
 starts a task per new branch, so independent branches really run at the same time. Waiting
-tokens (waits, retry backoffs) have no task at all: their due instant is in the store, and the
-engine's scheduler hands them back here when it is due.
+tokens (waits, retry backoffs) and parked tokens have no task at all: their due instants (a
+wait, a backoff, a park deadline, escalation timers) are in the store, and the engine's sweeper
+hands them back here when they are due; a signal hands a parked token back too.
+
+When a run has only waiting and parked tokens left it is *quiescent*: its lifecycle becomes
+``parked`` and, unless it is a child run (its parent is waiting on it), the executor lets go of
+it: the engine forgets it, and a signal or the sweeper rebuilds an executor from the store.
+
+A parked token is moved by exactly one of {signal, park timeout, interrupting timer, cancel}:
+each first claims the token in memory (synchronously, so a second claimant in this process sees
+it taken) and then commits with ``Commit.expect`` (status ``parked`` and the park's epoch; for a
+signal also "deadline still ahead"), so the store refuses the loser across processes too.
 
 Every step goes through :meth:`RunExecutor.commit` (one store commit: token records, state
 keys, events), under the run's commit lock, then the events go to the hooks in order.
@@ -20,29 +30,39 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.engine.context import NodeContext
-from flowtide.engine.deadlines import attempt_deadline
+from flowtide.engine.deadlines import (
+    attempt_deadline,
+    needs_node_anchor,
+    resolve_window,
+    timer_due,
+)
 from flowtide.engine.errors import (
     Cancelled,
     DrainedWithoutTerminal,
+    EngineError,
     FailedTerminalError,
     NodeTimeoutError,
     PrePhaseError,
     RecursionDepthError,
+    RefusalReason,
+    SignalRefused,
     SubflowFailedError,
     UndeclaredOutputError,
     UnroutedOutputError,
 )
 from flowtide.engine.events import EventKind
 from flowtide.engine.lifecycle import Lifecycle, transition
-from flowtide.engine.output import Output
+from flowtide.engine.output import Output, Park
 from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.process import run_in_process
 from flowtide.engine.reducers import StateMerger, copy_state
-from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
+from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
 from flowtide.model.placements import (
+    PARKED_OUTPUT,
+    RESERVED_OUTPUTS,
     TIMEOUT_OUTPUT,
     AnyPlacement,
     Join,
@@ -60,7 +80,13 @@ from flowtide.store.base import (
     Commit,
     DueEntry,
     EventRecord,
+    Expect,
+    NodeAnchor,
+    ParkRecord,
+    ParkStatus,
     RunRecord,
+    SignalAnswer,
+    StoreConflict,
     TokenRecord,
     TokenStatus,
 )
@@ -69,6 +95,9 @@ if TYPE_CHECKING:
     from flowtide.engine.engine import Engine
 
 S = TokenStatus
+_PARKED = Lifecycle.PARKED.value
+_AT_NODE = frozenset({S.RUNNING, S.PARKED, S.WAITING})
+"""Statuses of a token that is still at its placement (escalation timers may fire)."""
 _KIND_NAMES = {k: k.value for k in EventKind}
 _COMPUTE: Any = object()
 
@@ -77,8 +106,9 @@ _COMPUTE: Any = object()
 class Attempt:
     """How one run of a node's code ended."""
 
-    kind: Literal["ok", "error", "timeout", "cancelled"]
+    kind: Literal["ok", "error", "timeout", "cancelled", "park"]
     output: str | None = None
+    park: Park | None = None
     state: dict[str, Any] | None = None
     update: Mapping[str, Any] = field(default_factory=dict)
     error: BaseException | None = None
@@ -141,6 +171,22 @@ class RunExecutor:
         self._closed = False
         self._deadline_timer: Any = None
         self._finalizer: asyncio.Task[None] | None = None
+        self._anchors: dict[tuple[str, str | None], datetime] = {}
+        """Stored node anchors of this run: (placement, item) -> first arrival."""
+        self._parks: dict[str, ParkRecord] = {}
+        """Open parks by token id."""
+        self._closing: list[ParkRecord] = []
+        """Parks closed in memory (a cancelled token), written with the next commit."""
+        self._settling: asyncio.Task[None] | None = None
+        self._pins = 0
+        self._expect: dict[str, Expect] = {}
+        """Compare-and-set conditions for the next commit that writes these tokens."""
+        self._route_ok = False
+        """Whether the last :meth:`_route` committed (it returns None also for a join or split)."""
+        self._recent: dict[str, ParkRecord] = {}
+        """Parks closed by this executor, by park id (to tell a late signal why it is refused)."""
+        self.released = False
+        """The engine let go of this executor (quiescent): it must not be used any more."""
         self.done: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
         self.item: Any = run.options.get("item")
         """The scatter item this (child) run works on, passed to its nodes as ``ctx.item``."""
@@ -206,7 +252,22 @@ class RunExecutor:
                 return False
             if prepare is not None:
                 prepare(c)
+            if self._closing:
+                c.parks = [*c.parks, *self._closing]
+                self._closing = []
+            if self._expect:
+                for t in c.tokens:
+                    expected = self._expect.pop(t.id, None)
+                    if expected is not None:
+                        c.expect = {**c.expect, t.id: expected}
+            if self.run.lifecycle == _PARKED and self._end is None:
+                # Something moves again: the run is running.
+                self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.RUNNING).value
+                if c.run is None:
+                    c.run = self.run
             events = await self.engine.store.commit(c)
+            if c.due:
+                self.engine.sweeper.wake(min(e.when for e in c.due))
             if events and self.engine.hooks:
                 await self.engine.dispatch(events)
         finally:
@@ -237,7 +298,17 @@ class RunExecutor:
 
     def _spawn_aux(self, coro: Awaitable[Any]) -> None:
         async def wrapper() -> None:
-            await coro
+            try:
+                await coro
+            except StoreConflict:
+                # Another engine on the same store moved the token first (its commit won the
+                # compare-and-set): what this executor knows is stale.
+                self.engine._discard(self)
+            except asyncio.CancelledError:
+                if not self._closed:
+                    raise
+            except Exception as exc:
+                self._request_end(Lifecycle.FAILED, [ErrorInfo.of(exc)])
 
         task = asyncio.get_running_loop().create_task(wrapper())
         self._tasks.add(task)
@@ -265,10 +336,16 @@ class RunExecutor:
             self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.RUNNING).value
             self.run.started_at = self.clock.now()
             self._started = True
+            pre = self.flow.phases(PhaseKind.PRE)
+            first: list[TokenRecord] = []
+            if not pre:
+                # No pre phase: the entrypoint's token is created in the same commit.
+                first = [self._new_token(self._entry_target(entry), ())]
             await self.commit(
                 Commit(
                     self.run.id,
                     run=self.run,
+                    tokens=first,
                     events=[
                         self.event(
                             EventKind.RUN_STARTED,
@@ -286,17 +363,17 @@ class RunExecutor:
             self._arm_deadline()
             if self._end is not None:
                 return
-            for phase in self.flow.phases(PhaseKind.PRE):
+            if first:
+                self.spawn(first[0])
+                return
+            for phase in pre:
                 err = await self._run_phase(phase)
                 if self._end is not None:
                     return
                 if err is not None:
                     self._request_end(Lifecycle.FAILED, [err])
                     return
-            target = entry or self.flow.main_entrypoint
-            if entry is not None and entry in self.flow.entrypoints:
-                target = self.flow.entrypoints[entry]
-            token = self._new_token(target, ())
+            token = self._new_token(self._entry_target(entry), ())
             await self.commit(Commit(self.run.id, tokens=[token]))
             self.spawn(token)
         except Exception as exc:
@@ -304,6 +381,11 @@ class RunExecutor:
         finally:
             self._tasks.discard(task)
             self._maybe_drained()
+
+    def _entry_target(self, entry: str | None) -> str:
+        if entry is not None and entry in self.flow.entrypoints:
+            return self.flow.entrypoints[entry]
+        return entry or self.flow.main_entrypoint
 
     def _arm_deadline(self) -> None:
         if self.run.deadline is None or self._end is not None:
@@ -358,7 +440,14 @@ class RunExecutor:
     def _maybe_drained(self) -> None:
         if self._end is not None or self._closed or self._tasks or not self._started:
             return
-        if any(t.status is S.WAITING for t in self.tokens.values()):
+        if self.released:
+            return
+        if self._pins:
+            return
+        if any(t.status in (S.WAITING, S.PARKED) for t in self.tokens.values()):
+            settling = self._settling is not None and not self._settling.done()
+            if not settling and self.quiescent():
+                self._settling = asyncio.get_running_loop().create_task(self._settle())
             return
         if self.tokens:
             stuck = sorted({t.placement for t in self.tokens.values()})
@@ -367,6 +456,79 @@ class RunExecutor:
             self._request_end(Lifecycle.COMPLETED)
         else:
             self._request_end(Lifecycle.FAILED, [ErrorInfo.of(DrainedWithoutTerminal(self._last))])
+
+    def quiescent(self) -> bool:
+        """Only waiting/parked (and join-arrived) tokens are left, and nothing runs."""
+        if self._end is not None or self._closed or self._tasks or self._pins:
+            return False
+        statuses = {t.status for t in self.tokens.values()}
+        return bool(statuses & {S.WAITING, S.PARKED}) and not statuses & {S.READY, S.RUNNING}
+
+    def parked_tokens(self) -> tuple[ParkedToken, ...]:
+        out = []
+        for t in self.tokens.values():
+            park = self._parks.get(t.id)
+            if t.status is S.PARKED and park is not None:
+                out.append(
+                    ParkedToken(
+                        t.id, t.placement, park.key, t.deadline, park.payload, park.parked_at
+                    )
+                )
+        return tuple(out)
+
+    def snapshot(self) -> RunResult:
+        """The run as it is now (lifecycle ``parked`` at a quiescent point)."""
+        return RunResult(
+            run_id=self.run.id,
+            lifecycle=Lifecycle(self.run.lifecycle),
+            outcome=None,
+            state=dict(self.state),
+            parked=self.parked_tokens(),
+            warnings=tuple(self._warnings),
+            terminals=tuple(self._terminals),
+        )
+
+    async def _settle(self) -> None:
+        """The run is quiescent: lifecycle ``parked``, tell who waits, and let go of it."""
+        await asyncio.sleep(0)
+        async with self._lock:
+            if not self.quiescent():
+                return
+            c = Commit(self.run.id)
+            if self.run.lifecycle != Lifecycle.PARKED.value:
+                self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.PARKED).value
+                c.run = self.run
+            let_go = self.run.parent_run_id is None
+            if let_go and self.run.deadline is not None:
+                # Nothing holds the run's deadline timer any more: the sweeper will.
+                c.due = [DueEntry(self.run.deadline, self.run.id, self.run.id, "deadline")]
+            if c.run is not None or c.due:
+                await self.engine.store.commit(c)
+                if c.due:
+                    self.engine.sweeper.wake(c.due[0].when)
+            if not self.quiescent():
+                return
+            result = self.snapshot()
+            if let_go:
+                self.released = True
+                if self._deadline_timer is not None:
+                    self._deadline_timer.cancel()
+                    self._deadline_timer = None
+                self.root.close()
+                self.engine._let_go(self)
+        self.engine._settled(result)
+
+    def pin(self) -> bool:
+        """Keep the executor from being let go while a signal or a firing works on it; False if
+        it has already been let go (rebuild one from the store)."""
+        if self.released or self._closed:
+            return False
+        self._pins += 1
+        return True
+
+    def unpin(self) -> None:
+        self._pins -= 1
+        self._maybe_drained()
 
     async def _finalize(self) -> None:
         me = asyncio.current_task()
@@ -382,19 +544,25 @@ class RunExecutor:
         try:
             leftovers = list(self.tokens.values())
             self.tokens.clear()
+            why = _end_reason(end)
             for t in leftovers:
                 t.status = S.CANCELLED
+                t.epoch += 1
+                self._close_park(t, ParkStatus.CANCELLED, why)
             events = [
                 self.event(EventKind.TOKEN_CANCELLED, t, data={"reason": "run_ended"})
                 for t in leftovers
             ]
-            if leftovers:
+            released = list(self._anchors)
+            self._anchors.clear()
+            if leftovers or released or self._closing:
                 await self.commit(
                     Commit(
                         self.run.id,
                         tokens=leftovers,
                         events=events,
                         due_cleared=[t.id for t in leftovers],
+                        anchors_released=released,
                     )
                 )
             if self._started:
@@ -434,6 +602,7 @@ class RunExecutor:
                 Commit(
                     self.run.id,
                     run=self.run,
+                    due_cleared=[self.run.id] if self.run.deadline is not None else (),
                     events=[
                         self.event(
                             EventKind.RUN_FINISHED,
@@ -455,8 +624,9 @@ class RunExecutor:
             self.engine._forget(self)
         if not self.done.done():
             self.done.set_result(result)
+        self.engine._ended(result)
 
-    def close(self) -> None:
+    def close(self, notify: bool = True) -> None:
         """Stop driving this run without recording anything (the engine is closing)."""
         self._closed = True
         if self._deadline_timer is not None:
@@ -487,21 +657,14 @@ class RunExecutor:
         except asyncio.CancelledError:
             if not self._closed:
                 raise
+        except StoreConflict:
+            self.engine._discard(self)  # another engine moved this token first
         except Exception as exc:
             placement = token.placement if token is not None else None
             self._request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, placement)])
         finally:
             self._tasks.discard(task)
             self._maybe_drained()
-
-    def fire_due(self, entry: DueEntry) -> None:
-        """The scheduler says this token's due instant has come."""
-        token = self.tokens.get(entry.token_id)
-        if token is None or token.status is not S.WAITING or self._end is not None:
-            return
-        token.data["fired"] = token.data.get("purpose", "wait")
-        token.status = S.READY
-        self.spawn(token)
 
     async def _route(
         self,
@@ -514,14 +677,26 @@ class RunExecutor:
         extra: Sequence[TokenRecord] = (),
         extra_events: Sequence[EventRecord] = (),
         due_cleared: Sequence[str] = (),
+        answers: Sequence[Any] = (),
     ) -> TokenRecord | None:
-        """Move ``token`` along ``output`` (a split makes new tokens), committing it all."""
+        """Move ``token`` along ``output`` (a split makes new tokens), committing it all.
+
+        The token's due entries (park deadline, timers, backoff) are dropped, its open park is
+        closed (as moved on, unless the caller closed it already), and node anchors are released
+        when ``output`` is in the placement's ``release_on`` or is ``timeout``, or when the move
+        leaves an anchored placement's loop.
+        """
         targets = p.route_map().get(output)
         if not targets:
             err = UnroutedOutputError(p.id, output, list(p.route_map()))
             await self.commit(Commit(self.run.id, events=[event, *extra_events]), unless_ended=True)
             self._fail_token(token, err)
             return None
+        if token.data or token.id in self._parks:
+            due_cleared = [*due_cleared, token.id]
+            self._close_park(token, ParkStatus.SIGNALLED, "moved")
+        released = self._releases(token, p, output, targets) if self._anchors else []
+        token.epoch += 1
         moved: list[TokenRecord]
         if len(targets) == 1:
             token.placement = targets[0]
@@ -548,13 +723,18 @@ class RunExecutor:
                 tokens=[*moved, *extra],
                 events=[event, *extra_events],
                 due_cleared=due_cleared,
+                anchors_released=released,
+                signal_answers=answers,
             ),
             unless_ended=True,
             prepare=_state_preparer(update),
             token=token,
         )
+        self._route_ok = ok
         if not ok:
             return None
+        for key in released:
+            self._anchors.pop(key, None)
         nxt = [t for t in moved if t.status is S.READY]
         for other in nxt[1:]:
             self.spawn(other)
@@ -586,6 +766,7 @@ class RunExecutor:
         item: Any = None,
         token: TokenRecord | None = None,
         deadline: datetime | None = _COMPUTE,
+        signal: Any = None,
     ) -> Attempt:
         """Run the node's code once in its own child scope, bounded by its window.
 
@@ -621,6 +802,7 @@ class RunExecutor:
             item=item if item is not None else self.item,
             clock=self.clock,
             scope=scope,
+            signal=signal,
         )
         value: Any = None
         final_state: dict[str, Any] = ctx.state
@@ -676,16 +858,23 @@ class RunExecutor:
         if error is not None:
             return Attempt("error", error=error, deadline=deadline)
         try:
-            name, update = self._interpret(impl, placement, value)
+            name, update, park = self._interpret(impl, placement, value, final_state)
         except UndeclaredOutputError as exc:
             return Attempt("error", error=exc)
+        if park is not None:
+            if token is None:
+                err = EngineError(f"node {impl.id!r} at {placement!r} parked where it cannot")
+                return Attempt("error", error=err)
+            return Attempt("park", state=final_state, update=update, park=park, deadline=deadline)
         return Attempt("ok", output=name, state=final_state, update=update, deadline=deadline)
 
     @staticmethod
     def _interpret(
-        impl: NodeImplementation, placement: str, value: Any
-    ) -> tuple[str, Mapping[str, Any]]:
+        impl: NodeImplementation, placement: str, value: Any, state: Mapping[str, Any]
+    ) -> tuple[str, Mapping[str, Any], Park | None]:
         update: Mapping[str, Any] = {}
+        if isinstance(value, Park):
+            return PARKED_OUTPUT, update, value
         if isinstance(value, Output):
             name: Any = value.name
             update = value.update
@@ -693,9 +882,12 @@ class RunExecutor:
             name = impl.outputs[0]
         else:
             name = value
+        if name == PARKED_OUTPUT:
+            key = update.get("correlation_key", state.get("correlation_key"))
+            return name, update, Park(key=str(key) if key is not None else None)
         if not isinstance(name, str) or name not in impl.outputs:
             raise UndeclaredOutputError(impl.id, placement, name, impl.outputs)
-        return name, update
+        return name, update, None
 
     def state_update(
         self, base: Mapping[str, Any], attempt: Attempt
@@ -706,6 +898,379 @@ class RunExecutor:
         if not changed and not deleted and not attempt.update:
             return {}, []
         return self.merger.apply(self.state, base, changed, deleted, attempt.update)
+
+    # ------------------------------------------------------------------------------------------
+    # windows, anchors, parks
+
+    def _arm(
+        self, token: TokenRecord, placement: str, settings: NodeSettings, now: datetime
+    ) -> tuple[list[NodeAnchor], list[DueEntry]]:
+        """Resolve the token's window (and timers) at an attempt's start or a park.
+
+        Returns the node anchor to store (first arrival) and the timers' due entries. Timers
+        that already fired during this visit are not armed again.
+        """
+        if settings.timeout is None and not settings.timers:
+            token.deadline = None  # the common case: no window, no timers
+            return [], []
+        new: list[NodeAnchor] = []
+        anchor_at: datetime | None = None
+        if needs_node_anchor(settings):
+            anchor_at = self._anchors.get((placement, None))
+            if anchor_at is None:
+                anchor_at = self._anchors[(placement, None)] = now
+                new.append(NodeAnchor(self.run.id, placement, None, now))
+        window = resolve_window(
+            settings, now=now, run_created_at=self.run.created_at, node_anchor=anchor_at
+        )
+        token.deadline = window.deadline
+        if window.deadline is not None:
+            token.data["window"] = window.to_data()
+        due: list[DueEntry] = []
+        if settings.timers:
+            fired = token.data.get("fired_timers", ())
+            armed: dict[str, str] = {}
+            for i, timer in enumerate(settings.timers):
+                if i in fired:
+                    continue
+                when = timer_due(
+                    timer, now=now, run_created_at=self.run.created_at, node_anchor=anchor_at
+                )
+                armed[str(i)] = when.isoformat()
+                due.append(DueEntry(when, self.run.id, token.id, f"timer:{token.visit}:{i}"))
+            token.data["timers"] = armed
+        return new, due
+
+    async def item_anchor(self, placement: str, item: str) -> datetime:
+        """The node anchor of one scatter item: stored on the item's first arrival."""
+        key = (placement, item)
+        found = self._anchors.get(key)
+        if found is None:
+            found = self._anchors[key] = self.clock.now()
+            await self.commit(
+                Commit(self.run.id, anchors=[NodeAnchor(self.run.id, placement, item, found)])
+            )
+        return found
+
+    def _releases(
+        self, token: TokenRecord, p: AnyPlacement, output: str, targets: Sequence[str]
+    ) -> list[tuple[str, str | None]]:
+        """Node anchors released by moving ``token`` from ``p`` along ``output``."""
+        out: list[tuple[str, str | None]] = []
+        settings = self.plan.settings.get(p.id)
+        own = output == TIMEOUT_OUTPUT or (
+            settings is not None and output in (settings.release_on or ())
+        )
+        for key in self._anchors:
+            anchored = key[0]
+            if anchored == p.id and own:
+                out.append(key)
+                continue
+            # Left the loop: no target, and no other live token, can come back to it.
+            if any(t == anchored or self.plan.can_reach(t, anchored) for t in targets):
+                continue
+            if any(
+                o is not token
+                and o.status.live
+                and (o.placement == anchored or self.plan.can_reach(o.placement, anchored))
+                for o in self.tokens.values()
+            ):
+                continue
+            out.append(key)
+        return out
+
+    def _close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None:
+        park = self._parks.pop(token.id, None)
+        if park is None:
+            return
+        park.status = status
+        park.closed_at = self.clock.now()
+        park.closed_by = by
+        self._recent[park.id] = park
+        self._closing.append(park)
+
+    def park_record(self, park_id: str) -> ParkRecord | None:
+        """The park as this executor knows it (open, or closed by it), else None."""
+        for park in self._parks.values():
+            if park.id == park_id:
+                return park
+        return self._recent.get(park_id)
+
+    async def _park(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        node_id: str,
+        settings: NodeSettings,
+        base: Mapping[str, Any],
+        attempt: Attempt,
+    ) -> TokenRecord | None:
+        request = attempt.park
+        assert request is not None
+        now = self.clock.now()
+        anchors, due = self._arm(token, p.id, settings, now)
+        if token.deadline is not None and token.deadline <= now:
+            timeout = Attempt("timeout", deadline=token.deadline)
+            return await self._after_attempt(token, p, node_id, settings, base, timeout)
+        token.status = S.PARKED
+        token.epoch += 1
+        park = ParkRecord(
+            f"{token.id}#{token.epoch}",
+            self.run.id,
+            token.id,
+            p.id,
+            token.visit,
+            token.epoch,
+            now,
+            token.deadline,
+            request.key,
+            request.payload,
+        )
+        if token.deadline is not None:
+            # First in the commit: at the same instant as a timer, the timeout is claimed first.
+            due.insert(0, DueEntry(token.deadline, self.run.id, token.id, "timeout"))
+        ev = self.event(
+            EventKind.PARKED,
+            token,
+            data={
+                "key": request.key,
+                "deadline": token.deadline.isoformat() if token.deadline else None,
+                "park": park.id,
+            },
+        )
+        self._parks[token.id] = park
+        ok = await self.commit(
+            Commit(
+                self.run.id, tokens=[token], events=[ev], due=due, anchors=anchors, parks=[park]
+            ),
+            unless_ended=True,
+            prepare=_state_preparer(lambda: self.state_update(base, attempt)),
+            token=token,
+        )
+        if not ok:
+            self._parks.pop(token.id, None)
+        return None
+
+    # ------------------------------------------------------------------------------------------
+    # the sweeper's firings and signals
+
+    def fire_due(self, entry: DueEntry) -> None:
+        """The sweeper says this due entry has come (see :class:`~flowtide.store.DueEntry`)."""
+        if self._end is not None or self._closed:
+            return
+        purpose = entry.purpose
+        if purpose == "deadline":
+            if self.run.deadline is not None:
+                self.root.cancel(CancelReason.RUN_DEADLINE, self.run.deadline)
+            return
+        token = self.tokens.get(entry.token_id)
+        if token is None:
+            return
+        if purpose == "":
+            if token.status is not S.WAITING or (token.due is not None and token.due != entry.when):
+                return
+            token.data["fired"] = token.data.get("purpose", "wait")
+            token.status = S.READY
+            self._expect[token.id] = Expect(S.WAITING, token.epoch)
+            self.spawn(token)
+        elif purpose == "timeout":
+            if token.status is not S.PARKED or token.deadline != entry.when:
+                return
+            epoch = token.epoch
+            token.status = S.READY  # claimed
+            self._close_park(token, ParkStatus.TIMED_OUT, "timeout")
+            self._expect[token.id] = Expect(S.PARKED, epoch)
+            self._spawn_aux(self._park_timeout(token))
+        elif purpose.startswith("timer:"):
+            _, visit, index = purpose.split(":")
+            if (
+                token.visit != int(visit)
+                or token.status not in _AT_NODE
+                or index not in token.data.get("timers", {})
+            ):
+                return
+            self._fire_timer(token, int(index))
+
+    async def _park_timeout(self, token: TokenRecord) -> None:
+        p = self.plan.placements[token.placement]
+        impl = self.plan.impls.get(p.id)
+        settings = self.plan.settings[p.id]
+        attempt = Attempt("timeout", deadline=token.deadline)
+        token.status = S.RUNNING
+        nxt = await self._after_attempt(
+            token, p, impl.id if impl else p.id, settings, dict(self.state), attempt
+        )
+        if nxt is not None:
+            self.spawn(nxt)
+
+    def _fire_timer(self, token: TokenRecord, index: int) -> None:
+        p = self.plan.placements[token.placement]
+        timer = (self.plan.settings[p.id].timers or ())[index]
+        armed = dict(token.data.get("timers", {}))
+        armed.pop(str(index), None)
+        token.data["timers"] = armed
+        token.data["fired_timers"] = [*token.data.get("fired_timers", ()), index]
+        info = {"output": timer.output, "index": index, "anchor": timer.anchor.value}
+        if timer.interrupting:
+            if token.status is S.RUNNING:
+                running = self._running.get(token.id)
+                if running is not None:
+                    token.data["interrupt"] = info
+                    running[1].cancel(CancelReason.TIMER, self.clock.now())
+                return
+            was = token.status
+            token.status = S.READY  # claimed
+            self._close_park(token, ParkStatus.INTERRUPTED, f"timer:{timer.output}")
+            self._expect[token.id] = Expect(was, token.epoch)
+            ev = self.event(
+                EventKind.TIMER_FIRED,
+                token,
+                data={"purpose": "timer", **info, "interrupting": True},
+            )
+
+            async def move() -> None:
+                self._last = [p.id]
+                nxt = await self._route(token, p, timer.output, event=ev)
+                if nxt is not None:
+                    self.spawn(nxt)
+
+            self._spawn_aux(move())
+            return
+        self._expect[token.id] = Expect(token.status, token.epoch)
+        ev = self.event(
+            EventKind.TIMER_FIRED, token, data={"purpose": "timer", **info, "interrupting": False}
+        )
+        self._spawn_aux(self._side_tokens(token, p, timer.output, ev))
+
+    async def _side_tokens(
+        self, token: TokenRecord, p: AnyPlacement, output: str, ev: EventRecord
+    ) -> None:
+        """A non-interrupting timer: new tokens start on ``output``; ``token`` stays."""
+        targets = p.route_map().get(output)
+        if not targets:
+            err = UnroutedOutputError(p.id, output, list(p.route_map()))
+            await self.commit(Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True)
+            self._request_end(Lifecycle.FAILED, [ErrorInfo.of(err, p.id)])
+            return
+        new = [self._new_token(t, token.lineage) for t in targets]
+        ev.data["to"] = list(targets)
+        ok = await self.commit(
+            Commit(self.run.id, tokens=[token, *new], events=[ev]), unless_ended=True, token=token
+        )
+        if not ok:
+            for t in new:
+                self.tokens.pop(t.id, None)
+            return
+        for t in new:
+            self.spawn(t)
+
+    async def signal(
+        self,
+        park: ParkRecord,
+        *,
+        payload: Mapping[str, Any],
+        output: str | None,
+        idempotency_key: str | None,
+    ) -> dict[str, Any]:
+        """Apply a signal to ``park`` (still open in this executor); returns the answer."""
+        now = self.clock.now()
+        token = self.tokens.get(park.token_id)
+        mine = self._parks.get(park.token_id)
+        if token is None or token.status is not S.PARKED or mine is None or mine.id != park.id:
+            raise refusal(self.park_record(park.id) or park, now, live=token)
+        if token.deadline is not None and token.deadline <= now:
+            raise refusal(mine, now)
+        p = self.plan.placements[token.placement]
+        if output is not None:
+            impl = self.plan.impls.get(p.id)
+            declared = impl.outputs if impl is not None else p.fixed_outputs
+            if output in RESERVED_OUTPUTS or output not in declared:
+                raise SignalRefused(
+                    RefusalReason.INVALID_OUTPUT,
+                    f"signal refused: output {output!r} is not one node at {p.id!r} declares "
+                    f"(declared: {', '.join(declared)})",
+                    run_id=self.run.id,
+                    placement=p.id,
+                    token_id=token.id,
+                    key=park.key,
+                )
+            if output not in p.route_map():
+                raise SignalRefused(
+                    RefusalReason.INVALID_OUTPUT,
+                    f"signal refused: placement {p.id!r} does not route output {output!r}",
+                    run_id=self.run.id,
+                    placement=p.id,
+                    token_id=token.id,
+                    key=park.key,
+                )
+        epoch = token.epoch
+        token.status = S.READY  # claimed
+        self._close_park(token, ParkStatus.SIGNALLED, "signal")
+        self._expect[token.id] = Expect(S.PARKED, epoch, alive_at=now)
+        answer = {
+            "run_id": self.run.id,
+            "token_id": token.id,
+            "placement": p.id,
+            "output": output,
+            "at": now.isoformat(),
+            "park": park.id,
+            "idempotency_key": idempotency_key,
+        }
+        answers = [SignalAnswer(idempotency_key, self.run.id, answer)] if idempotency_key else []
+        ev = self.event(
+            EventKind.SIGNALLED,
+            token,
+            data={
+                "output": output,
+                "idempotency_key": idempotency_key,
+                "keys": sorted(payload),
+                "park": park.id,
+            },
+        )
+        base = dict(self.state)
+
+        def update() -> tuple[dict[str, Any], list[str]]:
+            return self.merger.apply(self.state, base, {}, [], payload) if payload else ({}, [])
+
+        try:
+            if output is not None:
+                self._last = [p.id]
+                self._route_ok = False
+                nxt = await self._route(token, p, output, event=ev, update=update, answers=answers)
+                if nxt is not None:
+                    self.spawn(nxt)
+                if self._route_ok:
+                    return answer
+            else:
+                token.data = {k: v for k, v in token.data.items() if k in ("fired_timers",)}
+                token.data["signal"] = dict(payload)
+                token.epoch += 1
+                ok = await self.commit(
+                    Commit(
+                        self.run.id,
+                        tokens=[token],
+                        events=[ev],
+                        due_dropped=[(token.id, "timeout")],
+                        signal_answers=answers,
+                    ),
+                    unless_ended=True,
+                    prepare=_state_preparer(update),
+                    token=token,
+                )
+                if ok:
+                    self.spawn(token)
+                    return answer
+        except StoreConflict:
+            self._expect.pop(token.id, None)
+            raise
+        # The run ended (a cancel, a failure elsewhere) before the signal could commit.
+        self._expect.pop(token.id, None)
+        closed = self._recent.get(park.id) or park
+        closed.status = ParkStatus.CANCELLED
+        closed.closed_by = _end_reason(self._end) if self._end is not None else "run_ended"
+        if closed not in self._closing:
+            self._closing.append(closed)
+        raise refusal(closed, now)
 
     # ------------------------------------------------------------------------------------------
     # placement kinds
@@ -734,14 +1299,16 @@ class RunExecutor:
         body: Callable[[CancelScope], Awaitable[Attempt]] | None = None,
     ) -> TokenRecord | None:
         fired = token.data.pop("fired", None)
+        signal = token.data.pop("signal", None)
         pre_events = []
         if fired == "retry":
             pre_events.append(self.event(EventKind.TIMER_FIRED, token, data={"purpose": "retry"}))
         token.status = S.RUNNING
         base = dict(self.state)
+        anchors: list[NodeAnchor] = []
+        due: list[DueEntry] = []
         if body is None:
-            now = self.clock.now()
-            token.deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
+            anchors, due = self._arm(token, p.id, settings, self.clock.now())
         deadline = token.deadline
         started = self.event(
             EventKind.NODE_STARTED,
@@ -753,7 +1320,14 @@ class RunExecutor:
             },
         )
         if not await self.commit(
-            Commit(self.run.id, tokens=[token], events=[*pre_events, started]), unless_ended=True
+            Commit(
+                self.run.id,
+                tokens=[token],
+                events=[*pre_events, started],
+                anchors=anchors,
+                due=due,
+            ),
+            unless_ended=True,
         ):
             return None
         if body is None:
@@ -768,6 +1342,7 @@ class RunExecutor:
                 visit=token.visit,
                 token=token,
                 deadline=deadline,
+                signal=signal,
             )
         else:
             attempt = await body(self.root)
@@ -782,8 +1357,22 @@ class RunExecutor:
         base: Mapping[str, Any],
         attempt: Attempt,
     ) -> TokenRecord | None:
-        if attempt.kind == "cancelled" or self._end is not None or token.status is S.CANCELLED:
+        if self._end is not None or token.status is S.CANCELLED:
             return None
+        if attempt.kind == "cancelled":
+            interrupt = token.data.pop("interrupt", None)
+            c = attempt.cancellation
+            if interrupt is not None and c is not None and c.reason is CancelReason.TIMER:
+                ev = self.event(
+                    EventKind.TIMER_FIRED,
+                    token,
+                    data={"purpose": "timer", **interrupt, "interrupting": True},
+                )
+                self._last = [p.id]
+                return await self._route(token, p, interrupt["output"], event=ev)
+            return None
+        if attempt.kind == "park":
+            return await self._park(token, p, node_id, settings, base, attempt)
         if attempt.kind == "ok":
             assert attempt.output is not None
             ev = self.event(EventKind.NODE_FINISHED, token, data={"output": attempt.output})
@@ -1054,6 +1643,8 @@ class RunExecutor:
         """Cancel a live token: its running code (if any) and its pending due instant."""
         t.status = S.CANCELLED
         t.due = None
+        t.epoch += 1
+        self._close_park(t, ParkStatus.CANCELLED, reason.value)
         self.tokens.pop(t.id, None)
         self._note_moves([t], ended=True)
         running = self._running.get(t.id)
@@ -1095,19 +1686,26 @@ class RunExecutor:
     async def _subflow(self, token: TokenRecord, p: Subflow) -> TokenRecord | None:
         settings = self.plan.settings[p.id]
         token.status = S.RUNNING
-        now = self.clock.now()
-        token.deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
+        anchors, due = self._arm(token, p.id, settings, self.clock.now())
         started = self.event(
             EventKind.NODE_STARTED, token, data={"visit": token.visit, "subflow": p.flow}
         )
         if not await self.commit(
-            Commit(self.run.id, tokens=[token], events=[started]), unless_ended=True
+            Commit(self.run.id, tokens=[token], events=[started], anchors=anchors, due=due),
+            unless_ended=True,
         ):
             return None
         base = dict(self.state)
         child_state = map_input(base, p.input)
         attempt, result = await self.run_child(
-            p.id, p.flow, child_state, settings, key=token.id, item=None, token=token
+            p.id,
+            p.flow,
+            child_state,
+            settings,
+            key=token.id,
+            item=None,
+            token=token,
+            deadline=token.deadline,
         )
         if attempt.kind != "ok" or result is None:
             return await self._after_attempt(token, p, p.flow, settings, base, attempt)
@@ -1154,14 +1752,17 @@ class RunExecutor:
         item: Any,
         token: TokenRecord | None,
         parent: CancelScope | None = None,
+        deadline: datetime | None = _COMPUTE,
     ) -> tuple[Attempt, RunResult | None]:
-        """Run ``flow_id`` as a child run in a child scope bounded by ``settings``' window."""
+        """Run ``flow_id`` as a child run in a child scope bounded by ``settings``' window
+        (``deadline``: already resolved by the caller)."""
         depth = self.run.depth + 1
         if depth > self.flow.max_depth:
             err = RecursionDepthError(placement, flow_id, self.flow.max_depth)
             return Attempt("error", error=err), None
         now = self.clock.now()
-        deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
+        if deadline is _COMPUTE:
+            deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
         if deadline is not None and deadline <= now:
             return Attempt("timeout", deadline=deadline), None
         scope = (parent or self.root).child(placement)
@@ -1316,6 +1917,16 @@ class RunExecutor:
                 group.branches.add(first_branch(t, split))
         self._ids = itertools.count(top + 1)
 
+    async def load_extras(self) -> None:
+        """Read the run's node anchors and open parks from the store (before resuming)."""
+        store = self.engine.store
+        for anchor in await store.node_anchors(self.run.id):
+            self._anchors[(anchor.placement, anchor.item)] = anchor.at
+        for park in await store.parks(run_id=self.run.id, open_only=True):
+            token = self.tokens.get(park.token_id)
+            if token is not None and token.status is S.PARKED and token.epoch == park.epoch:
+                self._parks[park.token_id] = park
+
     def resume_tokens(self) -> list[DueEntry]:
         """Start driving restored tokens; returns the due entries to re-arm."""
         dues = []
@@ -1327,6 +1938,61 @@ class RunExecutor:
                 dues.append(DueEntry(t.due, self.run.id, t.id))
         self._arm_deadline()
         return dues
+
+
+def refusal(park: ParkRecord, now: datetime, live: TokenRecord | None = None) -> SignalRefused:
+    """Why a signal for ``park`` cannot apply (``live``: the token as it is now, if known)."""
+    from flowtide.engine.errors import format_gap, format_instant
+
+    where = f"token {park.token_id} at {park.placement!r}"
+    common: dict[str, Any] = {
+        "run_id": park.run_id,
+        "placement": park.placement,
+        "token_id": park.token_id,
+        "key": park.key,
+    }
+    expired = park.status is ParkStatus.TIMED_OUT or (
+        park.status is ParkStatus.PARKED and park.deadline is not None and park.deadline <= now
+    )
+    if expired and park.deadline is not None:
+        return SignalRefused(
+            RefusalReason.EXPIRED,
+            f"signal refused: {where} expired at {format_instant(park.deadline, now)}, "
+            f"{format_gap(now - park.deadline)} before this signal",
+            at=park.deadline,
+            **common,
+        )
+    at = park.closed_at
+    when = f" at {format_instant(at, now)}" if at is not None else ""
+    if park.status is ParkStatus.CANCELLED:
+        return SignalRefused(
+            RefusalReason.CANCELLED,
+            f"signal refused: {where} was cancelled{when} ({park.closed_by or 'cancelled'})",
+            at=at,
+            **common,
+        )
+    if park.status in (ParkStatus.SIGNALLED, ParkStatus.INTERRUPTED):
+        by = "an escalation timer" if park.status is ParkStatus.INTERRUPTED else "a signal"
+        return SignalRefused(
+            RefusalReason.MOVED_ON,
+            f"signal refused: {where} already moved on{when}, by {by}",
+            at=at,
+            **common,
+        )
+    state = live.status.value if live is not None else "gone"
+    return SignalRefused(
+        RefusalReason.NOT_PARKED,
+        f"signal refused: {where} is not parked (it is {state})",
+        **common,
+    )
+
+
+def _end_reason(end: _End) -> str:
+    if end.lifecycle is Lifecycle.CANCELLED:
+        return "run_cancelled"
+    if end.lifecycle is Lifecycle.TIMED_OUT:
+        return "run_deadline"
+    return "run_ended"
 
 
 def first_branch(token: TokenRecord, split: str) -> int:

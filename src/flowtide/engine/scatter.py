@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from flowtide.engine.deadlines import needs_node_anchor, resolve_window
 from flowtide.engine.events import EventKind
 from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.reducers import copy_state, resolve_function
@@ -76,6 +77,8 @@ class ScatterRun:
         self._stop = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.scope: CancelScope = ex.root.child(p.id)
+        self.progress_id = f"{token.id}@{token.visit}"
+        """Progress is kept per visit: a scatter re-entered in a loop runs its items again."""
 
     def summary(self) -> dict[str, Any]:
         ok = sum(1 for r in self.records.values() if r.status == "done")
@@ -89,7 +92,7 @@ class ScatterRun:
     async def run(self, base: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
         ex, p = self.ex, self.p
         top = 0
-        for r in await ex.engine.store.scatter_items(ex.run.id, self.token.id):
+        for r in await ex.engine.store.scatter_items(ex.run.id, self.progress_id):
             self.records[r.index] = r
             top = max(top, r.order)
         self._order = itertools.count(top + 1)
@@ -217,6 +220,16 @@ class ScatterRun:
         error: str | None = None
         if p.body.node is not None:
             impl = ex.plan.impls[p.id]
+            extra: dict[str, Any] = {}
+            if needs_node_anchor(settings):
+                # A node anchor inside a scatter is kept per item (by index).
+                anchor_at = await ex.item_anchor(p.id, str(index))
+                extra["deadline"] = resolve_window(
+                    settings,
+                    now=ex.clock.now(),
+                    run_created_at=ex.run.created_at,
+                    node_anchor=anchor_at,
+                ).deadline
             attempt = await ex.invoke(
                 impl,
                 settings,
@@ -227,6 +240,7 @@ class ScatterRun:
                 attempt=1,
                 visit=self.token.visit,
                 item=item,
+                **extra,
             )
             if attempt.kind == "cancelled":
                 return
@@ -269,7 +283,7 @@ class ScatterRun:
             value = get_path(final, p.gather.field) if p.gather.field else dict(final)
             record = ScatterItemRecord(
                 ex.run.id,
-                self.token.id,
+                self.progress_id,
                 index,
                 "done",
                 output,
@@ -280,7 +294,7 @@ class ScatterRun:
         else:
             record = ScatterItemRecord(
                 ex.run.id,
-                self.token.id,
+                self.progress_id,
                 index,
                 "failed",
                 output,

@@ -31,6 +31,8 @@ class CancelReason(StrEnum):
     ABORT = "abort"
     JOIN_LOSER = "join_loser"
     """Another branch won a ``first`` (or completed a ``quorum``) join."""
+    TIMER = "timer"
+    """An interrupting escalation timer moved the token on."""
     RUN_ENDED = "run_ended"
     """The run ended (another branch failed it) while this scope was live."""
     SHUTDOWN = "shutdown"

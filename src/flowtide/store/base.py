@@ -8,18 +8,25 @@ The engine keeps no state that a restart could not rebuild from a store:
 * **tokens** - one :class:`TokenRecord` per token (placement, status, attempt, visit, split
   lineage, the stored absolute deadline of its current attempt, the due instant it waits for);
 * **history** - the ordered :class:`EventRecord` list of each run;
-* **due instants** - ``(instant, token)`` entries for tokens waiting on a timer (retry backoffs,
-  waits), indexed by instant: :meth:`Store.next_due` and :meth:`Store.claim_due`;
-* **node anchors** - per (run, placement[, item]) instants, reserved for timeout anchors;
+* **due instants** - ``(instant, token, purpose)`` entries: retry backoffs and waits (purpose
+  ``""``), park deadlines (``timeout``), escalation timers (``timer:<visit>:<index>``) and run
+  deadlines of runs no engine holds in memory (``deadline``, the token id being the run id),
+  indexed by instant: :meth:`Store.next_due` and :meth:`Store.claim_due`;
+* **node anchors** - per (run, placement[, item]) first-arrival instants of ``node`` timeout
+  anchors, stored once and released (:attr:`Commit.anchors_released`);
+* **parks** - one :class:`ParkRecord` per time a token parked (its correlation key, deadline,
+  payload, and how the park ended), so that a late signal can be told why it is refused;
+* **signal answers** - the first answer to each signal idempotency key;
 * **scatter progress** - per (run, token, item index) records, so a resumed scatter re-runs only
   the unfinished items.
 
 Every engine step goes through :meth:`Store.commit` with one :class:`Commit`: the token moves, the
 state change, the history events, due instants, anchors and scatter progress of that step. A
-transactional store applies a commit atomically (all or nothing); ``Commit.expect`` lets the
-engine make the step conditional on token statuses (compare-and-set), so racing steps are decided
-by the store. Instants are always passed in by the engine (from its clock), never read by the
-store.
+transactional store applies a commit atomically (all or nothing); ``Commit.expect`` makes the
+step conditional on token records (compare-and-set on status, epoch and "deadline still ahead"),
+so racing steps (a signal, a park timeout, a timer, a cancel) are decided by the store: the first
+to commit wins, the others get :class:`StoreConflict`. Instants are always passed in by the
+engine (from its clock), never read by the store.
 """
 
 from __future__ import annotations
@@ -36,10 +43,15 @@ from flowtide.errors import FlowtideError
 __all__ = [
     "Commit",
     "DueEntry",
+    "DuplicateSignal",
     "EventRecord",
+    "Expect",
     "NodeAnchor",
+    "ParkRecord",
+    "ParkStatus",
     "RunRecord",
     "ScatterItemRecord",
+    "SignalAnswer",
     "Store",
     "StoreConflict",
     "StoreError",
@@ -65,7 +77,11 @@ class UnknownRunError(StoreError, KeyError):
 
 
 class StoreConflict(StoreError):
-    """A conditional commit did not apply: a token was not in the expected status."""
+    """A conditional commit did not apply: a token was not as expected (``Commit.expect``)."""
+
+
+class DuplicateSignal(StoreConflict):
+    """A signal idempotency key already has an answer (another signal with it committed)."""
 
 
 class TokenStatus(StrEnum):
@@ -78,7 +94,7 @@ class TokenStatus(StrEnum):
     ARRIVED = "arrived"
     """Arrived at a join that has not fired yet."""
     PARKED = "parked"
-    """Reserved: waiting on the outside world."""
+    """Waiting on the outside world (a signal), its deadline and timers (the sweeper)."""
     DONE = "done"
     """Left the flow: reached a terminal, split, merged at a join, or moved on as a new token."""
     CANCELLED = "cancelled"
@@ -141,7 +157,10 @@ class TokenRecord:
     """The instant a waiting token is due."""
     created_at: datetime | None = None
     data: dict[str, Any] = field(default_factory=dict)
-    """Engine bookkeeping: why it waits, the previous backoff, ..."""
+    """Engine bookkeeping: why it waits, the previous backoff, how its window was resolved..."""
+    epoch: int = 0
+    """Bumped by the engine each time the token parks, leaves a park or moves: a step decided
+    against one epoch (a signal, a timeout) cannot apply to a later one (``Commit.expect``)."""
 
 
 @dataclass(slots=True)
@@ -162,6 +181,10 @@ class DueEntry:
     when: datetime
     run_id: str
     token_id: str
+    purpose: str = ""
+    """What falls due: ``""`` (a wait or retry backoff), ``timeout`` (a park deadline),
+    ``timer:<visit>:<index>`` (an escalation timer), ``deadline`` (a run deadline). A token has at
+    most one entry per purpose."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +193,78 @@ class NodeAnchor:
     placement: str
     item: str | None
     at: datetime
+
+
+class ParkStatus(StrEnum):
+    PARKED = "parked"
+    """Still waiting."""
+    SIGNALLED = "signalled"
+    """A signal moved the token on (or woke its node)."""
+    TIMED_OUT = "timed_out"
+    """Its deadline passed (the sweeper fired it)."""
+    INTERRUPTED = "interrupted"
+    """An interrupting escalation timer moved the token on."""
+    CANCELLED = "cancelled"
+    """The token was cancelled: the run was cancelled or ended, or a join cancelled the branch."""
+
+
+@dataclass(slots=True)
+class ParkRecord:
+    """One park of a token: ``id`` is ``"<token id>#<epoch>"``."""
+
+    id: str
+    run_id: str
+    token_id: str
+    placement: str
+    visit: int
+    epoch: int
+    parked_at: datetime
+    deadline: datetime | None = None
+    key: str | None = None
+    """The correlation key signals may address it by."""
+    payload: Any = None
+    """What the node left for the outside world."""
+    status: ParkStatus = ParkStatus.PARKED
+    closed_at: datetime | None = None
+    closed_by: str | None = None
+    """What ended it: ``signal``, ``timeout``, ``timer:<output>``, or a cancel reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class SignalAnswer:
+    """The first answer given to a signal idempotency key."""
+
+    key: str
+    run_id: str
+    answer: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    """What a token record must be for a commit to apply (compare-and-set).
+
+    ``status``: one status or several; ``epoch``: the token's epoch, if given; ``alive_at``: if
+    given, the token's stored deadline must be None or later than this instant (a signal is
+    refused at and after the deadline: the deadline wins the tie).
+    """
+
+    status: TokenStatus | frozenset[TokenStatus]
+    epoch: int | None = None
+    alive_at: datetime | None = None
+
+    def check(self, token: TokenRecord | None) -> str | None:
+        """None if ``token`` matches; otherwise why not (for :class:`StoreConflict`)."""
+        if token is None:
+            return "missing"
+        wanted = self.status if isinstance(self.status, frozenset) else frozenset({self.status})
+        if token.status not in wanted:
+            return f"{token.status.value}, not {'/'.join(sorted(s.value for s in wanted))}"
+        if self.epoch is not None and token.epoch != self.epoch:
+            return f"at epoch {token.epoch}, not {self.epoch}"
+        deadline = token.deadline
+        if self.alive_at is not None and deadline is not None and deadline <= self.alive_at:
+            return f"past its deadline {deadline.isoformat()}"
+        return None
 
 
 @dataclass(slots=True)
@@ -203,11 +298,20 @@ class Commit:
     due: Sequence[DueEntry] = ()
     """Due instants to set (one per token: a new one replaces the old)."""
     due_cleared: Sequence[str] = ()
-    """Token ids whose due instant is dropped."""
+    """Token ids whose due entries (every purpose) are dropped; applied before ``due``."""
+    due_dropped: Sequence[tuple[str, str]] = ()
+    """(token id, purpose) due entries dropped; applied before ``due``."""
     anchors: Sequence[NodeAnchor] = ()
+    """Node anchors to store (first arrivals)."""
+    anchors_released: Sequence[tuple[str, str | None]] = ()
+    """(placement, item) node anchors of this run to drop."""
     scatter: Sequence[ScatterItemRecord] = ()
-    expect: Mapping[str, TokenStatus] = field(default_factory=dict)
-    """Token id -> the status it must have for the commit to apply (else ``StoreConflict``)."""
+    parks: Sequence[ParkRecord] = ()
+    """Park records to insert or replace."""
+    signal_answers: Sequence[SignalAnswer] = ()
+    """Answers to record; a key that already has one fails the commit with DuplicateSignal."""
+    expect: Mapping[str, TokenStatus | Expect] = field(default_factory=dict)
+    """Token id -> what it must be for the commit to apply (else ``StoreConflict``)."""
 
 
 class Store(ABC):
@@ -246,6 +350,10 @@ class Store(ABC):
         """The run's events with ``seq > after``, in order."""
 
     @abstractmethod
+    async def token(self, run_id: str, token_id: str) -> TokenRecord | None:
+        """One token of a run (None if the run has no such token)."""
+
+    @abstractmethod
     async def next_due(self) -> datetime | None:
         """The earliest due instant of any token, or None."""
 
@@ -256,6 +364,26 @@ class Store(ABC):
     @abstractmethod
     async def node_anchor(self, run_id: str, placement: str, item: str | None) -> datetime | None:
         """The stored anchor instant of (run, placement[, item]), if any."""
+
+    @abstractmethod
+    async def node_anchors(self, run_id: str) -> Sequence[NodeAnchor]:
+        """Every stored (not released) node anchor of the run."""
+
+    @abstractmethod
+    async def parks(
+        self,
+        *,
+        run_id: str | None = None,
+        key: str | None = None,
+        placement: str | None = None,
+        open_only: bool = False,
+    ) -> Sequence[ParkRecord]:
+        """Park records matching every given filter, oldest first (at least one of ``run_id``
+        and ``key`` is required; ``open_only``: only those still parked)."""
+
+    @abstractmethod
+    async def signal_answer(self, key: str) -> SignalAnswer | None:
+        """The recorded answer to a signal idempotency key, if any."""
 
     @abstractmethod
     async def scatter_items(self, run_id: str, token_id: str) -> Sequence[ScatterItemRecord]:

@@ -18,9 +18,15 @@ from typing import Any
 from flowtide.store.base import (
     Commit,
     DueEntry,
+    DuplicateSignal,
     EventRecord,
+    Expect,
+    NodeAnchor,
+    ParkRecord,
+    ParkStatus,
     RunRecord,
     ScatterItemRecord,
+    SignalAnswer,
     Store,
     StoreConflict,
     StoreError,
@@ -38,18 +44,24 @@ class MemoryStore(Store):
         self._states: dict[str, dict[str, Any]] = {}
         self._tokens: dict[str, dict[str, TokenRecord]] = {}
         self._history: dict[str, list[EventRecord]] = {}
-        self._due: dict[str, DueEntry] = {}
+        self._due: dict[str, dict[str, DueEntry]] = {}
+        """token id -> purpose -> entry (the live entries)."""
         self._due_heap: list[tuple[datetime, int, DueEntry]] = []
+        """Every entry ever set; an entry no longer live is stale and skipped (lazy deletion)."""
         self._due_seq = itertools.count()
         self._anchors: dict[tuple[str, str, str | None], datetime] = {}
         self._scatter: dict[tuple[str, str], dict[int, ScatterItemRecord]] = {}
+        self._parks: dict[str, ParkRecord] = {}
+        self._parks_by_run: dict[str, list[str]] = {}
+        self._parks_by_key: dict[str, list[str]] = {}
+        self._answers: dict[str, SignalAnswer] = {}
 
     async def create_run(
         self, run: RunRecord, state: Mapping[str, Any], commit: Commit | None = None
     ) -> Sequence[EventRecord]:
         if run.id in self._runs:
             raise StoreError(f"run {run.id!r} already exists")
-        self._runs[run.id] = replace(run)
+        self._runs[run.id] = _copy_run(run)
         self._states[run.id] = dict(state)
         self._tokens[run.id] = {}
         self._history[run.id] = []
@@ -64,15 +76,16 @@ class MemoryStore(Store):
 
     def _apply(self, c: Commit) -> Sequence[EventRecord]:
         tokens = self._tokens[c.run_id]
-        for token_id, status in c.expect.items():
-            found = tokens.get(token_id)
-            if found is None or found.status is not status:
-                have = found.status.value if found is not None else "missing"
-                raise StoreConflict(
-                    f"token {token_id!r} of run {c.run_id!r} is {have}, not {status.value}"
-                )
+        for token_id, wanted in c.expect.items():
+            expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
+            why = expect.check(tokens.get(token_id))
+            if why is not None:
+                raise StoreConflict(f"token {token_id!r} of run {c.run_id!r} is {why}")
+        for answer in c.signal_answers:
+            if answer.key in self._answers:
+                raise DuplicateSignal(f"signal idempotency key {answer.key!r} already answered")
         if c.run is not None:
-            self._runs[c.run_id] = replace(c.run)
+            self._runs[c.run_id] = _copy_run(c.run)
         for t in c.tokens:
             tokens[t.id] = _copy_token(t)
         if c.state is not None or c.state_deleted:
@@ -81,15 +94,23 @@ class MemoryStore(Store):
                 state.update(c.state)
             for key in c.state_deleted:
                 state.pop(key, None)
-        for token_id in c.due_cleared:
-            self._due.pop(token_id, None)
+        if c.due_cleared:
+            for token_id in c.due_cleared:
+                self._due.pop(token_id, None)
+        for token_id, purpose in c.due_dropped:
+            mine = self._due.get(token_id)
+            if mine is not None:
+                mine.pop(purpose, None)
+                if not mine:
+                    del self._due[token_id]
         for entry in c.due:
-            self._due[entry.token_id] = entry
+            self._due.setdefault(entry.token_id, {})[entry.purpose] = entry
             heapq.heappush(self._due_heap, (entry.when, next(self._due_seq), entry))
-        for anchor in c.anchors:
-            self._anchors[(anchor.run_id, anchor.placement, anchor.item)] = anchor.at
-        for item in c.scatter:
-            self._scatter.setdefault((item.run_id, item.token_id), {})[item.index] = replace(item)
+        if c.anchors or c.anchors_released or c.parks or c.signal_answers:
+            self._apply_parking(c)
+        for record in c.scatter:
+            items = self._scatter.setdefault((record.run_id, record.token_id), {})
+            items[record.index] = replace(record)
         if not c.events:
             return ()
         history = self._history[c.run_id]
@@ -109,15 +130,31 @@ class MemoryStore(Store):
             out.append(stored)
         return out
 
+    def _apply_parking(self, c: Commit) -> None:
+        for anchor in c.anchors:
+            self._anchors[(anchor.run_id, anchor.placement, anchor.item)] = anchor.at
+        for placement, item in c.anchors_released:
+            self._anchors.pop((c.run_id, placement, item), None)
+        for park in c.parks:
+            if park.id not in self._parks:
+                self._parks_by_run.setdefault(park.run_id, []).append(park.id)
+                if park.key is not None:
+                    self._parks_by_key.setdefault(park.key, []).append(park.id)
+            self._parks[park.id] = _copy_park(park)
+        for answer in c.signal_answers:
+            self._answers[answer.key] = answer
+
     async def get_run(self, run_id: str) -> RunRecord:
         try:
-            return replace(self._runs[run_id])
+            return _copy_run(self._runs[run_id])
         except KeyError:
             raise UnknownRunError(run_id) from None
 
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
         return [
-            replace(r) for r in self._runs.values() if lifecycle is None or r.lifecycle == lifecycle
+            _copy_run(r)
+            for r in self._runs.values()
+            if lifecycle is None or r.lifecycle == lifecycle
         ]
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
@@ -143,9 +180,19 @@ class MemoryStore(Store):
             raise UnknownRunError(run_id)
         return list(self._history[run_id][after:])
 
+    async def token(self, run_id: str, token_id: str) -> TokenRecord | None:
+        if run_id not in self._tokens:
+            raise UnknownRunError(run_id)
+        found = self._tokens[run_id].get(token_id)
+        return _copy_token(found) if found is not None else None
+
+    def _live(self, entry: DueEntry) -> bool:
+        mine = self._due.get(entry.token_id)
+        return mine is not None and mine.get(entry.purpose) is entry
+
     def _prune(self) -> None:
         heap = self._due_heap
-        while heap and self._due.get(heap[0][2].token_id) is not heap[0][2]:
+        while heap and not self._live(heap[0][2]):
             heapq.heappop(heap)
 
     async def next_due(self) -> datetime | None:
@@ -159,12 +206,51 @@ class MemoryStore(Store):
             if not self._due_heap or self._due_heap[0][0] > now:
                 break
             _, _, entry = heapq.heappop(self._due_heap)
-            del self._due[entry.token_id]
+            mine = self._due[entry.token_id]
+            del mine[entry.purpose]
+            if not mine:
+                del self._due[entry.token_id]
             out.append(entry)
         return out
 
     async def node_anchor(self, run_id: str, placement: str, item: str | None) -> datetime | None:
         return self._anchors.get((run_id, placement, item))
+
+    async def node_anchors(self, run_id: str) -> Sequence[NodeAnchor]:
+        return [
+            NodeAnchor(r, placement, item, at)
+            for (r, placement, item), at in self._anchors.items()
+            if r == run_id
+        ]
+
+    async def parks(
+        self,
+        *,
+        run_id: str | None = None,
+        key: str | None = None,
+        placement: str | None = None,
+        open_only: bool = False,
+    ) -> Sequence[ParkRecord]:
+        if key is not None:
+            ids = self._parks_by_key.get(key, [])
+        elif run_id is not None:
+            ids = self._parks_by_run.get(run_id, [])
+        else:
+            raise StoreError("parks() needs a run_id or a key")
+        out = []
+        for park_id in ids:
+            park = self._parks[park_id]
+            if run_id is not None and park.run_id != run_id:
+                continue
+            if placement is not None and park.placement != placement:
+                continue
+            if open_only and park.status is not ParkStatus.PARKED:
+                continue
+            out.append(_copy_park(park))
+        return out
+
+    async def signal_answer(self, key: str) -> SignalAnswer | None:
+        return self._answers.get(key)
 
     async def scatter_items(self, run_id: str, token_id: str) -> Sequence[ScatterItemRecord]:
         items = self._scatter.get((run_id, token_id), {})
@@ -174,7 +260,9 @@ class MemoryStore(Store):
 
     def due_entries(self) -> list[DueEntry]:
         """Every pending due entry, earliest first."""
-        return sorted(self._due.values(), key=lambda e: e.when)
+        return sorted(
+            (e for mine in self._due.values() for e in mine.values()), key=lambda e: e.when
+        )
 
 
 def _copy_token(t: TokenRecord) -> TokenRecord:
@@ -190,4 +278,42 @@ def _copy_token(t: TokenRecord) -> TokenRecord:
         t.due,
         t.created_at,
         dict(t.data),
+        t.epoch,
+    )
+
+
+def _copy_run(r: RunRecord) -> RunRecord:
+    return RunRecord(
+        r.id,
+        r.flow_id,
+        r.flow_version,
+        r.lifecycle,
+        r.created_at,
+        r.deadline,
+        r.started_at,
+        r.finished_at,
+        r.parent_run_id,
+        r.parent_token_id,
+        r.depth,
+        r.outcome,
+        r.result,
+        dict(r.options),
+    )
+
+
+def _copy_park(p: ParkRecord) -> ParkRecord:
+    return ParkRecord(
+        p.id,
+        p.run_id,
+        p.token_id,
+        p.placement,
+        p.visit,
+        p.epoch,
+        p.parked_at,
+        p.deadline,
+        p.key,
+        p.payload,
+        p.status,
+        p.closed_at,
+        p.closed_by,
     )

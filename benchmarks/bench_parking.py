@@ -1,0 +1,189 @@
+"""Parking, resuming and the sweeper, in memory, on the real clock.
+
+Run with ``python benchmarks/bench_parking.py`` (options: ``--runs``, ``--parked``).
+
+* **park**: start N runs of a one-node flow whose node parks at once; time until every run is
+  parked (its executor let go). Parks per second.
+* **resume**: signal every parked run with an output (a compare-and-set commit, the executor
+  rebuilt from the store, the route to the terminal, the run's end). Resumes per second.
+* **sweeper, all due**: N parked tokens whose deadlines fall due over a few seconds (the
+  window is as long as parking them took, so the due rate equals the park rate): firing
+  lateness (the ``node_timed_out`` instant minus the stored deadline) p50/p99, and firings per
+  second.
+* **sweeper, few due among many**: N parked tokens with far deadlines, plus 1,000 parked 50
+  every 100 ms, each due two seconds later (500 due per second): the lateness of those 1,000
+  should not depend on N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import time
+from datetime import datetime
+from typing import Any
+
+from flowtide.authoring import FlowBuilder, node
+from flowtide.engine import Engine, NodeContext, Park
+from flowtide.model import Flow
+
+
+@node(id="bench:park", outputs=["ok"])
+async def park_node(ctx: NodeContext) -> Any:
+    return Park(key=ctx.run_id)
+
+
+def parking_flow(timeout: str) -> Flow:
+    return (
+        FlowBuilder(f"urn:bench:park:{timeout}")
+        .task("p", park_node, {"ok": "done", "timeout": "late"}, timeout=timeout)
+        .terminal("done")
+        .terminal("late", "late")
+        .build()
+    )
+
+
+async def park_many(engine: Engine, flow: Flow, n: int, chunk: int = 1000) -> list[str]:
+    ids: list[str] = []
+    for start in range(0, n, chunk):
+        results = await asyncio.gather(*(engine.run(flow) for _ in range(min(chunk, n - start))))
+        ids.extend(r.run_id for r in results)
+    return ids
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+async def lateness(engine: Engine, run_ids: list[str]) -> list[float]:
+    out = []
+    for run_id in run_ids:
+        for e in await engine.history(run_id):
+            if e.kind == "node_timed_out":
+                deadline = datetime.fromisoformat(e.data["deadline"])
+                out.append((e.at - deadline).total_seconds() * 1000)
+    return out
+
+
+async def bench_park_resume(n: int) -> dict[str, float]:
+    engine = Engine()
+    flow = parking_flow("P1D")
+    await engine.run(flow)  # warm-up
+    gc.collect()
+    t0 = time.perf_counter()
+    ids = await park_many(engine, flow, n)
+    parked = time.perf_counter() - t0
+    assert not engine._runs, "parked runs should have been let go"
+    t0 = time.perf_counter()
+    for run_id in ids:
+        await engine.signal(run_id, placement="p", output="ok")
+    for run_id in ids:
+        await engine.wait(run_id)
+    resumed = time.perf_counter() - t0
+    await engine.close()
+    return {"parks_per_s": n / parked, "resumes_per_s": n / resumed}
+
+
+async def wait_done(engine: Engine, ids: list[str]) -> None:
+    for run_id in ids:
+        await engine.wait(run_id)
+
+
+async def bench_sweeper_all_due(n: int) -> dict[str, float]:
+    engine = Engine()
+    # The window must outlast parking them all: measure the park rate on a small batch first.
+    probe = await park_many(engine, parking_flow("P1D"), 2000)
+    for run_id in probe:
+        await engine.cancel(run_id)
+    await wait_done(engine, probe)
+    t0 = time.perf_counter()
+    await park_many(engine, parking_flow("P1D"), 2000)
+    rate = 2000 / (time.perf_counter() - t0)
+    window = n / rate * 3 + 1.0
+    flow = parking_flow(f"PT{window:.3f}S")
+    gc.collect()
+    t0 = time.perf_counter()
+    ids = await park_many(engine, flow, n)
+    parked_in = time.perf_counter() - t0
+    await wait_done(engine, ids)
+    total = time.perf_counter() - t0
+    late = await lateness(engine, ids)
+    await engine.close()
+    first_due = window
+    return {
+        "parked_in_s": parked_in,
+        "window_s": window,
+        "p50_ms": statistics.median(late),
+        "p99_ms": pct(late, 0.99),
+        "max_ms": max(late),
+        "fired_per_s": n / max(1e-9, total - first_due),
+    }
+
+
+async def bench_sweeper_few_due(n: int, due: int = 1000, freeze: bool = False) -> dict[str, float]:
+    engine = Engine()
+    await park_many(engine, parking_flow("P1D"), n)
+    gc.collect()
+    if freeze:
+        # The memory store keeps every parked run as Python objects that each full collection
+        # walks; a database store keeps them outside the heap. Freezing models that.
+        gc.freeze()
+    # 1,000 more, 50 every 100 ms, each due 2 s after it parked: 500 due per second.
+    flow = parking_flow("PT2S")
+    ids: list[str] = []
+    for _ in range(due // 50):
+        ids += await park_many(engine, flow, 50)
+        await asyncio.sleep(0.1)
+    await wait_done(engine, ids)
+    late = await lateness(engine, ids)
+    stats = engine.sweeper.statistics()
+    await engine.close()
+    if freeze:
+        gc.unfreeze()
+    return {
+        "p50_ms": statistics.median(late),
+        "p99_ms": pct(late, 0.99),
+        "max_ms": max(late),
+        "batches": stats.batches,
+    }
+
+
+def show(title: str, figures: dict[str, float]) -> None:
+    print(title + ": " + ", ".join(f"{k}={v:,.1f}" for k, v in figures.items()), flush=True)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--parked", type=int, nargs="*", default=[10_000, 100_000])
+    parser.add_argument(
+        "--gc-threshold",
+        type=int,
+        default=None,
+        help="gc.set_threshold(N, 50, 100): fewer collections of the young generation",
+    )
+    parser.add_argument(
+        "--freeze", action="store_true", help="gc.freeze() the background parked runs"
+    )
+    parser.add_argument(
+        "--scenarios", nargs="*", default=["park", "all", "few"], choices=["park", "all", "few"]
+    )
+    args = parser.parse_args()
+    if args.gc_threshold:
+        gc.set_threshold(args.gc_threshold, 50, 100)
+    if "park" in args.scenarios:
+        show(f"park/resume, {args.runs:,} runs", await bench_park_resume(args.runs))
+    if "all" in args.scenarios:
+        for n in args.parked:
+            show(f"sweeper, {n:,} parked, all due", await bench_sweeper_all_due(n))
+    if "few" in args.scenarios:
+        for n in args.parked:
+            figures = await bench_sweeper_few_due(n, freeze=args.freeze)
+            show(f"sweeper, {n:,} parked, 1,000 due", figures)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
