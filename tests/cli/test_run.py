@@ -26,11 +26,25 @@ async def test_the_dispatcher_demo_runs_every_branch_and_the_timeout() -> None:
     summary = [(r.result.lifecycle, r.path[-1], r.elapsed.total_seconds()) for r in runs]
     assert summary == [
         (Lifecycle.COMPLETED, "end", 1.6),
-        (Lifecycle.COMPLETED, "end", 0.8),
+        (Lifecycle.COMPLETED, "end", 300.8),
         (Lifecycle.COMPLETED, "end", 0.0),
         (Lifecycle.FAILED, "classify-message", 60.0),
     ]
-    assert runs[1].path == ("setup", "classify-message", "park-for-operator", "end")
+    # The escalation parks for an operator, whose reply (signalled 5 minutes later) is sent.
+    handover = runs[1]
+    assert handover.parked is not None
+    assert handover.parked.lifecycle is Lifecycle.PARKED
+    assert [p.placement for p in handover.parked.parked] == ["park-for-operator"]
+    assert handover.path == (
+        "setup",
+        "classify-message",
+        "park-for-operator",
+        "park-for-operator",
+        "send-response",
+        "end",
+    )
+    assert handover.result.state["response"].startswith("Hello, this is Sam")
+    assert handover.result.state["sent"] is True
     assert runs[3].result.errors[0].type == "NodeTimeoutError"
     assert runs[3].result.interrupted_at is not None
     assert runs[3].result.interrupted_at.node == "classify-message"
@@ -59,22 +73,20 @@ def test_run_prints_json_and_exits_by_lifecycle() -> None:
     )
 
 
-def test_run_with_a_failing_flow_exits_1() -> None:
-    doc = str(example("support-dispatcher-timeouts.jsonld"))
-    result = runner.invoke(
-        app,
-        [
-            "run",
-            doc,
-            "--input",
-            '{"message": "hi", "modelLatency": 90}',
-            "-n",
-            "flowtide.demo.dispatcher",
-        ],
+def test_run_with_a_failing_flow_exits_1(tmp_path: Path) -> None:
+    doc = tmp_path / "boom.yaml"
+    doc.write_text(
+        "id: urn:test:boom\n"
+        "entrypoints: {main: explode}\n"
+        "placements:\n"
+        "  - {id: explode, kind: task, node: 'tests.cli.nodes_for_run:boom', routes: {done: end}}\n"
+        "  - {id: end, kind: terminal}\n"
     )
+    result = runner.invoke(app, ["run", str(doc)])
     assert result.exit_code == ExitCode.FAILURE, result.output
-    assert "NodeTimeoutError" in result.output
-    assert "interrupted: timeout at classify-message" in " ".join(result.output.split())
+    text = " ".join(result.output.split())
+    assert "failed" in text
+    assert "RuntimeError at explode: the card reader is on fire" in text
 
 
 def test_run_refuses_bad_input_with_exit_2() -> None:

@@ -104,6 +104,7 @@ def _run_dispatcher(json_output: bool) -> None:
                         "input": r.case.input,
                         "path": list(r.path),
                         "elapsed_seconds": r.elapsed.total_seconds(),
+                        "parked": r.parked.to_dict() if r.parked is not None else None,
                         "result": r.result.to_dict(),
                     }
                     for r in runs
@@ -121,7 +122,9 @@ def _run_dispatcher(json_output: bool) -> None:
         if res.errors:
             detail = f"[red]{escape(res.errors[0].type)}[/]: {escape(res.errors[0].message)}"
         else:
-            detail = escape(str(res.state.get("response", "(handed to an operator)")))
+            detail = escape(str(res.state.get("response", "")))
+        if r.parked is not None:
+            detail = f"[cyan]parked for an operator, then signalled[/]: {detail}"
         table.add_row(
             escape(r.case.title),
             escape(" → ".join(r.path)),

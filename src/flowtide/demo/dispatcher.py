@@ -15,8 +15,12 @@ from typing import Any
 
 from flowtide.authoring.nodes import NodeRegistry, node
 from flowtide.clock import VirtualClock
-from flowtide.engine import Engine, NodeContext, Output, RunResult
+from flowtide.engine import Engine, Lifecycle, NodeContext, Output, RunResult
 from flowtide.store import EventRecord
+
+_PATH_EVENTS = frozenset(
+    {"node_finished", "node_timed_out", "node_failed", "parked", "terminal_reached"}
+)
 
 ESCALATE_WORDS = ("refund", "human", "agent", "complaint", "lawyer", "cancel my")
 OFF_TOPIC_WORDS = ("weather", "joke", "poem", "football")
@@ -69,7 +73,8 @@ async def ai_compose(ctx: NodeContext) -> Output:
 
 @node(id="urn:noocodec:node:park-for-operator", outputs=["parked", "ready"], register=False)
 async def park_for_operator(ctx: NodeContext) -> str:
-    """Hands the conversation to an operator (parking proper arrives later: ends the run)."""
+    """Hands the conversation to an operator: parks until the operator's reply is signalled,
+    then runs again and routes ``ready`` with that reply."""
     if ctx.state.get("operatorReply"):
         ctx.state["response"] = ctx.state["operatorReply"]
         return "ready"
@@ -107,11 +112,18 @@ def dispatcher_registry(registry: NodeRegistry | None = None) -> NodeRegistry:
 class DemoCase:
     title: str
     input: dict[str, Any]
+    operator_reply: str | None = None
+    """If the run parks for an operator, the reply signalled after ``operator_delay``."""
+    operator_delay: timedelta = timedelta(minutes=5)
 
 
 DEMO_MESSAGES: tuple[DemoCase, ...] = (
     DemoCase("a routine question", {"message": "Where is my order #1234?"}),
-    DemoCase("a customer who wants a human", {"message": "I want a refund, get me a human"}),
+    DemoCase(
+        "a customer who wants a human",
+        {"message": "I want a refund, get me a human"},
+        operator_reply="Hello, this is Sam from support: your refund is on its way.",
+    ),
     DemoCase("an empty message", {"message": "   "}),
     DemoCase(
         "a model call slower than its 60 s window",
@@ -127,6 +139,8 @@ class DemoRun:
     path: tuple[str, ...]
     elapsed: timedelta
     history: Sequence[EventRecord]
+    parked: RunResult | None = None
+    """The run as it was when it parked for an operator, if it did."""
 
 
 def dispatcher_document() -> Path:
@@ -153,13 +167,21 @@ async def run_dispatcher_demo(
         for case in cases:
             started = clock.now()
             result = await engine.run(flow, case.input)
+            parked = None
+            if result.lifecycle is Lifecycle.PARKED and case.operator_reply is not None:
+                # The run let go of its worker; the operator answers minutes later.
+                parked = result
+                await clock.sleep(case.operator_delay)
+                await engine.signal(
+                    result.run_id,
+                    placement=result.parked[0].placement,
+                    payload={"operatorReply": case.operator_reply},
+                )
+                result = await engine.wait(result.run_id)
             history = await engine.history(result.run_id)
             path = tuple(
-                e.placement
-                for e in history
-                if e.kind in ("node_finished", "node_timed_out", "node_failed", "terminal_reached")
-                and e.placement is not None
+                e.placement for e in history if e.kind in _PATH_EVENTS and e.placement is not None
             )
-            runs.append(DemoRun(case, result, path, clock.now() - started, history))
+            runs.append(DemoRun(case, result, path, clock.now() - started, history, parked))
     await clock.aclose()
     return runs
