@@ -120,3 +120,29 @@ def test_wait_needs_a_duration_or_an_instant() -> None:
 def test_explicit_entrypoints_replace_the_default() -> None:
     flow = checkout().entrypoint("retry", "offer-retry").build()
     assert flow.entrypoints == {"retry": "offer-retry"}
+
+
+def test_routes_may_name_the_outputs_of_the_placements_own_timers() -> None:
+    remind = {"after": "PT1H", "output": "remind"}
+    flow = (
+        FlowBuilder("urn:x")
+        .task(
+            "pay",
+            collect_payment,
+            {"paid": "end", "declined": "end", "remind": "end"},
+            timers=[remind],
+        )
+        .terminal("end")
+        .build()
+    )
+    assert flow.placement("pay").route_map()["remind"] == ("end",)
+
+
+def test_a_refused_placement_leaves_the_builder_unchanged() -> None:
+    builder = FlowBuilder("urn:x").terminal("end")
+    with pytest.raises(FlowValidationError):
+        builder.task("pay", collect_payment, {"refunded": "end"})
+    # The id is still free: nothing of the refused placement was kept.
+    builder.task("pay", collect_payment, {"paid": "end", "declined": "end"})
+    builder.entrypoint("main", "pay")
+    assert [p.id for p in builder.build().placements] == ["end", "pay"]

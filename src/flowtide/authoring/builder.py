@@ -73,12 +73,11 @@ class FlowBuilder:
         **settings: Any,
     ) -> Self:
         """A task running ``node``; ``routes`` maps its outputs to the next placement(s)."""
-        ref = self._use_node(id, node)
-        self._check_outputs(id, node, routes or {})
         return self._add(
             id,
+            impl=node,
             kind="task",
-            node=ref,
+            node=self._use_node(id, node),
             routes=_routes(routes),
             name=name,
             description=description,
@@ -253,15 +252,19 @@ class FlowBuilder:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _add(self, id: str, **fields: Any) -> Self:
+    def _add(self, id: str, *, impl: NodeRef | None = None, **fields: Any) -> Self:
+        """Check the placement (and, given its node, the outputs it routes), then keep it."""
         if any(p.id == id for p in self._placements):
             raise FlowValidationError([Problem(f"placement id {id!r} is used twice", placement=id)])
         data = {k: v for k, v in fields.items() if v is not None}
         data["id"] = id
         try:
-            self._placements.append(_PLACEMENT.validate_python(data))
+            placement = _PLACEMENT.validate_python(data)
         except ValidationError as exc:
             raise FlowValidationError(_problems(exc, id)) from None
+        if impl is not None:
+            self._check_outputs(placement, impl)
+        self._placements.append(placement)
         return self
 
     def _use_node(self, placement: str, node: NodeRef) -> str:
@@ -280,20 +283,20 @@ class FlowBuilder:
         self._node_types[node.id] = node.type
         return node.id
 
-    def _check_outputs(self, placement: str, node: NodeRef, routes: RouteMap) -> None:
+    def _check_outputs(self, placement: AnyPlacement, node: NodeRef) -> None:
+        """Routes name only outputs the node declares, the engine's, or its timers' outputs."""
         if not isinstance(node, NodeImplementation):
             return
-        allowed = set(node.outputs) | RESERVED_OUTPUTS
-        timers = node.type.settings.timers or ()
-        allowed |= {t.output for t in timers}
-        unknown = [o for o in routes if o not in allowed]
+        settings = node.type.settings.overlay(placement.node_settings())
+        allowed = set(node.outputs) | RESERVED_OUTPUTS | {t.output for t in settings.timers or ()}
+        unknown = [o for o in placement.route_map() if o not in allowed]
         if unknown:
             raise FlowValidationError(
                 [
                     Problem(
                         f"node {node.id!r} does not declare output {o!r} "
                         f"(it declares {', '.join(node.outputs)})",
-                        placement=placement,
+                        placement=placement.id,
                     )
                     for o in unknown
                 ]
