@@ -13,7 +13,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from flowtide.model.durations import Duration
 from flowtide.model.nodes import NodeType
-from flowtide.model.placements import AnyPlacement, Phase, PhaseKind, Placement, Terminal
+from flowtide.model.placements import (
+    AnyPlacement,
+    Phase,
+    PhaseKind,
+    Placement,
+    Scatter,
+    Task,
+    Terminal,
+)
+from flowtide.model.settings import NodeSettings
 
 BUILTIN_REDUCERS = ("last", "append", "extend", "merge", "sum")
 """How parallel writes to one state key can merge, besides a 'module:function' of your own."""
@@ -101,6 +110,21 @@ class Flow(BaseModel):
     def terminals(self) -> tuple[Terminal, ...]:
         return tuple(p for p in self.placements if isinstance(p, Terminal))
 
+    def settings_at(
+        self, placement: AnyPlacement, *, defaults: NodeSettings | None = None
+    ) -> NodeSettings:
+        """The settings in force at ``placement``, each field from the nearest layer that sets it.
+
+        From farthest to nearest: ``defaults`` (the node implementation's own, when known), the
+        node type this flow declares for the placement's node, the placement's own settings.
+        """
+        settings = defaults or NodeSettings()
+        ref = node_ref(placement)
+        declared = self.node_type(ref) if ref is not None else None
+        if declared is not None:
+            settings = settings.overlay(declared.settings)
+        return settings.overlay(placement.node_settings())
+
     def placement_iri(self, placement_id: str) -> str:
         """The absolute IRI of a placement: its id if it is one, else ``<flow id>/node/<id>``."""
         if is_absolute_iri(placement_id):
@@ -119,6 +143,15 @@ class Flow(BaseModel):
 
 
 _FIELD_ORDER = tuple(Flow.model_fields)
+
+
+def node_ref(placement: AnyPlacement) -> str | None:
+    """The node a placement runs: a task's or phase's node, or a scatter's body node."""
+    if isinstance(placement, Task | Phase):
+        return placement.node
+    if isinstance(placement, Scatter):
+        return placement.body.node
+    return None
 
 
 def is_absolute_iri(text: str) -> bool:

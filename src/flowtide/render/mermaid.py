@@ -35,7 +35,6 @@ from flowtide.model.placements import (
     Phase,
     Scatter,
     Subflow,
-    Task,
     Terminal,
     Wait,
 )
@@ -129,12 +128,7 @@ def effective_settings(flow: Flow, placement: AnyPlacement) -> NodeSettings | No
     """
     if not placement.has_settings:
         return None
-    base = NodeSettings()
-    if isinstance(placement, Task | Phase):
-        node_type = flow.node_type(placement.node)
-        if node_type is not None:
-            base = node_type.settings
-    return base.overlay(placement.node_settings())
+    return flow.settings_at(placement)
 
 
 def mermaid_id(text: str) -> str:

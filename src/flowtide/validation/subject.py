@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from flowtide.authoring.nodes import NodeRegistry
-from flowtide.model.flow import Flow
+from flowtide.model.flow import Flow, node_ref
 from flowtide.model.nodes import NodeType
 from flowtide.model.placements import RESERVED_OUTPUTS, TIMEOUT_OUTPUT, AnyPlacement, Task
 from flowtide.model.settings import NodeSettings
@@ -146,10 +146,11 @@ class Subject:
         return self.node_type(ref) if isinstance(ref, str) else None
 
     def effective_settings(self, placement: AnyPlacement) -> NodeSettings:
-        """The node type's default settings overlaid by the placement's own."""
-        declared = self.node_of(placement)
-        base = declared.type.settings if declared is not None else NodeSettings()
-        return base.overlay(placement.node_settings())
+        """The settings the engine will apply (see :meth:`Flow.settings_at`), with a registered
+        implementation's own defaults as the farthest layer."""
+        ref = node_ref(placement)
+        impl = self.registry.get(ref) if self.registry is not None and ref is not None else None
+        return self.flow.settings_at(placement, defaults=impl.type.settings if impl else None)
 
     def outputs(self, placement: AnyPlacement) -> frozenset[str] | None:
         """Every output ``placement`` can take (``None`` when its node type is unknown)."""
