@@ -101,5 +101,15 @@ def test_demo_runs_the_dispatcher_as_json() -> None:
     result = runner.invoke(app, ["demo", "--json"])
     assert result.exit_code == ExitCode.OK, result.output
     data = json.loads(result.output)
-    assert [d["result"]["lifecycle"] for d in data] == ["completed"] * 3 + ["failed"]
-    assert data[3]["result"]["errors"][0]["type"] == "NodeTimeoutError"
+    dispatcher = data["dispatcher"]
+    assert [d["result"]["lifecycle"] for d in dispatcher] == ["completed"] * 3 + ["failed"]
+    assert dispatcher[3]["result"]["errors"][0]["type"] == "NodeTimeoutError"
+    checkout = {c["model"]: c for c in data["checkout"]}
+    assert {m: (c["outcome"], c["ended_after_seconds"]) for m, c in checkout.items()} == {
+        "node anchor": ("expired", 600.0),
+        "park anchor": ("paid", 630.0),
+        "wait branch + first join": ("expired", 600.0),
+    }
+    late = checkout["node anchor"]["refused"]
+    assert late[0]["minute"] == 10.5
+    assert "expired at 09:10:00Z, 30 s before this signal" in late[0]["reason"]

@@ -15,79 +15,25 @@ from typing import Any
 
 import pytest
 
-from flowtide.authoring import NodeRegistry, node
 from flowtide.clock import VirtualClock
+from flowtide.demo.checkout import SCRIPT, checkout_registry
 from flowtide.documents import load_flow
-from flowtide.engine import Engine, Lifecycle, NodeContext, Park, RefusalReason, SignalRefused
+from flowtide.engine import Engine, Lifecycle, RefusalReason, SignalRefused
 from flowtide.model import Flow
 from tests.engine.engine_helpers import T0, at, of_kind
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-NODE = "urn:flowtide:example:node:"
-
-
-@node(id=NODE + "open-payment", outputs=["opened"], register=False)
-async def open_payment(ctx: NodeContext) -> str:
-    ctx.state["opened_at"] = ctx.now().isoformat()
-    return "opened"
-
-
-@node(id=NODE + "collect-payment", outputs=["paid", "declined"], parks=True, register=False)
-async def collect_payment(ctx: NodeContext) -> Any:
-    """Charges through the gateway and parks; woken by the gateway's callback, it decides."""
-    if ctx.signal is None:
-        tries = ctx.state.get("tries", 0) + 1
-        ctx.state["tries"] = tries
-        return Park(key=f"charge-{ctx.run_id}-{tries}", payload={"try": tries})
-    if ctx.signal.get("gateway") == "paid":
-        ctx.state["payment_status"] = "paid"
-        return "paid"
-    return "declined"
-
-
-@node(id=NODE + "offer-retry", outputs=["retry", "give-up"], parks=True, register=False)
-async def offer_retry(ctx: NodeContext) -> Any:
-    if ctx.signal is None:
-        return Park(key=f"customer-{ctx.run_id}")
-    if ctx.signal.get("choice") == "retry":
-        return "retry"
-    ctx.state["payment_status"] = "abandoned"
-    return "give-up"
-
-
-@node(id=NODE + "settle-payment", outputs=["paid", "expired", "abandoned"], register=False)
-async def settle_payment(ctx: NodeContext) -> str:
-    status = ctx.state.get("payment_status")
-    return status if status in ("paid", "abandoned") else "expired"
-
-
-def registry() -> NodeRegistry:
-    reg = NodeRegistry()
-    for impl in (open_payment, collect_payment, offer_retry, settle_payment):
-        reg.register(impl)
-    return reg
 
 
 def example(name: str, *, anchor: str | None = None) -> Flow:
     text = (EXAMPLES / name).read_text()
     if anchor is not None:
         text = text.replace("timeout_anchor: node", f"timeout_anchor: {anchor}")
-    return load_flow(text, format="yaml", registry=registry())
+    return load_flow(text, format="yaml", registry=checkout_registry())
 
 
 NODE_ANCHOR = "checkout-node-anchor.yaml"
 WAIT_BRANCH = "checkout-wait-branch.yaml"
-
-# (minute, who, payload)
-SCRIPT: Sequence[tuple[float, str, dict[str, Any]]] = (
-    (2, "collect-payment", {"gateway": "declined"}),
-    (2, "offer-retry", {"choice": "retry"}),
-    (5, "collect-payment", {"gateway": "declined"}),
-    (5, "offer-retry", {"choice": "retry"}),
-    (9, "collect-payment", {"gateway": "declined"}),
-    (9.5, "offer-retry", {"choice": "retry"}),
-    (10.5, "collect-payment", {"gateway": "paid"}),
-)
 
 
 async def play(
@@ -95,7 +41,7 @@ async def play(
 ) -> tuple[Engine, VirtualClock, str, list[tuple[float, str, Any]]]:
     """Run ``flow`` and play ``script``; returns what each signal got (receipt or refusal)."""
     clock = VirtualClock(T0)
-    engine = Engine(clock=clock, registry=registry())
+    engine = Engine(clock=clock, registry=checkout_registry())
     first = await engine.run(flow)
     assert first.lifecycle is Lifecycle.PARKED
     answers: list[tuple[float, str, Any]] = []

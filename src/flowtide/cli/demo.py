@@ -19,7 +19,8 @@ from flowtide.cli.common import ExitCode, fail, guarded, out, print_problems
 from flowtide.cli.examples import bundled_examples, examples_dir
 from flowtide.cli.loading import load_files
 from flowtide.cli.run import LIFECYCLE_STYLE
-from flowtide.demo import run_dispatcher_demo
+from flowtide.demo import run_checkout_demo, run_dispatcher_demo
+from flowtide.demo.checkout import CheckoutRun
 from flowtide.render.mermaid import render_mermaid
 
 
@@ -49,8 +50,10 @@ def demo(
     paths = bundled_examples()
     if not paths:
         raise fail("no bundled examples found in this installation", ExitCode.FAILURE)
-    _run_dispatcher(json_output)
+    dispatcher = _run_dispatcher(json_output)
+    checkout = _run_checkout(json_output)
     if json_output:
+        out.print_json(json.dumps({"dispatcher": dispatcher, "checkout": checkout}, default=str))
         return
     out.print(
         f"[bold]Flowtide demo[/]: {len(paths)} example flows from {escape(str(examples_dir()))}"
@@ -93,26 +96,20 @@ def demo(
         raise fail(f"{broken} bundled example(s) are invalid", ExitCode.FAILURE)
 
 
-def _run_dispatcher(json_output: bool) -> None:
+def _run_dispatcher(json_output: bool) -> list[dict[str, object]]:
     runs = asyncio.run(run_dispatcher_demo())
     if json_output:
-        out.print_json(
-            json.dumps(
-                [
-                    {
-                        "case": r.case.title,
-                        "input": r.case.input,
-                        "path": list(r.path),
-                        "elapsed_seconds": r.elapsed.total_seconds(),
-                        "parked": r.parked.to_dict() if r.parked is not None else None,
-                        "result": r.result.to_dict(),
-                    }
-                    for r in runs
-                ],
-                default=str,
-            )
-        )
-        return
+        return [
+            {
+                "case": r.case.title,
+                "input": r.case.input,
+                "path": list(r.path),
+                "elapsed_seconds": r.elapsed.total_seconds(),
+                "parked": r.parked.to_dict() if r.parked is not None else None,
+                "result": r.result.to_dict(),
+            }
+            for r in runs
+        ]
     table = Table("message", "path", "run", "reply / error", "time (virtual)")
     for column in table.columns:
         column.overflow = "fold"
@@ -134,3 +131,50 @@ def _run_dispatcher(json_output: bool) -> None:
         )
     out.print("[bold]Flowtide demo[/]: the support dispatcher, run by the engine")
     out.print(table)
+    return []
+
+
+def _run_checkout(json_output: bool) -> list[dict[str, object]]:
+    runs = asyncio.run(run_checkout_demo())
+    if json_output:
+        return [
+            {
+                "model": r.model,
+                "outcome": r.result.outcome,
+                "ended_after_seconds": _seconds(r),
+                "refused": [
+                    {"minute": a.minute, "placement": a.placement, "reason": str(a.refused)}
+                    for a in r.answers
+                    if a.refused is not None
+                ],
+                "result": r.result.to_dict(),
+            }
+            for r in runs
+        ]
+    table = Table("model", "outcome", "ended after", "the gateway's 'paid' at 10:30")
+    for column in table.columns:
+        column.overflow = "fold"
+    for r in runs:
+        late = r.answers[-1]
+        answer = (
+            f"[yellow]refused[/]: {escape(str(late.refused).removeprefix('signal refused: '))}"
+            if late.refused is not None
+            else "[green]taken[/]"
+        )
+        style = "green" if r.result.outcome == "paid" else "yellow"
+        table.add_row(
+            escape(r.model),
+            f"[{style}]{escape(str(r.result.outcome))}[/]",
+            f"{_seconds(r) / 60:g} min",
+            answer,
+        )
+    out.print(
+        "\n[bold]Flowtide demo[/]: a payment the customer may retry, within ten minutes of the "
+        "first try\n(declines at minutes 2, 5 and 9, retries right after, the last at 9:30)"
+    )
+    out.print(table)
+    return []
+
+
+def _seconds(run: CheckoutRun) -> float:
+    return run.ended_after.total_seconds() if run.ended_after is not None else float("nan")
