@@ -63,3 +63,17 @@ def test_cli_doc_covers_every_command_and_exit_code() -> None:
     for code in ("`0`", "`1`", "`2`"):
         assert f"| {code} |" in doc
     assert "**0** ok" in README and "**2** bad input" in README
+
+
+def test_the_readme_python_examples_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    assert len(blocks) >= 2
+    monkeypatch.chdir(ROOT)
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    printed = capsys.readouterr().out
+    assert "parked collect-payment 2026-01-01 00:10:00+00:00" in printed
+    assert "expired 2026-01-01 00:10:00+00:00" in printed
+    assert "flowchart LR" in printed
