@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from flowtide.cli.common import EXIT_CODES_HELP, guarded
-from flowtide.model.settings import flow_schema, node_settings_schema
+from flowtide.model.schemas import flow_schema, node_settings_schema
 
 schema_app = typer.Typer(
     name="schema",

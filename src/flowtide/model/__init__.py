@@ -27,14 +27,13 @@ from flowtide.model.placements import (
     Terminal,
     Wait,
 )
+from flowtide.model.schemas import flow_schema, node_settings_schema
 from flowtide.model.settings import (
     Backoff,
     NodeSettings,
     RetryPolicy,
     TimeoutAnchor,
     Timer,
-    flow_schema,
-    node_settings_schema,
 )
 
 __all__ = [

@@ -2,14 +2,13 @@
 
 A node implementation declares defaults; a placement may override any of them. A field left
 ``None`` means "not set here": :meth:`NodeSettings.overlay` lets the placement's set fields win over
-the node's. :func:`node_settings_schema` is the one JSON Schema the loader, the CLI and the UI use.
+the node's. :func:`flowtide.model.schemas.node_settings_schema` is their one JSON Schema.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 from enum import StrEnum
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -136,23 +135,3 @@ class NodeSettings(_Frozen):
 
     def is_empty(self) -> bool:
         return not self.model_dump(exclude_none=True)
-
-
-def node_settings_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of node settings."""
-    schema = NodeSettings.model_json_schema(mode="validation")
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://flowtide.dev/schema/node-settings.json"
-    schema["title"] = "Flowtide node settings"
-    return schema
-
-
-def flow_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of a whole flow in its native document shape."""
-    from flowtide.model.flow import Flow  # the flow model imports this module
-
-    schema = Flow.model_json_schema(mode="validation")
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://flowtide.dev/schema/flow.json"
-    schema["title"] = "Flowtide flow"
-    return schema
