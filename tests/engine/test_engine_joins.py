@@ -140,6 +140,101 @@ async def test_all_join_routes_error_when_a_branch_can_no_longer_arrive() -> Non
     assert result.terminals == ("side-end", "partial-end")
 
 
+async def test_join_routes_empty_when_no_branch_arrived_and_none_can() -> None:
+    flow = (
+        FlowBuilder("urn:test:flow:join-empty")
+        .task("fork", fork, {"go": ["a", "b"]})
+        .task("a", skipper, {"join": "j", "skip": "side-a"})
+        .task("b", skipper, {"join": "j", "skip": "side-b"})
+        .join("j", "all", {"success": "end", "error": "partial-end", "empty": "empty-end"})
+        .terminal("end")
+        .terminal("side-a")
+        .terminal("side-b")
+        .terminal("partial-end", outcome="partial")
+        .terminal("empty-end", outcome="empty")
+        .build()
+    )
+    async with running() as (engine, _clock):
+        result = await engine.run(flow)
+        history = await engine.history(result.run_id)
+    (fired,) = of_kind(history, "join_fired")
+    assert (fired.data["output"], fired.data["arrived"], fired.data["branches"]) == ("empty", 0, [])
+    assert fired.data["to"] == ["empty-end"]
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert sorted(result.terminals) == ["empty-end", "side-a", "side-b"]
+
+
+async def test_join_waits_for_a_branch_that_can_still_arrive_before_empty() -> None:
+    """One branch ended elsewhere, the other is still on its way: neither empty nor error yet;
+    once it arrives, too few branches can arrive: error with that one."""
+    flow = (
+        FlowBuilder("urn:test:flow:join-late")
+        .task("fork", fork, {"go": ["a", "elsewhere"]})
+        .task("a", sleeper("late-a", 3), {"done": "j"})  # type: ignore[arg-type]
+        .task("elsewhere", skipper, {"join": "j", "skip": "side-end"})
+        .join("j", "all", {"success": "end", "error": "partial-end", "empty": "empty-end"})
+        .terminal("end")
+        .terminal("side-end")
+        .terminal("partial-end", outcome="partial")
+        .terminal("empty-end", outcome="empty")
+        .build()
+    )
+    async with running() as (engine, _clock):
+        result = await engine.run(flow)
+        history = await engine.history(result.run_id)
+    (fired,) = of_kind(history, "join_fired")
+    assert (fired.data["output"], fired.data["arrived"]) == ("error", 1)
+    assert fired.at == at(3)
+    assert result.terminals == ("side-end", "partial-end")
+
+
+async def test_nested_split_branches_lost_route_empty_at_the_outer_join_only() -> None:
+    flow = (
+        FlowBuilder("urn:test:flow:join-nested-empty")
+        .task("fork", fork, {"go": ["a", "inner-fork"]})
+        .task("a", skipper, {"join": "outer", "skip": "side-a"})
+        .task("inner-fork", fork, {"go": ["x", "y"]})
+        .task("x", after, {"done": "inner"})
+        .task("y", after, {"done": "inner"})
+        .join("inner", "all", {"success": "leave"})
+        .task("leave", skipper, {"join": "outer", "skip": "side-b"})
+        .join("outer", "all", {"success": "end", "error": "end", "empty": "empty-end"})
+        .terminal("end")
+        .terminal("side-a")
+        .terminal("side-b")
+        .terminal("empty-end", outcome="empty")
+        .reducer("after", "sum")
+        .build()
+    )
+    async with running() as (engine, _clock):
+        result = await engine.run(flow)
+        history = await engine.history(result.run_id)
+    fired = [(e.placement, e.data["output"]) for e in of_kind(history, "join_fired")]
+    assert fired == [("inner", "success"), ("outer", "empty")]
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert sorted(result.terminals) == ["empty-end", "side-a", "side-b"]
+
+
+async def test_join_that_routes_no_empty_output_is_not_fired_when_no_branch_arrived() -> None:
+    flow = (
+        FlowBuilder("urn:test:flow:join-no-empty-route")
+        .task("fork", fork, {"go": ["a", "b"]})
+        .task("a", skipper, {"join": "j", "skip": "side-a"})
+        .task("b", skipper, {"join": "j", "skip": "side-b"})
+        .join("j", "all", {"success": "end", "error": "end"})
+        .terminal("end")
+        .terminal("side-a")
+        .terminal("side-b")
+        .build()
+    )
+    async with running() as (engine, _clock):
+        result = await engine.run(flow)
+        history = await engine.history(result.run_id)
+    assert of_kind(history, "join_fired") == []
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert result.terminals == ("side-a", "side-b")
+
+
 async def test_race_first_join_arrivals_at_the_same_instant() -> None:
     async with running() as (engine, _clock):
         flow = join_flow("first", {"p": 1, "q": 1}).build()

@@ -418,3 +418,53 @@ async def test_explain_names_the_implementation_default_and_a_node_without_windo
         at(3600),
     )
     assert str(explained).startswith(f"token {explained.token_id} at 'approve' (parked)")
+
+
+keys_seen: list[str] = []
+
+
+@node(outputs=["again", "done"])
+async def looping_park(ctx: NodeContext) -> Any:
+    keys_seen.append(ctx.idempotency_key.split(":", 1)[1])
+    return Park(key=None)
+
+
+@node(outputs=["back"], execution="inline")
+def bounce_back(ctx: NodeContext) -> str:
+    return "back"
+
+
+async def test_a_rebuild_reads_only_the_history_after_the_let_go_checkpoint() -> None:
+    keys_seen.clear()
+    flow = (
+        FlowBuilder("urn:test:flow:park-loop")
+        .task("p", looping_park, {"again": "b", "done": "end"})
+        .task("b", bounce_back, {"back": "p"})
+        .terminal("end")
+        .build()
+    )
+    async with running() as (engine, _clock):
+        store = engine.store
+        reads: list[int] = []
+        history = store.history
+
+        async def spy(run_id: str, after: int = 0) -> Any:
+            reads.append(after)
+            return await history(run_id, after)
+
+        store.history = spy  # type: ignore[method-assign]
+        first = await engine.run(flow)
+        assert first.lifecycle is Lifecycle.PARKED and not engine._runs
+        for _ in range(2):
+            await engine.signal(first.run_id, placement="p", output="again")
+            await engine.wait_parked(first.run_id)
+        await engine.signal(first.run_id, placement="p", output="done")
+        result = await engine.wait(first.run_id)
+        store.history = history  # type: ignore[method-assign]
+        stored = await store.get_run(first.run_id)
+    assert result.lifecycle is Lifecycle.COMPLETED and result.terminals == ("end",)
+    # Visits go on counting across rebuilds (idempotency keys stay distinct).
+    assert keys_seen == ["p:1:1", "p:2:1", "p:3:1"]
+    # Each rebuild read the history from its checkpoint on, never from the start.
+    assert len(reads) == 3 and all(after > 0 for after in reads)
+    assert stored.resume is not None and dict(stored.resume["visits"])["p"] == 3

@@ -229,3 +229,73 @@ def test_engine_is_importable_from_the_package() -> None:
     import flowtide
 
     assert flowtide.Engine is Engine
+
+
+@node(outputs=["done"], register=False)
+async def long_work(ctx: NodeContext) -> str:
+    await ctx.clock.sleep(timedelta(hours=1))
+    return "done"
+
+
+@node(outputs=["sent"], execution="inline", register=False)
+def escalated(ctx: NodeContext) -> str:
+    return "sent"
+
+
+def gap_flow(settings: str) -> Flow:
+    return load_flow(
+        f"""
+id: urn:test:flow:timer-gap
+version: "1"
+entrypoints: {{main: work}}
+placements:
+  - id: work
+    kind: task
+    node: "{HERE}:long_work"
+    settings: {settings}
+    routes: {{done: finished, escalate: escalate, timeout: timed-out}}
+  - {{id: escalate, kind: task, node: "{HERE}:escalated", routes: {{sent: escalated}}}}
+  - {{id: finished, kind: terminal, outcome: finished}}
+  - {{id: escalated, kind: terminal, outcome: escalated}}
+  - {{id: timed-out, kind: terminal, outcome: timed-out}}
+""",
+        format="yaml",
+    )
+
+
+async def _start_then_pass_time(flow: Flow, minutes: int) -> tuple[Any, Any]:
+    """The clock passes ``minutes`` while the node's start is being committed (a hook), i.e.
+    before its cancel scope is registered."""
+    passed: list[bool] = []
+    clock_box: list[Any] = []
+
+    async def hook(event: Any) -> None:
+        if event.kind == "node_started" and event.placement == "work" and not passed:
+            passed.append(True)
+            await clock_box[0].advance(timedelta(minutes=minutes))
+
+    async with running(autojump=True, hooks=[hook]) as (engine, clock):
+        clock_box.append(clock)
+        result = await engine.run(flow)
+        history = await engine.history(result.run_id)
+    return result, history
+
+
+async def test_interrupting_timer_due_before_the_scope_is_registered_still_fires() -> None:
+    flow = gap_flow("{timers: [{after: PT10M, output: escalate, interrupting: true}]}")
+    result, history = await _start_then_pass_time(flow, 15)
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert result.outcome == "escalated"
+    # Fired by the sweeper at 00:10; the attempt is cancelled (and the event recorded) as soon as
+    # its scope is registered, once the clock has passed to 00:15.
+    assert fired(history) == [(at(900), "escalate", True)]
+    assert of_kind(history, "node_finished")[0].placement == "escalate"
+
+
+async def test_node_timeout_due_before_the_scope_is_registered_times_out_at_once() -> None:
+    flow = gap_flow("{timeout: PT10M}")
+    result, history = await _start_then_pass_time(flow, 15)
+    assert result.outcome == "timed-out"
+    (timed_out,) = of_kind(history, "node_timed_out")
+    assert timed_out.data["deadline"] == at(600).isoformat()
+    assert of_kind(history, "node_finished") == []

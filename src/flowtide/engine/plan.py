@@ -30,6 +30,10 @@ class FlowPlan:
     nowhere is absent."""
     reach: dict[str, frozenset[str]] = field(default_factory=dict)
     """Placement id -> every placement reachable from it by routes (itself only via a loop)."""
+    unarmed: frozenset[str] = frozenset()
+    """Placements whose effective settings have no timeout and no timers: an attempt there
+    has no window to resolve and nothing to arm."""
+    _joins: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
@@ -66,6 +70,9 @@ class FlowPlan:
                         continue  # the declared type repeats the implementation's default
                     sources[key] = name
             plan.sources[p.id] = sources
+        plan.unarmed = frozenset(
+            pid for pid, st in plan.settings.items() if st.timeout is None and not st.timers
+        )
         succ = {p.id: p.successors() for p in flow.placements}
         for start in succ:
             seen: set[str] = set()
@@ -81,3 +88,33 @@ class FlowPlan:
 
     def can_reach(self, source: str, target: str) -> bool:
         return target in self.reach.get(source, frozenset())
+
+    def joins_from(self, placement: str) -> frozenset[str]:
+        """The joins a token at ``placement`` may arrive at matched on its innermost split:
+        following routes, a further split opens a level that its own join closes; a join reached
+        at the token's level ends the walk (computed once per placement)."""
+        found = self._joins.get(placement)
+        if found is not None:
+            return found
+        limit = len(self.placements)
+        out: set[str] = set()
+        seen: set[tuple[str, int]] = set()
+        stack = [(placement, 0)]
+        while stack:
+            here, depth = stack.pop()
+            if (here, depth) in seen or depth > limit:
+                continue
+            seen.add((here, depth))
+            p = self.placements.get(here)
+            if p is None:
+                continue
+            if p.kind == "join":
+                if depth == 0:
+                    out.add(here)
+                    continue
+                depth -= 1
+            for targets in p.route_map().values():
+                step = 1 if len(targets) > 1 else 0
+                stack.extend((t, depth + step) for t in targets)
+        result = self._joins[placement] = frozenset(out)
+        return result

@@ -22,6 +22,7 @@ keys, events), under the run's commit lock, then the events go to the hooks in o
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -116,6 +117,58 @@ class Attempt:
     deadline: datetime | None = None
 
 
+class _StepLock:
+    """The run's commit lock: like ``asyncio.Lock`` (first come, first served), but taking a
+    free lock is a plain call, not a coroutine (it is taken on every step)."""
+
+    __slots__ = ("_busy", "_waiters")
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._waiters: collections.deque[asyncio.Future[None]] | None = None
+        """Created on first contention (most runs never wait)."""
+
+    def try_acquire(self) -> bool:
+        if self._busy or self._waiters:
+            return False
+        self._busy = True
+        return True
+
+    async def acquire(self) -> None:
+        if self.try_acquire():
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = collections.deque()
+        self._waiters.append(fut)
+        try:
+            await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                self._handoff()  # it was handed to us: pass it on
+            else:
+                self._waiters.remove(fut)
+            raise
+        # Handed over by release(): _busy stayed True.
+
+    def release(self) -> None:
+        self._handoff()
+
+    def _handoff(self) -> None:
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self._busy = False
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+
 @dataclass(slots=True)
 class _End:
     lifecycle: Lifecycle
@@ -134,6 +187,8 @@ class _JoinGroup:
     dirty: bool = True
     """A branch may have been lost (ended or moved where it cannot reach the join): the next
     evaluation scans the live tokens. Otherwise an arrival only counts branches (O(1))."""
+    lineage: tuple[tuple[str, int, int], ...] = ()
+    """The lineage of the token that split (what a token leaving by ``empty`` carries)."""
 
 
 class RunExecutor:
@@ -158,10 +213,16 @@ class RunExecutor:
         self.tokens: dict[str, TokenRecord] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: dict[str, tuple[str, CancelScope]] = {}
+        self._starting: set[str] = set()
+        self._prestarted: set[str] = set()
+        """Tokens whose move to a task also started its attempt (in the same commit)."""
+        """Tokens whose attempt start is committed (or being committed) but whose cancel scope
+        is not registered in ``_running`` yet: an interrupting timer firing then is kept for the
+        scope (``token.data["interrupt"]``) instead of being lost."""
         self._joins: dict[tuple[str, str], _JoinGroup] = {}
         self._visits: dict[str, int] = {}
         self._ids = itertools.count(1)
-        self._lock = asyncio.Lock()
+        self._lock = _StepLock()
         self._end: _End | None = None
         self._outcome: str | None = None
         self._terminals: list[str] = []
@@ -179,6 +240,8 @@ class RunExecutor:
         """Parks closed in memory (a cancelled token), written with the next commit."""
         self._settling: asyncio.Task[None] | None = None
         self._pins = 0
+        self._seq = 0
+        """The seq of the last history event this executor committed (or restored)."""
         self._expect: dict[str, Expect] = {}
         """Compare-and-set conditions for the next commit that writes these tokens."""
         self._route_ok = False
@@ -190,15 +253,6 @@ class RunExecutor:
         self.done: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
         self.item: Any = run.options.get("item")
         """The scatter item this (child) run works on, passed to its nodes as ``ctx.item``."""
-        self._handlers: dict[str, Callable[[TokenRecord, Any], Awaitable[TokenRecord | None]]] = {
-            "task": self._task,
-            "wait": self._wait,
-            "join": self._join,
-            "scatter": self._scatter,
-            "subflow": self._subflow,
-            "terminal": self._terminal,
-            "phase": self._phase_in_flow,
-        }
 
     # ------------------------------------------------------------------------------------------
     # plumbing
@@ -236,6 +290,7 @@ class RunExecutor:
         unless_ended: bool = False,
         prepare: Callable[[Commit], None] | None = None,
         token: TokenRecord | None = None,
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
     ) -> bool:
         """Commit one step and hand its events to the hooks; False if skipped (run ended).
 
@@ -244,7 +299,8 @@ class RunExecutor:
         because the run ended (or ``token`` was cancelled meanwhile) never touches the run state.
         """
         lock = self._lock
-        await lock.acquire()
+        if not lock.try_acquire():
+            await lock.acquire()
         try:
             if unless_ended and (self._end is not None or self._closed):
                 return False
@@ -252,6 +308,13 @@ class RunExecutor:
                 return False
             if prepare is not None:
                 prepare(c)
+            if update is not None:
+                # The step's state change, applied in memory and put on the commit.
+                written, removed = update()
+                if written:
+                    c.state = written
+                if removed:
+                    c.state_deleted = removed
             if self._closing:
                 c.parks = [*c.parks, *self._closing]
                 self._closing = []
@@ -266,6 +329,8 @@ class RunExecutor:
                 if c.run is None:
                     c.run = self.run
             events = await self.engine.store.commit(c)
+            if events:
+                self._seq = events[-1].seq
             if c.due:
                 self.engine.sweeper.wake(min(e.when for e in c.due))
             if events and self.engine.hooks:
@@ -338,33 +403,40 @@ class RunExecutor:
             self._started = True
             pre = self.flow.phases(PhaseKind.PRE)
             first: list[TokenRecord] = []
+            events = [
+                self.event(
+                    EventKind.RUN_STARTED,
+                    data={
+                        "flow": self.flow.id,
+                        "version": self.flow.version,
+                        "deadline": self.run.deadline.isoformat() if self.run.deadline else None,
+                    },
+                )
+            ]
+            anchors: list[NodeAnchor] = []
+            due: list[DueEntry] = []
             if not pre:
-                # No pre phase: the entrypoint's token is created in the same commit.
-                first = [self._new_token(self._entry_target(entry), ())]
+                # No pre phase: the entrypoint's token is created in the same commit, and its
+                # first attempt started there too when it is a task.
+                token = self._new_token(self._entry_target(entry), ())
+                first = [token]
+                q = self.plan.placements.get(token.placement)
+                if q is not None and q.kind == "task":
+                    started, anchors, due = self._start(
+                        token, q.id, self.plan.impls[q.id], self.plan.settings[q.id]
+                    )
+                    events.append(started)
+                    self._prestarted.add(token.id)
             await self.commit(
                 Commit(
-                    self.run.id,
-                    run=self.run,
-                    tokens=first,
-                    events=[
-                        self.event(
-                            EventKind.RUN_STARTED,
-                            data={
-                                "flow": self.flow.id,
-                                "version": self.flow.version,
-                                "deadline": self.run.deadline.isoformat()
-                                if self.run.deadline
-                                else None,
-                            },
-                        )
-                    ],
+                    self.run.id, run=self.run, tokens=first, events=events, anchors=anchors, due=due
                 )
             )
             self._arm_deadline()
             if self._end is not None:
                 return
             if first:
-                self.spawn(first[0])
+                await self._drive(first[0])  # in this task: no task of its own
                 return
             for phase in pre:
                 err = await self._run_phase(phase)
@@ -502,6 +574,16 @@ class RunExecutor:
             if let_go and self.run.deadline is not None:
                 # Nothing holds the run's deadline timer any more: the sweeper will.
                 c.due = [DueEntry(self.run.deadline, self.run.id, self.run.id, "deadline")]
+            if let_go:
+                # What a rebuild needs beyond the tokens, so that it reads no older history.
+                # (Tuples of plain values: a parked run held in memory costs the collector less.)
+                self.run.resume = {
+                    "seq": self._seq,
+                    "visits": tuple(self._visits.items()),
+                    "terminals": tuple(self._terminals),
+                    "outcome": self._outcome,
+                }
+                c.run = self.run
             if c.run is not None or c.due:
                 await self.engine.store.commit(c)
                 if c.due:
@@ -653,7 +735,7 @@ class RunExecutor:
                 if self._end is not None or token.status is S.CANCELLED:
                     return
                 p = self.plan.placements[token.placement]
-                token = await self._handlers[p.kind](token, p)
+                token = await _HANDLERS[p.kind](self, token, p)
         except asyncio.CancelledError:
             if not self._closed:
                 raise
@@ -698,6 +780,7 @@ class RunExecutor:
         released = self._releases(token, p, output, targets) if self._anchors else []
         token.epoch += 1
         moved: list[TokenRecord]
+        split_id: str | None = None
         if len(targets) == 1:
             token.placement = targets[0]
             token.visit = self._next_visit(targets[0])
@@ -708,7 +791,7 @@ class RunExecutor:
             token.data = {}
             moved = [token]
         else:
-            split = f"{token.id}/{p.id}#{token.visit}"
+            split = split_id = f"{token.id}/{p.id}#{token.visit}"
             n = len(targets)
             token.status = S.DONE
             self.tokens.pop(token.id, None)
@@ -716,31 +799,96 @@ class RunExecutor:
                 self._new_token(t, (*token.lineage, (split, i, n))) for i, t in enumerate(targets)
             ]
             moved.insert(0, token)
+            self._expect_joins(split, n, token.lineage, targets)
         event.data["to"] = list(targets)
+        events = [event, *extra_events]
+        anchors: list[NodeAnchor] = []
+        due: list[DueEntry] = []
+        prestarted: list[str] = []
+        nxt = [t for t in moved if t.status is S.READY]
+        ending: list[tuple[TokenRecord, Terminal]] = []
+        if not self._joins:
+            # A move to a (non-failing) terminal also records the terminal, in the same commit.
+            for t in nxt:
+                q = self.plan.placements[t.placement]
+                if isinstance(q, Terminal) and not q.fails:
+                    t.status = S.DONE
+                    ending.append((t, q))
+            if ending:
+                for t, q in ending:
+                    events.append(
+                        EventRecord(
+                            "terminal_reached",
+                            self.run.id,
+                            self.clock.now(),
+                            q.id,
+                            t.attempt,
+                            t.id,
+                            {"outcome": q.outcome},
+                        )
+                    )
+                nxt = [t for t in nxt if t.status is S.READY]
+        if not released:
+            # One commit per step: the move also starts the next attempt of each moved token
+            # that arrives at a task (unless a join may still act on it, see _prestartable).
+            for t in nxt:
+                if self._prestartable(t, split_id):
+                    q = self.plan.placements[t.placement]
+                    impl = self.plan.impls[q.id]
+                    started, new_anchors, new_due = self._start(
+                        t, q.id, impl, self.plan.settings[q.id]
+                    )
+                    events.append(started)
+                    anchors.extend(new_anchors)
+                    due.extend(new_due)
+                    prestarted.append(t.id)
         ok = await self.commit(
             Commit(
                 self.run.id,
                 tokens=[*moved, *extra],
-                events=[event, *extra_events],
+                events=events,
                 due_cleared=due_cleared,
+                due=due,
+                anchors=anchors,
                 anchors_released=released,
                 signal_answers=answers,
             ),
             unless_ended=True,
-            prepare=_state_preparer(update),
             token=token,
+            update=update,
         )
         self._route_ok = ok
         if not ok:
+            for t_id in prestarted:
+                self._starting.discard(t_id)
+            for t, _ in ending:
+                t.status = S.READY
             return None
+        self._prestarted.update(prestarted)
+        for t, q in ending:
+            self.tokens.pop(t.id, None)
+            self._terminals.append(q.id)
+            if self._outcome is None:
+                self._outcome = q.outcome
         for key in released:
             self._anchors.pop(key, None)
-        nxt = [t for t in moved if t.status is S.READY]
         for other in nxt[1:]:
             self.spawn(other)
         if self._joins and self._note_moves(nxt):
             await self._evaluate_joins()
         return nxt[0] if nxt else None
+
+    def _prestartable(self, t: TokenRecord, new_split: str | None) -> bool:
+        """Whether ``t``'s move may also start its next attempt: it arrives at a task, and no
+        open join group can act on it when the move is evaluated (``new_split``: the split this
+        move made, whose fresh groups cannot fire by it)."""
+        if self.plan.placements[t.placement].kind != "task":
+            return False
+        if not self._joins or not t.lineage:
+            return True
+        open_splits = {g.split for g in self._joins.values()}
+        open_splits.discard(new_split)
+        return not any(f[0] in open_splits for f in t.lineage)
 
     def _fail_token(
         self, token: TokenRecord, exc: BaseException, interrupted: InterruptedAt | None = None
@@ -774,13 +922,19 @@ class RunExecutor:
         stored) it; computed here otherwise.
         """
         now = self.clock.now()
+        if token is not None:
+            self._starting.discard(token.id)
+            if "interrupt" in token.data:
+                # An interrupting timer fired since this attempt's start was committed.
+                cancelled = Cancellation(CancelReason.TIMER, now, placement)
+                return Attempt("cancelled", cancellation=cancelled)
         if deadline is _COMPUTE:
             deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
             if token is not None:
                 token.deadline = deadline
         if deadline is not None and deadline <= now:
             return Attempt("timeout", deadline=deadline)
-        scope = parent.child(placement)
+        scope = CancelScope(parent, placement)
         if scope.cancellation is not None:
             scope.close()
             return Attempt("cancelled", cancellation=scope.cancellation)
@@ -867,6 +1021,12 @@ class RunExecutor:
                 return Attempt("error", error=err)
             return Attempt("park", state=final_state, update=update, park=park, deadline=deadline)
         return Attempt("ok", output=name, state=final_state, update=update, deadline=deadline)
+
+    def _interrupted_before_start(self, token: TokenRecord) -> bool:
+        """The attempt's scope is about to be registered: True if an interrupting timer fired
+        since its start was committed (the attempt is cancelled at once, reason ``timer``)."""
+        self._starting.discard(token.id)
+        return "interrupt" in token.data
 
     @staticmethod
     def _interpret(
@@ -1044,7 +1204,7 @@ class RunExecutor:
                 self.run.id, tokens=[token], events=[ev], due=due, anchors=anchors, parks=[park]
             ),
             unless_ended=True,
-            prepare=_state_preparer(lambda: self.state_update(base, attempt)),
+            update=lambda: self.state_update(base, attempt),
             token=token,
         )
         if not ok:
@@ -1106,6 +1266,16 @@ class RunExecutor:
     def _fire_timer(self, token: TokenRecord, index: int) -> None:
         p = self.plan.placements[token.placement]
         timer = (self.plan.settings[p.id].timers or ())[index]
+        running = self._running.get(token.id)
+        if (
+            timer.interrupting
+            and token.status is S.RUNNING
+            and running is None
+            and token.id not in self._starting
+        ):
+            # The node's code has already returned and its step is being committed: the timer
+            # has not fired (a park arms it again; a move drops it).
+            return
         armed = dict(token.data.get("timers", {}))
         armed.pop(str(index), None)
         token.data["timers"] = armed
@@ -1113,10 +1283,10 @@ class RunExecutor:
         info = {"output": timer.output, "index": index, "anchor": timer.anchor.value}
         if timer.interrupting:
             if token.status is S.RUNNING:
-                running = self._running.get(token.id)
+                token.data["interrupt"] = info
                 if running is not None:
-                    token.data["interrupt"] = info
                     running[1].cancel(CancelReason.TIMER, self.clock.now())
+                # else: its scope is not registered yet; it is cancelled as soon as it is.
                 return
             was = token.status
             token.status = S.READY  # claimed
@@ -1254,7 +1424,7 @@ class RunExecutor:
                         signal_answers=answers,
                     ),
                     unless_ended=True,
-                    prepare=_state_preparer(update),
+                    update=update,
                     token=token,
                 )
                 if ok:
@@ -1296,57 +1466,68 @@ class RunExecutor:
         p: AnyPlacement,
         impl: NodeImplementation,
         settings: NodeSettings,
-        body: Callable[[CancelScope], Awaitable[Attempt]] | None = None,
     ) -> TokenRecord | None:
-        fired = token.data.pop("fired", None)
-        signal = token.data.pop("signal", None)
-        pre_events = []
-        if fired == "retry":
-            pre_events.append(self.event(EventKind.TIMER_FIRED, token, data={"purpose": "retry"}))
-        token.status = S.RUNNING
-        base = dict(self.state)
-        anchors: list[NodeAnchor] = []
-        due: list[DueEntry] = []
-        if body is None:
-            anchors, due = self._arm(token, p.id, settings, self.clock.now())
-        deadline = token.deadline
-        started = self.event(
-            EventKind.NODE_STARTED,
-            token,
-            data={
-                "visit": token.visit,
-                "node": impl.id,
-                "deadline": deadline.isoformat() if deadline is not None else None,
-            },
-        )
-        if not await self.commit(
-            Commit(
-                self.run.id,
-                tokens=[token],
-                events=[*pre_events, started],
-                anchors=anchors,
-                due=due,
-            ),
-            unless_ended=True,
-        ):
-            return None
-        if body is None:
-            attempt = await self.invoke(
-                impl,
-                settings,
-                p.id,
-                base,
-                parent=self.root,
-                key=token.id,
-                attempt=token.attempt,
-                visit=token.visit,
-                token=token,
-                deadline=deadline,
-                signal=signal,
-            )
+        signal = None
+        if token.id in self._prestarted:
+            # The commit that moved the token here also started this attempt.
+            self._prestarted.discard(token.id)
         else:
-            attempt = await body(self.root)
+            fired = token.data.pop("fired", None)
+            signal = token.data.pop("signal", None)
+            events = []
+            if fired == "retry":
+                events.append(self.event(EventKind.TIMER_FIRED, token, data={"purpose": "retry"}))
+            started, anchors, due = self._start(token, p.id, impl, settings)
+            events.append(started)
+            if not await self.commit(
+                Commit(self.run.id, tokens=[token], events=events, anchors=anchors, due=due),
+                unless_ended=True,
+            ):
+                self._starting.discard(token.id)
+                return None
+        base = dict(self.state)
+        attempt = await self.invoke(
+            impl,
+            settings,
+            p.id,
+            base,
+            parent=self.root,
+            key=token.id,
+            attempt=token.attempt,
+            visit=token.visit,
+            token=token,
+            deadline=token.deadline,
+            signal=signal,
+        )
         return await self._after_attempt(token, p, impl.id, settings, base, attempt)
+
+    def _start(
+        self, token: TokenRecord, placement: str, impl: NodeImplementation, settings: NodeSettings
+    ) -> tuple[EventRecord, list[NodeAnchor], list[DueEntry]]:
+        """Mark ``token`` running an attempt at ``placement``: its window and timers armed, its
+        ``node_started`` event (what the attempt's start commit carries)."""
+        token.status = S.RUNNING
+        self._starting.add(token.id)
+        now = self.clock.now()
+        if placement in self.plan.unarmed:
+            token.deadline = None  # the common case: no window, no timers
+            anchors: list[NodeAnchor] = []
+            due: list[DueEntry] = []
+            when = None
+        else:
+            anchors, due = self._arm(token, placement, settings, now)
+            deadline = token.deadline
+            when = deadline.isoformat() if deadline is not None else None
+        started = EventRecord(
+            "node_started",
+            self.run.id,
+            now,
+            placement,
+            token.attempt,
+            token.id,
+            {"visit": token.visit, "node": impl.id, "deadline": when},
+        )
+        return started, anchors, due
 
     async def _after_attempt(
         self,
@@ -1545,15 +1726,34 @@ class RunExecutor:
         await self._evaluate_joins()
         return None
 
+    def _expect_joins(
+        self,
+        split: str,
+        count: int,
+        lineage: tuple[tuple[str, int, int], ...],
+        placements: Sequence[str],
+    ) -> None:
+        """Open an (empty) join group for every join the branches of ``split`` may arrive at,
+        so that a join none of them reaches routes ``empty`` once none can arrive any more."""
+        for placement in placements:
+            for join in self.plan.joins_from(placement):
+                if (join, split) not in self._joins:
+                    self._joins[(join, split)] = _JoinGroup(
+                        join, split, count, dirty=False, lineage=lineage
+                    )
+
     def _note_moves(self, tokens: Sequence[TokenRecord], ended: bool = False) -> bool:
         """Mark join groups that may have lost a branch through these tokens; True if any."""
         hit = False
         for group in self._joins.values():
-            if group.fired or group.dirty:
+            if group.fired:
                 continue
             for t in tokens:
                 if first_branch(t, group.split) < 0:
                     continue
+                if group.dirty:
+                    hit = True  # already to be judged again: this move may settle it
+                    break
                 if ended or not (
                     t.placement == group.join or self.plan.can_reach(t.placement, group.join)
                 ):
@@ -1585,15 +1785,29 @@ class RunExecutor:
                     and first_branch(t, group.split) >= 0
                     and (t.placement == group.join or self.plan.can_reach(t.placement, group.join))
                 } - branches
-                if len(branches) + len(pending_branches) >= need:
+                if not branches:
+                    if pending_branches:
+                        group.dirty = True  # judged again when one arrives
+                        continue
+                    output = "empty"
+                elif len(branches) + len(pending_branches) >= need:
                     continue
-                output = "error" if branches else "empty"
+                else:
+                    output = "error"
             group.fired = True
             del self._joins[key]
+            if output == "empty" and output not in p.route_map():
+                continue  # nothing arrived and nothing routes it: the branches ended elsewhere
             await self._fire_join(group, p, output)
 
     async def _fire_join(self, group: _JoinGroup, p: Join, output: str) -> None:
+        for key, other in list(self._joins.items()):
+            if other.split == group.split and not other.arrived:
+                del self._joins[key]  # the split is joined: its other joins expect nothing
         arrived = group.arrived
+        if not arrived:
+            # No branch arrived, and none can any more: a token leaves the join by ``empty``.
+            arrived = [self._new_token(p.id, group.lineage)]
         ids = {t.id for t in arrived}
         losers = [
             t for t in self.tokens.values() if t.id not in ids and first_branch(t, group.split) >= 0
@@ -1610,6 +1824,7 @@ class RunExecutor:
                     data={"reason": CancelReason.JOIN_LOSER.value, "join": p.id},
                 )
             )
+        came = group.arrived
         first = arrived[0]
         for t in arrived[1:]:
             t.status = S.DONE
@@ -1621,8 +1836,8 @@ class RunExecutor:
             cont,
             data={
                 "output": output,
-                "arrived": len(arrived),
-                "branches": [first_branch(t, group.split) for t in arrived],
+                "arrived": len(came),
+                "branches": [first_branch(t, group.split) for t in came],
             },
         )
         nxt = await self._route(
@@ -1686,6 +1901,7 @@ class RunExecutor:
     async def _subflow(self, token: TokenRecord, p: Subflow) -> TokenRecord | None:
         settings = self.plan.settings[p.id]
         token.status = S.RUNNING
+        self._starting.add(token.id)
         anchors, due = self._arm(token, p.id, settings, self.clock.now())
         started = self.event(
             EventKind.NODE_STARTED, token, data={"visit": token.visit, "subflow": p.flow}
@@ -1761,6 +1977,9 @@ class RunExecutor:
             err = RecursionDepthError(placement, flow_id, self.flow.max_depth)
             return Attempt("error", error=err), None
         now = self.clock.now()
+        if token is not None and self._interrupted_before_start(token):
+            cancelled = Cancellation(CancelReason.TIMER, now, placement)
+            return Attempt("cancelled", cancellation=cancelled), None
         if deadline is _COMPUTE:
             deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
         if deadline is not None and deadline <= now:
@@ -1888,9 +2107,18 @@ class RunExecutor:
     # resume
 
     def restore(self, tokens: Sequence[TokenRecord], history: Sequence[EventRecord]) -> None:
-        """Rebuild in-memory bookkeeping from stored tokens and history (before resuming)."""
+        """Rebuild in-memory bookkeeping from stored tokens and history (before resuming):
+        ``history`` is what follows the run's resume checkpoint (all of it without one)."""
         self._started = True
         top = 0
+        checkpoint = self.run.resume
+        if checkpoint is not None:
+            self._seq = int(checkpoint["seq"])
+            self._visits.update(dict(checkpoint["visits"]))
+            self._terminals.extend(checkpoint["terminals"])
+            self._outcome = checkpoint["outcome"]
+        if history:
+            self._seq = history[-1].seq
         for e in history:
             if e.kind == EventKind.NODE_STARTED and e.placement is not None:
                 visit = e.data.get("visit")
@@ -1915,6 +2143,13 @@ class RunExecutor:
                 )
                 group.arrived.append(t)
                 group.branches.add(first_branch(t, split))
+        for t in self.tokens.values():
+            if t.status is not S.ARRIVED and t.lineage:
+                split, _, count = t.lineage[-1]
+                for join in self.plan.joins_from(t.placement):
+                    self._joins.setdefault(
+                        (join, split), _JoinGroup(join, split, count, lineage=t.lineage[:-1])
+                    )
         self._ids = itertools.count(top + 1)
 
     async def load_extras(self) -> None:
@@ -1938,6 +2173,19 @@ class RunExecutor:
                 dues.append(DueEntry(t.due, self.run.id, t.id))
         self._arm_deadline()
         return dues
+
+
+_Handler = Callable[[RunExecutor, TokenRecord, Any], Awaitable[TokenRecord | None]]
+_HANDLERS: dict[str, _Handler] = {
+    "task": RunExecutor._task,
+    "wait": RunExecutor._wait,
+    "join": RunExecutor._join,
+    "scatter": RunExecutor._scatter,
+    "subflow": RunExecutor._subflow,
+    "terminal": RunExecutor._terminal,
+    "phase": RunExecutor._phase_in_flow,
+}
+"""What drives a token at each kind of placement (one table per process, not per run)."""
 
 
 def refusal(park: ParkRecord, now: datetime, live: TokenRecord | None = None) -> SignalRefused:
@@ -2028,19 +2276,3 @@ def map_output(
         else:
             out[head] = value
     return out
-
-
-def _state_preparer(
-    update: Callable[[], tuple[dict[str, Any], list[str]]] | None,
-) -> Callable[[Commit], None] | None:
-    if update is None:
-        return None
-
-    def prepare(c: Commit) -> None:
-        written, removed = update()
-        if written:
-            c.state = written
-        if removed:
-            c.state_deleted = removed
-
-    return prepare

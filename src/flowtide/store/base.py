@@ -140,6 +140,10 @@ class RunRecord:
     """The JSON form of the run's result, once it has ended."""
     options: dict[str, Any] = field(default_factory=dict)
     """What the run was started with (entrypoint, ...), for resuming."""
+    resume: dict[str, Any] | None = None
+    """What a rebuild needs beyond the tokens, as of history event ``seq``: ``{"seq": n,
+    "visits": [(placement, count), ...], "terminals": [...], "outcome": ...}`` (written when
+    the engine lets go of a parked run), so a rebuild reads only the history after ``seq``."""
 
 
 @dataclass(slots=True)

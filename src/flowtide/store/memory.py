@@ -298,7 +298,16 @@ def _copy_run(r: RunRecord) -> RunRecord:
         r.outcome,
         r.result,
         dict(r.options),
+        _copy_resume(r.resume) if r.resume is not None else None,
     )
+
+
+def _copy_resume(resume: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a run's resume checkpoint (flat values, one level of dicts and lists)."""
+    return {
+        k: dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v
+        for k, v in resume.items()
+    }
 
 
 def _copy_park(p: ParkRecord) -> ParkRecord:
