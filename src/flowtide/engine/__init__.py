@@ -6,7 +6,7 @@ events, and the errors (:class:`SignalRefused` among them). See ``docs/engine.md
 """
 
 from flowtide.engine.context import NodeContext
-from flowtide.engine.engine import Engine, RunHandle, SignalReceipt
+from flowtide.engine.engine import DEFER_UNFIREABLE, Engine, RunHandle, SignalReceipt
 from flowtide.engine.errors import (
     Cancelled,
     DrainedWithoutTerminal,
@@ -32,6 +32,7 @@ from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunRes
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
 
 __all__ = [
+    "DEFER_UNFIREABLE",
     "CancelReason",
     "CancelScope",
     "Cancellation",

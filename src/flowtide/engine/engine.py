@@ -62,10 +62,15 @@ from flowtide.store.base import (
     StoreConflict,
     TokenRecord,
     TokenStatus,
+    UnknownRunError,
 )
 from flowtide.store.memory import MemoryStore
 
-__all__ = ["Engine", "RunHandle", "SignalReceipt"]
+__all__ = ["DEFER_UNFIREABLE", "Engine", "RunHandle", "SignalReceipt"]
+
+DEFER_UNFIREABLE = timedelta(seconds=30)
+"""How long a due entry this engine cannot fire (its run's flow is not registered here) waits
+before it is tried again; the entry is kept, never dropped."""
 
 
 class RunHandle:
@@ -635,7 +640,12 @@ class Engine:
             if ex is None or ex.released:
                 try:
                     ex = await self._executor(entry.run_id)
-                except Exception:  # an unknown flow, a vanished run: nothing to fire
+                except UnknownRunError:
+                    continue  # the run is gone: nothing to fire
+                except EngineError as exc:
+                    # This engine cannot drive the run (its flow or version is not registered
+                    # here): keep the entry, due again later, rather than lose a deadline.
+                    await self._defer(entry, exc)
                     continue
                 if ex is None:
                     continue
@@ -644,6 +654,24 @@ class Engine:
                     ex.fire_due(entry)
                 finally:
                     ex.unpin()
+
+    async def _defer(self, entry: DueEntry, why: Exception) -> None:
+        """Put a due entry this engine cannot fire back, :data:`DEFER_UNFIREABLE` later."""
+        later = self.clock.now() + DEFER_UNFIREABLE
+        warning = EventRecord(
+            EventKind.WARNING.value,
+            entry.run_id,
+            self.clock.now(),
+            token_id=entry.token_id,
+            data={
+                "message": f"cannot fire a due {entry.purpose or 'wait'} here: {why}; "
+                f"retrying at {later.isoformat()}",
+                "purpose": entry.purpose,
+                "due": entry.when.isoformat(),
+            },
+        )
+        deferred = DueEntry(later, entry.run_id, entry.token_id, entry.purpose)
+        await self.store.commit(Commit(entry.run_id, events=[warning], due=[deferred]))
 
     # -- waiting for runs ------------
 

@@ -1227,14 +1227,21 @@ class RunExecutor:
         if token is None:
             return
         if purpose == "":
-            if token.status is not S.WAITING or (token.due is not None and token.due != entry.when):
+            # Not yet due (the entry is stale: the token waits again, for a later instant).
+            if token.status is not S.WAITING or (token.due is not None and token.due > entry.when):
                 return
             token.data["fired"] = token.data.get("purpose", "wait")
             token.status = S.READY
             self._expect[token.id] = Expect(S.WAITING, token.epoch)
             self.spawn(token)
         elif purpose == "timeout":
-            if token.status is not S.PARKED or token.deadline != entry.when:
+            # The token's own deadline must have passed by the entry's instant; an entry fired
+            # late (or deferred by an engine that could not fire it) still counts.
+            if (
+                token.status is not S.PARKED
+                or token.deadline is None
+                or token.deadline > entry.when
+            ):
                 return
             epoch = token.epoch
             token.status = S.READY  # claimed
