@@ -149,12 +149,14 @@ def langgraph_case(shape: str, kind: str, runs: int) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--shapes", nargs="+", choices=("chain", "split"), default=None)
+    parser.add_argument("--kinds", nargs="+", choices=tuple(KINDS), default=None)
     args = parser.parse_args()
     print(
         f"{'shape':<8} {'nodes':<7} {'flowtide us/step':>17} {'langgraph us/step':>18} {'ratio':>7}"
     )
-    for shape in ("chain", "split"):
-        for kind in ("async", "inline", "thread"):
+    for shape in args.shapes or ("chain", "split"):
+        for kind in args.kinds or ("async", "inline", "thread"):
             ours = flowtide_case(shape, kind, args.runs)
             theirs = langgraph_case(shape, kind, args.runs)
             ratio = f"{theirs / ours:6.1f}x" if theirs else "   n/a"

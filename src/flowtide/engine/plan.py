@@ -7,12 +7,40 @@ from dataclasses import dataclass, field
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.model.flow import Flow
-from flowtide.model.placements import AnyPlacement, Phase, Scatter, Task
+from flowtide.model.placements import PARKED_OUTPUT, AnyPlacement, Phase, Scatter, Task, Terminal
 from flowtide.model.settings import NodeSettings
 
 Resolver = Callable[[str], NodeImplementation]
 
 _EMPTY = NodeSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class FastMove:
+    """Where one output of a plain task leads when the move needs nothing but the token's
+    move: a single target that is a task with no window and no timers (the move also starts its
+    attempt) or a terminal that does not fail (the move also records it)."""
+
+    target: str
+    node: str | None
+    """The node the target task runs (None: the target is a terminal)."""
+    outcome: str | None
+    """The terminal's outcome (None: the target is a task)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FastTask:
+    """A plain task: its node runs on the loop (``async def``, or sync ``inline``) and it has no
+    window and no timers, so an attempt needs no deadline timer, no anchor and no due entry.
+    The executor's fast path runs such a task's attempt and, for an output in ``moves``, its
+    token's move, in one function (see ``RunExecutor._fast_task``)."""
+
+    impl: NodeImplementation
+    outputs: frozenset[str]
+    """The node's declared outputs but ``parked`` (which parks the token)."""
+    only: str | None
+    """The node's output when it declares exactly one (a node returning None takes it)."""
+    moves: dict[str, FastMove]
 
 
 @dataclass(slots=True)
@@ -33,6 +61,8 @@ class FlowPlan:
     unarmed: frozenset[str] = frozenset()
     """Placements whose effective settings have no timeout and no timers: an attempt there
     has no window to resolve and nothing to arm."""
+    fast: dict[str, FastTask] = field(default_factory=dict)
+    """Plain tasks (see :class:`FastTask`), by placement id."""
     _joins: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
@@ -73,6 +103,7 @@ class FlowPlan:
         plan.unarmed = frozenset(
             pid for pid, st in plan.settings.items() if st.timeout is None and not st.timers
         )
+        plan._plan_fast()
         succ = {p.id: p.successors() for p in flow.placements}
         for start in succ:
             seen: set[str] = set()
@@ -85,6 +116,27 @@ class FlowPlan:
                 stack.extend(succ.get(q, ()))
             plan.reach[start] = frozenset(seen)
         return plan
+
+    def _plan_fast(self) -> None:
+        for p in self.flow.placements:
+            if not isinstance(p, Task) or p.id not in self.unarmed:
+                continue
+            impl = self.impls[p.id]
+            if not (impl.is_async or impl.execution == "inline"):
+                continue
+            moves: dict[str, FastMove] = {}
+            for output, targets in p.route_map().items():
+                if len(targets) != 1:
+                    continue
+                q = self.placements.get(targets[0])
+                if isinstance(q, Task) and q.id in self.unarmed:
+                    moves[output] = FastMove(q.id, self.impls[q.id].id, None)
+                elif isinstance(q, Terminal) and not q.fails:
+                    moves[output] = FastMove(q.id, None, q.outcome)
+            # ``parked`` is not a plain output: returning it parks the token.
+            plain = frozenset(impl.outputs) - {PARKED_OUTPUT}
+            only = impl.outputs[0] if len(impl.outputs) == 1 and plain else None
+            self.fast[p.id] = FastTask(impl, plain, only, moves)
 
     def can_reach(self, source: str, target: str) -> bool:
         return target in self.reach.get(source, frozenset())

@@ -16,17 +16,22 @@ it taken) and then commits with ``Commit.expect`` (status ``parked`` and the par
 signal also "deadline still ahead"), so the store refuses the loser across processes too.
 
 Every step goes through :meth:`RunExecutor.commit` (one store commit: token records, state
-keys, events), under the run's commit lock, then the events go to the hooks in order.
+keys, events), under the run's commit lock, then the events go to the hooks in order. Plain tasks
+(see :class:`~flowtide.engine.plan.FastTask`) take a fast path when no hook is registered
+(:meth:`RunExecutor._fast_task`): one function per step, building the same commit under the same
+lock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from flowtide.authoring.nodes import NodeImplementation
@@ -55,7 +60,7 @@ from flowtide.engine.events import EventKind
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.output import Output, Park
 from flowtide.engine.paths import get_path, set_path
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.plan import FastTask, FlowPlan
 from flowtide.engine.process import run_in_process
 from flowtide.engine.reducers import StateMerger, copy_state
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
@@ -101,6 +106,7 @@ _AT_NODE = frozenset({S.RUNNING, S.PARKED, S.WAITING})
 """Statuses of a token that is still at its placement (escalation timers may fire)."""
 _KIND_NAMES = {k: k.value for k in EventKind}
 _COMPUTE: Any = object()
+_NO_UPDATE: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(slots=True)
@@ -1453,9 +1459,210 @@ class RunExecutor:
     # placement kinds
 
     async def _task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
+        fast = self.plan.fast.get(p.id)
+        if fast is not None and token.id in self._prestarted and not self.engine.hooks:
+            return await self._fast_task(token, p, fast)
         impl = self.plan.impls[p.id]
         settings = self.plan.settings[p.id]
         return await self._node_step(token, p, impl, settings)
+
+    async def _fast_task(self, token: TokenRecord, p: Task, fast: FastTask) -> TokenRecord | None:
+        """The fast path of plain tasks (see :class:`~flowtide.engine.plan.FastTask`) whose
+        attempt was started by the commit that moved the token there, when no hook is
+        registered: step after step while the token goes from plain task to plain task.
+
+        Each step does what :meth:`_node_step`, :meth:`invoke`, :meth:`_after_attempt`,
+        :meth:`_route` and :meth:`commit` do for this case, in one function: the node runs in its
+        own child scope of the run's root scope (registered in ``_running``, bound to this task,
+        so a run deadline or an abort cancels it as on the general path), and the
+        ``node_finished`` event, the state change, the token's move and the next attempt's start
+        (or the terminal reached) go in one commit. Anything else (a failure, a cancel, a park,
+        an output without a fast move, open joins, node anchors, parks to close, compare-and-set
+        conditions, a parked run, a hook, a busy commit lock) is handed to the general path
+        where it arises, with the same values, so the history and the state are the same
+        either way. Returns what :meth:`_drive` goes on with, as a placement handler does.
+        """
+        task = asyncio.current_task()
+        assert task is not None
+        plan = self.plan
+        running = self._running
+        prestarted = self._prestarted
+        starting = self._starting
+        lock = self._lock
+        tid = token.id
+        while True:
+            prestarted.discard(tid)
+            impl = fast.impl
+            pid = p.id
+            base = dict(self.state)
+            # -- the attempt (invoke) --
+            starting.discard(tid)
+            scope = CancelScope(self.root, pid)
+            if scope.cancellation is not None:
+                scope.close()
+                attempt = Attempt("cancelled", cancellation=scope.cancellation)
+                return await self._after_attempt(
+                    token, p, impl.id, plan.settings[pid], base, attempt
+                )
+            state = copy_state(base)
+            ctx = NodeContext(
+                state=state,
+                run_id=self.run.id,
+                placement=pid,
+                attempt=token.attempt,
+                visit=token.visit,
+                item=self.item,
+                clock=self.clock,
+                scope=scope,
+            )
+            value: Any = None
+            error: BaseException | None = None
+            running[tid] = (pid, scope)
+            try:
+                # ``with scope.bind():``, spelled out (see CancelScope.bind).
+                scope._task = task
+                try:
+                    try:
+                        if impl.is_async:
+                            value = await impl.fn(ctx)
+                        else:
+                            value = impl.fn(ctx)
+                    except Exception as exc:
+                        error = exc
+                    except Cancelled:
+                        pass
+                except asyncio.CancelledError:
+                    scope._task = None
+                    if not scope._release(task):
+                        raise
+                    scope.cancelled_caught = True
+                else:
+                    scope._task = None
+                    if scope._cancelled_by_us:
+                        scope._release(task)
+                    scope.cancelled_caught = scope.cancellation is not None
+            finally:
+                scope._task = None
+                scope.close()
+                running.pop(tid, None)
+            if scope.cancellation is not None:
+                attempt = Attempt("cancelled", cancellation=scope.cancellation)
+                return await self._after_attempt(
+                    token, p, impl.id, plan.settings[pid], base, attempt
+                )
+            if error is not None:
+                attempt = Attempt("error", error=error)
+                return await self._after_attempt(
+                    token, p, impl.id, plan.settings[pid], base, attempt
+                )
+            update: Mapping[str, Any] = _NO_UPDATE
+            if value is None and fast.only is not None:
+                name = fast.only
+            elif type(value) is str and value in fast.outputs:
+                name = value
+            else:
+                try:
+                    name, update, park = self._interpret(impl, pid, value, state)
+                except UndeclaredOutputError as exc:
+                    attempt = Attempt("error", error=exc)
+                    return await self._after_attempt(
+                        token, p, impl.id, plan.settings[pid], base, attempt
+                    )
+                if park is not None:
+                    attempt = Attempt("park", state=state, update=update, park=park)
+                    return await self._after_attempt(
+                        token, p, impl.id, plan.settings[pid], base, attempt
+                    )
+            # -- the move (_after_attempt, _route, commit) --
+            if self._end is not None or token.status is S.CANCELLED:
+                return None
+            move = fast.moves.get(name)
+            if (
+                move is None
+                or token.data
+                or self._joins
+                or self._anchors
+                or self._closing
+                or self._expect
+                or tid in self._parks
+                or self._closed
+                or self.run.lifecycle == _PARKED
+                or self.engine.hooks
+                or not lock.try_acquire()
+            ):
+                ok = Attempt("ok", output=name, state=state, update=update)
+                ev = self.event(EventKind.NODE_FINISHED, token, data={"output": name})
+                self._last = [pid]
+                return await self._route(
+                    token, p, name, event=ev, update=functools.partial(self.state_update, base, ok)
+                )
+            try:
+                self._last = [pid]
+                run_id = self.run.id
+                now = self.clock.now()
+                target = move.target
+                events = [
+                    EventRecord(
+                        "node_finished",
+                        run_id,
+                        now,
+                        pid,
+                        token.attempt,
+                        tid,
+                        {"output": name, "to": [target]},
+                    )
+                ]
+                token.epoch += 1
+                token.placement = target
+                visit = self._visits.get(target, 0) + 1
+                self._visits[target] = visit
+                token.visit = visit
+                token.attempt = 1
+                token.deadline = None
+                token.due = None
+                if move.node is not None:
+                    token.status = S.RUNNING
+                    starting.add(tid)
+                    data = {"visit": visit, "node": move.node, "deadline": None}
+                    events.append(EventRecord("node_started", run_id, now, target, 1, tid, data))
+                else:
+                    token.status = S.DONE
+                    data = {"outcome": move.outcome}
+                    events.append(
+                        EventRecord("terminal_reached", run_id, now, target, 1, tid, data)
+                    )
+                c = Commit(run_id, tokens=[token], events=events)
+                if base or state or update:
+                    changed, deleted = self.merger.changes(base, state)
+                    if changed or deleted or update:
+                        written, removed = self.merger.apply(
+                            self.state, base, changed, deleted, update
+                        )
+                        if written:
+                            c.state = written
+                        if removed:
+                            c.state_deleted = removed
+                stored = await self.engine.store.commit(c)
+                if stored:
+                    self._seq = stored[-1].seq
+            finally:
+                lock.release()
+            self._route_ok = True
+            if move.node is None:
+                self.tokens.pop(tid, None)
+                self._terminals.append(target)
+                if self._outcome is None:
+                    self._outcome = move.outcome
+                return None
+            prestarted.add(tid)
+            # What _drive and _task check before the next step.
+            if self._end is not None or token.status is S.CANCELLED:
+                return None
+            p_next = plan.placements[target]
+            fast_next = plan.fast.get(target)
+            if fast_next is None or self.engine.hooks or not isinstance(p_next, Task):
+                return token
+            p, fast = p_next, fast_next
 
     async def _phase_in_flow(self, token: TokenRecord, p: Phase) -> TokenRecord | None:
         # A phase reached by a route (validation should prevent it): run it like a dead end.

@@ -75,21 +75,27 @@ class MemoryStore(Store):
         return self._apply(commit)
 
     def _apply(self, c: Commit) -> Sequence[EventRecord]:
-        tokens = self._tokens[c.run_id]
-        for token_id, wanted in c.expect.items():
-            expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
-            why = expect.check(tokens.get(token_id))
-            if why is not None:
-                raise StoreConflict(f"token {token_id!r} of run {c.run_id!r} is {why}")
-        for answer in c.signal_answers:
-            if answer.key in self._answers:
-                raise DuplicateSignal(f"signal idempotency key {answer.key!r} already answered")
+        # Every part of a commit is optional: each is looked at only when present (most steps
+        # carry a token or two, events and perhaps state keys).
+        run_id = c.run_id
+        tokens = self._tokens[run_id]
+        if c.expect:
+            for token_id, wanted in c.expect.items():
+                expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
+                why = expect.check(tokens.get(token_id))
+                if why is not None:
+                    raise StoreConflict(f"token {token_id!r} of run {run_id!r} is {why}")
+        if c.signal_answers:
+            for answer in c.signal_answers:
+                if answer.key in self._answers:
+                    raise DuplicateSignal(f"signal idempotency key {answer.key!r} already answered")
         if c.run is not None:
-            self._runs[c.run_id] = _copy_run(c.run)
+            self._runs[run_id] = _copy_run(c.run)
         for t in c.tokens:
+            # Copied: the engine goes on mutating its token records.
             tokens[t.id] = _copy_token(t)
         if c.state is not None or c.state_deleted:
-            state = self._states[c.run_id]
+            state = self._states[run_id]
             if c.state:
                 state.update(c.state)
             for key in c.state_deleted:
@@ -97,37 +103,34 @@ class MemoryStore(Store):
         if c.due_cleared:
             for token_id in c.due_cleared:
                 self._due.pop(token_id, None)
-        for token_id, purpose in c.due_dropped:
-            mine = self._due.get(token_id)
-            if mine is not None:
-                mine.pop(purpose, None)
-                if not mine:
-                    del self._due[token_id]
-        for entry in c.due:
-            self._due.setdefault(entry.token_id, {})[entry.purpose] = entry
-            heapq.heappush(self._due_heap, (entry.when, next(self._due_seq), entry))
+        if c.due_dropped:
+            for token_id, purpose in c.due_dropped:
+                mine = self._due.get(token_id)
+                if mine is not None:
+                    mine.pop(purpose, None)
+                    if not mine:
+                        del self._due[token_id]
+        if c.due:
+            for entry in c.due:
+                self._due.setdefault(entry.token_id, {})[entry.purpose] = entry
+                heapq.heappush(self._due_heap, (entry.when, next(self._due_seq), entry))
         if c.anchors or c.anchors_released or c.parks or c.signal_answers:
             self._apply_parking(c)
-        for record in c.scatter:
-            items = self._scatter.setdefault((record.run_id, record.token_id), {})
-            items[record.index] = replace(record)
+        if c.scatter:
+            for record in c.scatter:
+                items = self._scatter.setdefault((record.run_id, record.token_id), {})
+                items[record.index] = replace(record)
         if not c.events:
             return ()
-        history = self._history[c.run_id]
-        out = []
-        for e in c.events:
-            stored = EventRecord(
-                e.kind,
-                e.run_id,
-                e.at,
-                e.placement,
-                e.attempt,
-                e.token_id,
-                e.data,
-                len(history) + 1,
-            )
-            history.append(stored)
-            out.append(stored)
+        history = self._history[run_id]
+        seq = len(history)
+        # A stored event is a new record (it carries its seq); its data is not copied: the
+        # engine never changes an event's data once the event is committed.
+        out = [
+            EventRecord(e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data, seq)
+            for seq, e in enumerate(c.events, seq + 1)
+        ]
+        history.extend(out)
         return out
 
     def _apply_parking(self, c: Commit) -> None:

@@ -1,0 +1,332 @@
+"""The fast path of plain tasks: same history and state as the general path; still cancellable.
+
+A plain task (its node runs on the loop, no window, no timers) whose token arrived by a commit
+that also started its attempt runs on the executor's fast path when no hook is registered.
+Registering a hook (one that does nothing) sends every step through the general path, so
+running a flow with and without one compares the two paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from flowtide.authoring import FlowBuilder, node
+from flowtide.engine import Lifecycle, NodeContext, Output, Park, RunResult
+from flowtide.engine.run import RunExecutor
+from flowtide.model import Flow
+from flowtide.store import EventRecord
+from tests.engine.engine_helpers import at, running
+
+
+@node(outputs=["next"], execution="inline")
+def begin(ctx: NodeContext) -> str:
+    ctx.state["visited"] = ["begin"]
+    ctx.state["tmp"] = {"drop": True}
+    return "next"
+
+
+@node(outputs=["done"])
+async def add_five(ctx: NodeContext) -> Output:
+    return Output("done", update={"total": 5})
+
+
+@node(outputs=["again", "on"])
+async def count(ctx: NodeContext) -> str:
+    ctx.state["n"] = ctx.state.get("n", 0) + 1
+    ctx.state["visited"].append(f"count{ctx.visit}")
+    return "again" if ctx.state["n"] < 3 else "on"
+
+
+@node(outputs=["next"])
+def threaded(ctx: NodeContext) -> str:
+    ctx.state["visited"].append("threaded")
+    return "next"
+
+
+@node(outputs=["next"], execution="inline")
+def forget(ctx: NodeContext) -> str:
+    del ctx.state["tmp"]
+    return "next"
+
+
+@node(outputs=["done"])
+async def sleepy(ctx: NodeContext) -> None:
+    await ctx.clock.sleep(timedelta(seconds=1))
+    ctx.state["slept"] = ctx.now().isoformat()
+
+
+@node(outputs=["next"], execution="inline")
+def broken(ctx: NodeContext) -> str:
+    raise ValueError("no luck")
+
+
+@node(outputs=["next"])
+async def stray(ctx: NodeContext) -> str:
+    return "sideways"
+
+
+@node(outputs=["approved"])
+async def ask(ctx: NodeContext) -> Park:
+    return Park(key=f"ask-{ctx.run_id}", payload={"q": 1})
+
+
+@node(outputs=["parked", "next"], execution="inline")
+def parks_by_name(ctx: NodeContext) -> str:
+    ctx.state["correlation_key"] = "by-name"
+    return "parked"
+
+
+def chain() -> Flow:
+    return (
+        FlowBuilder("urn:test:flow:fast-chain")
+        .task("a", begin, {"next": "b"})
+        .task("b", add_five, {"done": "c"})
+        .task("c", count, {"again": "c", "on": "d"})
+        .task("d", threaded, {"next": "e"})
+        .task("e", forget, {"next": "f"})
+        .task("f", sleepy, {"done": "end"})
+        .terminal("end", "shipped")
+        .reducer("total", "sum")
+        .reducer("visited", "extend")
+        .build()
+    )
+
+
+def failing() -> Flow:
+    return (
+        FlowBuilder("urn:test:flow:fast-failing")
+        .task("a", begin, {"next": "b"})
+        .task("b", add_five, {"done": "x"})
+        .task("x", broken, {"next": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+def undeclared() -> Flow:
+    return (
+        FlowBuilder("urn:test:flow:fast-undeclared")
+        .task("a", begin, {"next": "s"})
+        .task("s", stray, {"next": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+def parking() -> Flow:
+    return (
+        FlowBuilder("urn:test:flow:fast-parking")
+        .task("a", begin, {"next": "p"})
+        .task("p", ask, {"approved": "q"})
+        .task("q", parks_by_name, {"next": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+def split() -> Flow:
+    return (
+        FlowBuilder("urn:test:flow:fast-split")
+        .task("a", begin, {"next": ["b", "c"]})
+        .task("b", add_five, {"done": "j"})
+        .task("c", count, {"again": "c", "on": "j"})
+        .join("j", "all", {"success": "end"})
+        .terminal("end")
+        .reducer("total", "sum")
+        .reducer("visited", "extend")
+        .build()
+    )
+
+
+@pytest.fixture
+def general_steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The placements whose node ran through the general path (``_node_step``)."""
+    seen: list[str] = []
+    original = RunExecutor._node_step
+
+    async def spy(self: RunExecutor, token: Any, p: Any, *args: Any) -> Any:
+        seen.append(p.id)
+        return await original(self, token, p, *args)
+
+    monkeypatch.setattr(RunExecutor, "_node_step", spy)
+    yield seen
+
+
+def _comparable(result: RunResult, history: list[EventRecord]) -> Any:
+    rid = result.run_id
+
+    def plain(value: Any) -> Any:
+        return value.replace(rid, "<run>") if isinstance(value, str) else value
+
+    events = [
+        (
+            e.kind,
+            e.at,
+            e.placement,
+            e.attempt,
+            plain(e.token_id),
+            repr(e.data).replace(rid, "<run>"),
+        )
+        for e in history
+    ]
+    assert [e.seq for e in history] == list(range(1, len(history) + 1))
+    return (
+        result.lifecycle,
+        result.outcome,
+        result.state,
+        [(e.type, e.message.replace(rid, "<run>"), e.placement) for e in result.errors],
+        result.interrupted_at,
+        [(p.placement, p.key.replace(rid, "<run>") if p.key else None) for p in result.parked],
+        result.terminals,
+        events,
+    )
+
+
+async def _run(flow: Flow, *, hooked: bool) -> tuple[Any, list[str]]:
+    """The run's comparable outcome, and the placements whose attempts started."""
+    seen: list[str] = []
+    hooks: list[Callable[[EventRecord], None]] = [lambda e: seen.append(e.kind)] if hooked else []
+    async with running(hooks=hooks) as (engine, _clock):
+        result = await engine.run(flow)
+        history = list(await engine.history(result.run_id))
+    if hooked:
+        assert seen == [e.kind for e in history]
+    started = [e.placement for e in history if e.kind == "node_started" and e.placement]
+    return _comparable(result, history), started
+
+
+@pytest.mark.parametrize(
+    ("make", "general"),
+    [
+        (chain, ["d"]),  # the threaded node
+        (failing, []),
+        (undeclared, []),
+        (parking, []),
+        # A move while a join is open takes the general path, and a token of an open split
+        # starts its next attempt in a commit of its own (the general path's _node_step).
+        (split, ["c", "c"]),
+    ],
+)
+async def test_the_fast_path_and_the_general_path_give_the_same_history_and_state(
+    make: Callable[[], Flow], general: list[str], general_steps: list[str]
+) -> None:
+    flow = make()
+    fast, _ = await _run(flow, hooked=False)
+    assert general_steps == general
+    general_steps.clear()
+    slow, started = await _run(flow, hooked=True)
+    assert general_steps == started  # with a hook, every attempt takes the general path
+    assert fast == slow
+
+
+async def test_the_chain_takes_the_fast_path_and_commits_once_per_step(
+    general_steps: list[str],
+) -> None:
+    async with running() as (engine, _clock):
+        result = await engine.run(chain())
+        history = await engine.history(result.run_id)
+    assert general_steps == ["d"]
+    assert result.lifecycle is Lifecycle.COMPLETED and result.outcome == "shipped"
+    assert result.state == {
+        "visited": ["begin", "count1", "count2", "count3", "threaded"],
+        "total": 5,
+        "n": 3,
+        "slept": at(1).isoformat(),
+    }
+    assert [(e.kind, e.placement) for e in history[:4]] == [
+        ("run_started", None),
+        ("node_started", "a"),
+        ("node_finished", "a"),
+        ("node_started", "b"),
+    ]
+    assert history[2].data == {"output": "next", "to": ["b"]}
+    assert history[3].data == {"visit": 1, "node": add_five.id, "deadline": None}
+    finished = [e for e in history if e.kind == "node_finished"]
+    assert [e.placement for e in finished] == ["a", "b", "c", "c", "c", "d", "e", "f"]
+    reached = history[-2]
+    assert (reached.kind, reached.placement, reached.data) == (
+        "terminal_reached",
+        "end",
+        {"outcome": "shipped"},
+    )
+    assert [
+        e.data["visit"] for e in history if e.kind == "node_started" and e.placement == "c"
+    ] == [
+        1,
+        2,
+        3,
+    ]
+
+
+@node(outputs=["done"])
+async def hangs(ctx: NodeContext) -> str:
+    try:
+        await ctx.clock.sleep(timedelta(minutes=10))
+    except asyncio.CancelledError:
+        observed.append(f"cancelled: {ctx.cancel_reason}")
+        raise
+    return "done"
+
+
+observed: list[str] = []
+
+
+def hanging() -> Flow:
+    return (
+        FlowBuilder("urn:test:flow:fast-hanging")
+        .task("a", begin, {"next": "h"})
+        .task("h", hangs, {"done": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+def _hooks(hooked: bool) -> list[Callable[[EventRecord], None]]:
+    return [lambda e: None] if hooked else []
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
+async def test_an_abort_cancels_a_node_on_the_fast_path(
+    hooked: bool, general_steps: list[str]
+) -> None:
+    observed.clear()
+    async with running(autojump=False, hooks=_hooks(hooked)) as (engine, clock):
+        handle = await engine.start(hanging())
+        await clock.advance(timedelta(seconds=10))
+        assert handle.cancel(reason="operator stop")
+        await clock.advance(timedelta(seconds=1))
+        result = await handle.result()
+        history = await engine.history(result.run_id)
+    assert general_steps == (["a", "h"] if hooked else [])
+    assert observed == ["cancelled: abort"]
+    assert result.lifecycle is Lifecycle.CANCELLED
+    assert result.interrupted_at is not None
+    assert (result.interrupted_at.reason, result.interrupted_at.node) == ("abort", "h")
+    assert result.interrupted_at.at == at(10)
+    assert [(e.type, e.message) for e in result.errors] == [("RunCancelled", "operator stop")]
+    assert result.state == {"visited": ["begin"], "tmp": {"drop": True}}
+    assert [e.kind for e in history if e.placement == "h"] == ["node_started", "token_cancelled"]
+    assert history[-1].kind == "run_finished" and history[-1].at == at(10)
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
+async def test_a_run_deadline_cancels_a_node_on_the_fast_path(
+    hooked: bool, general_steps: list[str]
+) -> None:
+    observed.clear()
+    async with running(hooks=_hooks(hooked)) as (engine, _clock):
+        result = await engine.run(hanging(), deadline=timedelta(seconds=30))
+        history = await engine.history(result.run_id)
+    assert general_steps == (["a", "h"] if hooked else [])
+    assert observed == ["cancelled: run_deadline"]
+    assert result.lifecycle is Lifecycle.TIMED_OUT
+    assert result.interrupted_at is not None
+    assert (result.interrupted_at.reason, result.interrupted_at.node) == ("timeout", "h")
+    assert result.interrupted_at.at == at(30)
+    assert [e.kind for e in history if e.placement == "h"] == ["node_started", "token_cancelled"]
+    assert history[-1].kind == "run_finished" and history[-1].at == at(30)
