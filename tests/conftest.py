@@ -11,6 +11,11 @@ import inspect
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Property tests check what happens, not how fast: no per-example deadline on a busy CI machine.
+settings.register_profile("flowtide", deadline=None)
+settings.load_profile("flowtide")
 
 
 @pytest.hookimpl(tryfirst=True)
