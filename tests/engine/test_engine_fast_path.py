@@ -9,6 +9,7 @@ running a flow with and without one compares the two paths.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Lifecycle, NodeContext, Output, Park, RunResult
+from flowtide.engine import run as run_module
 from flowtide.engine.run import RunExecutor
 from flowtide.model import Flow
 from flowtide.store import EventRecord
@@ -143,6 +145,75 @@ def split() -> Flow:
     )
 
 
+NAPS_CANCELLED: list[str] = []
+
+
+@node(outputs=["done"])
+async def nap(ctx: NodeContext) -> str:
+    try:
+        await ctx.clock.sleep(timedelta(seconds=1))
+    except asyncio.CancelledError:
+        NAPS_CANCELLED.append(ctx.placement)
+        raise
+    ctx.state["napped"] = ctx.placement
+    return "done"
+
+
+@node(outputs=["done"])
+async def brief(ctx: NodeContext) -> Output:
+    try:
+        await ctx.clock.sleep(timedelta(seconds=0.5))
+    except asyncio.CancelledError:
+        NAPS_CANCELLED.append(ctx.placement)
+        raise
+    return Output("done", update={"total": 5})
+
+
+@node(outputs=["next"], execution="inline")
+def mark(ctx: NodeContext) -> str:
+    ctx.state["visited"].append(ctx.placement)
+    return "next"
+
+
+def split_join(mode: str, quorum: int | None = None) -> Flow:
+    """Three branches (a short sleep, an instant loop, a longer sleep) joined by ``mode``, then a
+    task: the loop wins a ``first`` join (both sleeping branches lose), the loop and the short
+    sleep make a ``quorum=2`` (the longer sleep loses)."""
+    return (
+        FlowBuilder(f"urn:test:flow:fast-split-{mode}")
+        .task("a", begin, {"next": ["b", "d", "c"]})
+        .task("b", brief, {"done": "j"})
+        .task("c", count, {"again": "c", "on": "j"})
+        .task("d", nap, {"done": "j"})
+        .join("j", mode, {"success": "e"}, quorum=quorum)
+        .task("e", mark, {"next": "end"})
+        .terminal("end")
+        .reducer("total", "sum")
+        .reducer("visited", "extend")
+        .build()
+    )
+
+
+def nested_split() -> Flow:
+    """A split inside a branch of another: the inner join is reached while the outer one is
+    open, and the outer join is reached by a branch and by the inner join's token."""
+    return (
+        FlowBuilder("urn:test:flow:fast-nested-split")
+        .task("a", begin, {"next": ["b", "s"]})
+        .task("b", add_five, {"done": "oj"})
+        .task("s", mark, {"next": ["s1", "s2"]})
+        .task("s1", mark, {"next": "ij"})
+        .task("s2", nap, {"done": "ij"})
+        .join("ij", "all", {"success": "k"})
+        .task("k", mark, {"next": "oj"})
+        .join("oj", "all", {"success": "end"})
+        .terminal("end")
+        .reducer("total", "sum")
+        .reducer("visited", "extend")
+        .build()
+    )
+
+
 @pytest.fixture
 def general_steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The placements whose node ran through the general path (``_node_step``)."""
@@ -210,18 +281,58 @@ async def _run(flow: Flow, *, hooked: bool) -> tuple[Any, list[str]]:
         # A move while a join is open takes the general path, and a token of an open split
         # starts its next attempt in a commit of its own (the general path's _node_step).
         (split, ["c", "c"]),
+        # A branch's move to its join also records its arrival (one commit) on the fast path.
+        (lambda: split_join("all"), ["c", "c"]),
+        (lambda: split_join("first"), ["c", "c"]),
+        (lambda: split_join("quorum", 2), ["c", "c"]),
+        (nested_split, ["s1", "s2", "k"]),  # tokens of the inner split while the outer is open
     ],
+    ids=["chain", "failing", "undeclared", "parking", "split", "all", "first", "quorum", "nested"],
 )
 async def test_the_fast_path_and_the_general_path_give_the_same_history_and_state(
     make: Callable[[], Flow], general: list[str], general_steps: list[str]
 ) -> None:
     flow = make()
+    NAPS_CANCELLED.clear()
     fast, _ = await _run(flow, hooked=False)
+    cancelled = list(NAPS_CANCELLED)
     assert general_steps == general
     general_steps.clear()
+    NAPS_CANCELLED.clear()
     slow, started = await _run(flow, hooked=True)
-    assert general_steps == started  # with a hook, every attempt takes the general path
+    # With a hook, every attempt takes the general path (in the order their starts were
+    # committed; with a branch that sleeps, the others go on meanwhile, and a join loser's
+    # attempt may be cancelled before it ran).
+    if "d" in started or "s2" in started:
+        assert Counter(general_steps) <= Counter(started)
+        assert "e" in general_steps or "k" in general_steps
+    else:
+        assert general_steps == started
+    assert cancelled == NAPS_CANCELLED
     assert fast == slow
+
+
+@pytest.mark.parametrize(("mode", "quorum"), [("first", None), ("quorum", 2)])
+@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
+async def test_a_join_loser_observes_its_cancellation_on_both_paths(
+    mode: str, quorum: int | None, hooked: bool
+) -> None:
+    NAPS_CANCELLED.clear()
+    async with running(hooks=_hooks(hooked)) as (engine, _clock):
+        result = await engine.run(split_join(mode, quorum))
+        history = await engine.history(result.run_id)
+    assert result.lifecycle is Lifecycle.COMPLETED
+    losers = ["b", "d"] if mode == "first" else ["d"]
+    assert sorted(NAPS_CANCELLED) == losers
+    assert "napped" not in result.state
+    cancelled = [e for e in history if e.kind == "token_cancelled"]
+    assert sorted((e.placement, e.data["reason"], e.data["join"]) for e in cancelled) == [
+        (loser, "join_loser", "j") for loser in losers
+    ]
+    arrived = [e.data["branch"] for e in history if e.kind == "join_arrived"]
+    assert arrived == ([2] if mode == "first" else [2, 0])
+    fired = [e for e in history if e.kind == "join_fired"]
+    assert [(e.data["output"], e.data["arrived"]) for e in fired] == [("success", len(arrived))]
 
 
 async def test_the_chain_takes_the_fast_path_and_commits_once_per_step(
@@ -330,3 +441,32 @@ async def test_a_run_deadline_cancels_a_node_on_the_fast_path(
     assert result.interrupted_at.at == at(30)
     assert [e.kind for e in history if e.placement == "h"] == ["node_started", "token_cancelled"]
     assert history[-1].kind == "run_finished" and history[-1].at == at(30)
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
+async def test_a_branch_on_the_fast_path_arrives_at_its_join_in_its_move_commit(
+    hooked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    joined: list[str] = []
+    original = RunExecutor._join
+
+    async def spy(self: RunExecutor, token: Any, p: Any) -> Any:
+        joined.append(token.id)
+        return await original(self, token, p)
+
+    monkeypatch.setitem(run_module._HANDLERS, "join", spy)
+    async with running(hooks=_hooks(hooked)) as (engine, _clock):
+        result = await engine.run(split_join("all"))
+        history = await engine.history(result.run_id)
+    assert result.lifecycle is Lifecycle.COMPLETED
+    arrivals = [e for e in history if e.kind == "join_arrived"]
+    assert [e.data["branch"] for e in arrivals] == [2, 0, 1]
+    # Without a hook only the looping branch (on the general path) goes through _join.
+    assert len(joined) == (1 if not hooked else 3)
+    for e in arrivals:
+        finished = history[e.seq - 2]
+        assert (finished.kind, finished.token_id, finished.data["to"]) == (
+            "node_finished",
+            e.token_id,
+            ["j"],
+        )

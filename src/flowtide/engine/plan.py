@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.model.flow import Flow
-from flowtide.model.placements import PARKED_OUTPUT, AnyPlacement, Phase, Scatter, Task, Terminal
+from flowtide.model.placements import (
+    PARKED_OUTPUT,
+    AnyPlacement,
+    Join,
+    Phase,
+    Scatter,
+    Task,
+    Terminal,
+)
 from flowtide.model.settings import NodeSettings
 
 Resolver = Callable[[str], NodeImplementation]
@@ -19,13 +27,16 @@ _EMPTY = NodeSettings()
 class FastMove:
     """Where one output of a plain task leads when the move needs nothing but the token's
     move: a single target that is a task with no window and no timers (the move also starts its
-    attempt) or a terminal that does not fail (the move also records it)."""
+    attempt), a terminal that does not fail (the move also records it) or a join (the token
+    then arrives there, as on the general path)."""
 
     target: str
     node: str | None
     """The node the target task runs (None: the target is a terminal)."""
     outcome: str | None
-    """The terminal's outcome (None: the target is a task)."""
+    """The terminal's outcome (None: the target is a task or a join)."""
+    join: bool = False
+    """The target is a join (``node`` and ``outcome`` are None)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +144,8 @@ class FlowPlan:
                     moves[output] = FastMove(q.id, self.impls[q.id].id, None)
                 elif isinstance(q, Terminal) and not q.fails:
                     moves[output] = FastMove(q.id, None, q.outcome)
+                elif isinstance(q, Join):
+                    moves[output] = FastMove(q.id, None, None, join=True)
             # ``parked`` is not a plain output: returning it parks the token.
             plain = frozenset(impl.outputs) - {PARKED_OUTPUT}
             only = impl.outputs[0] if len(impl.outputs) == 1 and plain else None

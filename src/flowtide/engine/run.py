@@ -837,8 +837,9 @@ class RunExecutor:
         if not released:
             # One commit per step: the move also starts the next attempt of each moved token
             # that arrives at a task (unless a join may still act on it, see _prestartable).
+            open_splits = self._open_splits(split_id)
             for t in nxt:
-                if self._prestartable(t, split_id):
+                if self._prestartable(t, open_splits):
                     q = self.plan.placements[t.placement]
                     impl = self.plan.impls[q.id]
                     started, new_anchors, new_due = self._start(
@@ -884,16 +885,24 @@ class RunExecutor:
             await self._evaluate_joins()
         return nxt[0] if nxt else None
 
-    def _prestartable(self, t: TokenRecord, new_split: str | None) -> bool:
+    def _open_splits(self, new_split: str | None) -> set[str]:
+        """The splits of the open join groups but ``new_split`` (the split a move made, whose
+        fresh groups cannot fire by it): what :meth:`_prestartable` looks at."""
+        if not self._joins:
+            return set()
+        open_splits = {g.split for g in self._joins.values()}
+        if new_split is not None:
+            open_splits.discard(new_split)
+        return open_splits
+
+    def _prestartable(self, t: TokenRecord, open_splits: set[str]) -> bool:
         """Whether ``t``'s move may also start its next attempt: it arrives at a task, and no
-        open join group can act on it when the move is evaluated (``new_split``: the split this
-        move made, whose fresh groups cannot fire by it)."""
+        open join group (``open_splits``, see :meth:`_open_splits`) can act on it when the move
+        is evaluated."""
         if self.plan.placements[t.placement].kind != "task":
             return False
-        if not self._joins or not t.lineage:
+        if not open_splits or not t.lineage:
             return True
-        open_splits = {g.split for g in self._joins.values()}
-        open_splits.discard(new_split)
         return not any(f[0] in open_splits for f in t.lineage)
 
     def _fail_token(
@@ -1476,8 +1485,10 @@ class RunExecutor:
         own child scope of the run's root scope (registered in ``_running``, bound to this task,
         so a run deadline or an abort cancels it as on the general path), and the
         ``node_finished`` event, the state change, the token's move and the next attempt's start
-        (or the terminal reached) go in one commit. Anything else (a failure, a cancel, a park,
-        an output without a fast move, open joins, node anchors, parks to close, compare-and-set
+        (or the terminal reached, or, for a move to a join, the token's arrival there: what
+        :meth:`_join` would commit next, when nothing is judged in between) go in one commit.
+        Anything else (a failure, a cancel, a park, an output without a fast move, a move to a
+        task or a terminal while joins are open, node anchors, parks to close, compare-and-set
         conditions, a parked run, a hook, a busy commit lock) is handed to the general path
         where it arises, with the same values, so the history and the state are the same
         either way. Returns what :meth:`_drive` goes on with, as a placement handler does.
@@ -1580,7 +1591,7 @@ class RunExecutor:
             if (
                 move is None
                 or token.data
-                or self._joins
+                or (self._joins and not move.join)
                 or self._anchors
                 or self._closing
                 or self._expect
@@ -1625,6 +1636,16 @@ class RunExecutor:
                     starting.add(tid)
                     data = {"visit": visit, "node": move.node, "deadline": None}
                     events.append(EventRecord("node_started", run_id, now, target, 1, tid, data))
+                elif move.join:
+                    if token.lineage and not self._note_would_hit(token, target):
+                        # The token arrives at the join in the same commit, as _join records
+                        # it (nothing is evaluated between the move and the arrival).
+                        arrival = self._arrive(token, target)
+                        events.append(
+                            EventRecord("join_arrived", run_id, now, target, 1, tid, arrival)
+                        )
+                    else:
+                        token.status = S.READY  # it arrives at the join in the next step
                 else:
                     token.status = S.DONE
                     data = {"outcome": move.outcome}
@@ -1648,6 +1669,16 @@ class RunExecutor:
             finally:
                 lock.release()
             self._route_ok = True
+            if move.join:
+                if token.status is S.ARRIVED:
+                    # What _join does after its commit.
+                    await self._evaluate_joins()
+                    return None
+                # What _route does after a move to a join, then back to _drive, which goes on
+                # to _join.
+                if self._joins and self._note_moves((token,)):
+                    await self._evaluate_joins()
+                return token
             if move.node is None:
                 self.tokens.pop(tid, None)
                 self._terminals.append(target)
@@ -1925,20 +1956,37 @@ class RunExecutor:
         if not token.lineage:
             ev = self.event(EventKind.JOIN_FIRED, token, data={"output": "success", "arrived": 1})
             return await self._route(token, p, "success", event=ev)
-        split, branch, count = token.lineage[-1]
-        group = self._joins.get((p.id, split))
-        if group is None:
-            group = self._joins[(p.id, split)] = _JoinGroup(p.id, split, count)
-        token.status = S.ARRIVED
-        group.arrived.append(token)
-        group.branches.add(branch)
-        ev = self.event(EventKind.JOIN_ARRIVED, token, data={"branch": branch, "split": split})
+        ev = self.event(EventKind.JOIN_ARRIVED, token, data=self._arrive(token, p.id))
         if not await self.commit(
             Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
         ):
             return None
         await self._evaluate_joins()
         return None
+
+    def _arrive(self, token: TokenRecord, join: str) -> dict[str, Any]:
+        """Count ``token`` (with a lineage) as arrived at ``join`` in its innermost split's group;
+        returns the ``join_arrived`` event's data."""
+        split, branch, count = token.lineage[-1]
+        group = self._joins.get((join, split))
+        if group is None:
+            group = self._joins[(join, split)] = _JoinGroup(join, split, count)
+        token.status = S.ARRIVED
+        group.arrived.append(token)
+        group.branches.add(branch)
+        return {"branch": branch, "split": split}
+
+    def _note_would_hit(self, token: TokenRecord, placement: str) -> bool:
+        """Whether :meth:`_note_moves` would mark a join group (so evaluate the joins) for
+        ``token`` moved to ``placement``; it changes nothing."""
+        for group in self._joins.values():
+            if group.fired or first_branch(token, group.split) < 0:
+                continue
+            if group.dirty or not (
+                placement == group.join or self.plan.can_reach(placement, group.join)
+            ):
+                return True
+        return False
 
     def _expect_joins(
         self,
@@ -1982,9 +2030,13 @@ class RunExecutor:
             p = self.plan.placements[group.join]
             assert isinstance(p, Join)
             branches = group.branches
-            need = {JoinMode.ALL: group.count, JoinMode.FIRST: 1, JoinMode.QUORUM: p.quorum or 1}[
-                p.mode
-            ]
+            mode = p.mode
+            if mode == JoinMode.ALL:
+                need = group.count
+            elif mode == JoinMode.FIRST:
+                need = 1
+            else:
+                need = p.quorum or 1
             if len(branches) >= need:
                 output = "success"
             elif not group.dirty:
