@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.model.flow import Flow
+from flowtide.model.graphs import reach
 from flowtide.model.placements import (
     PARKED_OUTPUT,
     AnyPlacement,
@@ -116,16 +117,8 @@ class FlowPlan:
         )
         plan._plan_fast()
         succ = {p.id: p.successors() for p in flow.placements}
-        for start in succ:
-            seen: set[str] = set()
-            stack = list(succ[start])
-            while stack:
-                q = stack.pop()
-                if q in seen:
-                    continue
-                seen.add(q)
-                stack.extend(succ.get(q, ()))
-            plan.reach[start] = frozenset(seen)
+        for start, onward in succ.items():
+            plan.reach[start] = frozenset(reach(succ, onward))
         return plan
 
     def _plan_fast(self) -> None:

@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 
 from flowtide.errors import Problem
+from flowtide.model.graphs import reach
 from flowtide.model.placements import KIND_NAMES, Join, JoinMode, Phase, Terminal
 from flowtide.validation.pointers import pointer
 from flowtide.validation.subject import Subject
@@ -173,15 +174,3 @@ def _successors(subject: Subject) -> Mapping[str, set[str]]:
     for source, _output, target in subject.edges():
         graph[source].add(target)
     return graph
-
-
-def reach(graph: Mapping[str, set[str]], start: Iterable[str]) -> set[str]:
-    seen: set[str] = set()
-    stack = list(start)
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        stack.extend(graph.get(current, ()))
-    return seen

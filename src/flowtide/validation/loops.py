@@ -12,9 +12,9 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 
 from flowtide.errors import Problem
+from flowtide.model.graphs import reach
 from flowtide.model.placements import PARKED_OUTPUT, AnyPlacement, Join, JoinMode, Task, Wait
 from flowtide.model.settings import TimeoutAnchor
-from flowtide.validation.graph import reach
 from flowtide.validation.subject import Subject
 
 _GLOBAL_ANCHORS = frozenset({TimeoutAnchor.NODE, TimeoutAnchor.INSTANCE})
