@@ -65,7 +65,7 @@ from flowtide.engine.process import run_in_process
 from flowtide.engine.reducers import StateMerger, copy_state
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
-from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
+from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
 from flowtide.model.placements import (
     PARKED_OUTPUT,
     RESERVED_OUTPUTS,
@@ -953,15 +953,7 @@ class RunExecutor:
         if scope.cancellation is not None:
             scope.close()
             return Attempt("cancelled", cancellation=scope.cancellation)
-        own_timeout = False
-        handle = None
-        if deadline is not None:
-
-            def on_deadline() -> None:
-                nonlocal own_timeout
-                own_timeout = scope.cancel(CancelReason.NODE_TIMEOUT, deadline)
-
-            handle = self.clock.call_at(deadline, on_deadline)
+        window = ScopeDeadline(self.clock, scope, deadline)
         ctx = NodeContext(
             state=copy_state(state),
             run_id=self.run.id,
@@ -1016,12 +1008,11 @@ class RunExecutor:
                 except Cancelled:
                     pass
         finally:
-            if handle is not None:
-                handle.cancel()
+            window.disarm()
             scope.close()
             self._running.pop(key, None)
         if scope.cancellation is not None:
-            if own_timeout:
+            if window.fired:
                 return Attempt("timeout", deadline=deadline, cancellation=scope.cancellation)
             return Attempt("cancelled", cancellation=scope.cancellation)
         if error is not None:
@@ -2251,15 +2242,7 @@ class RunExecutor:
         if deadline is not None and deadline <= now:
             return Attempt("timeout", deadline=deadline), None
         scope = (parent or self.root).child(placement)
-        own_timeout = False
-        handle = None
-        if deadline is not None:
-
-            def on_deadline() -> None:
-                nonlocal own_timeout
-                own_timeout = scope.cancel(CancelReason.NODE_TIMEOUT, deadline)
-
-            handle = self.clock.call_at(deadline, on_deadline)
+        window = ScopeDeadline(self.clock, scope, deadline)
         self._running[key] = (placement, scope)
         try:
             child = await self.engine._start_child(self, flow_id, state, scope, token, item)
@@ -2279,12 +2262,11 @@ class RunExecutor:
         except Exception as exc:
             return Attempt("error", error=exc), None
         finally:
-            if handle is not None:
-                handle.cancel()
+            window.disarm()
             scope.close()
             self._running.pop(key, None)
         if scope.cancellation is not None:
-            if own_timeout:
+            if window.fired:
                 return Attempt("timeout", deadline=deadline), result
             return Attempt("cancelled", cancellation=scope.cancellation), result
         return Attempt("ok", output="success"), result

@@ -22,7 +22,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flowtide.clock import Clock, TimerHandle
 
 
 class CancelReason(StrEnum):
@@ -193,3 +196,30 @@ def _current_task() -> asyncio.Task[object] | None:
         return asyncio.current_task()
     except RuntimeError:
         return None
+
+
+class ScopeDeadline:
+    """A scope's own window: at ``deadline`` the clock cancels the scope (``node_timeout``).
+
+    :attr:`fired` is true when that cancel was the scope's first, i.e. the attempt ended by its
+    own timeout and not by a cancel from above that came earlier. :meth:`disarm` when the
+    attempt is over, whatever its end.
+    """
+
+    __slots__ = ("_handle", "_scope", "fired")
+
+    def __init__(self, clock: Clock, scope: CancelScope, deadline: datetime | None) -> None:
+        self._scope = scope
+        self.fired = False
+        self._handle: TimerHandle | None = None
+        if deadline is not None:
+            at = deadline
+
+            def fire() -> None:
+                self.fired = scope.cancel(CancelReason.NODE_TIMEOUT, at)
+
+            self._handle = clock.call_at(at, fire)
+
+    def disarm(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
