@@ -6,14 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from flowtide.authoring.nodes import NodeImplementation
-from flowtide.model.flow import Flow
+from flowtide.model.flow import Flow, node_ref
 from flowtide.model.graphs import reach
 from flowtide.model.placements import (
     PARKED_OUTPUT,
     AnyPlacement,
     Join,
-    Phase,
-    Scatter,
     Task,
     Terminal,
 )
@@ -81,25 +79,20 @@ class FlowPlan:
     def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
         plan = cls(flow, {p.id: p for p in flow.placements})
         for p in flow.placements:
-            ref: str | None = None
-            if isinstance(p, Task | Phase):
-                ref = p.node
-            elif isinstance(p, Scatter) and p.body.node is not None:
-                ref = p.body.node
-            base = _EMPTY
+            ref = node_ref(p)
             base_impl = _EMPTY
+            # Where each setting comes from, nearest layer last (for explain).
             layers: list[tuple[str, NodeSettings | None]] = []
             if ref is not None:
                 impl = resolve(ref)
                 plan.impls[p.id] = impl
-                base = base_impl = impl.type.settings
-                layers.append(("implementation default", base))
+                base_impl = impl.type.settings
+                layers.append(("implementation default", base_impl))
                 declared = flow.node_type(ref)
                 if declared is not None:
-                    base = base.overlay(declared.settings)
                     layers.append(("node type", declared.settings))
             layers.append(("placement", p.node_settings()))
-            plan.settings[p.id] = base.overlay(p.node_settings())
+            plan.settings[p.id] = flow.settings_at(p, defaults=base_impl)
             sources: dict[str, str] = {}
             for name, layer in layers:
                 if layer is None:
