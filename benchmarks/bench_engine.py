@@ -19,6 +19,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypedDict
 
+from machine import describe
+
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Engine, NodeContext
 from flowtide.model import Flow
@@ -152,6 +154,7 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", choices=("chain", "split"), default=None)
     parser.add_argument("--kinds", nargs="+", choices=tuple(KINDS), default=None)
     args = parser.parse_args()
+    print(describe(), flush=True)
     print(
         f"{'shape':<8} {'nodes':<7} {'flowtide us/step':>17} {'langgraph us/step':>18} {'ratio':>7}"
     )

@@ -25,6 +25,8 @@ import time
 from datetime import datetime
 from typing import Any
 
+from machine import describe
+
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Engine, NodeContext, Park
 from flowtide.model import Flow
@@ -172,6 +174,7 @@ async def main() -> None:
         "--scenarios", nargs="*", default=["park", "all", "few"], choices=["park", "all", "few"]
     )
     args = parser.parse_args()
+    print(describe(), flush=True)
     if args.gc_threshold:
         gc.set_threshold(args.gc_threshold, 50, 100)
     if "park" in args.scenarios:
