@@ -12,6 +12,7 @@ from flowtide.model.placements import (
     PARKED_OUTPUT,
     AnyPlacement,
     Join,
+    JoinMode,
     Task,
     Terminal,
 )
@@ -73,6 +74,12 @@ class FlowPlan:
     has no window to resolve and nothing to arm."""
     fast: dict[str, FastTask] = field(default_factory=dict)
     """Plain tasks (see :class:`FastTask`), by placement id."""
+    join_needs: dict[str, int] = field(default_factory=dict)
+    """Join placement id -> how many branches fire it ``success``: 1 (``first``), the quorum;
+    0 for ``all`` (every branch of the split: the split's count)."""
+    started: dict[str, str] = field(default_factory=dict)
+    """Task placement id -> the node it runs, for the tasks with no window and no timers: an
+    attempt's start there is the token marked running and its ``node_started`` event."""
     _joins: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
@@ -109,6 +116,16 @@ class FlowPlan:
             pid for pid, st in plan.settings.items() if st.timeout is None and not st.timers
         )
         plan._plan_fast()
+        for p in flow.placements:
+            if isinstance(p, Join):
+                if p.mode == JoinMode.ALL:
+                    plan.join_needs[p.id] = 0
+                elif p.mode == JoinMode.FIRST:
+                    plan.join_needs[p.id] = 1
+                else:
+                    plan.join_needs[p.id] = p.quorum or 1
+            elif isinstance(p, Task) and p.id in plan.unarmed:
+                plan.started[p.id] = plan.impls[p.id].id
         succ = {p.id: p.successors() for p in flow.placements}
         for start, onward in succ.items():
             plan.reach[start] = frozenset(reach(succ, onward))
