@@ -33,12 +33,19 @@ def start(
     Returns None when it finished (its result is dropped; an exception it raised propagates to
     the caller), else the task that runs the rest of it.
     """
+    global handoffs
     context = contextvars.copy_context()
     try:
         pending = context.run(coro.send, None)
     except StopIteration:
         return None
+    handoffs += 1
     return loop.create_task(_Rest(coro, pending), context=context)
+
+
+handoffs = 0
+"""How many coroutines :func:`start` has handed to a task so far: code that keeps the current
+task in a variable across awaits can tell cheaply whether it may run in another task now."""
 
 
 class _Rest(Coroutine[Any, Any, Any]):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from flowtide.authoring.nodes import NodeImplementation
@@ -46,6 +46,7 @@ class FastTask:
     The executor's fast path runs such a task's attempt and, for an output in ``moves``, its
     token's move, in one function (see ``RunExecutor._fast_task``)."""
 
+    task: Task
     impl: NodeImplementation
     outputs: frozenset[str]
     """The node's declared outputs but ``parked`` (which parks the token)."""
@@ -81,6 +82,7 @@ class FlowPlan:
     """Task placement id -> the node it runs, for the tasks with no window and no timers: an
     attempt's start there is the token marked running and its ``node_started`` event."""
     _joins: dict[str, frozenset[str]] = field(default_factory=dict)
+    _split_joins: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
@@ -152,10 +154,21 @@ class FlowPlan:
             # ``parked`` is not a plain output: returning it parks the token.
             plain = frozenset(impl.outputs) - {PARKED_OUTPUT}
             only = impl.outputs[0] if len(impl.outputs) == 1 and plain else None
-            self.fast[p.id] = FastTask(impl, plain, only, moves)
+            self.fast[p.id] = FastTask(p, impl, plain, only, moves)
 
     def can_reach(self, source: str, target: str) -> bool:
         return target in self.reach.get(source, frozenset())
+
+    def joins_of(self, targets: Sequence[str]) -> tuple[str, ...]:
+        """The joins of :meth:`joins_from` for each of a split's ``targets``, in that order,
+        each once (computed once per list of targets)."""
+        key = tuple(targets)
+        found = self._split_joins.get(key)
+        if found is None:
+            found = self._split_joins[key] = tuple(
+                dict.fromkeys(j for t in key for j in self.joins_from(t))
+            )
+        return found
 
     def joins_from(self, placement: str) -> frozenset[str]:
         """The joins a token at ``placement`` may arrive at matched on its innermost split:

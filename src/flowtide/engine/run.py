@@ -35,6 +35,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from flowtide.authoring.nodes import NodeImplementation
+from flowtide.engine import eager as eager_start
 from flowtide.engine.context import NodeContext
 from flowtide.engine.deadlines import (
     attempt_deadline,
@@ -773,11 +774,18 @@ class RunExecutor:
     async def _drive(self, token: TokenRecord | None, eager: bool = False) -> None:
         """Drive ``token`` placement after placement. ``eager``: started by
         :meth:`_start_branches` (the task it may end in is not this coroutine's to discard)."""
+        plan = self.plan
+        placements = plan.placements
+        fasts = plan.fast
         try:
             while token is not None:
                 if self._end is not None or token.status is S.CANCELLED:
                     return
-                p = self.plan.placements[token.placement]
+                fast = fasts.get(token.placement)
+                if fast is not None and token.id in self._prestarted and not self.engine.hooks:
+                    token = await self._fast_task(token, fast.task, fast)  # as _task would
+                    continue
+                p = placements[token.placement]
                 token = await _HANDLERS[p.kind](self, token, p)
         except asyncio.CancelledError:
             if not self._closed:
@@ -1562,7 +1570,7 @@ class RunExecutor:
     async def _task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
         fast = self.plan.fast.get(p.id)
         if fast is not None and token.id in self._prestarted and not self.engine.hooks:
-            return await self._fast_task(token, p, fast)
+            return await self._fast_task(token, fast.task, fast)
         impl = self.plan.impls[p.id]
         settings = self.plan.settings[p.id]
         return await self._node_step(token, p, impl, settings)
@@ -1585,7 +1593,9 @@ class RunExecutor:
         where it arises, with the same values, so the history and the state are the same
         either way. Returns what :meth:`_drive` goes on with, as a placement handler does.
         """
-        current_task = asyncio.current_task
+        # The task this runs in: another one only after an eager start handed it over.
+        task = asyncio.current_task()
+        handoffs = eager_start.handoffs
         plan = self.plan
         running = self._running
         prestarted = self._prestarted
@@ -1625,7 +1635,10 @@ class RunExecutor:
                 # bound to the task running this step; when the step was started eagerly and the
                 # node suspends, it is bound to the task that takes over (_start_branches), so
                 # the task to release is the one bound at the end.
-                scope._task = current_task()
+                if eager_start.handoffs != handoffs:
+                    task = asyncio.current_task()
+                    handoffs = eager_start.handoffs
+                scope._task = task
                 try:
                     try:
                         if impl.is_async:
@@ -2121,12 +2134,11 @@ class RunExecutor:
     ) -> None:
         """Open an (empty) join group for every join the branches of ``split`` may arrive at,
         so that a join none of them reaches routes ``empty`` once none can arrive any more."""
-        for placement in placements:
-            for join in self.plan.joins_from(placement):
-                if (join, split) not in self._joins:
-                    self._joins[(join, split)] = _JoinGroup(
-                        join, split, count, dirty=False, lineage=lineage
-                    )
+        for join in self.plan.joins_of(placements):
+            if (join, split) not in self._joins:
+                self._joins[(join, split)] = _JoinGroup(
+                    join, split, count, dirty=False, lineage=lineage
+                )
 
     def _note_moves(self, tokens: Sequence[TokenRecord], ended: bool = False) -> bool:
         """Mark join groups that may have lost a branch through these tokens; True if any."""
