@@ -136,3 +136,22 @@ async def test_the_first_step_runs_in_a_copy_of_the_context_the_task_keeps() -> 
     assert seen.get() == "unset"  # the caller's context is untouched
     fut.set_result(None)
     assert await task == "branch"
+
+
+async def test_the_home_task_is_known_during_a_first_step_it_was_given() -> None:
+    loop = asyncio.get_running_loop()
+    me = asyncio.current_task()
+    fut: asyncio.Future[None] = loop.create_future()
+    homes: list[object] = []
+
+    async def looks() -> None:
+        homes.append(eager.home)
+        await fut
+        homes.append(eager.home)  # in its own task now: nobody told it
+
+    task = eager.start(looks(), loop, me)
+    assert eager.home is None
+    assert task is not None
+    fut.set_result(None)
+    await task
+    assert homes == [me, None]

@@ -308,3 +308,22 @@ async def test_the_benchmark_split_shape_gives_the_same_history_on_both_paths(
         ("terminal_reached", "end"),
         ("run_finished", None),
     ]
+
+
+@node(outputs=["done"])
+def threaded(ctx: NodeContext) -> Output:
+    return Output("done", update={"visited": [ctx.placement]})
+
+
+async def test_a_branch_whose_node_runs_in_a_thread_gets_its_task_at_once() -> None:
+    # Its node always suspends (a worker thread): it is not started eagerly; the history is
+    # the same on both paths, and the branches on the loop finish first, in order.
+    flow = split_of([instant, threaded, sleeps, inline, threaded])
+    handoffs = eager_module.handoffs
+    fast, _ = await _run(flow, hooked=False)
+    assert eager_module.handoffs - handoffs == 1  # only the sleeper
+    slow, _ = await _run(flow, hooked=True)
+    assert fast == slow
+    finished = [e[2] for e in fast[-1] if e[0] == "node_finished" and e[2].startswith("b")]
+    assert finished[:2] == ["b0", "b3"]
+    assert sorted(finished[2:4]) == ["b1", "b4"] and finished[4] == "b2"

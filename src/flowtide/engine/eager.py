@@ -26,22 +26,33 @@ from typing import Any
 
 
 def start(
-    coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop
+    coro: Coroutine[Any, Any, Any],
+    loop: asyncio.AbstractEventLoop,
+    task: asyncio.Task[Any] | None = None,
 ) -> asyncio.Task[Any] | None:
-    """Run ``coro`` until it finishes or first suspends, in the current task.
+    """Run ``coro`` until it finishes or first suspends, in the current task (``task``, when
+    the caller knows it: :data:`home` is that task during the step).
 
     Returns None when it finished (its result is dropped; an exception it raised propagates to
     the caller), else the task that runs the rest of it.
     """
-    global handoffs
+    global handoffs, home
     context = contextvars.copy_context()
+    outer = home
+    home = task
     try:
         pending = context.run(coro.send, None)
     except StopIteration:
         return None
+    finally:
+        home = outer
     handoffs += 1
     return loop.create_task(_Rest(coro, pending), context=context)
 
+
+home: asyncio.Task[Any] | None = None
+"""The current task while :func:`start` runs a first step it was told the task of (else None):
+saves that step asking asyncio for it."""
 
 handoffs = 0
 """How many coroutines :func:`start` has handed to a task so far: code that keeps the current

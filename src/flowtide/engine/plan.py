@@ -78,11 +78,15 @@ class FlowPlan:
     join_needs: dict[str, int] = field(default_factory=dict)
     """Join placement id -> how many branches fire it ``success``: 1 (``first``), the quorum;
     0 for ``all`` (every branch of the split: the split's count)."""
+    off_loop: frozenset[str] = frozenset()
+    """Placements whose node runs off the event loop (a worker thread, a subprocess): an
+    attempt there always suspends, so a branch reaching one is not started eagerly."""
     started: dict[str, str] = field(default_factory=dict)
     """Task placement id -> the node it runs, for the tasks with no window and no timers: an
     attempt's start there is the token marked running and its ``node_started`` event."""
     _joins: dict[str, frozenset[str]] = field(default_factory=dict)
     _split_joins: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
+    _reaches: dict[tuple[str, ...], bool] = field(default_factory=dict)
 
     @classmethod
     def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
@@ -118,6 +122,11 @@ class FlowPlan:
             pid for pid, st in plan.settings.items() if st.timeout is None and not st.timers
         )
         plan._plan_fast()
+        plan.off_loop = frozenset(
+            pid
+            for pid, impl in plan.impls.items()
+            if not impl.is_async and impl.execution in ("thread", "process")
+        )
         for p in flow.placements:
             if isinstance(p, Join):
                 if p.mode == JoinMode.ALL:
@@ -167,6 +176,18 @@ class FlowPlan:
         if found is None:
             found = self._split_joins[key] = tuple(
                 dict.fromkeys(j for t in key for j in self.joins_from(t))
+            )
+        return found
+
+    def reaches_joins(self, targets: Sequence[str]) -> bool:
+        """Whether every one of a split's ``targets`` is, or can reach, every join of
+        :meth:`joins_of` (computed once per list of targets)."""
+        key = tuple(targets)
+        found = self._reaches.get(key)
+        if found is None:
+            joins = self.joins_of(key)
+            found = self._reaches[key] = all(
+                t == j or self.can_reach(t, j) for t in key for j in joins
             )
         return found
 

@@ -1,7 +1,10 @@
 """The run executor: drives one run's tokens through its flow on the event loop.
 
-Each live token is driven by one asyncio task, placement after placement; a parallel split
-starts a task per new branch, so independent branches really run at the same time. Waiting
+Each live token is driven by one asyncio task, placement after placement. A parallel split
+starts its branches in order, each eagerly in the splitting task (see
+:mod:`flowtide.engine.eager`): a branch that runs to its end without suspending needs no task;
+one that suspends (or whose node runs in a thread or a process) gets a task of its own, so
+independent branches really run at the same time. Waiting
 tokens (waits, retry backoffs) and parked tokens have no task at all: their due instants (a
 wait, a backoff, a park deadline, escalation timers) are in the store, and the engine's sweeper
 hands them back here when they are due; a signal hands a parked token back too.
@@ -816,9 +819,14 @@ class RunExecutor:
         home = asyncio.current_task()
         loop = asyncio.get_running_loop()
         running = self._running
+        off_loop = self.plan.off_loop
         for t in tokens:
+            if t.placement in off_loop:
+                # Its node always suspends (a thread, a process): a task at once, as before.
+                self.spawn(t)
+                continue
             try:
-                task = start_eager(self._drive(t, True), loop)
+                task = start_eager(self._drive(t, True), loop, home)
             except asyncio.CancelledError:
                 continue  # the node raised it itself: a spawned branch would end so, silently
             if task is None:
@@ -980,14 +988,21 @@ class RunExecutor:
                 self._outcome = q.outcome
         for key in released:
             self._anchors.pop(key, None)
+        # A split whose every branch can reach every join it opened marks none of those
+        # groups: the others (of enclosing splits) are looked at as for any move.
+        note = bool(self._joins) and (
+            split_id is None
+            or not self.plan.reaches_joins(targets)
+            or any(g.split != split_id for g in self._joins.values())
+        )
         if eager and len(nxt) > 1:
-            if self._joins and self._note_moves(nxt):
+            if note and self._note_moves(nxt):
                 await self._evaluate_joins()
             self._start_branches(nxt)
             return None
         for other in nxt[1:]:
             self.spawn(other)
-        if self._joins and self._note_moves(nxt):
+        if note and self._note_moves(nxt):
             await self._evaluate_joins()
         return nxt[0] if nxt else None
 
@@ -1594,7 +1609,7 @@ class RunExecutor:
         either way. Returns what :meth:`_drive` goes on with, as a placement handler does.
         """
         # The task this runs in: another one only after an eager start handed it over.
-        task = asyncio.current_task()
+        task = eager_start.home or asyncio.current_task()
         handoffs = eager_start.handoffs
         plan = self.plan
         running = self._running
@@ -2116,12 +2131,19 @@ class RunExecutor:
     def _note_would_hit(self, token: TokenRecord, placement: str) -> bool:
         """Whether :meth:`_note_moves` would mark a join group (so evaluate the joins) for
         ``token`` moved to ``placement``; it changes nothing."""
+        reach = self.plan.reach
+        lineage = token.lineage
         for group in self._joins.values():
-            if group.fired or first_branch(token, group.split) < 0:
+            if group.fired:
                 continue
-            if group.dirty or not (
-                placement == group.join or self.plan.can_reach(placement, group.join)
-            ):
+            split = group.split
+            for frame in lineage:  # first_branch(token, split) >= 0, inline (once per branch)
+                if frame[0] == split:
+                    break
+            else:
+                continue
+            join = group.join
+            if group.dirty or not (placement == join or join in reach.get(placement, ())):
                 return True
         return False
 
