@@ -327,3 +327,37 @@ async def test_a_branch_whose_node_runs_in_a_thread_gets_its_task_at_once() -> N
     finished = [e[2] for e in fast[-1] if e[0] == "node_finished" and e[2].startswith("b")]
     assert finished[:2] == ["b0", "b3"]
     assert sorted(finished[2:4]) == ["b1", "b4"] and finished[4] == "b2"
+
+
+async def test_a_branch_that_splits_again_queues_its_branches_behind_the_others() -> None:
+    # x splits into x1 and x2 while y (of the outer split) waits for its start: x1 goes on at
+    # once, x2 comes after y, as their tasks ran before branches were started eagerly; the
+    # inner join's token then arrives at the outer join.
+    flow = (
+        FlowBuilder("urn:test:flow:eager-nested")
+        .task("fork", mark, {"done": ["x", "y"]})
+        .task("x", mark, {"done": ["x1", "x2"]})
+        .task("x1", instant, {"done": "j2"})
+        .task("x2", inline, {"done": "j2"})
+        .join("j2", "all", {"success": "j"})
+        .task("y", instant, {"done": "j"})
+        .join("j", "all", {"success": "end"})
+        .terminal("end")
+        .reducer("visited", "extend")
+        .build()
+    )
+    fast, _ = await _run(flow, hooked=False)
+    slow, _ = await _run(flow, hooked=True)
+    assert fast == slow
+    steps = [(e[0], e[2]) for e in fast[-1] if e[0] in ("node_finished", "join_arrived")]
+    assert steps == [
+        ("node_finished", "fork"),
+        ("node_finished", "x"),
+        ("node_finished", "x1"),
+        ("join_arrived", "j2"),
+        ("node_finished", "y"),
+        ("join_arrived", "j"),
+        ("node_finished", "x2"),
+        ("join_arrived", "j2"),
+        ("join_arrived", "j"),
+    ]

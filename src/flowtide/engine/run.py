@@ -231,6 +231,10 @@ class RunExecutor:
         is not registered in ``_running`` yet: an interrupting timer firing then is kept for the
         scope (``token.data["interrupt"]``) instead of being lost."""
         self._joins: dict[tuple[str, str], _JoinGroup] = {}
+        self._queue: collections.deque[TokenRecord] = collections.deque()
+        """Tokens waiting for their eager start, in the order their tasks would have run."""
+        self._home: asyncio.Task[Any] | None = None
+        """The task draining ``_queue`` while it does (see :meth:`_start_branches`)."""
         self._visits: dict[str, int] = {}
         self._ids = itertools.count(1)
         self._lock = _StepLock()
@@ -404,6 +408,11 @@ class RunExecutor:
         return n
 
     def spawn(self, token: TokenRecord) -> None:
+        if self._home is not None:
+            # Branches are being started eagerly in this task (_start_branches): queued behind
+            # them, as this task would have been on the loop.
+            self._queue.append(token)
+            return
         task = asyncio.get_running_loop().create_task(self._drive(token))
         self._tasks.add(task)
 
@@ -808,36 +817,52 @@ class RunExecutor:
         self._maybe_drained()
 
     def _start_branches(self, tokens: Sequence[TokenRecord]) -> None:
-        """Start the branches of a split, in order, each eagerly in this task (see
-        :mod:`flowtide.engine.eager`): a branch runs until it ends or first suspends, and only a
-        branch that suspends gets a task of its own, which its node's cancel scope is bound to.
+        """Start the branches of a split eagerly in this task (see :mod:`flowtide.engine.eager`):
+        a branch runs until it ends or first suspends, and only a branch that suspends gets a
+        task of its own, which its node's cancel scope is bound to.
 
-        The order is the one spawning gave (the first branch went on in the splitting task, the
-        others' tasks ran in creation order), only without letting unrelated ready callbacks
-        run between one branch's first step and the next.
+        The order is the one spawning gave: the first branch goes on at once (it went on in the
+        splitting task), the others are queued behind what is already queued (their tasks ran
+        in creation order). A queue drained by the outermost call in this task stands for the
+        loop's ready queue: a branch that splits again, or a join that fires, queues behind
+        it, as its task would have been (see :meth:`spawn`).
         """
-        home = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        running = self._running
-        off_loop = self.plan.off_loop
-        for t in tokens:
-            if t.placement in off_loop:
-                # Its node always suspends (a thread, a process): a task at once, as before.
-                self.spawn(t)
-                continue
-            try:
-                task = start_eager(self._drive(t, True), loop, home)
-            except asyncio.CancelledError:
-                continue  # the node raised it itself: a spawned branch would end so, silently
-            if task is None:
-                continue
-            self._tasks.add(task)
-            task.add_done_callback(self._branch_done)
-            # Nothing ran since the branch suspended: its node's scope, bound to this task
-            # during the first step, is bound to the task that runs the node from now on.
-            attempt = running.get(t.id)
-            if attempt is not None and attempt[1]._task is home:
-                attempt[1]._task = task
+        queue = self._queue
+        queue.extend(tokens[1:])
+        home = self._home
+        if home is not None:
+            # Within a drain (this task, synchronously): it starts the queued ones in turn.
+            self._start_branch(tokens[0], home)
+            return
+        home = self._home = asyncio.current_task()
+        try:
+            self._start_branch(tokens[0], home)
+            while queue:
+                if self._closed:
+                    break
+                self._start_branch(queue.popleft(), home)
+        finally:
+            self._home = None
+            queue.clear()
+
+    def _start_branch(self, t: TokenRecord, home: asyncio.Task[Any] | None) -> None:
+        if t.placement in self.plan.off_loop:
+            # Its node always suspends (a thread, a process): a task at once, as before.
+            self._tasks.add(asyncio.get_running_loop().create_task(self._drive(t)))
+            return
+        try:
+            task = start_eager(self._drive(t, True), asyncio.get_running_loop(), home)
+        except asyncio.CancelledError:
+            return  # the node raised it itself: a spawned branch would end so, silently
+        if task is None:
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._branch_done)
+        # Nothing ran since the branch suspended: its node's scope, bound to this task during
+        # the first step, is bound to the task that runs the node from now on.
+        attempt = self._running.get(t.id)
+        if attempt is not None and attempt[1]._task is home:
+            attempt[1]._task = task
 
     async def _route(
         self,
