@@ -1622,8 +1622,9 @@ class RunExecutor:
 
         Each step does what :meth:`_node_step`, :meth:`invoke`, :meth:`_after_attempt`,
         :meth:`_route` and :meth:`commit` do for this case, in one function: the node runs in its
-        own child scope of the run's root scope (registered in ``_running``, bound to this task,
-        so a run deadline or an abort cancels it as on the general path), and the
+        own child scope of the run's root scope (registered in ``_running``, bound to the task
+        running it: this one, or the one an eager start hands a suspended branch to; so a run
+        deadline or an abort cancels it as on the general path), and the
         ``node_finished`` event, the state change, the token's move and the next attempt's start
         (or the terminal reached, or, for a move to a join, the token's arrival there: what
         :meth:`_join` would commit next, when nothing is judged in between) go in one commit.
