@@ -361,3 +361,22 @@ async def test_a_branch_that_splits_again_queues_its_branches_behind_the_others(
         ("join_arrived", "j2"),
         ("join_arrived", "j"),
     ]
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
+@pytest.mark.parametrize("turns", [1, 3], ids=["before-first-step", "waiting"])
+async def test_closing_the_engine_stops_the_suspended_branches(hooked: bool, turns: int) -> None:
+    # The tasks of the branches that suspended are the engine's to stop, also before they
+    # first ran: their nodes observe it where they wait.
+    OBSERVED.clear()
+    flow = split_of(MIXED)
+    async with running(autojump=False, hooks=_hooks(hooked)) as (engine, _clock):
+        handle = await engine.start(flow)
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        await engine.close()
+        with pytest.raises(Exception, match="closed"):
+            await handle.result()
+    # (One loop turn: the run's task split and handed the sleepers over; their tasks had not
+    # run yet.)
+    assert sorted(OBSERVED) == ["b1: None", "b4: None", "b6: None"]
