@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from flowtide.authoring.nodes import NodeImplementation
@@ -12,6 +12,7 @@ from flowtide.model.placements import (
     PARKED_OUTPUT,
     AnyPlacement,
     Join,
+    JoinMode,
     Task,
     Terminal,
 )
@@ -45,6 +46,7 @@ class FastTask:
     The executor's fast path runs such a task's attempt and, for an output in ``moves``, its
     token's move, in one function (see ``RunExecutor._fast_task``)."""
 
+    task: Task
     impl: NodeImplementation
     outputs: frozenset[str]
     """The node's declared outputs but ``parked`` (which parks the token)."""
@@ -73,7 +75,18 @@ class FlowPlan:
     has no window to resolve and nothing to arm."""
     fast: dict[str, FastTask] = field(default_factory=dict)
     """Plain tasks (see :class:`FastTask`), by placement id."""
+    join_needs: dict[str, int] = field(default_factory=dict)
+    """Join placement id -> how many branches fire it ``success``: 1 (``first``), the quorum;
+    0 for ``all`` (every branch of the split: the split's count)."""
+    off_loop: frozenset[str] = frozenset()
+    """Placements whose node runs off the event loop (a worker thread, a subprocess): an
+    attempt there always suspends, so a branch reaching one is not started eagerly."""
+    started: dict[str, str] = field(default_factory=dict)
+    """Task placement id -> the node it runs, for the tasks with no window and no timers: an
+    attempt's start there is the token marked running and its ``node_started`` event."""
     _joins: dict[str, frozenset[str]] = field(default_factory=dict)
+    _split_joins: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
+    _reaches: dict[tuple[str, ...], bool] = field(default_factory=dict)
 
     @classmethod
     def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
@@ -109,6 +122,21 @@ class FlowPlan:
             pid for pid, st in plan.settings.items() if st.timeout is None and not st.timers
         )
         plan._plan_fast()
+        plan.off_loop = frozenset(
+            pid
+            for pid, impl in plan.impls.items()
+            if not impl.is_async and impl.execution in ("thread", "process")
+        )
+        for p in flow.placements:
+            if isinstance(p, Join):
+                if p.mode == JoinMode.ALL:
+                    plan.join_needs[p.id] = 0
+                elif p.mode == JoinMode.FIRST:
+                    plan.join_needs[p.id] = 1
+                else:
+                    plan.join_needs[p.id] = p.quorum or 1
+            elif isinstance(p, Task) and p.id in plan.unarmed:
+                plan.started[p.id] = plan.impls[p.id].id
         succ = {p.id: p.successors() for p in flow.placements}
         for start, onward in succ.items():
             plan.reach[start] = frozenset(reach(succ, onward))
@@ -135,10 +163,33 @@ class FlowPlan:
             # ``parked`` is not a plain output: returning it parks the token.
             plain = frozenset(impl.outputs) - {PARKED_OUTPUT}
             only = impl.outputs[0] if len(impl.outputs) == 1 and plain else None
-            self.fast[p.id] = FastTask(impl, plain, only, moves)
+            self.fast[p.id] = FastTask(p, impl, plain, only, moves)
 
     def can_reach(self, source: str, target: str) -> bool:
         return target in self.reach.get(source, frozenset())
+
+    def joins_of(self, targets: Sequence[str]) -> tuple[str, ...]:
+        """The joins of :meth:`joins_from` for each of a split's ``targets``, in that order,
+        each once (computed once per list of targets)."""
+        key = tuple(targets)
+        found = self._split_joins.get(key)
+        if found is None:
+            found = self._split_joins[key] = tuple(
+                dict.fromkeys(j for t in key for j in self.joins_from(t))
+            )
+        return found
+
+    def reaches_joins(self, targets: Sequence[str]) -> bool:
+        """Whether every one of a split's ``targets`` is, or can reach, every join of
+        :meth:`joins_of` (computed once per list of targets)."""
+        key = tuple(targets)
+        found = self._reaches.get(key)
+        if found is None:
+            joins = self.joins_of(key)
+            found = self._reaches[key] = all(
+                t == j or self.can_reach(t, j) for t in key for j in joins
+            )
+        return found
 
     def joins_from(self, placement: str) -> frozenset[str]:
         """The joins a token at ``placement`` may arrive at matched on its innermost split:

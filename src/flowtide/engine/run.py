@@ -1,7 +1,10 @@
 """The run executor: drives one run's tokens through its flow on the event loop.
 
-Each live token is driven by one asyncio task, placement after placement; a parallel split
-starts a task per new branch, so independent branches really run at the same time. Waiting
+Each live token is driven by one asyncio task, placement after placement. A parallel split
+starts its branches in order, each eagerly in the splitting task (see
+:mod:`flowtide.engine.eager`): a branch that runs to its end without suspending needs no task;
+one that suspends (or whose node runs in a thread or a process) gets a task of its own, so
+independent branches really run at the same time. Waiting
 tokens (waits, retry backoffs) and parked tokens have no task at all: their due instants (a
 wait, a backoff, a park deadline, escalation timers) are in the store, and the engine's sweeper
 hands them back here when they are due; a signal hands a parked token back too.
@@ -35,6 +38,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from flowtide.authoring.nodes import NodeImplementation
+from flowtide.engine import eager as eager_start
 from flowtide.engine.context import NodeContext
 from flowtide.engine.deadlines import (
     attempt_deadline,
@@ -42,6 +46,7 @@ from flowtide.engine.deadlines import (
     resolve_window,
     timer_due,
 )
+from flowtide.engine.eager import start as start_eager
 from flowtide.engine.errors import (
     Cancelled,
     DrainedWithoutTerminal,
@@ -226,6 +231,10 @@ class RunExecutor:
         is not registered in ``_running`` yet: an interrupting timer firing then is kept for the
         scope (``token.data["interrupt"]``) instead of being lost."""
         self._joins: dict[tuple[str, str], _JoinGroup] = {}
+        self._queue: collections.deque[TokenRecord] = collections.deque()
+        """Tokens waiting for their eager start, in the order their tasks would have run."""
+        self._home: asyncio.Task[Any] | None = None
+        """The task draining ``_queue`` while it does (see :meth:`_start_branches`)."""
         self._visits: dict[str, int] = {}
         self._ids = itertools.count(1)
         self._lock = _StepLock()
@@ -358,12 +367,52 @@ class RunExecutor:
         self.tokens[t.id] = t
         return t
 
+    def _split_tokens(
+        self, token: TokenRecord, targets: Sequence[str], split: str
+    ) -> list[TokenRecord]:
+        """``token`` (done) and the new tokens of its split, one per target, as
+        :meth:`_new_token` makes them (in one pass: the split's tokens are made at one instant)."""
+        run_id = self.run.id
+        now = self.clock.now()
+        ids = self._ids
+        visits = self._visits
+        tokens = self.tokens
+        lineage = token.lineage
+        n = len(targets)
+        ready = S.READY
+        moved = [token]
+        for i, target in enumerate(targets):
+            visit = visits.get(target, 0) + 1
+            visits[target] = visit
+            t = TokenRecord(
+                f"{run_id}.{next(ids)}",
+                run_id,
+                target,
+                ready,
+                1,
+                visit,
+                (*lineage, (split, i, n)),
+                None,
+                None,
+                now,
+                {},
+                0,
+            )
+            tokens[t.id] = t
+            moved.append(t)
+        return moved
+
     def _next_visit(self, placement: str) -> int:
         n = self._visits.get(placement, 0) + 1
         self._visits[placement] = n
         return n
 
     def spawn(self, token: TokenRecord) -> None:
+        if self._home is not None:
+            # Branches are being started eagerly in this task (_start_branches): queued behind
+            # them, as this task would have been on the loop.
+            self._queue.append(token)
+            return
         task = asyncio.get_running_loop().create_task(self._drive(token))
         self._tasks.add(task)
 
@@ -734,13 +783,21 @@ class RunExecutor:
     # ------------------------------------------------------------------------------------------
     # driving tokens
 
-    async def _drive(self, token: TokenRecord | None) -> None:
-        task = asyncio.current_task()
+    async def _drive(self, token: TokenRecord | None, eager: bool = False) -> None:
+        """Drive ``token`` placement after placement. ``eager``: started by
+        :meth:`_start_branches` (the task it may end in is not this coroutine's to discard)."""
+        plan = self.plan
+        placements = plan.placements
+        fasts = plan.fast
         try:
             while token is not None:
                 if self._end is not None or token.status is S.CANCELLED:
                     return
-                p = self.plan.placements[token.placement]
+                fast = fasts.get(token.placement)
+                if fast is not None and token.id in self._prestarted and not self.engine.hooks:
+                    token = await self._fast_task(token, fast.task, fast)  # as _task would
+                    continue
+                p = placements[token.placement]
                 token = await _HANDLERS[p.kind](self, token, p)
         except asyncio.CancelledError:
             if not self._closed:
@@ -751,8 +808,61 @@ class RunExecutor:
             placement = token.placement if token is not None else None
             self._request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, placement)])
         finally:
-            self._tasks.discard(task)
+            if not eager:
+                self._tasks.discard(asyncio.current_task())
             self._maybe_drained()
+
+    def _branch_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        self._maybe_drained()
+
+    def _start_branches(self, tokens: Sequence[TokenRecord]) -> None:
+        """Start the branches of a split eagerly in this task (see :mod:`flowtide.engine.eager`):
+        a branch runs until it ends or first suspends, and only a branch that suspends gets a
+        task of its own, which its node's cancel scope is bound to.
+
+        The order is the one spawning gave: the first branch goes on at once (it went on in the
+        splitting task), the others are queued behind what is already queued (their tasks ran
+        in creation order). A queue drained by the outermost call in this task stands for the
+        loop's ready queue: a branch that splits again, or a join that fires, queues behind
+        it, as its task would have been (see :meth:`spawn`).
+        """
+        queue = self._queue
+        queue.extend(tokens[1:])
+        home = self._home
+        if home is not None:
+            # Within a drain (this task, synchronously): it starts the queued ones in turn.
+            self._start_branch(tokens[0], home)
+            return
+        home = self._home = asyncio.current_task()
+        try:
+            self._start_branch(tokens[0], home)
+            while queue:
+                if self._closed:
+                    break
+                self._start_branch(queue.popleft(), home)
+        finally:
+            self._home = None
+            queue.clear()
+
+    def _start_branch(self, t: TokenRecord, home: asyncio.Task[Any] | None) -> None:
+        if t.placement in self.plan.off_loop:
+            # Its node always suspends (a thread, a process): a task at once, as before.
+            self._tasks.add(asyncio.get_running_loop().create_task(self._drive(t)))
+            return
+        try:
+            task = start_eager(self._drive(t, True), asyncio.get_running_loop(), home)
+        except asyncio.CancelledError:
+            return  # the node raised it itself: a spawned branch would end so, silently
+        if task is None:
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._branch_done)
+        # Nothing ran since the branch suspended: its node's scope, bound to this task during
+        # the first step, is bound to the task that runs the node from now on.
+        attempt = self._running.get(t.id)
+        if attempt is not None and attempt[1]._task is home:
+            attempt[1]._task = task
 
     async def _route(
         self,
@@ -766,8 +876,13 @@ class RunExecutor:
         extra_events: Sequence[EventRecord] = (),
         due_cleared: Sequence[str] = (),
         answers: Sequence[Any] = (),
+        eager: bool = False,
     ) -> TokenRecord | None:
         """Move ``token`` along ``output`` (a split makes new tokens), committing it all.
+
+        ``eager``: the caller drives ``token`` (a placement handler): the branches of a split
+        are started here, eagerly and in order, and None is returned. Otherwise the first moved
+        token is returned to go on with and the others get tasks of their own.
 
         The token's due entries (park deadline, timers, backoff) are dropped, its open park is
         closed (as moved on, unless the caller closed it already), and node anchors are released
@@ -801,10 +916,7 @@ class RunExecutor:
             n = len(targets)
             token.status = S.DONE
             self.tokens.pop(token.id, None)
-            moved = [
-                self._new_token(t, (*token.lineage, (split, i, n))) for i, t in enumerate(targets)
-            ]
-            moved.insert(0, token)
+            moved = self._split_tokens(token, targets, split)
             self._expect_joins(split, n, token.lineage, targets)
         event.data["to"] = list(targets)
         events = [event, *extra_events]
@@ -838,8 +950,30 @@ class RunExecutor:
             # One commit per step: the move also starts the next attempt of each moved token
             # that arrives at a task (unless a join may still act on it, see _prestartable).
             open_splits = self._open_splits(split_id)
+            started_at = self.plan.started
+            now = self.clock.now()
             for t in nxt:
-                if self._prestartable(t, open_splits):
+                node = started_at.get(t.placement)
+                if node is not None and (
+                    not open_splits or not any(f[0] in open_splits for f in t.lineage)
+                ):
+                    # What _start does for a task with no window and no timers.
+                    t.status = S.RUNNING
+                    self._starting.add(t.id)
+                    t.deadline = None
+                    events.append(
+                        EventRecord(
+                            "node_started",
+                            self.run.id,
+                            now,
+                            t.placement,
+                            t.attempt,
+                            t.id,
+                            {"visit": t.visit, "node": node, "deadline": None},
+                        )
+                    )
+                    prestarted.append(t.id)
+                elif self._prestartable(t, open_splits):
                     q = self.plan.placements[t.placement]
                     impl = self.plan.impls[q.id]
                     started, new_anchors, new_due = self._start(
@@ -879,9 +1013,21 @@ class RunExecutor:
                 self._outcome = q.outcome
         for key in released:
             self._anchors.pop(key, None)
+        # A split whose every branch can reach every join it opened marks none of those
+        # groups: the others (of enclosing splits) are looked at as for any move.
+        note = bool(self._joins) and (
+            split_id is None
+            or not self.plan.reaches_joins(targets)
+            or any(g.split != split_id for g in self._joins.values())
+        )
+        if eager and len(nxt) > 1:
+            if note and self._note_moves(nxt):
+                await self._evaluate_joins()
+            self._start_branches(nxt)
+            return None
         for other in nxt[1:]:
             self.spawn(other)
-        if self._joins and self._note_moves(nxt):
+        if note and self._note_moves(nxt):
             await self._evaluate_joins()
         return nxt[0] if nxt else None
 
@@ -1170,6 +1316,7 @@ class RunExecutor:
         settings: NodeSettings,
         base: Mapping[str, Any],
         attempt: Attempt,
+        eager: bool = False,
     ) -> TokenRecord | None:
         request = attempt.park
         assert request is not None
@@ -1177,7 +1324,9 @@ class RunExecutor:
         anchors, due = self._arm(token, p.id, settings, now)
         if token.deadline is not None and token.deadline <= now:
             timeout = Attempt("timeout", deadline=token.deadline)
-            return await self._after_attempt(token, p, node_id, settings, base, timeout)
+            return await self._after_attempt(
+                token, p, node_id, settings, base, timeout, eager=eager
+            )
         token.status = S.PARKED
         token.epoch += 1
         park = ParkRecord(
@@ -1461,7 +1610,7 @@ class RunExecutor:
     async def _task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
         fast = self.plan.fast.get(p.id)
         if fast is not None and token.id in self._prestarted and not self.engine.hooks:
-            return await self._fast_task(token, p, fast)
+            return await self._fast_task(token, fast.task, fast)
         impl = self.plan.impls[p.id]
         settings = self.plan.settings[p.id]
         return await self._node_step(token, p, impl, settings)
@@ -1473,8 +1622,9 @@ class RunExecutor:
 
         Each step does what :meth:`_node_step`, :meth:`invoke`, :meth:`_after_attempt`,
         :meth:`_route` and :meth:`commit` do for this case, in one function: the node runs in its
-        own child scope of the run's root scope (registered in ``_running``, bound to this task,
-        so a run deadline or an abort cancels it as on the general path), and the
+        own child scope of the run's root scope (registered in ``_running``, bound to the task
+        running it: this one, or the one an eager start hands a suspended branch to; so a run
+        deadline or an abort cancels it as on the general path), and the
         ``node_finished`` event, the state change, the token's move and the next attempt's start
         (or the terminal reached, or, for a move to a join, the token's arrival there: what
         :meth:`_join` would commit next, when nothing is judged in between) go in one commit.
@@ -1484,8 +1634,9 @@ class RunExecutor:
         where it arises, with the same values, so the history and the state are the same
         either way. Returns what :meth:`_drive` goes on with, as a placement handler does.
         """
-        task = asyncio.current_task()
-        assert task is not None
+        # The task this runs in: another one only after an eager start handed it over.
+        task = eager_start.home or asyncio.current_task()
+        handoffs = eager_start.handoffs
         plan = self.plan
         running = self._running
         prestarted = self._prestarted
@@ -1504,7 +1655,7 @@ class RunExecutor:
                 scope.close()
                 attempt = Attempt("cancelled", cancellation=scope.cancellation)
                 return await self._after_attempt(
-                    token, p, impl.id, plan.settings[pid], base, attempt
+                    token, p, impl.id, plan.settings[pid], base, attempt, eager=True
                 )
             state = copy_state(base)
             ctx = NodeContext(
@@ -1521,7 +1672,13 @@ class RunExecutor:
             error: BaseException | None = None
             running[tid] = (pid, scope)
             try:
-                # ``with scope.bind():``, spelled out (see CancelScope.bind).
+                # ``with scope.bind():``, spelled out (see CancelScope.bind). The scope is
+                # bound to the task running this step; when the step was started eagerly and the
+                # node suspends, it is bound to the task that takes over (_start_branches), so
+                # the task to release is the one bound at the end.
+                if eager_start.handoffs != handoffs:
+                    task = asyncio.current_task()
+                    handoffs = eager_start.handoffs
                 scope._task = task
                 try:
                     try:
@@ -1534,14 +1691,16 @@ class RunExecutor:
                     except Cancelled:
                         pass
                 except asyncio.CancelledError:
+                    bound = scope._task
                     scope._task = None
-                    if not scope._release(task):
+                    if bound is None or not scope._release(bound):
                         raise
                     scope.cancelled_caught = True
                 else:
+                    bound = scope._task
                     scope._task = None
-                    if scope._cancelled_by_us:
-                        scope._release(task)
+                    if scope._cancelled_by_us and bound is not None:
+                        scope._release(bound)
                     scope.cancelled_caught = scope.cancellation is not None
             finally:
                 scope._task = None
@@ -1550,12 +1709,12 @@ class RunExecutor:
             if scope.cancellation is not None:
                 attempt = Attempt("cancelled", cancellation=scope.cancellation)
                 return await self._after_attempt(
-                    token, p, impl.id, plan.settings[pid], base, attempt
+                    token, p, impl.id, plan.settings[pid], base, attempt, eager=True
                 )
             if error is not None:
                 attempt = Attempt("error", error=error)
                 return await self._after_attempt(
-                    token, p, impl.id, plan.settings[pid], base, attempt
+                    token, p, impl.id, plan.settings[pid], base, attempt, eager=True
                 )
             update: Mapping[str, Any] = _NO_UPDATE
             if value is None and fast.only is not None:
@@ -1568,12 +1727,12 @@ class RunExecutor:
                 except UndeclaredOutputError as exc:
                     attempt = Attempt("error", error=exc)
                     return await self._after_attempt(
-                        token, p, impl.id, plan.settings[pid], base, attempt
+                        token, p, impl.id, plan.settings[pid], base, attempt, eager=True
                     )
                 if park is not None:
                     attempt = Attempt("park", state=state, update=update, park=park)
                     return await self._after_attempt(
-                        token, p, impl.id, plan.settings[pid], base, attempt
+                        token, p, impl.id, plan.settings[pid], base, attempt, eager=True
                     )
             # -- the move (_after_attempt, _route, commit) --
             if self._end is not None or token.status is S.CANCELLED:
@@ -1596,7 +1755,12 @@ class RunExecutor:
                 ev = self.event(EventKind.NODE_FINISHED, token, data={"output": name})
                 self._last = [pid]
                 return await self._route(
-                    token, p, name, event=ev, update=functools.partial(self.state_update, base, ok)
+                    token,
+                    p,
+                    name,
+                    event=ev,
+                    update=functools.partial(self.state_update, base, ok),
+                    eager=True,
                 )
             try:
                 self._last = [pid]
@@ -1662,8 +1826,9 @@ class RunExecutor:
             self._route_ok = True
             if move.join:
                 if token.status is S.ARRIVED:
-                    # What _join does after its commit.
-                    await self._evaluate_joins()
+                    # What _join does after its commit (when judging can change anything).
+                    if self._judging_acts():
+                        await self._evaluate_joins()
                     return None
                 # What _route does after a move to a join, then back to _drive, which goes on
                 # to _join.
@@ -1735,7 +1900,7 @@ class RunExecutor:
             deadline=token.deadline,
             signal=signal,
         )
-        return await self._after_attempt(token, p, impl.id, settings, base, attempt)
+        return await self._after_attempt(token, p, impl.id, settings, base, attempt, eager=True)
 
     def _start(
         self, token: TokenRecord, placement: str, impl: NodeImplementation, settings: NodeSettings
@@ -1773,7 +1938,9 @@ class RunExecutor:
         settings: NodeSettings,
         base: Mapping[str, Any],
         attempt: Attempt,
+        eager: bool = False,
     ) -> TokenRecord | None:
+        """What follows a finished attempt; ``eager``: see :meth:`_route`."""
         if self._end is not None or token.status is S.CANCELLED:
             return None
         if attempt.kind == "cancelled":
@@ -1786,16 +1953,21 @@ class RunExecutor:
                     data={"purpose": "timer", **interrupt, "interrupting": True},
                 )
                 self._last = [p.id]
-                return await self._route(token, p, interrupt["output"], event=ev)
+                return await self._route(token, p, interrupt["output"], event=ev, eager=eager)
             return None
         if attempt.kind == "park":
-            return await self._park(token, p, node_id, settings, base, attempt)
+            return await self._park(token, p, node_id, settings, base, attempt, eager)
         if attempt.kind == "ok":
             assert attempt.output is not None
             ev = self.event(EventKind.NODE_FINISHED, token, data={"output": attempt.output})
             self._last = [p.id]
             return await self._route(
-                token, p, attempt.output, event=ev, update=lambda: self.state_update(base, attempt)
+                token,
+                p,
+                attempt.output,
+                event=ev,
+                update=lambda: self.state_update(base, attempt),
+                eager=eager,
             )
         if attempt.kind == "timeout":
             budget = settings.timeout
@@ -1816,7 +1988,7 @@ class RunExecutor:
                 return None
             if routed:
                 self._last = [p.id]
-                return await self._route(token, p, TIMEOUT_OUTPUT, event=ev)
+                return await self._route(token, p, TIMEOUT_OUTPUT, event=ev, eager=eager)
             token.status = S.FAILED
             if not await self.commit(
                 Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
@@ -1905,7 +2077,7 @@ class RunExecutor:
         if token.data.get("fired") == "wait":
             ev = self.event(EventKind.TIMER_FIRED, token, data={"purpose": "wait"})
             self._last = [p.id]
-            return await self._route(token, p, "elapsed", event=ev)
+            return await self._route(token, p, "elapsed", event=ev, eager=True)
         now = self.clock.now()
         due = p.until if p.until is not None else now + (p.duration or (now - now))
         token.status = S.WAITING
@@ -1946,7 +2118,7 @@ class RunExecutor:
     async def _join(self, token: TokenRecord, p: Join) -> TokenRecord | None:
         if not token.lineage:
             ev = self.event(EventKind.JOIN_FIRED, token, data={"output": "success", "arrived": 1})
-            return await self._route(token, p, "success", event=ev)
+            return await self._route(token, p, "success", event=ev, eager=True)
         ev = self.event(EventKind.JOIN_ARRIVED, token, data=self._arrive(token, p.id))
         if not await self.commit(
             Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
@@ -1967,15 +2139,37 @@ class RunExecutor:
         group.branches.add(branch)
         return {"branch": branch, "split": split}
 
+    def _judging_acts(self) -> bool:
+        """Whether :meth:`_evaluate_joins` would do anything now: a group has what it needs, or
+        is to be judged again (``dirty``). Otherwise it passes over every group, as after a
+        branch's arrival that marked nothing (see :meth:`_note_would_hit`) it does for every
+        group until the last branch of an ``all`` join arrives: this spares the calls."""
+        if self._end is not None:
+            return False
+        needs = self.plan.join_needs
+        for group in self._joins.values():
+            if group.dirty or group.fired:
+                return True
+            if len(group.branches) >= (needs.get(group.join) or group.count):
+                return True
+        return False
+
     def _note_would_hit(self, token: TokenRecord, placement: str) -> bool:
         """Whether :meth:`_note_moves` would mark a join group (so evaluate the joins) for
         ``token`` moved to ``placement``; it changes nothing."""
+        reach = self.plan.reach
+        lineage = token.lineage
         for group in self._joins.values():
-            if group.fired or first_branch(token, group.split) < 0:
+            if group.fired:
                 continue
-            if group.dirty or not (
-                placement == group.join or self.plan.can_reach(placement, group.join)
-            ):
+            split = group.split
+            for frame in lineage:  # first_branch(token, split) >= 0, inline (once per branch)
+                if frame[0] == split:
+                    break
+            else:
+                continue
+            join = group.join
+            if group.dirty or not (placement == join or join in reach.get(placement, ())):
                 return True
         return False
 
@@ -1988,12 +2182,11 @@ class RunExecutor:
     ) -> None:
         """Open an (empty) join group for every join the branches of ``split`` may arrive at,
         so that a join none of them reaches routes ``empty`` once none can arrive any more."""
-        for placement in placements:
-            for join in self.plan.joins_from(placement):
-                if (join, split) not in self._joins:
-                    self._joins[(join, split)] = _JoinGroup(
-                        join, split, count, dirty=False, lineage=lineage
-                    )
+        for join in self.plan.joins_of(placements):
+            if (join, split) not in self._joins:
+                self._joins[(join, split)] = _JoinGroup(
+                    join, split, count, dirty=False, lineage=lineage
+                )
 
     def _note_moves(self, tokens: Sequence[TokenRecord], ended: bool = False) -> bool:
         """Mark join groups that may have lost a branch through these tokens; True if any."""
@@ -2021,13 +2214,7 @@ class RunExecutor:
             p = self.plan.placements[group.join]
             assert isinstance(p, Join)
             branches = group.branches
-            mode = p.mode
-            if mode == JoinMode.ALL:
-                need = group.count
-            elif mode == JoinMode.FIRST:
-                need = 1
-            else:
-                need = p.quorum or 1
+            need = self.plan.join_needs.get(group.join) or group.count
             if len(branches) >= need:
                 output = "success"
             elif not group.dirty:
@@ -2065,12 +2252,14 @@ class RunExecutor:
         if not arrived:
             # No branch arrived, and none can any more: a token leaves the join by ``empty``.
             arrived = [self._new_token(p.id, group.lineage)]
-        ids = {t.id for t in arrived}
-        losers = [
-            t for t in self.tokens.values() if t.id not in ids and first_branch(t, group.split) >= 0
-        ]
-        if p.mode is JoinMode.ALL:
-            losers = []
+        losers: list[TokenRecord] = []
+        if p.mode is not JoinMode.ALL:
+            ids = {t.id for t in arrived}
+            losers = [
+                t
+                for t in self.tokens.values()
+                if t.id not in ids and first_branch(t, group.split) >= 0
+            ]
         extra_events = []
         for t in losers:
             self._kill(t, CancelReason.JOIN_LOSER)
@@ -2153,6 +2342,7 @@ class RunExecutor:
             output,
             event=ev,
             update=lambda: self.merger.apply(self.state, base, {}, [], update),
+            eager=True,
         )
 
     async def _subflow(self, token: TokenRecord, p: Subflow) -> TokenRecord | None:
@@ -2181,7 +2371,7 @@ class RunExecutor:
             deadline=token.deadline,
         )
         if attempt.kind != "ok" or result is None:
-            return await self._after_attempt(token, p, p.flow, settings, base, attempt)
+            return await self._after_attempt(token, p, p.flow, settings, base, attempt, eager=True)
         fin = self.event(
             EventKind.SUBFLOW_FINISHED,
             token,
@@ -2201,11 +2391,12 @@ class RunExecutor:
                 "success",
                 event=fin,
                 update=lambda: self.merger.apply(self.state, base, {}, [], update),
+                eager=True,
             )
         fin.data["output"] = "error"
         if "error" in p.route_map():
             self._last = [p.id]
-            return await self._route(token, p, "error", event=fin)
+            return await self._route(token, p, "error", event=fin, eager=True)
         await self.commit(Commit(self.run.id, events=[fin]), unless_ended=True)
         message = result.errors[0].message if result.errors else result.lifecycle.value
         own = SubflowFailedError(p.id, result.run_id, result.lifecycle.value, message)
