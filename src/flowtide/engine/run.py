@@ -977,9 +977,8 @@ class RunExecutor:
                     elif impl.execution == "inline":
                         value = impl.fn(ctx)
                     elif impl.execution == "thread":
-                        loop = asyncio.get_running_loop()
                         with self.clock.hold():
-                            value = await loop.run_in_executor(self.engine.threads, impl.fn, ctx)
+                            value = await self.engine.threads.submit(impl.fn, ctx)
                     else:
 
                         def started(pid: int) -> None:
@@ -1527,6 +1526,9 @@ class RunExecutor:
                     try:
                         if impl.is_async:
                             value = await impl.fn(ctx)
+                        elif fast.threaded:
+                            with self.clock.hold():
+                                value = await self.engine.threads.submit(impl.fn, ctx)
                         else:
                             value = impl.fn(ctx)
                     except Exception as exc:

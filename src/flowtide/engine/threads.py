@@ -1,0 +1,351 @@
+"""The worker threads of sync nodes: a small pool owned by the engine.
+
+``await pool.submit(fn, arg)`` runs ``fn(arg)`` in a worker thread and gives its result (or
+raises its exception, with its traceback) on the event loop. What it spares, compared with
+``loop.run_in_executor``: the concurrent future and its chaining to an asyncio future, the
+executor's work item, one ``call_soon_threadsafe`` (and its write to the loop's self-pipe) per
+result, and the wake-up of a worker per submission while one is already awake.
+
+* **Workers** block on a lock of their own while idle. A submission appends the job to the
+  pending deque and wakes one idle worker only when no worker is awake: an awake worker takes
+  the next pending job itself before it goes idle. A burst of submissions (a split into many
+  branches) therefore wakes one thread, which runs the jobs back to back, instead of a thread per
+  job contending for the GIL.
+* **Growth**: workers start lazily, one at a time, up to ``max_threads``. While jobs are pending,
+  a check on the loop runs every millisecond; when no job started since the previous check, every
+  awake worker is stuck in a long node, so it wakes (or starts) one worker per pending job, within
+  the bound. A node that blocks for a long time thus never keeps the others from running.
+* **Completions** go through one thread-safe deque per event loop (a port). The first result of a
+  batch wakes the loop once (an ``eventfd`` the loop watches, where the platform has one, else
+  ``call_soon_threadsafe``); the loop then resolves every result that arrived meanwhile in one
+  callback. A result whose future was cancelled meanwhile (the node's scope was cancelled) is
+  dropped: a late result is never applied.
+* A job whose future is cancelled before a worker takes it does not run (as with an executor).
+* :meth:`WorkerPool.close` stops the workers without waiting: idle ones exit at once, a busy one
+  when its node returns (a node that never returns keeps its daemon thread, not the caller).
+  Pending jobs are cancelled.
+* The node runs in the worker thread's own context (``contextvars``), as with
+  ``run_in_executor``: the caller's context is not copied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["WorkerPool"]
+
+T = TypeVar("T")
+A = TypeVar("A")
+
+CHECK_INTERVAL = 0.001
+"""Seconds between two checks for stuck workers while jobs are pending."""
+
+_HAS_EVENTFD = hasattr(os, "eventfd")
+
+
+class _Port:
+    """Where workers post results for one event loop; the loop resolves them in batches."""
+
+    __slots__ = ("_closed", "_done", "_eventfd", "_fd", "_lock", "_signalled", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, use_eventfd: bool) -> None:
+        self.loop = loop
+        self._done: deque[tuple[asyncio.Future[Any], Any, bool]] = deque()
+        self._signalled = False
+        self._closed = False
+        self._lock = threading.Lock()  # a post's write against close()
+        self._fd: int | None = None
+        if use_eventfd:
+            fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            try:
+                loop.add_reader(fd, self._drain)
+            except NotImplementedError:  # a loop that cannot watch file descriptors
+                os.close(fd)
+            else:
+                self._fd = fd
+        self._eventfd = self._fd is not None
+
+    def post(self, fut: asyncio.Future[Any], value: Any, failed: bool) -> None:
+        """From a worker: the job of ``fut`` ended (``failed``: ``value`` is its exception)."""
+        if self._closed:
+            return
+        self._done.append((fut, value, failed))
+        if self._signalled:
+            return  # the loop is woken already and will see this result
+        self._signalled = True
+        if self._eventfd:
+            with self._lock:
+                if self._fd is not None:  # else closed meanwhile
+                    os.eventfd_write(self._fd, 1)
+            return
+        try:  # noqa: SIM105 (a plain try: this is on every batch's path)
+            self.loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:
+            pass  # a closed loop: nobody waits for the result any more
+
+    def _drain(self) -> None:
+        """On the loop: resolve every result posted so far."""
+        if self._fd is not None:
+            try:  # noqa: SIM105 (a plain try: this is on every batch's path)
+                os.eventfd_read(self._fd)
+            except BlockingIOError:
+                pass  # a spurious wake-up
+        # Reset before draining: a result posted from now on wakes the loop again.
+        self._signalled = False
+        done = self._done
+        while done:
+            fut, value, failed = done.popleft()
+            if fut.done():
+                continue  # cancelled while the node ran: its late result is dropped
+            if failed:
+                fut.set_exception(_deliverable(value))
+            else:
+                fut.set_result(value)
+
+    def close(self) -> None:
+        """On the loop (or once it is closed): stop watching; later posts are dropped."""
+        with self._lock:
+            self._closed = True
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            if not self.loop.is_closed():
+                self.loop.remove_reader(fd)
+            os.close(fd)
+        self._done.clear()
+
+
+def _deliverable(exc: BaseException) -> BaseException:
+    # An asyncio future refuses StopIteration (it would end the awaiting coroutine silently).
+    if isinstance(exc, StopIteration):
+        err = RuntimeError(f"a sync node raised {type(exc).__name__}")
+        err.__cause__ = exc
+        return err
+    return exc
+
+
+_Job = tuple["asyncio.Future[Any]", Callable[[Any], Any], Any, _Port]
+
+
+class _Worker:
+    __slots__ = ("thread", "wake")
+
+    def __init__(self) -> None:
+        self.wake = threading.Lock()
+        self.wake.acquire()  # held while the worker sleeps; released to wake it
+        self.thread: threading.Thread | None = None
+
+
+class WorkerPool:
+    """Worker threads for sync nodes (see the module docstring)."""
+
+    def __init__(
+        self, max_threads: int, name: str = "flowtide-node", *, use_eventfd: bool = _HAS_EVENTFD
+    ) -> None:
+        if max_threads < 1:
+            raise ValueError("max_threads must be at least 1")
+        self.max_threads = max_threads
+        self.name = name
+        self._use_eventfd = use_eventfd and _HAS_EVENTFD
+        self._mutex = threading.Lock()
+        # Under _mutex: the pending jobs, the idle workers, how many workers are awake, how many
+        # jobs were started (the stuck check compares it), whether the pool is closed.
+        self._jobs: deque[_Job] = deque()
+        self._idle: list[_Worker] = []
+        self._awake = 0
+        self._started = 0
+        self._closed = False
+        self._workers: list[_Worker] = []
+        self._ports: dict[asyncio.AbstractEventLoop, _Port] = {}
+        self._last: tuple[asyncio.AbstractEventLoop, _Port] | None = None
+        self._check: asyncio.TimerHandle | None = None
+        self._check_loop: asyncio.AbstractEventLoop | None = None
+        self._checked_at = 0
+
+    # -- the loop's side ------------
+
+    @property
+    def threads(self) -> int:
+        """How many worker threads were started (and not stopped by :meth:`close`)."""
+        return len(self._workers)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def submit(self, fn: Callable[[A], T], arg: A) -> asyncio.Future[T]:
+        """Run ``fn(arg)`` in a worker; on the running loop, the future of its result.
+
+        Cancelling the future before a worker takes the job means it never runs; after, the
+        node goes on in its thread and its result is dropped.
+        """
+        loop = asyncio.get_running_loop()
+        last = self._last
+        port = last[1] if last is not None and last[0] is loop else self._port(loop)
+        fut: asyncio.Future[T] = loop.create_future()
+        wake: _Worker | None = None
+        spawn = False
+        with self._mutex:
+            if self._closed:
+                raise RuntimeError("the worker pool is closed")
+            self._jobs.append((fut, fn, arg, port))
+            if self._awake == 0:
+                # Nobody would see the job: wake an idle worker, or start one.
+                self._awake = 1
+                if self._idle:
+                    wake = self._idle.pop()
+                else:
+                    spawn = True
+            elif self._check is None or self._check_loop is not loop:
+                # An awake worker takes it next, unless it is stuck: check soon.
+                self._arm(loop)
+        if wake is not None:
+            wake.wake.release()
+        elif spawn:
+            self._spawn()
+        return fut
+
+    def _port(self, loop: asyncio.AbstractEventLoop) -> _Port:
+        port = self._ports.get(loop)
+        if port is None:
+            for old in [lp for lp in self._ports if lp.is_closed()]:
+                self._ports.pop(old).close()
+            port = self._ports[loop] = _Port(loop, self._use_eventfd)
+        self._last = (loop, port)
+        return port
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """(Under the mutex.) Check for stuck workers in a while, on ``loop``."""
+        if self._check is not None:
+            self._check.cancel()
+        self._checked_at = self._started
+        self._check_loop = loop
+        self._check = loop.call_later(CHECK_INTERVAL, self._check_stuck, loop)
+
+    def _check_stuck(self, loop: asyncio.AbstractEventLoop) -> None:
+        """While jobs are pending: if none started since the last check, every awake worker
+        is busy with a long node: wake (or start) a worker per pending job, within the bound."""
+        wake: list[_Worker] = []
+        spawn = 0
+        with self._mutex:
+            if self._check_loop is not loop:
+                return  # re-armed on another loop meanwhile
+            self._check = None
+            if self._closed or not self._jobs:
+                return
+            if self._started == self._checked_at:
+                need = len(self._jobs)
+                while need and self._idle:
+                    wake.append(self._idle.pop())
+                    need -= 1
+                spawn = min(need, self.max_threads - len(self._workers))
+                self._awake += len(wake) + spawn
+            self._arm(loop)
+        for w in wake:
+            w.wake.release()
+        for _ in range(spawn):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        """Start a worker (counted awake by the caller)."""
+        with self._mutex:
+            if self._closed or len(self._workers) >= self.max_threads:
+                self._awake -= 1
+                return
+            w = _Worker()
+            w.wake.release()  # it starts awake
+            w.thread = threading.Thread(
+                target=self._work,
+                args=(w,),
+                name=f"{self.name}_{len(self._workers)}",
+                daemon=True,  # a node that never returns must not hold the process at exit
+            )
+            self._workers.append(w)
+        w.thread.start()
+
+    def close(self) -> None:
+        """Stop the workers without waiting for busy ones; cancel the jobs not started."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            jobs = list(self._jobs)
+            self._jobs.clear()
+            idle, self._idle = self._idle, []
+            check, self._check = self._check, None
+        if check is not None:
+            check.cancel()
+        for w in idle:
+            w.wake.release()
+        for fut, _, _, port in jobs:
+            _cancel(port.loop, fut)
+        for port in self._ports.values():
+            port.close()
+        self._ports.clear()
+        self._last = None
+
+    def shutdown(self, wait: bool = True) -> None:
+        """:meth:`close`, then (``wait``) wait until every worker has stopped. Waiting blocks:
+        call it from another thread than the loop's (``asyncio.to_thread``)."""
+        self.close()
+        if wait:
+            for w in list(self._workers):
+                if w.thread is not None and w.thread is not threading.current_thread():
+                    w.thread.join()
+
+    # -- the workers' side ------------
+
+    def _work(self, w: _Worker) -> None:
+        take = self._take
+        wake = w.wake
+        while True:
+            wake.acquire()
+            job = take(w)
+            while job is not None:
+                fut, fn, arg, port = job
+                if fut.done():
+                    job = take(w)  # cancelled before it started: it does not run
+                    continue
+                failed = False
+                try:
+                    value = fn(arg)
+                except BaseException as exc:
+                    value, failed = exc, True
+                # Take the next job (or go idle) before posting: once the loop is woken, this
+                # thread only has to block, so the loop gets the GIL at once.
+                job = take(w)
+                port.post(fut, value, failed)
+                # Drop the references now (an exception's traceback holds this frame).
+                del fut, fn, arg, port, value
+            if self._closed:
+                return
+
+    def _take(self, w: _Worker) -> _Job | None:
+        """The next pending job; None: the worker is idle (registered to be woken), or the pool
+        is closed."""
+        with self._mutex:
+            if self._closed:
+                return None
+            if self._jobs:
+                self._started += 1
+                return self._jobs.popleft()
+            self._awake -= 1
+            self._idle.append(w)
+            return None
+
+
+def _cancel(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any]) -> None:
+    if loop.is_closed():
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        fut.cancel()
+    else:
+        loop.call_soon_threadsafe(fut.cancel)
