@@ -336,3 +336,32 @@ async def test_racing_submissions_cancellations_and_completions(use_eventfd: boo
             assert pool.threads <= 3
     finally:
         pool.close()
+
+
+async def test_closing_while_workers_come_and_go_stops_every_worker(use_eventfd: bool) -> None:
+    """Close races with workers taking jobs and going idle: every worker still stops (a worker
+    left asleep would make the join hang) and every job not started is cancelled."""
+    rng = random.Random(11)
+    for _ in range(40):
+        pool = WorkerPool(rng.randint(1, 4), use_eventfd=use_eventfd)
+        futures = [pool.submit(double, i) for i in range(rng.randint(1, 40))]
+        for _ in range(rng.randint(0, 3)):
+            await asyncio.sleep(0)
+        pool.close()
+        await asyncio.to_thread(pool.shutdown, wait=True)
+        await asyncio.sleep(0)
+        for i, fut in enumerate(futures):
+            assert fut.cancelled() or not fut.done() or fut.result() == 2 * i
+            fut.cancel()
+
+
+async def test_a_chain_of_single_jobs_reuses_one_sleeping_worker(use_eventfd: bool) -> None:
+    """One job at a time: the worker goes idle after each and is woken for the next; the
+    worker registering itself idle races with the next submission (it takes the job back)."""
+    pool = WorkerPool(8, use_eventfd=use_eventfd)
+    try:
+        for i in range(3000):
+            assert await pool.submit(double, i) == 2 * i
+        assert pool.threads <= 8
+    finally:
+        pool.close()

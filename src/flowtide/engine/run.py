@@ -35,6 +35,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from flowtide.authoring.nodes import NodeImplementation
+from flowtide.clock import Clock
 from flowtide.engine.context import NodeContext
 from flowtide.engine.deadlines import (
     attempt_deadline,
@@ -1491,6 +1492,8 @@ class RunExecutor:
         starting = self._starting
         lock = self._lock
         tid = token.id
+        # A clock that does not watch for work outside the loop needs no hold (SystemClock).
+        hold = type(self.clock).hold is not Clock.hold
         while True:
             prestarted.discard(tid)
             impl = fast.impl
@@ -1527,7 +1530,10 @@ class RunExecutor:
                         if impl.is_async:
                             value = await impl.fn(ctx)
                         elif fast.threaded:
-                            with self.clock.hold():
+                            if hold:
+                                with self.clock.hold():
+                                    value = await self.engine.threads.submit(impl.fn, ctx)
+                            else:
                                 value = await self.engine.threads.submit(impl.fn, ctx)
                         else:
                             value = impl.fn(ctx)

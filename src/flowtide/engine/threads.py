@@ -6,11 +6,18 @@ raises its exception, with its traceback) on the event loop. What it spares, com
 executor's work item, one ``call_soon_threadsafe`` (and its write to the loop's self-pipe) per
 result, and the wake-up of a worker per submission while one is already awake.
 
-* **Workers** block on a lock of their own while idle. A submission appends the job to the
-  pending deque and wakes one idle worker only when no worker is awake: an awake worker takes
-  the next pending job itself before it goes idle. A burst of submissions (a split into many
-  branches) therefore wakes one thread, which runs the jobs back to back, instead of a thread per
-  job contending for the GIL.
+* **Workers** sleep on a wake-up of their own while idle (an ``eventfd`` where the platform has
+  one: cheaper to wake than a lock here; else a lock). A submission appends the job to the pending
+  deque and wakes an idle worker only when no worker is awake: an awake worker takes the next
+  pending job itself before it goes idle. A burst of submissions (a split into many branches)
+  therefore wakes one thread, which runs the jobs back to back, instead of a thread per job
+  contending for the GIL.
+* **No lock on the hand-off**: the deque and the idle list are changed by single calls (atomic
+  under the GIL). A worker going idle appends itself to the idle list, then looks at the deque
+  again: a job a submitter appended meanwhile (believing this worker awake) is taken back by the
+  worker itself, unless a submitter already took the worker from the idle list, whose wake-up is
+  then on its way. So a job is never left with every worker asleep, and a worker is woken only
+  by the one who took it from the idle list.
 * **Growth**: workers start lazily, one at a time, up to ``max_threads``. While jobs are pending,
   a check on the loop runs every millisecond; when no job started since the previous check, every
   awake worker is stuck in a long node, so it wakes (or starts) one worker per pending job, within
@@ -18,8 +25,10 @@ result, and the wake-up of a worker per submission while one is already awake.
 * **Completions** go through one thread-safe deque per event loop (a port). The first result of a
   batch wakes the loop once (an ``eventfd`` the loop watches, where the platform has one, else
   ``call_soon_threadsafe``); the loop then resolves every result that arrived meanwhile in one
-  callback. A result whose future was cancelled meanwhile (the node's scope was cancelled) is
-  dropped: a late result is never applied.
+  callback. A worker posts a result as late as it can: after it took its next job, or registered
+  itself idle, so that once the loop is woken the worker only has to block and the loop gets the
+  GIL. A result whose future was cancelled meanwhile (the node's scope was cancelled) is dropped:
+  a late result is never applied.
 * A job whose future is cancelled before a worker takes it does not run (as with an executor).
 * :meth:`WorkerPool.close` stops the workers without waiting: idle ones exit at once, a busy one
   when its node returns (a node that never returns keeps its daemon thread, not the caller).
@@ -132,12 +141,40 @@ _Job = tuple["asyncio.Future[Any]", Callable[[Any], Any], Any, _Port]
 
 
 class _Worker:
-    __slots__ = ("thread", "wake")
+    """A worker thread's wake-up: :meth:`wake` from anywhere, :meth:`sleep` in the worker.
+    Only the one who took the worker from the idle list wakes it, once per sleep."""
 
-    def __init__(self) -> None:
-        self.wake = threading.Lock()
-        self.wake.acquire()  # held while the worker sleeps; released to wake it
+    __slots__ = ("_fd", "_lock", "thread")
+
+    def __init__(self, use_eventfd: bool) -> None:
         self.thread: threading.Thread | None = None
+        self._fd: int | None = None
+        self._lock: threading.Lock | None = None
+        if use_eventfd:
+            self._fd = os.eventfd(0, os.EFD_CLOEXEC)
+        else:
+            self._lock = threading.Lock()
+            self._lock.acquire()  # held while the worker sleeps; released to wake it
+
+    def wake(self) -> None:
+        if self._fd is not None:
+            os.eventfd_write(self._fd, 1)
+        else:
+            assert self._lock is not None
+            self._lock.release()
+
+    def sleep(self) -> None:
+        if self._fd is not None:
+            os.eventfd_read(self._fd)
+        else:
+            assert self._lock is not None
+            self._lock.acquire()
+
+    def stopped(self) -> None:
+        """In the worker, as it exits (nobody can wake it any more)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class WorkerPool:
@@ -151,15 +188,13 @@ class WorkerPool:
         self.max_threads = max_threads
         self.name = name
         self._use_eventfd = use_eventfd and _HAS_EVENTFD
-        self._mutex = threading.Lock()
-        # Under _mutex: the pending jobs, the idle workers, how many workers are awake, how many
-        # jobs were started (the stuck check compares it), whether the pool is closed.
         self._jobs: deque[_Job] = deque()
         self._idle: list[_Worker] = []
-        self._awake = 0
-        self._started = 0
-        self._closed = False
         self._workers: list[_Worker] = []
+        self._started = 0
+        """Jobs taken by workers (the stuck check compares it; an increment lost to a race
+        between workers still leaves it changed)."""
+        self._closed = False
         self._ports: dict[asyncio.AbstractEventLoop, _Port] = {}
         self._last: tuple[asyncio.AbstractEventLoop, _Port] | None = None
         self._check: asyncio.TimerHandle | None = None
@@ -170,7 +205,7 @@ class WorkerPool:
 
     @property
     def threads(self) -> int:
-        """How many worker threads were started (and not stopped by :meth:`close`)."""
+        """How many worker threads were started."""
         return len(self._workers)
 
     @property
@@ -186,27 +221,22 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         last = self._last
         port = last[1] if last is not None and last[0] is loop else self._port(loop)
+        if self._closed:
+            raise RuntimeError("the worker pool is closed")
         fut: asyncio.Future[T] = loop.create_future()
-        wake: _Worker | None = None
-        spawn = False
-        with self._mutex:
-            if self._closed:
-                raise RuntimeError("the worker pool is closed")
-            self._jobs.append((fut, fn, arg, port))
-            if self._awake == 0:
-                # Nobody would see the job: wake an idle worker, or start one.
-                self._awake = 1
-                if self._idle:
-                    wake = self._idle.pop()
-                else:
-                    spawn = True
-            elif self._check is None or self._check_loop is not loop:
-                # An awake worker takes it next, unless it is stuck: check soon.
-                self._arm(loop)
-        if wake is not None:
-            wake.wake.release()
-        elif spawn:
-            self._spawn()
+        self._jobs.append((fut, fn, arg, port))
+        idle = self._idle
+        if len(idle) == len(self._workers):
+            # No worker is awake to see the job: wake an idle one, or start one.
+            try:
+                w = idle.pop()
+            except IndexError:
+                self._spawn()
+            else:
+                w.wake()
+        elif self._check is None or self._check_loop is not loop:
+            # An awake worker takes it next, unless it is stuck: check soon.
+            self._arm(loop)
         return fut
 
     def _port(self, loop: asyncio.AbstractEventLoop) -> _Port:
@@ -219,7 +249,7 @@ class WorkerPool:
         return port
 
     def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
-        """(Under the mutex.) Check for stuck workers in a while, on ``loop``."""
+        """Check for stuck workers in a while, on ``loop``."""
         if self._check is not None:
             self._check.cancel()
         self._checked_at = self._started
@@ -229,59 +259,56 @@ class WorkerPool:
     def _check_stuck(self, loop: asyncio.AbstractEventLoop) -> None:
         """While jobs are pending: if none started since the last check, every awake worker
         is busy with a long node: wake (or start) a worker per pending job, within the bound."""
-        wake: list[_Worker] = []
-        spawn = 0
-        with self._mutex:
-            if self._check_loop is not loop:
-                return  # re-armed on another loop meanwhile
-            self._check = None
-            if self._closed or not self._jobs:
-                return
-            if self._started == self._checked_at:
-                need = len(self._jobs)
-                while need and self._idle:
-                    wake.append(self._idle.pop())
-                    need -= 1
-                spawn = min(need, self.max_threads - len(self._workers))
-                self._awake += len(wake) + spawn
-            self._arm(loop)
-        for w in wake:
-            w.wake.release()
-        for _ in range(spawn):
-            self._spawn()
+        if self._check_loop is not loop:
+            return  # re-armed on another loop meanwhile
+        self._check = None
+        if self._closed or not self._jobs:
+            return
+        if self._started == self._checked_at:
+            idle = self._idle
+            for _ in range(len(self._jobs)):
+                try:
+                    w = idle.pop()
+                except IndexError:
+                    if not self._spawn():
+                        break
+                else:
+                    w.wake()
+        self._arm(loop)
 
-    def _spawn(self) -> None:
-        """Start a worker (counted awake by the caller)."""
-        with self._mutex:
-            if self._closed or len(self._workers) >= self.max_threads:
-                self._awake -= 1
-                return
-            w = _Worker()
-            w.wake.release()  # it starts awake
-            w.thread = threading.Thread(
-                target=self._work,
-                args=(w,),
-                name=f"{self.name}_{len(self._workers)}",
-                daemon=True,  # a node that never returns must not hold the process at exit
-            )
-            self._workers.append(w)
+    def _spawn(self) -> bool:
+        """Start a worker, awake, if the bound allows (False: it does not)."""
+        if len(self._workers) >= self.max_threads:
+            return False
+        w = _Worker(self._use_eventfd)
+        w.thread = threading.Thread(
+            target=self._work,
+            args=(w,),
+            name=f"{self.name}_{len(self._workers)}",
+            daemon=True,  # a node that never returns must not hold the process at exit
+        )
+        self._workers.append(w)
         w.thread.start()
+        return True
 
     def close(self) -> None:
         """Stop the workers without waiting for busy ones; cancel the jobs not started."""
-        with self._mutex:
-            if self._closed:
-                return
-            self._closed = True
-            jobs = list(self._jobs)
-            self._jobs.clear()
-            idle, self._idle = self._idle, []
-            check, self._check = self._check, None
-        if check is not None:
-            check.cancel()
-        for w in idle:
-            w.wake.release()
-        for fut, _, _, port in jobs:
+        if self._closed:
+            return
+        self._closed = True
+        if self._check is not None:
+            self._check.cancel()
+            self._check = None
+        idle = self._idle
+        while idle:
+            try:
+                w = idle.pop()
+            except IndexError:
+                break  # the last one took itself back meanwhile (it sees the pool closed)
+            w.wake()
+        jobs = self._jobs
+        while jobs:
+            fut, _, _, port = jobs.popleft()
             _cancel(port.loop, fut)
         for port in self._ports.values():
             port.close()
@@ -300,42 +327,48 @@ class WorkerPool:
     # -- the workers' side ------------
 
     def _work(self, w: _Worker) -> None:
-        take = self._take
-        wake = w.wake
+        jobs = self._jobs
+        popleft = jobs.popleft
+        idle = self._idle
+        # The previous job's result, posted before the next job runs or before this worker
+        # sleeps: once the loop is woken, this thread only has to block.
+        done: tuple[asyncio.Future[Any], Any, bool, _Port] | None = None
         while True:
-            wake.acquire()
-            job = take(w)
-            while job is not None:
-                fut, fn, arg, port = job
-                if fut.done():
-                    job = take(w)  # cancelled before it started: it does not run
-                    continue
-                failed = False
-                try:
-                    value = fn(arg)
-                except BaseException as exc:
-                    value, failed = exc, True
-                # Take the next job (or go idle) before posting: once the loop is woken, this
-                # thread only has to block, so the loop gets the GIL at once.
-                job = take(w)
-                port.post(fut, value, failed)
-                # Drop the references now (an exception's traceback holds this frame).
-                del fut, fn, arg, port, value
             if self._closed:
+                if done is not None:
+                    done[3].post(done[0], done[1], done[2])
+                w.stopped()
                 return
-
-    def _take(self, w: _Worker) -> _Job | None:
-        """The next pending job; None: the worker is idle (registered to be woken), or the pool
-        is closed."""
-        with self._mutex:
-            if self._closed:
-                return None
-            if self._jobs:
-                self._started += 1
-                return self._jobs.popleft()
-            self._awake -= 1
-            self._idle.append(w)
-            return None
+            try:
+                fut, fn, arg, port = popleft()
+            except IndexError:
+                idle.append(w)
+                if jobs or self._closed:
+                    # A submitter may have seen this worker awake: take itself back, unless one
+                    # took it from the idle list already (its wake-up is then on its way).
+                    try:
+                        idle.remove(w)
+                    except ValueError:
+                        pass
+                    else:
+                        continue
+                if done is not None:
+                    done[3].post(done[0], done[1], done[2])
+                    done = None
+                w.sleep()
+                continue
+            self._started += 1
+            if done is not None:
+                done[3].post(done[0], done[1], done[2])
+                done = None
+            if fut.done():
+                continue  # cancelled before it started: it does not run
+            try:
+                done = (fut, fn(arg), False, port)
+            except BaseException as exc:
+                done = (fut, exc, True, port)
+                del exc  # the traceback holds this frame
+            del fut, fn, arg, port
 
 
 def _cancel(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any]) -> None:
