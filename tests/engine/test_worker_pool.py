@@ -365,3 +365,49 @@ async def test_a_chain_of_single_jobs_reuses_one_sleeping_worker(use_eventfd: bo
         assert pool.threads <= 8
     finally:
         pool.close()
+
+
+async def test_callbacks_of_a_pending_result_run_when_it_is_resolved(use_eventfd: bool) -> None:
+    """Callbacks added while the job runs are called in the callback that takes the result
+    (an awaiting task resumes there); added after, or on a cancel, they are scheduled as usual;
+    a failing callback goes to the loop's exception handler and the others still run."""
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    pool = WorkerPool(2, use_eventfd=use_eventfd)
+    release = threading.Event()
+    seen: list[str] = []
+
+    def broken(_: Any) -> None:
+        raise RuntimeError("callback failed")
+
+    def gone(_: Any) -> None:
+        seen.append("removed callback ran")
+
+    try:
+        fut = pool.submit(lambda _: release.wait(WAIT), None)
+        fut.add_done_callback(lambda f: seen.append(f"first {f.result()}"))
+        fut.add_done_callback(broken)
+        fut.add_done_callback(gone)
+        assert fut.remove_done_callback(gone) == 1
+        fut.add_done_callback(lambda f: seen.append("last"))
+        release.set()
+        assert await fut is True
+        assert seen == ["first True", "last"]
+        assert [str(e["exception"]) for e in errors] == ["callback failed"]
+        fut.add_done_callback(lambda f: seen.append("after"))
+        await asyncio.sleep(0)
+        assert seen[-1] == "after"
+
+        blocker = threading.Event()
+        first = pool.submit(lambda _: blocker.wait(WAIT), None)
+        cancelled = pool.submit(double, 1)
+        cancelled.add_done_callback(lambda f: seen.append(f"cancelled {f.cancelled()}"))
+        assert cancelled.cancel()
+        await asyncio.sleep(0)
+        assert seen[-1] == "cancelled True"
+        blocker.set()
+        await first
+    finally:
+        release.set()
+        pool.close()

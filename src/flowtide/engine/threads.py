@@ -29,6 +29,11 @@ result, and the wake-up of a worker per submission while one is already awake.
   itself idle, so that once the loop is woken the worker only has to block and the loop gets the
   GIL. A result whose future was cancelled meanwhile (the node's scope was cancelled) is dropped:
   a late result is never applied.
+* **One loop turn per result**: the future :meth:`WorkerPool.submit` returns runs the callbacks
+  added while it is pending (an awaiting task's wake-up) right when the port resolves it, instead
+  of scheduling them for the next turn of the loop: a task awaiting a node's result resumes in the
+  same callback that took the result, and the loop goes straight back to waiting. (A cancel
+  schedules them as usual.)
 * A job whose future is cancelled before a worker takes it does not run (as with an executor).
 * :meth:`WorkerPool.close` stops the workers without waiting: idle ones exit at once, a busy one
   when its node returns (a node that never returns keeps its daemon thread, not the caller).
@@ -40,13 +45,14 @@ result, and the wake-up of a worker per submission while one is already awake.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
-__all__ = ["WorkerPool"]
+__all__ = ["PoolFuture", "WorkerPool"]
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -57,6 +63,71 @@ CHECK_INTERVAL = 0.001
 _HAS_EVENTFD = hasattr(os, "eventfd")
 
 
+_Callback = tuple[Callable[[Any], object], contextvars.Context | None]
+
+
+class PoolFuture(asyncio.Future[T]):
+    """A node's result: callbacks added while pending run when the pool resolves it (on the
+    loop, in the callback that took the result), not one loop turn later."""
+
+    # A class default, not a slot set in __init__: creating the future stays a C call.
+    _direct: list[_Callback] | None = None
+
+    def add_done_callback(
+        self, fn: Callable[[Self], object], /, *, context: contextvars.Context | None = None
+    ) -> None:
+        if self.done():
+            super().add_done_callback(fn, context=context)
+            return
+        if self._direct is None:
+            self._direct = []
+        self._direct.append((fn, context))
+
+    def remove_done_callback(self, fn: Callable[[Self], object], /) -> int:
+        removed = super().remove_done_callback(fn)
+        if self._direct:
+            kept = [cb for cb in self._direct if cb[0] != fn]
+            removed += len(self._direct) - len(kept)
+            self._direct = kept
+        return removed
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        if not super().cancel(msg):
+            return False
+        direct, self._direct = self._direct, None
+        if direct:
+            loop = self.get_loop()
+            for fn, context in direct:
+                loop.call_soon(fn, self, context=context)
+        return True
+
+    def _resolve(self, value: Any, failed: bool) -> None:
+        """On the loop: set the result (or exception), then run the pending callbacks now."""
+        if failed:
+            self.set_exception(_deliverable(value))
+        else:
+            self.set_result(value)
+        direct, self._direct = self._direct, None
+        if not direct:
+            return
+        for fn, context in direct:
+            try:
+                if context is None:
+                    fn(self)
+                else:
+                    context.run(fn, self)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:  # as asyncio's Handle does for a failing callback
+                self.get_loop().call_exception_handler(
+                    {
+                        "message": f"Exception in callback {fn!r}",
+                        "exception": exc,
+                        "future": self,
+                    }
+                )
+
+
 class _Port:
     """Where workers post results for one event loop; the loop resolves them in batches."""
 
@@ -64,7 +135,7 @@ class _Port:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, use_eventfd: bool) -> None:
         self.loop = loop
-        self._done: deque[tuple[asyncio.Future[Any], Any, bool]] = deque()
+        self._done: deque[tuple[PoolFuture[Any], Any, bool]] = deque()
         self._signalled = False
         self._closed = False
         self._lock = threading.Lock()  # a post's write against close()
@@ -79,7 +150,7 @@ class _Port:
                 self._fd = fd
         self._eventfd = self._fd is not None
 
-    def post(self, fut: asyncio.Future[Any], value: Any, failed: bool) -> None:
+    def post(self, fut: PoolFuture[Any], value: Any, failed: bool) -> None:
         """From a worker: the job of ``fut`` ended (``failed``: ``value`` is its exception)."""
         if self._closed:
             return
@@ -111,10 +182,7 @@ class _Port:
             fut, value, failed = done.popleft()
             if fut.done():
                 continue  # cancelled while the node ran: its late result is dropped
-            if failed:
-                fut.set_exception(_deliverable(value))
-            else:
-                fut.set_result(value)
+            fut._resolve(value, failed)
 
     def close(self) -> None:
         """On the loop (or once it is closed): stop watching; later posts are dropped."""
@@ -137,7 +205,7 @@ def _deliverable(exc: BaseException) -> BaseException:
     return exc
 
 
-_Job = tuple["asyncio.Future[Any]", Callable[[Any], Any], Any, _Port]
+_Job = tuple[PoolFuture[Any], Callable[[Any], Any], Any, _Port]
 
 
 class _Worker:
@@ -212,7 +280,7 @@ class WorkerPool:
     def closed(self) -> bool:
         return self._closed
 
-    def submit(self, fn: Callable[[A], T], arg: A) -> asyncio.Future[T]:
+    def submit(self, fn: Callable[[A], T], arg: A) -> PoolFuture[T]:
         """Run ``fn(arg)`` in a worker; on the running loop, the future of its result.
 
         Cancelling the future before a worker takes the job means it never runs; after, the
@@ -223,7 +291,7 @@ class WorkerPool:
         port = last[1] if last is not None and last[0] is loop else self._port(loop)
         if self._closed:
             raise RuntimeError("the worker pool is closed")
-        fut: asyncio.Future[T] = loop.create_future()
+        fut: PoolFuture[T] = PoolFuture(loop=loop)
         self._jobs.append((fut, fn, arg, port))
         idle = self._idle
         if len(idle) == len(self._workers):
@@ -332,7 +400,7 @@ class WorkerPool:
         idle = self._idle
         # The previous job's result, posted before the next job runs or before this worker
         # sleeps: once the loop is woken, this thread only has to block.
-        done: tuple[asyncio.Future[Any], Any, bool, _Port] | None = None
+        done: tuple[PoolFuture[Any], Any, bool, _Port] | None = None
         while True:
             if self._closed:
                 if done is not None:
