@@ -978,8 +978,11 @@ class RunExecutor:
                     elif impl.execution == "inline":
                         value = impl.fn(ctx)
                     elif impl.execution == "thread":
-                        with self.clock.hold():
+                        if type(self.clock).hold is Clock.hold:  # nothing to hold (SystemClock)
                             value = await self.engine.threads.submit(impl.fn, ctx)
+                        else:
+                            with self.clock.hold():
+                                value = await self.engine.threads.submit(impl.fn, ctx)
                     else:
 
                         def started(pid: int) -> None:
