@@ -411,3 +411,27 @@ async def test_callbacks_of_a_pending_result_run_when_it_is_resolved(use_eventfd
     finally:
         release.set()
         pool.close()
+
+
+@pytest.mark.parametrize("count", [2, 10])
+async def test_a_burst_from_many_tasks_grows_past_a_blocked_worker(
+    count: int, use_eventfd: bool, gates: list[threading.Event]
+) -> None:
+    """Submissions made in one turn of the loop (the branches of a split) wake a worker once,
+    after the turn; when that worker is stuck in the first job, the others still run."""
+    pool = WorkerPool(4, use_eventfd=use_eventfd)
+    release = gate(gates)
+
+    async def one(i: int) -> Any:
+        if i == 0:
+            return await pool.submit(lambda _: release.wait(WAIT), None)
+        return await pool.submit(double, i)
+
+    try:
+        tasks = [asyncio.ensure_future(one(i)) for i in range(count)]
+        assert await asyncio.gather(*tasks[1:]) == [2 * i for i in range(1, count)]
+        assert not tasks[0].done()
+        release.set()
+        assert await tasks[0] is True
+    finally:
+        pool.close()

@@ -9,9 +9,10 @@ result, and the wake-up of a worker per submission while one is already awake.
 * **Workers** sleep on a wake-up of their own while idle (an ``eventfd`` where the platform has
   one: cheaper to wake than a lock here; else a lock). A submission appends the job to the pending
   deque and wakes an idle worker only when no worker is awake: an awake worker takes the next
-  pending job itself before it goes idle. A burst of submissions (a split into many branches)
-  therefore wakes one thread, which runs the jobs back to back, instead of a thread per job
-  contending for the GIL.
+  pending job itself before it goes idle. When more callbacks are ready in the same turn of the
+  loop (the other branches of a split), the wake-up waits for the end of the turn. A burst of
+  submissions therefore wakes one thread, once, which runs the jobs back to back, instead of a
+  thread per job contending for the GIL.
 * **No lock on the hand-off**: the deque and the idle list are changed by single calls (atomic
   under the GIL). A worker going idle appends itself to the idle list, then looks at the deque
   again: a job a submitter appended meanwhile (believing this worker awake) is taken back by the
@@ -263,6 +264,7 @@ class WorkerPool:
         """Jobs taken by workers (the stuck check compares it; an increment lost to a race
         between workers still leaves it changed)."""
         self._closed = False
+        self._flush = False  # a deferred wake-up is scheduled (see submit)
         self._ports: dict[asyncio.AbstractEventLoop, _Port] = {}
         self._last: tuple[asyncio.AbstractEventLoop, _Port] | None = None
         self._check: asyncio.TimerHandle | None = None
@@ -295,17 +297,41 @@ class WorkerPool:
         self._jobs.append((fut, fn, arg, port))
         idle = self._idle
         if len(idle) == len(self._workers):
-            # No worker is awake to see the job: wake an idle one, or start one.
+            # No worker is awake to see the job: wake an idle one, or start one. When more
+            # callbacks are ready in this turn of the loop (the other branches of a split, about
+            # to submit theirs), do it once after them: a worker woken now would take the GIL
+            # (the wake-up's write releases it) to run this one job, and go back to sleep.
+            if getattr(loop, "_ready", None):
+                if not self._flush:
+                    self._flush = True
+                    loop.call_soon(self._wake_one, loop)
+            else:
+                self._wake_one(loop)
+        elif self._check is None or self._check_loop is not loop:
+            # An awake worker takes it next, unless it is stuck: check soon.
+            self._arm(loop)
+        return fut
+
+    def _wake_one(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wake an idle worker (or start one) if no worker is awake to take the pending jobs."""
+        self._flush = False
+        if self._closed or not self._jobs:
+            return
+        idle = self._idle
+        if len(idle) == len(self._workers):
+            # Counted before the wake-up: the woken worker may take a job at once.
+            more = len(self._jobs) > 1
             try:
                 w = idle.pop()
             except IndexError:
                 self._spawn()
             else:
                 w.wake()
-        elif self._check is None or self._check_loop is not loop:
-            # An awake worker takes it next, unless it is stuck: check soon.
+            if not more:
+                return
+        # More jobs than the one worker woken (or awake) takes at once: check it is not stuck.
+        if self._check is None or self._check_loop is not loop:
             self._arm(loop)
-        return fut
 
     def _port(self, loop: asyncio.AbstractEventLoop) -> _Port:
         port = self._ports.get(loop)
