@@ -37,8 +37,8 @@ result, and the wake-up of a worker per submission while one is already awake.
   schedules them as usual.)
 * A job whose future is cancelled before a worker takes it does not run (as with an executor).
 * :meth:`WorkerPool.close` stops the workers without waiting: idle ones exit at once, a busy one
-  when its node returns (a node that never returns keeps its daemon thread, not the caller).
-  Pending jobs are cancelled.
+  when its node returns (a node that never returns keeps its daemon thread, not the caller; one
+  that does still delivers its result). Pending jobs are cancelled.
 * The node runs in the worker thread's own context (``contextvars``), as with
   ``run_in_executor``: the caller's context is not copied.
 """
@@ -132,13 +132,12 @@ class PoolFuture(asyncio.Future[T]):
 class _Port:
     """Where workers post results for one event loop; the loop resolves them in batches."""
 
-    __slots__ = ("_closed", "_done", "_eventfd", "_fd", "_lock", "_signalled", "loop")
+    __slots__ = ("_done", "_eventfd", "_fd", "_lock", "_signalled", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, use_eventfd: bool) -> None:
         self.loop = loop
         self._done: deque[tuple[PoolFuture[Any], Any, bool]] = deque()
         self._signalled = False
-        self._closed = False
         self._lock = threading.Lock()  # a post's write against close()
         self._fd: int | None = None
         if use_eventfd:
@@ -153,17 +152,17 @@ class _Port:
 
     def post(self, fut: PoolFuture[Any], value: Any, failed: bool) -> None:
         """From a worker: the job of ``fut`` ended (``failed``: ``value`` is its exception)."""
-        if self._closed:
-            return
         self._done.append((fut, value, failed))
         if self._signalled:
             return  # the loop is woken already and will see this result
         self._signalled = True
         if self._eventfd:
             with self._lock:
-                if self._fd is not None:  # else closed meanwhile
-                    os.eventfd_write(self._fd, 1)
-            return
+                fd = self._fd
+                if fd is not None:
+                    os.eventfd_write(fd, 1)
+                    return
+            # Closed meanwhile: wake the loop the plain way.
         try:  # noqa: SIM105 (a plain try: this is on every batch's path)
             self.loop.call_soon_threadsafe(self._drain)
         except RuntimeError:
@@ -186,15 +185,22 @@ class _Port:
             fut._resolve(value, failed)
 
     def close(self) -> None:
-        """On the loop (or once it is closed): stop watching; later posts are dropped."""
+        """On the loop (or once it is closed): stop watching the eventfd. A node still running
+        posts its result later through ``call_soon_threadsafe`` (as an executor's thread would
+        deliver it after a shutdown), while the loop is open."""
         with self._lock:
-            self._closed = True
             fd, self._fd = self._fd, None
+            self._eventfd = False
         if fd is not None:
             if not self.loop.is_closed():
                 self.loop.remove_reader(fd)
             os.close(fd)
-        self._done.clear()
+        if self.loop.is_closed():
+            self._done.clear()
+        elif self._done or self._signalled:
+            # A wake-up may have gone to the eventfd just closed: drain on the next turn.
+            self._signalled = False
+            self.loop.call_soon(self._drain)
 
 
 def _deliverable(exc: BaseException) -> BaseException:
