@@ -294,11 +294,11 @@ class WorkerPool:
         Cancelling the future before a worker takes the job means it never runs; after, the
         node goes on in its thread and its result is dropped.
         """
+        if self._closed:
+            raise RuntimeError("the worker pool is closed")
         loop = asyncio.get_running_loop()
         last = self._last
         port = last[1] if last is not None and last[0] is loop else self._port(loop)
-        if self._closed:
-            raise RuntimeError("the worker pool is closed")
         fut: PoolFuture[T] = PoolFuture(loop=loop)
         self._jobs.append((fut, fn, arg, port))
         idle = self._idle
