@@ -26,7 +26,6 @@ import random
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,6 +48,7 @@ from flowtide.engine.result import ParkedToken, RunResult
 from flowtide.engine.run import RunExecutor, refusal
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
+from flowtide.engine.threads import WorkerPool
 from flowtide.model.durations import parse_duration
 from flowtide.model.flow import Flow
 from flowtide.store.base import (
@@ -166,7 +166,7 @@ class Engine:
         self._plans: dict[str, FlowPlan] = {}
         self._runs: dict[str, RunExecutor] = {}
         self._max_threads = max_threads
-        self._threads: ThreadPoolExecutor | None = None
+        self._threads: WorkerPool | None = None
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
         self._end_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
@@ -207,9 +207,10 @@ class Engine:
         return plan
 
     @property
-    def threads(self) -> ThreadPoolExecutor:
+    def threads(self) -> WorkerPool:
+        """The worker threads of sync nodes (started lazily; see :mod:`flowtide.engine.threads`)."""
         if self._threads is None:
-            self._threads = ThreadPoolExecutor(self._max_threads, "flowtide-node")
+            self._threads = WorkerPool(self._max_threads, "flowtide-node")
         return self._threads
 
     @property
@@ -603,7 +604,7 @@ class Engine:
             await self._scheduler.close()
             self._scheduler = None
         if self._threads is not None:
-            self._threads.shutdown(wait=False, cancel_futures=True)
+            self._threads.close()  # does not wait for a node that never returns
             self._threads = None
         await asyncio.sleep(0)
 

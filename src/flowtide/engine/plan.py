@@ -41,8 +41,9 @@ class FastMove:
 
 @dataclass(frozen=True, slots=True)
 class FastTask:
-    """A plain task: its node runs on the loop (``async def``, or sync ``inline``) and it has no
-    window and no timers, so an attempt needs no deadline timer, no anchor and no due entry.
+    """A plain task: its node runs on the loop (``async def``, or sync ``inline``) or in a worker
+    thread (sync ``thread``), and it has no window and no timers, so an attempt needs no deadline
+    timer, no anchor and no due entry.
     The executor's fast path runs such a task's attempt and, for an output in ``moves``, its
     token's move, in one function (see ``RunExecutor._fast_task``)."""
 
@@ -53,6 +54,8 @@ class FastTask:
     only: str | None
     """The node's output when it declares exactly one (a node returning None takes it)."""
     moves: dict[str, FastMove]
+    threaded: bool = False
+    """The node is sync and runs in a worker thread."""
 
 
 @dataclass(slots=True)
@@ -147,7 +150,8 @@ class FlowPlan:
             if not isinstance(p, Task) or p.id not in self.unarmed:
                 continue
             impl = self.impls[p.id]
-            if not (impl.is_async or impl.execution == "inline"):
+            threaded = not impl.is_async and impl.execution == "thread"
+            if not (impl.is_async or impl.execution == "inline" or threaded):
                 continue
             moves: dict[str, FastMove] = {}
             for output, targets in p.route_map().items():
@@ -163,7 +167,7 @@ class FlowPlan:
             # ``parked`` is not a plain output: returning it parks the token.
             plain = frozenset(impl.outputs) - {PARKED_OUTPUT}
             only = impl.outputs[0] if len(impl.outputs) == 1 and plain else None
-            self.fast[p.id] = FastTask(p, impl, plain, only, moves)
+            self.fast[p.id] = FastTask(p, impl, plain, only, moves, threaded)
 
     def can_reach(self, source: str, target: str) -> bool:
         return target in self.reach.get(source, frozenset())

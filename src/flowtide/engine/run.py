@@ -38,6 +38,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from flowtide.authoring.nodes import NodeImplementation
+from flowtide.clock import Clock
 from flowtide.engine import eager as eager_start
 from flowtide.engine.context import NodeContext
 from flowtide.engine.deadlines import (
@@ -1123,9 +1124,11 @@ class RunExecutor:
                     elif impl.execution == "inline":
                         value = impl.fn(ctx)
                     elif impl.execution == "thread":
-                        loop = asyncio.get_running_loop()
-                        with self.clock.hold():
-                            value = await loop.run_in_executor(self.engine.threads, impl.fn, ctx)
+                        if type(self.clock).hold is Clock.hold:  # nothing to hold (SystemClock)
+                            value = await self.engine.threads.submit(impl.fn, ctx)
+                        else:
+                            with self.clock.hold():
+                                value = await self.engine.threads.submit(impl.fn, ctx)
                     else:
 
                         def started(pid: int) -> None:
@@ -1643,6 +1646,8 @@ class RunExecutor:
         starting = self._starting
         lock = self._lock
         tid = token.id
+        # A clock that does not watch for work outside the loop needs no hold (SystemClock).
+        hold = type(self.clock).hold is not Clock.hold
         while True:
             prestarted.discard(tid)
             impl = fast.impl
@@ -1684,6 +1689,12 @@ class RunExecutor:
                     try:
                         if impl.is_async:
                             value = await impl.fn(ctx)
+                        elif fast.threaded:
+                            if hold:
+                                with self.clock.hold():
+                                    value = await self.engine.threads.submit(impl.fn, ctx)
+                            else:
+                                value = await self.engine.threads.submit(impl.fn, ctx)
                         else:
                             value = impl.fn(ctx)
                     except Exception as exc:
