@@ -42,6 +42,7 @@ from flowtide.engine.errors import (
 )
 from flowtide.engine.events import EventKind, Hook
 from flowtide.engine.explain import Explanation, explain_token
+from flowtide.engine.fastpark import park_at_once
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
@@ -225,16 +226,32 @@ class Engine:
     # -- runs ------------
 
     async def run(
-        self, flow: Flow | str, input: Mapping[str, Any] | None = None, **options: Any
+        self,
+        flow: Flow | str,
+        input: Mapping[str, Any] | None = None,
+        *,
+        deadline: timedelta | datetime | str | int | None = None,
+        run_id: str | None = None,
+        entrypoint: str | None = None,
     ) -> RunResult:
         """Start a run and return its result at its first quiescent point: when it ends, or
         when it is parked on the outside world (lifecycle ``parked``, ``result.parked`` lists
         the parked tokens). A run that only waits for timers (waits, backoffs) is not returned
         early: the timers move it on by themselves. See :meth:`start` for the options; use
         :meth:`wait` (or ``start(...)`` and ``handle.result()``) to wait for the end."""
-        handle = await self.start(flow, input, **options)
-        settled = self._settle_future(handle.run_id)
-        return await settled
+        self._ready()
+        plan, run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
+        if not self.hooks:
+            fast = plan.fast_entry(plan.entry_target(entrypoint))
+            if fast is not None:
+                # The entry node runs in this task; a park is one commit (see fastpark).
+                out = await park_at_once(self, plan, fast, run, state)
+                if isinstance(out, RunResult):
+                    return out
+                if out is not None:
+                    return await out
+        await self._launch(plan, run, state, entrypoint)
+        return await self._settle_future(run.id)
 
     async def wait(self, run_id: str) -> RunResult:
         """The run's result once it has ended (at once if it already has)."""
@@ -294,6 +311,20 @@ class Engine:
         of ``flow.entrypoints`` (default ``main``, else the first).
         """
         self._ready()
+        plan, run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
+        end = self._end_future(run.id)
+        await self._launch(plan, run, state, entrypoint)
+        return RunHandle(self, run.id, end)
+
+    def _new_run(
+        self,
+        flow: Flow | str,
+        input: Mapping[str, Any] | None,
+        deadline: timedelta | datetime | str | int | None,
+        run_id: str | None,
+        entrypoint: str | None,
+    ) -> tuple[FlowPlan, RunRecord, dict[str, Any]]:
+        """A new run's plan, record (lifecycle ``pending``, not stored yet) and state."""
         if isinstance(flow, Flow):
             self.register_flow(flow)
             flow_id = flow.id
@@ -310,13 +341,16 @@ class Engine:
             deadline=_deadline(deadline if deadline is not None else plan.flow.deadline, now),
             options={"entrypoint": entrypoint},
         )
-        state = copy_state(input or {})
+        return plan, run, copy_state(input or {})
+
+    async def _launch(
+        self, plan: FlowPlan, run: RunRecord, state: dict[str, Any], entrypoint: str | None
+    ) -> None:
+        """Store the new run and start its executor (the general path)."""
         await self.store.create_run(run, state)
         ex = RunExecutor(self, plan, run, state)
         self._runs[run.id] = ex
-        end = self._end_future(run.id)
         ex.launch(entrypoint)
-        return RunHandle(self, run.id, end)
 
     async def _start_child(
         self,
