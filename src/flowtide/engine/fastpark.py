@@ -33,7 +33,7 @@ from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from flowtide.engine.context import NodeContext
-from flowtide.engine.deadlines import resolve_window
+from flowtide.engine.deadlines import Window, resolve_window
 from flowtide.engine.errors import Cancelled, UndeclaredOutputError
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.output import Park
@@ -85,7 +85,7 @@ async def park_at_once(
         assert deadline is not None
         if deadline <= now:
             return None  # it times out at once: the general path says so
-        window = resolved.to_data()
+        window = _window_data(resolved)
     if run.deadline is not None and run.deadline <= now:
         return None
     # -- the start: what RunExecutor.main commits before the first attempt runs --
@@ -209,7 +209,7 @@ async def _park(
         assert deadline is not None
         if deadline <= now:
             return None
-        window = resolved.to_data()
+        window = _window_data(resolved)
     if run.deadline is not None and run.deadline <= now:
         return None
     run_id = run.id
@@ -382,6 +382,22 @@ async def _finish(
     if park is not None:
         return Attempt("park", state=ctx_state, update=update, park=park, deadline=deadline)
     return Attempt("ok", output=name, state=ctx_state, update=update, deadline=deadline)
+
+
+def _window_data(window: Window) -> dict[str, Any]:
+    """``window.to_data()``, formatting an instant once when the anchor is the resolution
+    instant itself (anchor ``park``)."""
+    resolved = window.resolved_at.isoformat()
+    at = window.anchor_at
+    deadline = window.deadline
+    timeout = window.timeout
+    return {
+        "anchor": window.anchor.value,
+        "anchor_at": resolved if at is window.resolved_at else at.isoformat() if at else None,
+        "timeout": timeout.total_seconds() if timeout is not None else None,
+        "deadline": deadline.isoformat() if deadline else None,
+        "resolved_at": resolved,
+    }
 
 
 class _Resume:
