@@ -319,23 +319,27 @@ STORED: list[Any] = []
 async def looks(ctx: NodeContext) -> Any:
     store = ENGINES[-1].store
     assert isinstance(store, MemoryStore)
-    run = store._runs[ctx.run_id]
+    # The memory store answers without suspending: the node still parks at once.
+    run = await store.get_run(ctx.run_id)
     STORED.append(
         (
             run.lifecycle,
-            [(t.placement, t.status.value) for t in store._tokens[ctx.run_id].values()],
-            [e.kind for e in store._history[ctx.run_id]],
+            [(t.placement, t.status.value) for t in await store.tokens(ctx.run_id)],
+            [e.kind for e in await store.history(ctx.run_id)],
         )
     )
     return Park()
 
 
-async def test_the_run_and_its_attempt_are_stored_before_the_node_runs() -> None:
+async def test_the_run_and_its_attempt_are_stored_before_the_node_runs(
+    paths: dict[str, int],
+) -> None:
     STORED.clear()
     async with running() as (engine, _clock):
         ENGINES.append(engine)
         await engine.run(one(looks, "looks"))
     assert STORED == [("running", [("p", "running")], ["run_started", "node_started"])]
+    assert paths["fast"] == 1
 
 
 # -- handing over to an executor ------------
