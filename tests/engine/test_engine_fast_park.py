@@ -181,14 +181,27 @@ def _result(result: RunResult) -> str:
 Drive = Callable[[Engine, VirtualClock, RunResult], Any]
 
 
+class UnorderedClock(VirtualClock):
+    """A virtual clock that, like the system clock, promises no order between timers due at one
+    instant: the fast path then arms a node's deadline only when its attempt is handed over."""
+
+    ties_in_order = False
+
+
 async def _play(
-    flow: Flow, *, hooked: bool, then: Drive | None = None, **options: Any
+    flow: Flow,
+    *,
+    hooked: bool,
+    then: Drive | None = None,
+    unordered: bool = False,
+    **options: Any,
 ) -> tuple[str, str, str, list[str]]:
     """The first result, the last result (after ``then``), the store's contents, and the event
     kinds a hook saw."""
     seen: list[str] = []
     hooks: list[Callable[[EventRecord], None]] = [lambda e: seen.append(e.kind)] if hooked else []
-    async with running(hooks=hooks) as (engine, clock):
+    clock = (UnorderedClock if unordered else VirtualClock)(T0, autojump=True)
+    async with running(clock=clock, hooks=hooks) as (engine, clock):
         ENGINES.append(engine)
         first = await engine.run(flow, **options)
         last = first
@@ -199,9 +212,11 @@ async def _play(
     return _result(first), _result(last), contents, seen
 
 
-async def _both(flow: Flow, then: Drive | None = None, **options: Any) -> tuple[str, str, str]:
+async def _both(
+    flow: Flow, then: Drive | None = None, *, unordered: bool = False, **options: Any
+) -> tuple[str, str, str]:
     SEEN.clear()
-    fast = await _play(flow, hooked=False, then=then, **options)
+    fast = await _play(flow, hooked=False, then=then, unordered=unordered, **options)
     seen_fast = list(SEEN)
     SEEN.clear()
     slow = await _play(flow, hooked=True, then=then, **options)
@@ -375,10 +390,11 @@ async def test_the_run_and_its_attempt_are_stored_before_the_node_runs(
         "retry-park",
     ],
 )
+@pytest.mark.parametrize("unordered", [False, True], ids=["ordered-clock", "unordered-clock"])
 async def test_a_node_that_does_not_park_at_once_is_handed_over_with_the_same_history(
-    make: Callable[[], Flow], outcome: str, paths: dict[str, int]
+    make: Callable[[], Flow], outcome: str, unordered: bool, paths: dict[str, int]
 ) -> None:
-    result, _, _ = await _both(make(), input={"total": 1})
+    result, _, _ = await _both(make(), input={"total": 1}, unordered=unordered)
     assert paths == {"fast": 0, "handed": 1, "general": 1}
     assert f"Lifecycle.{outcome.upper()}" in result
 
@@ -571,3 +587,25 @@ def test_run_ids_are_random_version_4_uuids() -> None:
     for rid in ids:
         parsed = uuid.UUID(hex=rid)
         assert (parsed.version, parsed.variant, parsed.hex) == (4, uuid.RFC_4122, rid)
+
+
+async def test_a_fast_park_on_the_system_clock(paths: dict[str, int]) -> None:
+    """On the system clock no deadline timer is armed for an attempt that parks at once; one
+    that goes on after its first step gets its deadline when it is handed over."""
+    flow = one(park_keyed, "system-clock", timeout="PT1H")
+    later = one(sleep_then_answer, "system-clock-later", timeout="PT1H")
+    async with Engine() as engine:
+        parked = await engine.run(flow)
+        assert parked.lifecycle is Lifecycle.PARKED
+        await engine.signal(parked.run_id, placement="p", output="ok")
+        assert (await engine.wait(parked.run_id)).outcome == "approved"
+        assert paths["fast"] == 1
+        task = asyncio.ensure_future(engine.run(later))
+        await asyncio.sleep(0)  # run() hands the attempt over in its first step
+        [ex] = engine._runs.values()
+        [(placement, scope)] = ex._running.values()
+        assert placement == "p"
+        engine.cancel_nowait(ex.run_id, "enough")
+        result = await task
+        assert result.lifecycle is Lifecycle.CANCELLED and scope.cancel_called
+        assert paths["handed"] == 1

@@ -140,9 +140,10 @@ async def park_at_once(
         clock=clock,
         scope=scope,
     )
-    # Armed before the code runs, as on the general path: at the same instant as a timer the
-    # node arms, the deadline (armed first) wins.
-    timer = ScopeDeadline(clock, scope, deadline)
+    # On a clock that runs ties in arming order, armed before the code runs, as on the general
+    # path: at the same instant as a timer the node arms, the deadline (armed first) wins.
+    # Elsewhere it is armed only if the attempt goes on after its first step (_hand_over).
+    timer = ScopeDeadline(clock, scope, deadline) if clock.ties_in_order else None
     value: Any = None
     rest: Awaitable[Any] | None = None
     try:
@@ -173,7 +174,8 @@ async def park_at_once(
         except UndeclaredOutputError:
             request = None
         if request is not None:
-            timer.disarm()
+            if timer is not None:
+                timer.disarm()
             result = await _park(
                 engine, fast, run, state, base, ctx_state, update, token, request, seq
             )
@@ -279,7 +281,7 @@ def _hand_over(
     ctx_state: dict[str, Any],
     token: TokenRecord,
     scope: CancelScope,
-    timer: ScopeDeadline,
+    timer: ScopeDeadline | None,
     rest: Awaitable[Any],
     seq: int,
 ) -> asyncio.Future[RunResult]:
@@ -295,6 +297,8 @@ def _hand_over(
     scope._parent = ex.root
     ex.root._children = {scope}
     ex._running[token.id] = (token.placement, scope)
+    if timer is None:
+        timer = ScopeDeadline(engine.clock, scope, token.deadline)
     engine._runs[run.id] = ex
     settled = engine._settle_future(run.id)
     ex._arm_deadline()
