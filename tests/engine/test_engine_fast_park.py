@@ -609,3 +609,32 @@ async def test_a_fast_park_on_the_system_clock(paths: dict[str, int]) -> None:
         result = await task
         assert result.lifecycle is Lifecycle.CANCELLED and scope.cancel_called
         assert paths["handed"] == 1
+
+
+@node(outputs=["ok"], register=False)
+async def cancels_itself(ctx: NodeContext) -> Any:
+    ENGINES[-1].cancel_nowait(ctx.run_id, "self")
+    return Park(key="never")
+
+
+@node(outputs=["ok"], register=False)
+async def cancels_itself_then_sleeps(ctx: NodeContext) -> Any:
+    await ENGINES[-1].cancel(ctx.run_id, "self")
+    # The node's own task is not cancelled under it: it goes on to its end.
+    await ctx.clock.sleep(timedelta(seconds=1))
+    SEEN.append(f"woke: {ctx.cancel_reason}")
+    return "ok"
+
+
+@pytest.mark.parametrize(
+    "make", [cancels_itself, cancels_itself_then_sleeps], ids=["park", "sleep"]
+)
+async def test_a_node_that_cancels_its_own_run_in_its_first_step(
+    make: Any, paths: dict[str, int]
+) -> None:
+    result, _, contents = await _both(one(make, make.id.rsplit(":", 1)[-1]))
+    assert "CANCELLED" in result and "'self'" in result
+    assert "('parked', datetime" not in contents  # no parked event: cancelled before
+    assert paths == {"fast": 0, "handed": 1, "general": 1}
+    if make is cancels_itself_then_sleeps:
+        assert SEEN == ["woke: abort"]

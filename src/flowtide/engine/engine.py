@@ -43,7 +43,7 @@ from flowtide.engine.errors import (
 )
 from flowtide.engine.events import EventKind, Hook
 from flowtide.engine.explain import Explanation, explain_token
-from flowtide.engine.fastpark import park_at_once
+from flowtide.engine.fastpark import EagerRun, park_at_once
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
@@ -173,6 +173,8 @@ class Engine:
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
         self._end_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
+        self._eager: dict[str, EagerRun] = {}
+        """Runs whose first attempt runs right now in ``run()``'s task (see fastpark)."""
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
                 self.register_flow(f)
@@ -570,12 +572,18 @@ class Engine:
     async def cancel(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run, parked (and let go) or not; False if it had already ended."""
         self._ready()
+        eager = self._eager.get(run_id)
+        if eager is not None:
+            return eager.executor().cancel(reason)
         ex = await self._executor(run_id)
         if ex is None:
             return False
         return ex.cancel(reason)
 
     def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:
+        eager = self._eager.get(run_id)
+        if eager is not None:
+            return eager.executor().cancel(reason)
         ex = self._runs.get(run_id)
         if ex is not None and not ex.released:
             return ex.cancel(reason)

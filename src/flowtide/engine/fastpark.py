@@ -146,6 +146,10 @@ async def park_at_once(
     timer = ScopeDeadline(clock, scope, deadline) if clock.ties_in_order else None
     value: Any = None
     rest: Awaitable[Any] | None = None
+    # While the node's first step runs, a cancel of this run (by the node itself) finds it here
+    # and gets the executor the general path would have by now.
+    eager = EagerRun(engine, plan, run, state, token, scope, seq)
+    engine._eager[run_id] = eager
     try:
         if impl.is_async:
             coro = impl.fn(ctx)
@@ -168,7 +172,9 @@ async def park_at_once(
         # Not the node's outcome (a cancel of the caller, an interrupt): the executor's task
         # raises it where the general path would.
         rest = _Done(None, exc)
-    if rest is None:
+    finally:
+        del engine._eager[run_id]
+    if rest is None and eager.ex is None:
         try:
             _, update, request = RunExecutor._interpret(impl, pid, value, ctx_state)
         except UndeclaredOutputError:
@@ -181,10 +187,9 @@ async def park_at_once(
             )
             if result is not None:
                 return result
+    if rest is None:
         rest = _Done(value, None)
-    return _hand_over(
-        engine, plan, fast, run, state, base, ctx_state, token, scope, timer, rest, seq
-    )
+    return _hand_over(eager, fast, base, ctx_state, timer, rest)
 
 
 async def _park(
@@ -271,39 +276,75 @@ async def _park(
     )
 
 
+class EagerRun:
+    """A run whose first attempt runs eagerly in ``Engine.run``, and its executor once one is
+    needed: when the attempt is handed over, or when the run is cancelled meanwhile."""
+
+    __slots__ = ("engine", "ex", "plan", "run", "scope", "seq", "state", "token")
+
+    def __init__(
+        self,
+        engine: Engine,
+        plan: FlowPlan,
+        run: RunRecord,
+        state: dict[str, Any],
+        token: TokenRecord,
+        scope: CancelScope,
+        seq: int,
+    ) -> None:
+        self.engine = engine
+        self.plan = plan
+        self.run = run
+        self.state = state
+        self.token = token
+        self.scope = scope
+        self.seq = seq
+        self.ex: RunExecutor | None = None
+
+    def executor(self) -> RunExecutor:
+        """The executor as RunExecutor.main leaves it while the first attempt runs."""
+        ex = self.ex
+        if ex is not None:
+            return ex
+        token = self.token
+        scope = self.scope
+        ex = self.ex = RunExecutor(self.engine, self.plan, self.run, self.state)
+        ex._started = True
+        ex.tokens[token.id] = token
+        ex._visits[token.placement] = 1
+        next(ex._ids)  # the token took the run's first id
+        ex._seq = self.seq
+        # The attempt's scope is a child of the run's root scope, as if opened there.
+        scope._parent = ex.root
+        ex.root._children = {scope}
+        ex._running[token.id] = (token.placement, scope)
+        self.engine._runs[self.run.id] = ex
+        ex._arm_deadline()
+        return ex
+
+
 def _hand_over(
-    engine: Engine,
-    plan: FlowPlan,
+    eager: EagerRun,
     fast: FastEntry,
-    run: RunRecord,
-    state: dict[str, Any],
     base: dict[str, Any],
     ctx_state: dict[str, Any],
-    token: TokenRecord,
-    scope: CancelScope,
     timer: ScopeDeadline | None,
     rest: Awaitable[Any],
-    seq: int,
 ) -> asyncio.Future[RunResult]:
-    """An executor as RunExecutor.main leaves it once the first attempt is running, and a task
-    that finishes the attempt and drives the token on. Returns the future ``run()`` awaits."""
-    ex = RunExecutor(engine, plan, run, state)
-    ex._started = True
-    ex.tokens[token.id] = token
-    ex._visits[token.placement] = 1
-    next(ex._ids)  # the token took the run's first id
-    ex._seq = seq
-    # The attempt's scope is a child of the run's root scope, as if opened there.
-    scope._parent = ex.root
-    ex.root._children = {scope}
-    ex._running[token.id] = (token.placement, scope)
+    """The executor, and a task that finishes the attempt and drives the token on. Returns
+    the future ``run()`` awaits."""
+    # Cancelled during the first step (by the node itself): as on the general path, where the
+    # node's own task cannot be cancelled under it, the code goes on to its end.
+    scope = eager.scope
+    during_step = scope.cancellation is not None
+    ex = eager.executor()
+    engine = eager.engine
+    token = eager.token
     if timer is None:
         timer = ScopeDeadline(engine.clock, scope, token.deadline)
-    engine._runs[run.id] = ex
-    settled = engine._settle_future(run.id)
-    ex._arm_deadline()
+    settled = engine._settle_future(ex.run.id)
     task = asyncio.get_running_loop().create_task(
-        _continue(ex, fast, token, scope, timer, base, ctx_state, rest)
+        _continue(ex, fast, token, scope, timer, base, ctx_state, rest, during_step)
     )
     ex._tasks.add(task)
     return settled
@@ -318,6 +359,7 @@ async def _continue(
     base: dict[str, Any],
     ctx_state: dict[str, Any],
     rest: Awaitable[Any],
+    during_step: bool,
 ) -> None:
     """The rest of RunExecutor.invoke for the handed-over attempt, then _after_attempt and
     _drive, in the run's task (as RunExecutor.main runs its first token)."""
@@ -325,7 +367,7 @@ async def _continue(
     assert task is not None
     p = fast.placement
     try:
-        attempt = await _finish(ex, fast, token, scope, timer, ctx_state, rest, task)
+        attempt = await _finish(ex, fast, token, scope, timer, ctx_state, rest, task, during_step)
         nxt = await ex._after_attempt(token, p, fast.impl.id, fast.settings, base, attempt)
         if nxt is not None:
             await ex._drive(nxt)
@@ -350,6 +392,7 @@ async def _finish(
     ctx_state: dict[str, Any],
     rest: Awaitable[Any],
     task: asyncio.Task[Any],
+    during_step: bool,
 ) -> Attempt:
     pid = fast.placement.id
     deadline = token.deadline
@@ -357,7 +400,7 @@ async def _finish(
     error: BaseException | None = None
     try:
         with scope.bind():
-            if scope.cancellation is not None and isinstance(rest, _Resume):
+            if scope.cancellation is not None and not during_step and isinstance(rest, _Resume):
                 # Cancelled before this task held the scope: what CancelScope._propagate does
                 # to the task that runs the attempt.
                 scope._cancelled_by_us = True
