@@ -638,3 +638,26 @@ async def test_a_node_that_cancels_its_own_run_in_its_first_step(
     assert paths == {"fast": 0, "handed": 1, "general": 1}
     if make is cancels_itself_then_sleeps:
         assert SEEN == ["woke: abort"]
+
+
+HANDLES: list[Any] = []
+
+
+@node(outputs=["ok"], register=False)
+async def resumes_itself(ctx: NodeContext) -> Any:
+    # The run is live in this engine: resume gives a handle to it, and runs nothing again.
+    HANDLES.append(await ENGINES[-1].resume(ctx.run_id))
+    SEEN.append("ran")
+    return Park(key="self")
+
+
+async def test_resume_of_a_run_whose_first_step_runs_gives_its_handle(
+    paths: dict[str, int],
+) -> None:
+    async def signal(engine: Engine, clock: VirtualClock, first: RunResult) -> None:
+        await engine.signal(first.run_id, placement="p", output="ok")
+        assert (await HANDLES[-1].result()).outcome == "approved"
+
+    _, last, _ = await _both(one(resumes_itself, "resumes-itself"), signal)
+    assert "approved" in last and SEEN == ["ran"]
+    assert paths["fast"] == 1

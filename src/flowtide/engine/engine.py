@@ -393,7 +393,7 @@ class Engine:
         """
         self._ready()
         end = self._end_future(run_id)
-        if run_id in self._runs:
+        if run_id in self._runs or run_id in self._eager:
             return RunHandle(self, run_id, end)
         ex = await self._executor(run_id, rearm=True)
         if ex is None and not end.done():
