@@ -263,6 +263,7 @@ async def _park(
         if removed:
             c.state_deleted = removed
     run.lifecycle = _PARKED
+    # Current to the ``parked`` event: a run's events are numbered 1, 2, 3, ... in its history.
     run.resume = {"seq": seq + 1, "visits": ((pid, 1),), "terminals": (), "outcome": None}
     await engine.store.commit(c)
     if due:
