@@ -48,6 +48,11 @@ class Clock(ABC):
     does not jump while something is held.
     """
 
+    ties_in_order: bool = False
+    """Whether callbacks due at the same instant run in the order they were armed. The system
+    clock makes no such promise (the loop's timers at one instant run in no set order), so there
+    it does not matter which of two timers for one instant was armed first."""
+
     @abstractmethod
     def now(self) -> datetime: ...
 
@@ -138,6 +143,8 @@ class VirtualClock(Clock):
 
     Timers live in a heap with lazy deletion: cancelling is O(1), stale entries are skipped.
     """
+
+    ties_in_order = True
 
     def __init__(self, start: datetime | None = None, *, autojump: bool = False) -> None:
         self._now = utc(start) if start is not None else DEFAULT_EPOCH

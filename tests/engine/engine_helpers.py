@@ -21,9 +21,10 @@ def at(seconds: float) -> datetime:
 
 @asynccontextmanager
 async def running(
-    autojump: bool = True, **options: Any
+    autojump: bool = True, *, clock: VirtualClock | None = None, **options: Any
 ) -> AsyncIterator[tuple[Engine, VirtualClock]]:
-    clock = VirtualClock(T0, autojump=autojump)
+    if clock is None:
+        clock = VirtualClock(T0, autojump=autojump)
     engine = Engine(clock=clock, **options)
     try:
         yield engine, clock

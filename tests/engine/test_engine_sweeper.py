@@ -165,6 +165,7 @@ async def test_the_sweeper_wakes_early_for_a_nearer_deadline() -> None:
     )
     async with running(autojump=False) as (engine, clock):
         slow = await engine.run(far)
+        await clock.settle()  # run() may return before the sweeper's task first ran
         assert engine.sweeper.statistics().armed_for == at(3600)
         fast = await engine.run(race_flow())
         await clock.settle()

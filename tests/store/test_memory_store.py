@@ -134,3 +134,113 @@ async def test_unknown_and_duplicate_runs() -> None:
         await store.create_run(RunRecord("r", "urn:f", "1", "pending", T0), {})
     assert [r.id for r in await store.list_runs("pending")] == ["r"]
     assert await store.list_runs("completed") == []
+
+
+async def test_records_come_back_as_they_went_in() -> None:
+    from flowtide.store import ParkRecord, ParkStatus
+
+    store = MemoryStore()
+    run = RunRecord(
+        "r",
+        "urn:f",
+        "1",
+        "parked",
+        T0,
+        deadline=t(60),
+        started_at=t(1),
+        options={"entrypoint": None, "item": {"sku": "a", "n": [1, {"x": 2}]}},
+        resume={"seq": 3, "visits": (("p", 1),), "terminals": (), "outcome": None},
+    )
+    data = {
+        "window": {"anchor": "park", "timeout": 10.0, "deadline": None},
+        "fired_timers": (0, 1),
+        "armed": [{"0": "soon"}],
+        "empty": {},
+        "signal": ("not", "a", {"dict": 1}),
+    }
+    token = TokenRecord(
+        "r.1", "r", "p", TokenStatus.PARKED, 2, 3, (("s", 0, 2),), t(10), None, T0, data, 4
+    )
+    park = ParkRecord("r.1#4", "r", "r.1", "p", 3, 4, t(2), t(10), "k", {"url": "u", "l": [1]})
+    event = EventRecord("parked", "r", t(2), "p", 2, "r.1", {"key": "k", "to": ["a"], "d": {}})
+    await store.create_run(run, {"s": 1})
+    await store.commit(
+        Commit(
+            "r",
+            tokens=[token],
+            events=[event],
+            parks=[park],
+            due=[DueEntry(t(10), "r", "r.1", "timeout"), DueEntry(t(60), "r", "r", "deadline")],
+        )
+    )
+    assert await store.get_run("r") == run
+    assert await store.list_runs("parked") == [run]
+    assert await store.tokens("r") == [token]
+    assert await store.tokens("r", [TokenStatus.RUNNING]) == []
+    assert await store.token("r", "r.1") == token
+    assert (await store.history("r"))[0].data == event.data
+    assert await store.parks(run_id="r", open_only=True) == [park]
+    assert await store.parks(key="k", placement="p") == [park]
+    assert store.due_entries() == [
+        DueEntry(t(10), "r", "r.1", "timeout"),
+        DueEntry(t(60), "r", "r", "deadline"),
+    ]
+    # What comes out is a copy: changing it changes nothing stored.
+    (out,) = await store.tokens("r")
+    out.data["window"]["anchor"] = "node"
+    out.data["armed"][0]["0"] = "later"
+    assert await store.tokens("r") == [token]
+    park.status = ParkStatus.SIGNALLED
+    await store.commit(Commit("r", parks=[park]))
+    assert await store.parks(run_id="r", open_only=True) == []
+    assert [p.status for p in await store.parks(run_id="r")] == [ParkStatus.SIGNALLED]
+
+
+async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
+    """The rows of a parked run hold plain values only: after a collection, the collector no
+    longer tracks them (only the run's history list, and its state if it holds containers)."""
+    import gc
+
+    from flowtide.store import ParkRecord
+
+    store = MemoryStore()
+    run = RunRecord("r", "urn:f", "1", "running", T0, options={"entrypoint": None})
+    token = TokenRecord("r.1", "r", "p", TokenStatus.RUNNING, created_at=T0)
+    started = [
+        EventRecord("run_started", "r", T0, data={"flow": "urn:f", "deadline": None}),
+        EventRecord("node_started", "r", T0, "p", 1, "r.1", {"visit": 1, "deadline": None}),
+    ]
+    await store.create_run(run, {}, Commit("r", tokens=[token], events=started))
+    token.status = TokenStatus.PARKED
+    token.data["window"] = {"anchor": "park", "deadline": t(10).isoformat()}
+    run.lifecycle = "parked"
+    run.resume = {"seq": 3, "visits": (("p", 1),), "terminals": (), "outcome": None}
+    park = ParkRecord("r.1#1", "r", "r.1", "p", 1, 1, T0, t(10), "k")
+    await store.commit(
+        Commit(
+            "r",
+            run=run,
+            tokens=[token],
+            events=[EventRecord("parked", "r", T0, "p", 1, "r.1", {"key": "k", "park": park.id})],
+            parks=[park],
+            due=[DueEntry(t(10), "r", "r.1", "timeout")],
+        )
+    )
+    for _ in range(4):
+        # A collection untracks a tuple whose items are untracked by then: nested ones may
+        # take a collection per level.
+        gc.collect()
+    rows: list[object] = [
+        store._runs["r"],
+        store._states["r"],
+        store._tokens["r"],
+        *store._tokens["r"].values(),
+        *store._history["r"],
+        store._parks["r.1#1"],
+        store._parks_by_run["r"],
+        store._parks_by_key["k"],
+        store._due["r.1"],
+        *store._due_heap,
+    ]
+    assert [row for row in rows if gc.is_tracked(row)] == []
+    assert gc.is_tracked(store._history["r"])  # a list: always tracked

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import random
 import uuid
 from collections import defaultdict
@@ -41,6 +42,7 @@ from flowtide.engine.errors import (
 )
 from flowtide.engine.events import EventKind, Hook
 from flowtide.engine.explain import Explanation, explain_token
+from flowtide.engine.fastpark import EagerRun, park_at_once
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
@@ -171,6 +173,8 @@ class Engine:
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
         self._end_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
+        self._eager: dict[str, EagerRun] = {}
+        """Runs whose first attempt runs right now in ``run()``'s task (see fastpark)."""
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
                 self.register_flow(f)
@@ -226,16 +230,32 @@ class Engine:
     # -- runs ------------
 
     async def run(
-        self, flow: Flow | str, input: Mapping[str, Any] | None = None, **options: Any
+        self,
+        flow: Flow | str,
+        input: Mapping[str, Any] | None = None,
+        *,
+        deadline: timedelta | datetime | str | int | None = None,
+        run_id: str | None = None,
+        entrypoint: str | None = None,
     ) -> RunResult:
         """Start a run and return its result at its first quiescent point: when it ends, or
         when it is parked on the outside world (lifecycle ``parked``, ``result.parked`` lists
         the parked tokens). A run that only waits for timers (waits, backoffs) is not returned
         early: the timers move it on by themselves. See :meth:`start` for the options; use
         :meth:`wait` (or ``start(...)`` and ``handle.result()``) to wait for the end."""
-        handle = await self.start(flow, input, **options)
-        settled = self._settle_future(handle.run_id)
-        return await settled
+        self._ready()
+        plan, run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
+        if not self.hooks:
+            fast = plan.fast_entry(plan.entry_target(entrypoint))
+            if fast is not None:
+                # The entry node runs in this task; a park is one commit (see fastpark).
+                out = await park_at_once(self, plan, fast, run, state)
+                if isinstance(out, RunResult):
+                    return out
+                if out is not None:
+                    return await out
+        await self._launch(plan, run, state, entrypoint)
+        return await self._settle_future(run.id)
 
     async def wait(self, run_id: str) -> RunResult:
         """The run's result once it has ended (at once if it already has)."""
@@ -295,6 +315,20 @@ class Engine:
         of ``flow.entrypoints`` (default ``main``, else the first).
         """
         self._ready()
+        plan, run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
+        end = self._end_future(run.id)
+        await self._launch(plan, run, state, entrypoint)
+        return RunHandle(self, run.id, end)
+
+    def _new_run(
+        self,
+        flow: Flow | str,
+        input: Mapping[str, Any] | None,
+        deadline: timedelta | datetime | str | int | None,
+        run_id: str | None,
+        entrypoint: str | None,
+    ) -> tuple[FlowPlan, RunRecord, dict[str, Any]]:
+        """A new run's plan, record (lifecycle ``pending``, not stored yet) and state."""
         if isinstance(flow, Flow):
             self.register_flow(flow)
             flow_id = flow.id
@@ -303,7 +337,7 @@ class Engine:
         plan = self.plan(flow_id)
         now = self.clock.now()
         run = RunRecord(
-            id=run_id or uuid.uuid4().hex,
+            id=run_id or new_run_id(),
             flow_id=flow_id,
             flow_version=plan.flow.version,
             lifecycle=Lifecycle.PENDING.value,
@@ -311,13 +345,16 @@ class Engine:
             deadline=_deadline(deadline if deadline is not None else plan.flow.deadline, now),
             options={"entrypoint": entrypoint},
         )
-        state = copy_state(input or {})
+        return plan, run, copy_state(input or {})
+
+    async def _launch(
+        self, plan: FlowPlan, run: RunRecord, state: dict[str, Any], entrypoint: str | None
+    ) -> None:
+        """Store the new run and start its executor (the general path)."""
         await self.store.create_run(run, state)
         ex = RunExecutor(self, plan, run, state)
         self._runs[run.id] = ex
-        end = self._end_future(run.id)
         ex.launch(entrypoint)
-        return RunHandle(self, run.id, end)
 
     async def _start_child(
         self,
@@ -357,7 +394,7 @@ class Engine:
         """
         self._ready()
         end = self._end_future(run_id)
-        if run_id in self._runs:
+        if run_id in self._runs or run_id in self._eager:
             return RunHandle(self, run_id, end)
         ex = await self._executor(run_id, rearm=True)
         if ex is None and not end.done():
@@ -536,12 +573,18 @@ class Engine:
     async def cancel(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run, parked (and let go) or not; False if it had already ended."""
         self._ready()
+        eager = self._eager.get(run_id)
+        if eager is not None:
+            return eager.executor().cancel(reason)
         ex = await self._executor(run_id)
         if ex is None:
             return False
         return ex.cancel(reason)
 
     def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:
+        eager = self._eager.get(run_id)
+        if eager is not None:
+            return eager.executor().cancel(reason)
         ex = self._runs.get(run_id)
         if ex is not None and not ex.released:
             return ex.cancel(reason)
@@ -742,6 +785,15 @@ class Engine:
                             ],
                         )
                     )
+
+
+def new_run_id() -> str:
+    """A random run id, as ``uuid.uuid4().hex`` makes it, without building a UUID object (it is
+    on every run's start)."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    return b.hex()
 
 
 def _consume(task: asyncio.Task[Any]) -> None:

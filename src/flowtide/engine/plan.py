@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from flowtide.authoring.nodes import NodeImplementation
+from flowtide.engine.deadlines import needs_node_anchor
+from flowtide.engine.reducers import StateMerger
 from flowtide.model.flow import Flow, node_ref
 from flowtide.model.graphs import reach
 from flowtide.model.placements import (
@@ -13,6 +15,7 @@ from flowtide.model.placements import (
     AnyPlacement,
     Join,
     JoinMode,
+    PhaseKind,
     Task,
     Terminal,
 )
@@ -58,6 +61,20 @@ class FastTask:
     """The node is sync and runs in a worker thread."""
 
 
+@dataclass(frozen=True, slots=True)
+class FastEntry:
+    """An entrypoint whose first attempt may run eagerly in ``Engine.run`` (see
+    :mod:`flowtide.engine.fastpark`): no pre phase, a task whose node runs on the loop
+    (``async def`` or sync ``inline``), with no timers and no node anchor, so that starting the
+    attempt needs nothing but the start commit, and a park needs nothing but the park commit."""
+
+    placement: Task
+    impl: NodeImplementation
+    settings: NodeSettings
+    merger: StateMerger
+    """The flow's reducers (a run's own merger holds nothing else)."""
+
+
 @dataclass(slots=True)
 class FlowPlan:
     flow: Flow
@@ -90,6 +107,7 @@ class FlowPlan:
     _joins: dict[str, frozenset[str]] = field(default_factory=dict)
     _split_joins: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
     _reaches: dict[tuple[str, ...], bool] = field(default_factory=dict)
+    _entries: dict[str, FastEntry | None] = field(default_factory=dict)
 
     @classmethod
     def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
@@ -168,6 +186,35 @@ class FlowPlan:
             plain = frozenset(impl.outputs) - {PARKED_OUTPUT}
             only = impl.outputs[0] if len(impl.outputs) == 1 and plain else None
             self.fast[p.id] = FastTask(p, impl, plain, only, moves, threaded)
+
+    def entry_target(self, entry: str | None) -> str:
+        """The placement a run started at ``entry`` (a label or a placement id) begins at."""
+        if entry is not None and entry in self.flow.entrypoints:
+            return self.flow.entrypoints[entry]
+        return entry or self.flow.main_entrypoint
+
+    def fast_entry(self, target: str) -> FastEntry | None:
+        """The entry placement ``target`` as a :class:`FastEntry`, or None (decided once)."""
+        try:
+            return self._entries[target]
+        except KeyError:
+            pass
+        found = self._entries[target] = self._fast_entry(target)
+        return found
+
+    def _fast_entry(self, target: str) -> FastEntry | None:
+        if self.flow.phases(PhaseKind.PRE):
+            return None
+        p = self.placements.get(target)
+        if not isinstance(p, Task):
+            return None
+        impl = self.impls[p.id]
+        if impl.execution != "inline":
+            return None  # a worker thread or a process: the executor holds it
+        settings = self.settings[p.id]
+        if settings.timers or needs_node_anchor(settings):
+            return None
+        return FastEntry(p, impl, settings, StateMerger(self.flow.reducers))
 
     def can_reach(self, source: str, target: str) -> bool:
         return target in self.reach.get(source, frozenset())

@@ -3,6 +3,12 @@
 A commit is applied without yielding to the event loop, so it is atomic with respect to other
 tasks. Records are copied on the way in and out, so the engine cannot change stored data by
 mutating its own objects (as with a real database).
+
+Runs, tokens, events, parks and due entries are kept as plain tuples of their fields (enum
+members as their values, mappings as flat tuples: :func:`_freeze`), and records are built again
+on the way out. A tuple (or a dict) holding only such values is one the cyclic garbage collector
+stops tracking after its first collection, so the many parked runs a process keeps cost the
+collector almost nothing (a record object would be walked by every full collection).
 """
 
 from __future__ import annotations
@@ -40,20 +46,25 @@ __all__ = ["MemoryStore"]
 
 class MemoryStore(Store):
     def __init__(self) -> None:
-        self._runs: dict[str, RunRecord] = {}
+        self._runs: dict[str, tuple[Any, ...]] = {}
+        """run id -> the run's fields (:func:`_run_row`)."""
         self._states: dict[str, dict[str, Any]] = {}
-        self._tokens: dict[str, dict[str, TokenRecord]] = {}
-        self._history: dict[str, list[EventRecord]] = {}
-        self._due: dict[str, dict[str, DueEntry]] = {}
-        """token id -> purpose -> entry (the live entries)."""
-        self._due_heap: list[tuple[datetime, int, DueEntry]] = []
-        """Every entry ever set; an entry no longer live is stale and skipped (lazy deletion)."""
+        self._tokens: dict[str, dict[str, tuple[Any, ...]]] = {}
+        """run id -> token id -> the token's fields (:func:`_token_row`)."""
+        self._history: dict[str, list[tuple[Any, ...]]] = {}
+        """run id -> its events' fields (:func:`_event_row`), in order."""
+        self._due: dict[str, dict[str, tuple[datetime, int, str]]] = {}
+        """token id -> purpose -> (when, seq, run id): the live entries."""
+        self._due_heap: list[tuple[datetime, int, str, str, str]] = []
+        """(when, seq, run id, token id, purpose) of every entry ever set; one whose seq is not
+        the live one of its token and purpose is stale and skipped (lazy deletion)."""
         self._due_seq = itertools.count()
         self._anchors: dict[tuple[str, str, str | None], datetime] = {}
         self._scatter: dict[tuple[str, str], dict[int, ScatterItemRecord]] = {}
-        self._parks: dict[str, ParkRecord] = {}
-        self._parks_by_run: dict[str, list[str]] = {}
-        self._parks_by_key: dict[str, list[str]] = {}
+        self._parks: dict[str, tuple[Any, ...]] = {}
+        """park id -> the park's fields (:func:`_park_row`)."""
+        self._parks_by_run: dict[str, tuple[str, ...]] = {}
+        self._parks_by_key: dict[str, tuple[str, ...]] = {}
         self._answers: dict[str, SignalAnswer] = {}
 
     async def create_run(
@@ -61,7 +72,7 @@ class MemoryStore(Store):
     ) -> Sequence[EventRecord]:
         if run.id in self._runs:
             raise StoreError(f"run {run.id!r} already exists")
-        self._runs[run.id] = _copy_run(run)
+        self._runs[run.id] = _run_row(run)
         self._states[run.id] = dict(state)
         self._tokens[run.id] = {}
         self._history[run.id] = []
@@ -82,7 +93,8 @@ class MemoryStore(Store):
         if c.expect:
             for token_id, wanted in c.expect.items():
                 expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
-                why = expect.check(tokens.get(token_id))
+                row = tokens.get(token_id)
+                why = expect.check(_token_record(row) if row is not None else None)
                 if why is not None:
                     raise StoreConflict(f"token {token_id!r} of run {run_id!r} is {why}")
         if c.signal_answers:
@@ -90,10 +102,10 @@ class MemoryStore(Store):
                 if answer.key in self._answers:
                     raise DuplicateSignal(f"signal idempotency key {answer.key!r} already answered")
         if c.run is not None:
-            self._runs[run_id] = _copy_run(c.run)
+            self._runs[run_id] = _run_row(c.run)
         for t in c.tokens:
             # Copied: the engine goes on mutating its token records.
-            tokens[t.id] = _copy_token(t)
+            tokens[t.id] = _token_row(t)
         if c.state is not None or c.state_deleted:
             state = self._states[run_id]
             if c.state:
@@ -112,8 +124,14 @@ class MemoryStore(Store):
                         del self._due[token_id]
         if c.due:
             for entry in c.due:
-                self._due.setdefault(entry.token_id, {})[entry.purpose] = entry
-                heapq.heappush(self._due_heap, (entry.when, next(self._due_seq), entry))
+                seq = next(self._due_seq)
+                mine = self._due.get(entry.token_id)
+                if mine is None:
+                    mine = self._due[entry.token_id] = {}
+                mine[entry.purpose] = (entry.when, seq, entry.run_id)
+                heapq.heappush(
+                    self._due_heap, (entry.when, seq, entry.run_id, entry.token_id, entry.purpose)
+                )
         if c.anchors or c.anchors_released or c.parks or c.signal_answers:
             self._apply_parking(c)
         if c.scatter:
@@ -130,7 +148,12 @@ class MemoryStore(Store):
             EventRecord(e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data, seq)
             for seq, e in enumerate(c.events, seq + 1)
         ]
-        history.extend(out)
+        history.extend(
+            [
+                (e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, _freeze(e.data), e.seq)
+                for e in out
+            ]
+        )
         return out
 
     def _apply_parking(self, c: Commit) -> None:
@@ -140,24 +163,27 @@ class MemoryStore(Store):
             self._anchors.pop((c.run_id, placement, item), None)
         for park in c.parks:
             if park.id not in self._parks:
-                self._parks_by_run.setdefault(park.run_id, []).append(park.id)
+                self._parks_by_run[park.run_id] = (
+                    *self._parks_by_run.get(park.run_id, ()),
+                    park.id,
+                )
                 if park.key is not None:
-                    self._parks_by_key.setdefault(park.key, []).append(park.id)
-            self._parks[park.id] = _copy_park(park)
+                    self._parks_by_key[park.key] = (*self._parks_by_key.get(park.key, ()), park.id)
+            self._parks[park.id] = _park_row(park)
         for answer in c.signal_answers:
             self._answers[answer.key] = answer
 
     async def get_run(self, run_id: str) -> RunRecord:
         try:
-            return _copy_run(self._runs[run_id])
+            return _run_record(self._runs[run_id])
         except KeyError:
             raise UnknownRunError(run_id) from None
 
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
         return [
-            _copy_run(r)
+            _run_record(r)
             for r in self._runs.values()
-            if lifecycle is None or r.lifecycle == lifecycle
+            if lifecycle is None or r[_LIFECYCLE] == lifecycle
         ]
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
@@ -171,31 +197,39 @@ class MemoryStore(Store):
     ) -> Sequence[TokenRecord]:
         if run_id not in self._tokens:
             raise UnknownRunError(run_id)
-        wanted = set(statuses) if statuses is not None else None
+        wanted = {s.value for s in statuses} if statuses is not None else None
         return [
-            _copy_token(t)
+            _token_record(t)
             for t in self._tokens[run_id].values()
-            if wanted is None or t.status in wanted
+            if wanted is None or t[_STATUS] in wanted
         ]
 
     async def history(self, run_id: str, after: int = 0) -> Sequence[EventRecord]:
         if run_id not in self._history:
             raise UnknownRunError(run_id)
-        return list(self._history[run_id][after:])
+        return [
+            EventRecord(kind, rid, at, placement, attempt, token_id, _thaw(data), seq)
+            for kind, rid, at, placement, attempt, token_id, data, seq in self._history[run_id][
+                after:
+            ]
+        ]
 
     async def token(self, run_id: str, token_id: str) -> TokenRecord | None:
         if run_id not in self._tokens:
             raise UnknownRunError(run_id)
         found = self._tokens[run_id].get(token_id)
-        return _copy_token(found) if found is not None else None
+        return _token_record(found) if found is not None else None
 
-    def _live(self, entry: DueEntry) -> bool:
-        mine = self._due.get(entry.token_id)
-        return mine is not None and mine.get(entry.purpose) is entry
+    def _live(self, item: tuple[datetime, int, str, str, str]) -> bool:
+        mine = self._due.get(item[3])
+        if mine is None:
+            return False
+        live = mine.get(item[4])
+        return live is not None and live[1] == item[1]
 
     def _prune(self) -> None:
         heap = self._due_heap
-        while heap and not self._live(heap[0][2]):
+        while heap and not self._live(heap[0]):
             heapq.heappop(heap)
 
     async def next_due(self) -> datetime | None:
@@ -208,12 +242,12 @@ class MemoryStore(Store):
             self._prune()
             if not self._due_heap or self._due_heap[0][0] > now:
                 break
-            _, _, entry = heapq.heappop(self._due_heap)
-            mine = self._due[entry.token_id]
-            del mine[entry.purpose]
+            when, _, run_id, token_id, purpose = heapq.heappop(self._due_heap)
+            mine = self._due[token_id]
+            del mine[purpose]
             if not mine:
-                del self._due[entry.token_id]
-            out.append(entry)
+                del self._due[token_id]
+            out.append(DueEntry(when, run_id, token_id, purpose))
         return out
 
     async def node_anchor(self, run_id: str, placement: str, item: str | None) -> datetime | None:
@@ -235,21 +269,21 @@ class MemoryStore(Store):
         open_only: bool = False,
     ) -> Sequence[ParkRecord]:
         if key is not None:
-            ids = self._parks_by_key.get(key, [])
+            ids = self._parks_by_key.get(key, ())
         elif run_id is not None:
-            ids = self._parks_by_run.get(run_id, [])
+            ids = self._parks_by_run.get(run_id, ())
         else:
             raise StoreError("parks() needs a run_id or a key")
         out = []
         for park_id in ids:
             park = self._parks[park_id]
-            if run_id is not None and park.run_id != run_id:
+            if run_id is not None and park[1] != run_id:
                 continue
-            if placement is not None and park.placement != placement:
+            if placement is not None and park[3] != placement:
                 continue
-            if open_only and park.status is not ParkStatus.PARKED:
+            if open_only and park[_PARK_STATUS] != _OPEN:
                 continue
-            out.append(_copy_park(park))
+            out.append(_park_record(park))
         return out
 
     async def signal_answer(self, key: str) -> SignalAnswer | None:
@@ -264,29 +298,97 @@ class MemoryStore(Store):
     def due_entries(self) -> list[DueEntry]:
         """Every pending due entry, earliest first."""
         return sorted(
-            (e for mine in self._due.values() for e in mine.values()), key=lambda e: e.when
+            (
+                DueEntry(when, run_id, token_id, purpose)
+                for token_id, mine in self._due.items()
+                for purpose, (when, _, run_id) in mine.items()
+            ),
+            key=lambda e: e.when,
         )
 
 
-def _copy_token(t: TokenRecord) -> TokenRecord:
-    return TokenRecord(
+# -- rows: records as plain tuples ------------
+
+_DICT = "\x00flowtide:dict"
+"""The first item of a frozen mapping (:func:`_freeze`)."""
+
+_CONTAINERS = (dict, list)
+_STATUSES = {s.value: s for s in TokenStatus}
+_PARK_STATUSES = {s.value: s for s in ParkStatus}
+_OPEN = ParkStatus.PARKED.value
+_LIFECYCLE = 3
+_STATUS = 3
+_PARK_STATUS = 10
+
+
+def _freeze(value: Any) -> Any:
+    """A value without dicts or lists, which the collector can stop tracking: a dict becomes
+    ``(_DICT, key, value, key, value, ...)``, a list a copy of its frozen items (a list is always
+    tracked), anything else is kept (the engine keeps its data JSON-like)."""
+    t = type(value)
+    if t is dict:
+        out: list[Any] = [_DICT]
+        for k, v in value.items():
+            out.append(k)
+            # Most values are plain: no call for them.
+            out.append(_freeze(v) if type(v) in _CONTAINERS else v)
+        return tuple(out)
+    if t is list:
+        return [_freeze(v) if type(v) in _CONTAINERS else v for v in value]
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    """The value :func:`_freeze` was given (new dicts and lists)."""
+    t = type(value)
+    if t is tuple and value and value[0] is _DICT:
+        out: dict[Any, Any] = {}
+        for i in range(1, len(value), 2):
+            v = value[i + 1]
+            tv = type(v)
+            out[value[i]] = _thaw(v) if tv is list or (tv is tuple and v and v[0] is _DICT) else v
+        return out
+    if t is list:
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _token_row(t: TokenRecord) -> tuple[Any, ...]:
+    return (
         t.id,
         t.run_id,
         t.placement,
-        t.status,
+        t.status._value_,
         t.attempt,
         t.visit,
         t.lineage,
         t.deadline,
         t.due,
         t.created_at,
-        dict(t.data),
+        _freeze(t.data) if t.data else None,
         t.epoch,
     )
 
 
-def _copy_run(r: RunRecord) -> RunRecord:
-    return RunRecord(
+def _token_record(r: tuple[Any, ...]) -> TokenRecord:
+    return TokenRecord(
+        r[0],
+        r[1],
+        r[2],
+        _STATUSES[r[3]],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        r[8],
+        r[9],
+        _thaw(r[10]) if r[10] is not None else {},
+        r[11],
+    )
+
+
+def _run_row(r: RunRecord) -> tuple[Any, ...]:
+    return (
         r.id,
         r.flow_id,
         r.flow_version,
@@ -300,21 +402,33 @@ def _copy_run(r: RunRecord) -> RunRecord:
         r.depth,
         r.outcome,
         r.result,
-        dict(r.options),
-        _copy_resume(r.resume) if r.resume is not None else None,
+        _freeze(r.options),
+        _freeze(r.resume) if r.resume is not None else None,
     )
 
 
-def _copy_resume(resume: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a run's resume checkpoint (flat values, one level of dicts and lists)."""
-    return {
-        k: dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v
-        for k, v in resume.items()
-    }
+def _run_record(r: tuple[Any, ...]) -> RunRecord:
+    return RunRecord(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        r[8],
+        r[9],
+        r[10],
+        r[11],
+        r[12],
+        _thaw(r[13]),
+        _thaw(r[14]) if r[14] is not None else None,
+    )
 
 
-def _copy_park(p: ParkRecord) -> ParkRecord:
-    return ParkRecord(
+def _park_row(p: ParkRecord) -> tuple[Any, ...]:
+    return (
         p.id,
         p.run_id,
         p.token_id,
@@ -324,8 +438,26 @@ def _copy_park(p: ParkRecord) -> ParkRecord:
         p.parked_at,
         p.deadline,
         p.key,
-        p.payload,
-        p.status,
+        _freeze(p.payload),
+        p.status._value_,
         p.closed_at,
         p.closed_by,
+    )
+
+
+def _park_record(r: tuple[Any, ...]) -> ParkRecord:
+    return ParkRecord(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        r[8],
+        _thaw(r[9]),
+        _PARK_STATUSES[r[10]],
+        r[11],
+        r[12],
     )

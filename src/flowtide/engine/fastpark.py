@@ -1,0 +1,501 @@
+"""The park-at-once fast path of :meth:`Engine.run <flowtide.engine.engine.Engine.run>`.
+
+A run whose entrypoint is a :class:`~flowtide.engine.plan.FastEntry` (no pre phase, a task
+whose node runs on the loop, no timers, no node anchor), started by ``Engine.run`` with no hook
+registered, starts without an executor:
+
+1. one commit creates the run with what the general path stores once its first attempt has
+   started: the run ``running`` with its ``run_started`` event, the first token ``running``
+   (window resolved) and its ``node_started`` event. A crash from here on leaves a run that
+   :meth:`Engine.resume` re-runs (at-least-once), as on the general path;
+2. the node's code runs eagerly in the caller's task: an async node is stepped once, an inline
+   sync node is called;
+3. if it parked, one commit stores what the general path stores for the park and then when it
+   lets go of the run: the token ``parked`` (window re-armed) with its park record, its
+   ``parked`` event, the state change, the due entries (the park deadline, the run deadline),
+   the lifecycle ``parked`` and the resume checkpoint. ``run()`` returns the result the general
+   path returns at that point; nothing of the run stays in memory.
+
+Anything else (an output, an exception, a first step that suspends, a park whose window or run
+deadline is already over) is handed to a :class:`~flowtide.engine.run.RunExecutor` set up as the
+general path is at that point (the run started, the attempt running in its own scope, a child of
+the run's root scope), whose task finishes the attempt as :meth:`RunExecutor.invoke` does
+(a suspended coroutine is continued by that task, the scope bound to it, its window armed) and
+goes on as :meth:`RunExecutor._drive` does. The history, the state and the store contents are
+those of the general path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Coroutine, Generator
+from types import CoroutineType
+from typing import TYPE_CHECKING, Any
+
+from flowtide.engine.context import NodeContext
+from flowtide.engine.deadlines import Window, resolve_window
+from flowtide.engine.errors import Cancelled, UndeclaredOutputError
+from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.output import Park
+from flowtide.engine.plan import FastEntry, FlowPlan
+from flowtide.engine.reducers import copy_state
+from flowtide.engine.result import ErrorInfo, ParkedToken, RunResult
+from flowtide.engine.run import Attempt, RunExecutor
+from flowtide.engine.scope import CancelScope, ScopeDeadline
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    EventRecord,
+    ParkRecord,
+    RunRecord,
+    StoreConflict,
+    TokenRecord,
+    TokenStatus,
+)
+
+if TYPE_CHECKING:
+    from flowtide.engine.engine import Engine
+
+__all__ = ["park_at_once"]
+
+_RUNNING = Lifecycle.RUNNING.value
+_PARKED = Lifecycle.PARKED.value
+
+
+async def park_at_once(
+    engine: Engine, plan: FlowPlan, fast: FastEntry, run: RunRecord, state: dict[str, Any]
+) -> RunResult | asyncio.Future[RunResult] | None:
+    """Start ``run`` (not stored yet, lifecycle ``pending``) at ``fast``.
+
+    Returns the parked run's result; or the future of its first quiescent point once it was
+    handed to an executor; or None when the fast path does not apply (nothing was stored: start
+    it on the general path).
+    """
+    clock = engine.clock
+    now = clock.now()
+    settings = fast.settings
+    p = fast.placement
+    pid = p.id
+    run_id = run.id
+    deadline = None
+    window: dict[str, Any] | None = None
+    if settings.timeout is not None:
+        resolved = resolve_window(settings, now=now, run_created_at=run.created_at)
+        deadline = resolved.deadline
+        assert deadline is not None
+        if deadline <= now:
+            return None  # it times out at once: the general path says so
+        window = _window_data(resolved)
+    if run.deadline is not None and run.deadline <= now:
+        return None
+    # -- the start: what RunExecutor.main commits before the first attempt runs --
+    run.lifecycle = _RUNNING
+    run.started_at = now
+    token = TokenRecord(
+        f"{run_id}.1", run_id, pid, TokenStatus.RUNNING, 1, 1, (), deadline, None, now
+    )
+    if window is not None:
+        token.data["window"] = window
+    flow = plan.flow
+    impl = fast.impl
+    events = [
+        EventRecord(
+            "run_started",
+            run_id,
+            now,
+            None,
+            None,
+            None,
+            {
+                "flow": flow.id,
+                "version": flow.version,
+                "deadline": run.deadline.isoformat() if run.deadline else None,
+            },
+        ),
+        EventRecord(
+            "node_started",
+            run_id,
+            now,
+            pid,
+            1,
+            token.id,
+            {"visit": 1, "node": impl.id, "deadline": window["deadline"] if window else None},
+        ),
+    ]
+    stored = await engine.store.create_run(
+        run, state, Commit(run_id, tokens=[token], events=events)
+    )
+    seq = stored[-1].seq if stored else 0
+    # -- the attempt (RunExecutor.invoke), its first step in this task --
+    base = dict(state)
+    scope = CancelScope(None, pid)
+    ctx_state = copy_state(base)
+    ctx = NodeContext(
+        state=ctx_state,
+        run_id=run_id,
+        placement=pid,
+        attempt=1,
+        visit=1,
+        item=None,
+        clock=clock,
+        scope=scope,
+    )
+    # On a clock that runs ties in arming order, armed before the code runs, as on the general
+    # path: at the same instant as a timer the node arms, the deadline (armed first) wins.
+    # Elsewhere it is armed only if the attempt goes on after its first step (_hand_over).
+    timer = ScopeDeadline(clock, scope, deadline) if clock.ties_in_order else None
+    value: Any = None
+    rest: Awaitable[Any] | None = None
+    # While the node's first step runs, a cancel of this run (by the node itself) finds it here
+    # and gets the executor the general path would have by now.
+    eager = EagerRun(engine, plan, run, state, token, scope, seq)
+    engine._eager[run_id] = eager
+    try:
+        if impl.is_async:
+            coro = impl.fn(ctx)
+            if type(coro) is CoroutineType:
+                try:
+                    first = coro.send(None)
+                except StopIteration as stop:
+                    value = stop.value
+                else:
+                    rest = _Resume(coro, first)  # it suspended: a task continues it
+            else:
+                rest = coro
+        else:
+            value = impl.fn(ctx)
+    except Exception as exc:
+        rest = _Done(None, exc)
+    except Cancelled:
+        value = None
+    except BaseException as exc:
+        # Not the node's outcome (a cancel of the caller, an interrupt): the executor's task
+        # raises it where the general path would.
+        rest = _Done(None, exc)
+    finally:
+        del engine._eager[run_id]
+    if rest is None and eager.ex is None:
+        try:
+            _, update, request = RunExecutor._interpret(impl, pid, value, ctx_state)
+        except UndeclaredOutputError:
+            request = None
+        if request is not None:
+            if timer is not None:
+                timer.disarm()
+            result = await _park(
+                engine, fast, run, state, base, ctx_state, update, token, request, seq
+            )
+            if result is not None:
+                return result
+    if rest is None:
+        rest = _Done(value, None)
+    return _hand_over(eager, fast, base, ctx_state, timer, rest)
+
+
+async def _park(
+    engine: Engine,
+    fast: FastEntry,
+    run: RunRecord,
+    state: dict[str, Any],
+    base: dict[str, Any],
+    ctx_state: dict[str, Any],
+    update: Any,
+    token: TokenRecord,
+    request: Park,
+    seq: int,
+) -> RunResult | None:
+    """What RunExecutor._park and RunExecutor._settle commit, in one commit; None (nothing
+    done) when the park times out at once or the run deadline has passed."""
+    now = engine.clock.now()
+    settings = fast.settings
+    deadline = None
+    window: dict[str, Any] | None = None
+    if settings.timeout is not None:
+        resolved = resolve_window(settings, now=now, run_created_at=run.created_at)
+        deadline = resolved.deadline
+        assert deadline is not None
+        if deadline <= now:
+            return None
+        window = _window_data(resolved)
+    if run.deadline is not None and run.deadline <= now:
+        return None
+    run_id = run.id
+    pid = token.placement
+    token.deadline = deadline
+    if window is not None:
+        token.data["window"] = window
+    token.status = TokenStatus.PARKED
+    token.epoch += 1
+    park = ParkRecord(
+        f"{token.id}#{token.epoch}",
+        run_id,
+        token.id,
+        pid,
+        1,
+        token.epoch,
+        now,
+        deadline,
+        request.key,
+        request.payload,
+    )
+    due: list[DueEntry] = []
+    if deadline is not None:
+        due.append(DueEntry(deadline, run_id, token.id, "timeout"))
+    if run.deadline is not None:
+        # The run is let go: the sweeper holds its deadline.
+        due.append(DueEntry(run.deadline, run_id, run_id, "deadline"))
+    ev = EventRecord(
+        "parked",
+        run_id,
+        now,
+        pid,
+        1,
+        token.id,
+        {"key": request.key, "deadline": window["deadline"] if window else None, "park": park.id},
+    )
+    c = Commit(run_id, run=run, tokens=[token], events=[ev], due=due, parks=[park])
+    merger = fast.merger
+    changed, deleted = merger.changes(base, ctx_state)
+    if changed or deleted or update:
+        written, removed = merger.apply(state, base, changed, deleted, update)
+        if written:
+            c.state = written
+        if removed:
+            c.state_deleted = removed
+    run.lifecycle = _PARKED
+    # Current to the ``parked`` event: a run's events are numbered 1, 2, 3, ... in its history.
+    run.resume = {"seq": seq + 1, "visits": ((pid, 1),), "terminals": (), "outcome": None}
+    await engine.store.commit(c)
+    if due:
+        engine.sweeper.wake(min(e.when for e in due))
+    return RunResult(
+        run_id=run_id,
+        lifecycle=Lifecycle.PARKED,
+        outcome=None,
+        state=dict(state),
+        parked=(ParkedToken(token.id, pid, request.key, deadline, request.payload, now),),
+    )
+
+
+class EagerRun:
+    """A run whose first attempt runs eagerly in ``Engine.run``, and its executor once one is
+    needed: when the attempt is handed over, or when the run is cancelled meanwhile."""
+
+    __slots__ = ("engine", "ex", "plan", "run", "scope", "seq", "state", "token")
+
+    def __init__(
+        self,
+        engine: Engine,
+        plan: FlowPlan,
+        run: RunRecord,
+        state: dict[str, Any],
+        token: TokenRecord,
+        scope: CancelScope,
+        seq: int,
+    ) -> None:
+        self.engine = engine
+        self.plan = plan
+        self.run = run
+        self.state = state
+        self.token = token
+        self.scope = scope
+        self.seq = seq
+        self.ex: RunExecutor | None = None
+
+    def executor(self) -> RunExecutor:
+        """The executor as RunExecutor.main leaves it while the first attempt runs."""
+        ex = self.ex
+        if ex is not None:
+            return ex
+        token = self.token
+        scope = self.scope
+        ex = self.ex = RunExecutor(self.engine, self.plan, self.run, self.state)
+        ex._started = True
+        ex.tokens[token.id] = token
+        ex._visits[token.placement] = 1
+        next(ex._ids)  # the token took the run's first id
+        ex._seq = self.seq
+        # The attempt's scope is a child of the run's root scope, as if opened there.
+        scope._parent = ex.root
+        ex.root._children = {scope}
+        ex._running[token.id] = (token.placement, scope)
+        self.engine._runs[self.run.id] = ex
+        ex._arm_deadline()
+        return ex
+
+
+def _hand_over(
+    eager: EagerRun,
+    fast: FastEntry,
+    base: dict[str, Any],
+    ctx_state: dict[str, Any],
+    timer: ScopeDeadline | None,
+    rest: Awaitable[Any],
+) -> asyncio.Future[RunResult]:
+    """The executor, and a task that finishes the attempt and drives the token on. Returns
+    the future ``run()`` awaits."""
+    # Cancelled during the first step (by the node itself): as on the general path, where the
+    # node's own task cannot be cancelled under it, the code goes on to its end.
+    scope = eager.scope
+    during_step = scope.cancellation is not None
+    ex = eager.executor()
+    engine = eager.engine
+    token = eager.token
+    if timer is None:
+        timer = ScopeDeadline(engine.clock, scope, token.deadline)
+    settled = engine._settle_future(ex.run.id)
+    task = asyncio.get_running_loop().create_task(
+        _continue(ex, fast, token, scope, timer, base, ctx_state, rest, during_step)
+    )
+    ex._tasks.add(task)
+    return settled
+
+
+async def _continue(
+    ex: RunExecutor,
+    fast: FastEntry,
+    token: TokenRecord,
+    scope: CancelScope,
+    timer: ScopeDeadline,
+    base: dict[str, Any],
+    ctx_state: dict[str, Any],
+    rest: Awaitable[Any],
+    during_step: bool,
+) -> None:
+    """The rest of RunExecutor.invoke for the handed-over attempt, then _after_attempt and
+    _drive, in the run's task (as RunExecutor.main runs its first token)."""
+    task = asyncio.current_task()
+    assert task is not None
+    p = fast.placement
+    try:
+        attempt = await _finish(ex, fast, token, scope, timer, ctx_state, rest, task, during_step)
+        # eager: this task drives the token, as a placement handler does (a split's branches
+        # start in it).
+        nxt = await ex._after_attempt(
+            token, p, fast.impl.id, fast.settings, base, attempt, eager=True
+        )
+        if nxt is not None:
+            await ex._drive(nxt)
+    except asyncio.CancelledError:
+        if not ex._closed:
+            raise
+    except StoreConflict:
+        ex.engine._discard(ex)
+    except Exception as exc:
+        ex._request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, p.id)])
+    finally:
+        ex._tasks.discard(task)
+        ex._maybe_drained()
+
+
+async def _finish(
+    ex: RunExecutor,
+    fast: FastEntry,
+    token: TokenRecord,
+    scope: CancelScope,
+    window: ScopeDeadline,
+    ctx_state: dict[str, Any],
+    rest: Awaitable[Any],
+    task: asyncio.Task[Any],
+    during_step: bool,
+) -> Attempt:
+    pid = fast.placement.id
+    deadline = token.deadline
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        with scope.bind():
+            if scope.cancellation is not None and not during_step and isinstance(rest, _Resume):
+                # Cancelled before this task held the scope: what CancelScope._propagate does
+                # to the task that runs the attempt.
+                scope._cancelled_by_us = True
+                task.cancel(msg=f"flowtide: {scope.cancellation.reason.value}")
+            try:
+                value = await rest
+            except Exception as exc:
+                error = exc
+            except Cancelled:
+                pass
+    finally:
+        window.disarm()
+        scope.close()
+        ex._running.pop(token.id, None)
+    if scope.cancellation is not None:
+        if window.fired:
+            return Attempt("timeout", deadline=deadline, cancellation=scope.cancellation)
+        return Attempt("cancelled", cancellation=scope.cancellation)
+    if error is not None:
+        return Attempt("error", error=error, deadline=deadline)
+    impl = fast.impl
+    try:
+        name, update, park = ex._interpret(impl, pid, value, ctx_state)
+    except UndeclaredOutputError as exc:
+        return Attempt("error", error=exc)
+    if park is not None:
+        return Attempt("park", state=ctx_state, update=update, park=park, deadline=deadline)
+    return Attempt("ok", output=name, state=ctx_state, update=update, deadline=deadline)
+
+
+def _window_data(window: Window) -> dict[str, Any]:
+    """``window.to_data()``, formatting an instant once when the anchor is the resolution
+    instant itself (anchor ``park``)."""
+    resolved = window.resolved_at.isoformat()
+    at = window.anchor_at
+    deadline = window.deadline
+    timeout = window.timeout
+    return {
+        "anchor": window.anchor.value,
+        "anchor_at": resolved if at is window.resolved_at else at.isoformat() if at else None,
+        "timeout": timeout.total_seconds() if timeout is not None else None,
+        "deadline": deadline.isoformat() if deadline else None,
+        "resolved_at": resolved,
+    }
+
+
+class _Resume:
+    """Awaits a coroutine that was already stepped once (it yielded ``first``): hands
+    ``first`` to the awaiting task, then passes every send and throw through (``yield from``,
+    from the second step on)."""
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro = self._coro
+        out = self._first
+        self._first = None
+        while True:
+            try:
+                sent = yield out
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    out = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    out = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+class _Done:
+    """An attempt's code that already finished: its value, or its exception raised again."""
+
+    __slots__ = ("_error", "_value")
+
+    def __init__(self, value: Any, error: BaseException | None) -> None:
+        self._value = value
+        self._error = error
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        if self._error is not None:
+            raise self._error
+        return self._value
+        yield  # a generator that never yields
