@@ -8,7 +8,9 @@ Runs, tokens, events, parks and due entries are kept as plain tuples of their fi
 members as their values, mappings as flat tuples: :func:`_freeze`), and records are built again
 on the way out. A tuple (or a dict) holding only such values is one the cyclic garbage collector
 stops tracking after its first collection, so the many parked runs a process keeps cost the
-collector almost nothing (a record object would be walked by every full collection).
+collector little (a record object would be walked by every full collection). Events are the
+exception: their data dicts are kept as the engine made them (it never changes them after the
+commit), because freezing them would cost every step; an event's row stays tracked.
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ class MemoryStore(Store):
         ]
         history.extend(
             [
-                (e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, _freeze(e.data), e.seq)
+                (e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data, e.seq)
                 for e in out
             ]
         )
@@ -208,7 +210,7 @@ class MemoryStore(Store):
         if run_id not in self._history:
             raise UnknownRunError(run_id)
         return [
-            EventRecord(kind, rid, at, placement, attempt, token_id, _thaw(data), seq)
+            EventRecord(kind, rid, at, placement, attempt, token_id, data, seq)
             for kind, rid, at, placement, attempt, token_id, data, seq in self._history[run_id][
                 after:
             ]
