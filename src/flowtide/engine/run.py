@@ -671,11 +671,13 @@ class RunExecutor:
                         )
             result = end_result(
                 self.run.id,
-                end,
+                end.lifecycle,
                 dict(self.state),
                 self._terminals,
                 self._outcome,
-                self._warnings,
+                errors=end.errors,
+                interrupted=end.interrupted,
+                warnings=self._warnings,
             )
             finished = finish(self.run, result, self.clock.now())
             await self.commit(
@@ -2496,23 +2498,26 @@ def terminal_event(run_id: str, at: datetime, token: TokenRecord, q: Terminal) -
 
 def end_result(
     run_id: str,
-    end: _End,
+    lifecycle: Lifecycle,
     state: dict[str, Any],
     terminals: Sequence[str],
     outcome: str | None,
+    *,
+    errors: Sequence[ErrorInfo] = (),
+    interrupted: InterruptedAt | None = None,
     warnings: Sequence[str] = (),
 ) -> RunResult:
     """A run's result at its end (``outcome``: of the first terminal reached, if any)."""
-    if end.lifecycle is not Lifecycle.COMPLETED:
-        failed = end.lifecycle is Lifecycle.FAILED and terminals and outcome is None
+    if lifecycle is not Lifecycle.COMPLETED:
+        failed = lifecycle is Lifecycle.FAILED and terminals and outcome is None
         outcome = "failed" if failed else None
     return RunResult(
         run_id=run_id,
-        lifecycle=end.lifecycle,
+        lifecycle=lifecycle,
         outcome=outcome,
         state=state,
-        errors=tuple(end.errors),
-        interrupted_at=end.interrupted,
+        errors=tuple(errors),
+        interrupted_at=interrupted,
         warnings=tuple(warnings),
         terminals=tuple(terminals),
     )
