@@ -172,7 +172,11 @@ async def _end(
     due_cleared = [token.id] if moved is not None else []
     if run.deadline is not None:
         due_cleared.append(run.id)
-    anchors = [(a.placement, a.item) for a in await engine.store.node_anchors(run.id)]
+    anchors = (
+        [(a.placement, a.item) for a in await engine.store.node_anchors(run.id)]
+        if g.plan.anchored
+        else []
+    )
     written, removed = state
     await engine.store.commit(
         Commit(

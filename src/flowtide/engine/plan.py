@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from flowtide.authoring.nodes import NodeImplementation
+from flowtide.engine.deadlines import needs_node_anchor
 from flowtide.model.flow import Flow, node_ref
 from flowtide.model.graphs import reach
 from flowtide.model.placements import (
@@ -73,6 +74,9 @@ class FlowPlan:
     has no window to resolve and nothing to arm."""
     fast: dict[str, FastTask] = field(default_factory=dict)
     """Plain tasks (see :class:`FastTask`), by placement id."""
+    anchored: bool = False
+    """Some placement's window or timer is anchored at the first arrival: a run of this flow
+    may have node anchors stored (else it never has any)."""
     _joins: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
@@ -108,6 +112,7 @@ class FlowPlan:
         plan.unarmed = frozenset(
             pid for pid, st in plan.settings.items() if st.timeout is None and not st.timers
         )
+        plan.anchored = any(needs_node_anchor(st) for st in plan.settings.values())
         plan._plan_fast()
         succ = {p.id: p.successors() for p in flow.placements}
         for start, onward in succ.items():

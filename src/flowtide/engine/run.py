@@ -2337,8 +2337,9 @@ class RunExecutor:
     async def load_extras(self) -> None:
         """Read the run's node anchors and open parks from the store (before resuming)."""
         store = self.engine.store
-        for anchor in await store.node_anchors(self.run.id):
-            self._anchors[(anchor.placement, anchor.item)] = anchor.at
+        if self.plan.anchored:  # (a run of a flow without node anchors has none stored)
+            for anchor in await store.node_anchors(self.run.id):
+                self._anchors[(anchor.placement, anchor.item)] = anchor.at
         for park in await store.parks(run_id=self.run.id, open_only=True):
             token = self.tokens.get(park.token_id)
             if token is not None and token.status is S.PARKED and token.epoch == park.epoch:
