@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowtide.engine.errors import NodeTimeoutError
 from flowtide.engine.events import EventKind
-from flowtide.engine.lifecycle import Lifecycle, transition
+from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
@@ -49,7 +49,7 @@ from flowtide.engine.run import (
     terminal_event,
     timed_out_data,
 )
-from flowtide.model.placements import TIMEOUT_OUTPUT, AnyPlacement, PhaseKind, Terminal
+from flowtide.model.placements import TIMEOUT_OUTPUT, AnyPlacement, Terminal
 from flowtide.store.base import (
     Commit,
     DueEntry,
@@ -71,6 +71,7 @@ __all__ = ["end_by_signal", "end_by_timeout"]
 
 _LIVE = [s for s in TokenStatus if s.live]
 _PARKED = Lifecycle.PARKED.value
+_RUNNING = Lifecycle.RUNNING.value
 
 
 @dataclass(slots=True)
@@ -97,7 +98,7 @@ def _let_go(engine: Engine, run: RunRecord, park: ParkRecord, now: datetime) -> 
     ):
         return None
     plan = engine._known_plan(run.flow_id)
-    if plan is None or plan.flow.version != run.flow_version or plan.flow.phases(PhaseKind.POST):
+    if plan is None or plan.flow.version != run.flow_version or plan.post:
         return None
     if park.status is not ParkStatus.PARKED or park.placement not in plan.placements:
         return None
@@ -166,7 +167,8 @@ async def _end(
         events.append(terminal_event(run.id, now, token, moved))
     else:
         token.status = TokenStatus.FAILED
-    run.lifecycle = transition(run.lifecycle, Lifecycle.RUNNING).value
+    # parked (checked) -> running -> the end, as on the general path; only the end is stored.
+    run.lifecycle = _RUNNING
     events.append(finish(run, result, now))
     # A token that failed keeps its other due entries, as on the general path.
     due_cleared = [token.id] if moved is not None else []

@@ -13,6 +13,7 @@ from flowtide.model.placements import (
     PARKED_OUTPUT,
     AnyPlacement,
     Join,
+    PhaseKind,
     Task,
     Terminal,
 )
@@ -77,6 +78,8 @@ class FlowPlan:
     anchored: bool = False
     """Some placement's window or timer is anchored at the first arrival: a run of this flow
     may have node anchors stored (else it never has any)."""
+    post: bool = False
+    """The flow has ``post`` phases (they run after a run's end)."""
     _joins: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
@@ -113,6 +116,7 @@ class FlowPlan:
             pid for pid, st in plan.settings.items() if st.timeout is None and not st.timers
         )
         plan.anchored = any(needs_node_anchor(st) for st in plan.settings.values())
+        plan.post = bool(flow.phases(PhaseKind.POST))
         plan._plan_fast()
         succ = {p.id: p.successors() for p in flow.placements}
         for start, onward in succ.items():
