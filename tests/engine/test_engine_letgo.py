@@ -472,3 +472,14 @@ async def test_interleaved_signal_and_timeout_exactly_one_wins(two_engines: bool
     rng = random.Random(5)
     winners = [await interleaved_race(rng, i % 2, two_engines=two_engines) for i in range(200)]
     assert set(winners) == {"signal", "timeout"}
+
+
+async def test_a_run_past_its_deadline_takes_the_general_path(rebuilds: list[str]) -> None:
+    async def act(engine: Engine, clock: VirtualClock) -> list[Any]:
+        await engine.sweeper.close()  # the run deadline's due entry is not fired yet
+        await clock.advance(timedelta(minutes=6))
+        return [await signal(engine, placement="p", output="ok")]
+
+    result, _, _, loads = await compare(flow(), act, rebuilds, deadline="PT5M")
+    assert loads == 1
+    assert result.lifecycle is Lifecycle.COMPLETED, result
