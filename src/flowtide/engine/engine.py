@@ -525,7 +525,7 @@ class Engine:
         if key is None and placement is None and token_id is None:
             raise EngineError("signal needs a placement or token_id with a run_id")
         run: RunRecord | None = None
-        if run_id is not None:
+        if run_id is not None and run_id not in self._runs:  # (held here: it exists)
             try:
                 run = await self.store.get_run(run_id)
             except KeyError:
