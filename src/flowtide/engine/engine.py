@@ -459,7 +459,7 @@ class Engine:
                 try:
                     if run is None:
                         run = await self.store.get_run(park.run_id)
-                    answer = await end_by_signal(
+                    applied = await end_by_signal(
                         self,
                         run,
                         park,
@@ -474,8 +474,17 @@ class Engine:
                     return SignalReceipt.from_answer(known.answer, duplicate=True)
                 except StoreConflict:
                     continue  # another engine moved the token first: look again
-                if answer is not None:
-                    return SignalReceipt.from_answer(answer)
+                if applied is not None:
+                    # The receipt from_answer would give, without the round trip through text.
+                    return SignalReceipt(
+                        park.run_id,
+                        park.token_id,
+                        park.placement,
+                        output,
+                        applied,
+                        park.id,
+                        idempotency_key,
+                    )
             ex = await self._executor(park.run_id)
             if ex is None:
                 latest = await self.store.parks(run_id=park.run_id)

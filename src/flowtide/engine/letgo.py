@@ -218,10 +218,11 @@ async def end_by_signal(
     payload: dict[str, Any],
     output: str | None,
     idempotency_key: str | None,
-) -> dict[str, Any] | None:
+) -> datetime | None:
     """Apply a signal with ``output`` to the let-go ``run`` and end it in one commit; returns
-    the signal's answer, or None for the general path (nothing was written). Raises
-    ``StoreConflict`` (``DuplicateSignal``) when the store refuses the commit."""
+    the instant it was applied at (the receipt's), or None for the general path (nothing was
+    written). Raises ``StoreConflict`` (``DuplicateSignal``) when the store refuses the
+    commit."""
     if output is None:
         return None
     now = engine.clock.now()
@@ -240,7 +241,6 @@ async def end_by_signal(
     if token.deadline is not None and token.deadline <= now:
         return None  # expired: the general path refuses it
     epoch = token.epoch
-    answer = signal_answer(park, output, now, idempotency_key)
     first = EventRecord(
         EventKind.SIGNALLED.value,
         run.id,
@@ -257,7 +257,10 @@ async def end_by_signal(
     _close(park, ParkStatus.SIGNALLED, now, "signal")
     terminals, outcome = _terminals(run, q)
     result = end_result(run.id, Lifecycle.COMPLETED, dict(state), terminals, outcome)
-    answers = [SignalAnswer(idempotency_key, run.id, answer)] if idempotency_key else []
+    answers = []
+    if idempotency_key is not None:
+        answer = signal_answer(park, output, now, idempotency_key)
+        answers.append(SignalAnswer(idempotency_key, run.id, answer))
     await _end(
         engine,
         g,
@@ -269,7 +272,7 @@ async def end_by_signal(
         state=change,
         answers=answers,
     )
-    return answer
+    return now
 
 
 async def end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> bool:
