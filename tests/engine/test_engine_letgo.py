@@ -483,3 +483,28 @@ async def test_a_run_past_its_deadline_takes_the_general_path(rebuilds: list[str
     result, _, _, loads = await compare(flow(), act, rebuilds, deadline="PT5M")
     assert loads == 1
     assert result.lifecycle is Lifecycle.COMPLETED, result
+
+
+async def test_nothing_rebuilds_a_run_while_the_fast_path_ends_it() -> None:
+    # On a store that yields, a cancel arriving while the fast path is ending the run waits for
+    # it (and finds the run ended), instead of rebuilding the run from what the store held
+    # before the end was committed.
+    clock = VirtualClock(T0)
+    engine = Engine(clock=clock, store=YieldingStore(), flows=[RACE])
+    try:
+        run_id = (await engine.run(RACE)).run_id
+        signal = asyncio.ensure_future(engine.signal(run_id, placement="w", output="approved"))
+        for _ in range(50):  # until the fast path holds the run (it yields at each read)
+            if run_id in engine._ending:
+                break
+            await asyncio.sleep(0)
+        assert run_id in engine._ending
+        cancelled = await engine.cancel(run_id)
+        receipt = await signal
+        assert receipt.output == "approved" and cancelled is False
+        result = await engine.wait(run_id)
+        assert result.lifecycle is Lifecycle.COMPLETED
+        assert kinds(await engine.history(run_id)).count("run_finished") == 1
+        assert (await engine.store.get_run(run_id)).lifecycle == "completed"
+    finally:
+        await engine.close()

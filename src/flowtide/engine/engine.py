@@ -174,6 +174,9 @@ class Engine:
         self._threads: ThreadPoolExecutor | None = None
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
+        self._ending: dict[str, asyncio.Future[None]] = {}
+        """Let-go runs the fast path is ending (``flowtide.engine.letgo``): nothing else here
+        rebuilds them meanwhile."""
         self._end_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._ends: dict[str, RunResult] = {}
@@ -375,6 +378,11 @@ class Engine:
 
     async def _executor(self, run_id: str, *, rearm: bool = False) -> RunExecutor | None:
         """The run's executor: in memory, or rebuilt from the store (None: the run ended)."""
+        ending = self._ending.get(run_id)
+        while ending is not None:
+            # The fast path is ending it: rebuild (or not) once it is done.
+            await asyncio.shield(ending)
+            ending = self._ending.get(run_id)
         ex = self._runs.get(run_id)
         if ex is not None:
             return ex
@@ -666,8 +674,23 @@ class Engine:
         _ = self.sweeper
 
     def _lets_go(self, run_id: str) -> bool:
-        """Nothing of the run is in memory here (not held, not being rebuilt)."""
-        return run_id not in self._runs and run_id not in self._loading
+        """Nothing of the run is in memory here (not held, not being rebuilt or ended)."""
+        return (
+            run_id not in self._runs and run_id not in self._loading and run_id not in self._ending
+        )
+
+    def _claim_end(self, run_id: str) -> asyncio.Future[None] | None:
+        """Hold a let-go run for the fast path to end it (None: this engine holds it already);
+        :meth:`_executor` waits until :meth:`_unclaim_end`."""
+        if not self._lets_go(run_id):
+            return None
+        claim: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ending[run_id] = claim
+        return claim
+
+    def _unclaim_end(self, run_id: str, claim: asyncio.Future[None]) -> None:
+        del self._ending[run_id]
+        claim.set_result(None)
 
     def _known_plan(self, flow_id: str) -> FlowPlan | None:
         """The flow's plan, if the flow is registered here."""

@@ -93,7 +93,6 @@ def _let_go(engine: Engine, run: RunRecord, park: ParkRecord, now: datetime) -> 
         or run.lifecycle != _PARKED
         or run.resume is None
         or run.parent_run_id is not None
-        or not engine._lets_go(run.id)
         or (run.deadline is not None and run.deadline <= now)
     ):
         return None
@@ -225,6 +224,23 @@ async def end_by_signal(
     commit."""
     if output is None:
         return None
+    claim = engine._claim_end(run.id)
+    if claim is None:
+        return None
+    try:
+        return await _end_by_signal(engine, run, park, payload, output, idempotency_key)
+    finally:
+        engine._unclaim_end(run.id, claim)
+
+
+async def _end_by_signal(
+    engine: Engine,
+    run: RunRecord,
+    park: ParkRecord,
+    payload: dict[str, Any],
+    output: str,
+    idempotency_key: str | None,
+) -> datetime | None:
     now = engine.clock.now()
     g = _let_go(engine, run, park, now)
     if g is None:
@@ -280,6 +296,16 @@ async def end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> boo
     (the ``timeout`` output leads to a terminal, or is not routed and the run fails); False:
     the general path fires it (nothing was written). A token another engine moved first is left
     as it is."""
+    claim = engine._claim_end(run.id)
+    if claim is None:
+        return False
+    try:
+        return await _end_by_timeout(engine, run, entry)
+    finally:
+        engine._unclaim_end(run.id, claim)
+
+
+async def _end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> bool:
     now = engine.clock.now()
     parks = await engine.store.parks(run_id=run.id, open_only=True)
     park = next((k for k in parks if k.token_id == entry.token_id), None)
