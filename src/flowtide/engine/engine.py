@@ -43,6 +43,7 @@ from flowtide.engine.errors import (
 from flowtide.engine.events import EventKind, Hook
 from flowtide.engine.explain import Explanation, explain_token
 from flowtide.engine.fastpark import EagerRun, park_at_once
+from flowtide.engine.letgo import end_by_signal, end_by_timeout
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
@@ -68,7 +69,11 @@ from flowtide.store.base import (
 )
 from flowtide.store.memory import MemoryStore
 
-__all__ = ["DEFER_UNFIREABLE", "Engine", "RunHandle", "SignalReceipt"]
+__all__ = ["DEFER_UNFIREABLE", "ENDS_KEPT", "Engine", "RunHandle", "SignalReceipt"]
+
+ENDS_KEPT = 16_384
+"""How many results of runs that ended in this engine it keeps, so that ``wait`` answers them
+without reading the store (an ended run's result never changes)."""
 
 DEFER_UNFIREABLE = timedelta(seconds=30)
 """How long a due entry this engine cannot fire (its run's flow is not registered here) waits
@@ -171,10 +176,15 @@ class Engine:
         self._threads: WorkerPool | None = None
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
+        self._ending: dict[str, asyncio.Future[None]] = {}
+        """Let-go runs the fast path is ending (``flowtide.engine.letgo``): nothing else here
+        rebuilds them meanwhile."""
         self._end_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._eager: dict[str, EagerRun] = {}
         """Runs whose first attempt runs right now in ``run()``'s task (see fastpark)."""
+        self._ends: dict[str, RunResult] = {}
+        """The last :data:`ENDS_KEPT` results of runs that ended here, oldest first."""
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
                 self.register_flow(f)
@@ -259,6 +269,9 @@ class Engine:
 
     async def wait(self, run_id: str) -> RunResult:
         """The run's result once it has ended (at once if it already has)."""
+        ended = self._ends.get(run_id)
+        if ended is not None:
+            return ended
         fut = self._end_future(run_id)
         if not fut.done():
             await self._check_ended(run_id, fut)
@@ -403,6 +416,11 @@ class Engine:
 
     async def _executor(self, run_id: str, *, rearm: bool = False) -> RunExecutor | None:
         """The run's executor: in memory, or rebuilt from the store (None: the run ended)."""
+        ending = self._ending.get(run_id)
+        while ending is not None:
+            # The fast path is ending it: rebuild (or not) once it is done.
+            await asyncio.shield(ending)
+            ending = self._ending.get(run_id)
         ex = self._runs.get(run_id)
         if ex is not None:
             return ex
@@ -479,8 +497,40 @@ class Engine:
             known = await self.store.signal_answer(idempotency_key)
             if known is not None:
                 return SignalReceipt.from_answer(known.answer, duplicate=True)
+        payload = dict(payload or {})
         for _ in range(5):
-            park = await self._find_park(run_id, placement, key, token_id)
+            park, run = await self._find_park(run_id, placement, key, token_id)
+            if output is not None and not self.hooks and self._lets_go(park.run_id):
+                # A let-go run whose token the output takes to a terminal: one commit.
+                try:
+                    if run is None:
+                        run = await self.store.get_run(park.run_id)
+                    applied = await end_by_signal(
+                        self,
+                        run,
+                        park,
+                        payload=payload,
+                        output=output,
+                        idempotency_key=idempotency_key,
+                    )
+                except DuplicateSignal:
+                    assert idempotency_key is not None
+                    known = await self.store.signal_answer(idempotency_key)
+                    assert known is not None
+                    return SignalReceipt.from_answer(known.answer, duplicate=True)
+                except StoreConflict:
+                    continue  # another engine moved the token first: look again
+                if applied is not None:
+                    # The receipt from_answer would give, without the round trip through text.
+                    return SignalReceipt(
+                        park.run_id,
+                        park.token_id,
+                        park.placement,
+                        output,
+                        applied,
+                        park.id,
+                        idempotency_key,
+                    )
             ex = await self._executor(park.run_id)
             if ex is None:
                 latest = await self.store.parks(run_id=park.run_id)
@@ -491,7 +541,7 @@ class Engine:
             try:
                 answer = await ex.signal(
                     park,
-                    payload=dict(payload or {}),
+                    payload=payload,
                     output=output,
                     idempotency_key=idempotency_key,
                 )
@@ -515,7 +565,9 @@ class Engine:
         placement: str | None,
         key: str | None,
         token_id: str | None,
-    ) -> ParkRecord:
+    ) -> tuple[ParkRecord, RunRecord | None]:
+        """The park a signal addresses (with the run, when looked up by ``run_id``), or the
+        refusal."""
         now = self.clock.now()
         where: dict[str, Any] = {
             "run_id": run_id,
@@ -527,9 +579,10 @@ class Engine:
             raise EngineError("signal needs a run_id (with placement or token_id) or a key")
         if key is None and placement is None and token_id is None:
             raise EngineError("signal needs a placement or token_id with a run_id")
-        if run_id is not None:
+        run: RunRecord | None = None
+        if run_id is not None and run_id not in self._runs:  # (held here: it exists)
             try:
-                await self.store.get_run(run_id)
+                run = await self.store.get_run(run_id)
             except KeyError:
                 raise SignalRefused(
                     RefusalReason.UNKNOWN, f"signal refused: no run {run_id!r}", **where
@@ -550,7 +603,7 @@ class Engine:
                 **where,
             )
         if open_:
-            return open_[0]
+            return open_[0], run
         if parks:
             raise refusal(parks[-1], now)
         if ex is not None and placement is not None:
@@ -664,6 +717,29 @@ class Engine:
             self.clock.start_autojump()
         _ = self.sweeper
 
+    def _lets_go(self, run_id: str) -> bool:
+        """Nothing of the run is in memory here (not held, not being rebuilt or ended)."""
+        return (
+            run_id not in self._runs and run_id not in self._loading and run_id not in self._ending
+        )
+
+    def _claim_end(self, run_id: str) -> asyncio.Future[None] | None:
+        """Hold a let-go run for the fast path to end it (None: this engine holds it already);
+        :meth:`_executor` waits until :meth:`_unclaim_end`."""
+        if not self._lets_go(run_id):
+            return None
+        claim: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ending[run_id] = claim
+        return claim
+
+    def _unclaim_end(self, run_id: str, claim: asyncio.Future[None]) -> None:
+        del self._ending[run_id]
+        claim.set_result(None)
+
+    def _known_plan(self, flow_id: str) -> FlowPlan | None:
+        """The flow's plan, if the flow is registered here."""
+        return self.plan(flow_id) if flow_id in self._flows else None
+
     def _forget(self, ex: RunExecutor) -> None:
         if self._runs.get(ex.run.id) is ex:
             del self._runs[ex.run.id]
@@ -681,6 +757,17 @@ class Engine:
         """Fire due entries (from the sweeper): each through its run's executor."""
         for entry in entries:
             ex = self._runs.get(entry.run_id)
+            if ex is None and entry.purpose == "timeout" and not self.hooks:
+                # A park deadline of a let-go run that ends it: one commit, no rebuild.
+                try:
+                    run = await self.store.get_run(entry.run_id)
+                except UnknownRunError:
+                    continue
+                if Lifecycle(run.lifecycle).terminal:
+                    continue
+                if await end_by_timeout(self, run, entry):
+                    continue
+                ex = self._runs.get(entry.run_id)
             if ex is None or ex.released:
                 try:
                     ex = await self._executor(entry.run_id)
@@ -753,6 +840,10 @@ class Engine:
             self._resolve(self._settle_waiters, result.run_id, result)
 
     def _ended(self, result: RunResult) -> None:
+        ends = self._ends
+        ends[result.run_id] = result
+        if len(ends) > ENDS_KEPT:
+            del ends[next(iter(ends))]
         self._resolve(self._settle_waiters, result.run_id, result)
         self._resolve(self._end_waiters, result.run_id, result)
 

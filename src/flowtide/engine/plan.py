@@ -104,6 +104,11 @@ class FlowPlan:
     started: dict[str, str] = field(default_factory=dict)
     """Task placement id -> the node it runs, for the tasks with no window and no timers: an
     attempt's start there is the token marked running and its ``node_started`` event."""
+    anchored: bool = False
+    """Some placement's window or timer is anchored at the first arrival: a run of this flow
+    may have node anchors stored (else it never has any)."""
+    post: bool = False
+    """The flow has ``post`` phases (they run after a run's end)."""
     _joins: dict[str, frozenset[str]] = field(default_factory=dict)
     _split_joins: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
     _reaches: dict[tuple[str, ...], bool] = field(default_factory=dict)
@@ -142,6 +147,8 @@ class FlowPlan:
         plan.unarmed = frozenset(
             pid for pid, st in plan.settings.items() if st.timeout is None and not st.timers
         )
+        plan.anchored = any(needs_node_anchor(st) for st in plan.settings.values())
+        plan.post = bool(flow.phases(PhaseKind.POST))
         plan._plan_fast()
         plan.off_loop = frozenset(
             pid

@@ -33,7 +33,7 @@ import functools
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -719,38 +719,23 @@ class RunExecutor:
                                 ],
                             )
                         )
-            outcome = self._outcome if end.lifecycle is Lifecycle.COMPLETED else None
-            if end.lifecycle is Lifecycle.FAILED and self._terminals and self._outcome is None:
-                outcome = "failed"
-            result = RunResult(
-                run_id=self.run.id,
-                lifecycle=end.lifecycle,
-                outcome=outcome,
-                state=dict(self.state),
-                errors=tuple(end.errors),
-                interrupted_at=end.interrupted,
-                warnings=tuple(self._warnings),
-                terminals=tuple(self._terminals),
+            result = end_result(
+                self.run.id,
+                end.lifecycle,
+                dict(self.state),
+                self._terminals,
+                self._outcome,
+                errors=end.errors,
+                interrupted=end.interrupted,
+                warnings=self._warnings,
             )
-            self.run.lifecycle = transition(self.run.lifecycle, end.lifecycle).value
-            self.run.finished_at = self.clock.now()
-            self.run.outcome = outcome
-            self.run.result = result.to_dict()
+            finished = finish(self.run, result, self.clock.now())
             await self.commit(
                 Commit(
                     self.run.id,
                     run=self.run,
                     due_cleared=[self.run.id] if self.run.deadline is not None else (),
-                    events=[
-                        self.event(
-                            EventKind.RUN_FINISHED,
-                            data={
-                                "lifecycle": end.lifecycle.value,
-                                "outcome": outcome,
-                                "errors": [e.to_dict() for e in end.errors],
-                            },
-                        )
-                    ],
+                    events=[finished],
                 )
             )
         except BaseException as exc:
@@ -900,19 +885,13 @@ class RunExecutor:
             due_cleared = [*due_cleared, token.id]
             self._close_park(token, ParkStatus.SIGNALLED, "moved")
         released = self._releases(token, p, output, targets) if self._anchors else []
-        token.epoch += 1
         moved: list[TokenRecord]
         split_id: str | None = None
         if len(targets) == 1:
-            token.placement = targets[0]
-            token.visit = self._next_visit(targets[0])
-            token.attempt = 1
-            token.status = S.READY
-            token.deadline = None
-            token.due = None
-            token.data = {}
+            move_token(token, targets[0], self._next_visit(targets[0]))
             moved = [token]
         else:
+            token.epoch += 1
             split = split_id = f"{token.id}/{p.id}#{token.visit}"
             n = len(targets)
             token.status = S.DONE
@@ -935,17 +914,7 @@ class RunExecutor:
                     ending.append((t, q))
             if ending:
                 for t, q in ending:
-                    events.append(
-                        EventRecord(
-                            "terminal_reached",
-                            self.run.id,
-                            self.clock.now(),
-                            q.id,
-                            t.attempt,
-                            t.id,
-                            {"outcome": q.outcome},
-                        )
-                    )
+                    events.append(terminal_event(self.run.id, self.clock.now(), t, q))
                 nxt = [t for t in nxt if t.status is S.READY]
         if not released:
             # One commit per step: the move also starts the next attempt of each moved token
@@ -1517,50 +1486,19 @@ class RunExecutor:
             raise refusal(mine, now)
         p = self.plan.placements[token.placement]
         if output is not None:
-            impl = self.plan.impls.get(p.id)
-            declared = impl.outputs if impl is not None else p.fixed_outputs
-            if output in RESERVED_OUTPUTS or output not in declared:
-                raise SignalRefused(
-                    RefusalReason.INVALID_OUTPUT,
-                    f"signal refused: output {output!r} is not one node at {p.id!r} declares "
-                    f"(declared: {', '.join(declared)})",
-                    run_id=self.run.id,
-                    placement=p.id,
-                    token_id=token.id,
-                    key=park.key,
-                )
-            if output not in p.route_map():
-                raise SignalRefused(
-                    RefusalReason.INVALID_OUTPUT,
-                    f"signal refused: placement {p.id!r} does not route output {output!r}",
-                    run_id=self.run.id,
-                    placement=p.id,
-                    token_id=token.id,
-                    key=park.key,
-                )
+            invalid = invalid_output(self.plan, p, output, token.id, park)
+            if invalid is not None:
+                raise invalid
         epoch = token.epoch
         token.status = S.READY  # claimed
         self._close_park(token, ParkStatus.SIGNALLED, "signal")
         self._expect[token.id] = Expect(S.PARKED, epoch, alive_at=now)
-        answer = {
-            "run_id": self.run.id,
-            "token_id": token.id,
-            "placement": p.id,
-            "output": output,
-            "at": now.isoformat(),
-            "park": park.id,
-            "idempotency_key": idempotency_key,
-        }
+        answer = signal_answer(park, output, now, idempotency_key)
         answers = [SignalAnswer(idempotency_key, self.run.id, answer)] if idempotency_key else []
         ev = self.event(
             EventKind.SIGNALLED,
             token,
-            data={
-                "output": output,
-                "idempotency_key": idempotency_key,
-                "keys": sorted(payload),
-                "park": park.id,
-            },
+            data=signalled_data(park, output, payload, idempotency_key),
         )
         base = dict(self.state)
 
@@ -1988,11 +1926,7 @@ class RunExecutor:
             ev = self.event(
                 EventKind.NODE_TIMED_OUT,
                 token,
-                data={
-                    "budget": budget.total_seconds(),
-                    "deadline": attempt.deadline.isoformat(),
-                    "routed": routed,
-                },
+                data=timed_out_data(budget, attempt.deadline, routed),
             )
             if self._retry(token, settings, timeout_err, explicit_only=True):
                 await self._schedule_retry(token, settings, timeout_err, ev)
@@ -2605,8 +2539,9 @@ class RunExecutor:
     async def load_extras(self) -> None:
         """Read the run's node anchors and open parks from the store (before resuming)."""
         store = self.engine.store
-        for anchor in await store.node_anchors(self.run.id):
-            self._anchors[(anchor.placement, anchor.item)] = anchor.at
+        if self.plan.anchored:  # (a run of a flow without node anchors has none stored)
+            for anchor in await store.node_anchors(self.run.id):
+                self._anchors[(anchor.placement, anchor.item)] = anchor.at
         for park in await store.parks(run_id=self.run.id, open_only=True):
             token = self.tokens.get(park.token_id)
             if token is not None and token.status is S.PARKED and token.epoch == park.epoch:
@@ -2682,6 +2617,131 @@ def refusal(park: ParkRecord, now: datetime, live: TokenRecord | None = None) ->
         RefusalReason.NOT_PARKED,
         f"signal refused: {where} is not parked (it is {state})",
         **common,
+    )
+
+
+def invalid_output(
+    plan: FlowPlan, p: AnyPlacement, output: str, token_id: str, park: ParkRecord
+) -> SignalRefused | None:
+    """Why a signal may not take ``output`` at ``p`` (None: it may)."""
+    impl = plan.impls.get(p.id)
+    declared = impl.outputs if impl is not None else p.fixed_outputs
+    if output in RESERVED_OUTPUTS or output not in declared:
+        return SignalRefused(
+            RefusalReason.INVALID_OUTPUT,
+            f"signal refused: output {output!r} is not one node at {p.id!r} declares "
+            f"(declared: {', '.join(declared)})",
+            run_id=park.run_id,
+            placement=p.id,
+            token_id=token_id,
+            key=park.key,
+        )
+    if output not in p.route_map():
+        return SignalRefused(
+            RefusalReason.INVALID_OUTPUT,
+            f"signal refused: placement {p.id!r} does not route output {output!r}",
+            run_id=park.run_id,
+            placement=p.id,
+            token_id=token_id,
+            key=park.key,
+        )
+    return None
+
+
+def signal_answer(
+    park: ParkRecord, output: str | None, now: datetime, idempotency_key: str | None
+) -> dict[str, Any]:
+    """The answer to an accepted signal (what a repeat with its idempotency key gets)."""
+    return {
+        "run_id": park.run_id,
+        "token_id": park.token_id,
+        "placement": park.placement,
+        "output": output,
+        "at": now.isoformat(),
+        "park": park.id,
+        "idempotency_key": idempotency_key,
+    }
+
+
+def signalled_data(
+    park: ParkRecord, output: str | None, payload: Mapping[str, Any], idempotency_key: str | None
+) -> dict[str, Any]:
+    """The data of a ``signalled`` event (a move adds ``to``)."""
+    return {
+        "output": output,
+        "idempotency_key": idempotency_key,
+        "keys": sorted(payload),
+        "park": park.id,
+    }
+
+
+def timed_out_data(budget: timedelta, deadline: datetime, routed: bool) -> dict[str, Any]:
+    """The data of a ``node_timed_out`` event (a move adds ``to``)."""
+    return {"budget": budget.total_seconds(), "deadline": deadline.isoformat(), "routed": routed}
+
+
+def move_token(token: TokenRecord, target: str, visit: int) -> None:
+    """``token`` leaves its placement for ``target`` (a single target): a fresh attempt there."""
+    token.epoch += 1
+    token.placement = target
+    token.visit = visit
+    token.attempt = 1
+    token.status = S.READY
+    token.deadline = None
+    token.due = None
+    token.data = {}
+
+
+def terminal_event(run_id: str, at: datetime, token: TokenRecord, q: Terminal) -> EventRecord:
+    """``terminal_reached`` for ``token``, which has moved to ``q``."""
+    return EventRecord(
+        "terminal_reached", run_id, at, q.id, token.attempt, token.id, {"outcome": q.outcome}
+    )
+
+
+def end_result(
+    run_id: str,
+    lifecycle: Lifecycle,
+    state: dict[str, Any],
+    terminals: Sequence[str],
+    outcome: str | None,
+    *,
+    errors: Sequence[ErrorInfo] = (),
+    interrupted: InterruptedAt | None = None,
+    warnings: Sequence[str] = (),
+) -> RunResult:
+    """A run's result at its end (``outcome``: of the first terminal reached, if any)."""
+    if lifecycle is not Lifecycle.COMPLETED:
+        failed = lifecycle is Lifecycle.FAILED and terminals and outcome is None
+        outcome = "failed" if failed else None
+    return RunResult(
+        run_id=run_id,
+        lifecycle=lifecycle,
+        outcome=outcome,
+        state=state,
+        errors=tuple(errors),
+        interrupted_at=interrupted,
+        warnings=tuple(warnings),
+        terminals=tuple(terminals),
+    )
+
+
+def finish(run: RunRecord, result: RunResult, now: datetime) -> EventRecord:
+    """Record ``result`` on ``run`` (lifecycle, end instant, outcome, result) and return the
+    ``run_finished`` event."""
+    run.lifecycle = transition(run.lifecycle, result.lifecycle).value
+    run.finished_at = now
+    run.outcome = result.outcome
+    run.result = result.to_dict()
+    return EventRecord(
+        "run_finished",
+        run.id,
+        now,
+        data={
+            "lifecycle": result.lifecycle.value,
+            "outcome": result.outcome,
+            "errors": [e.to_dict() for e in result.errors],
+        },
     )
 
 

@@ -1,0 +1,367 @@
+"""Ending a let-go run in one commit, without rebuilding its executor.
+
+The common resume: a run the engine let go of (lifecycle ``parked``, nothing of it in memory)
+has exactly one live token, parked, and a signal's output (or the park's ``timeout`` output when
+the sweeper fires its deadline) leads straight to a terminal that does not fail. The general path
+rebuilds an executor for it (the run, its state, tokens, open parks and anchors, the history
+tail), commits the move with the terminal, then ends the run in a task of its own with a second
+commit. Here the same records are decided from the store's records and the flow's plan and
+written in one compare-and-set commit: the ``signalled`` (or ``node_timed_out``) event,
+``terminal_reached`` and ``run_finished`` in that order, at one instant; the park closed; the
+token moved (and its due entries dropped); the state change; every node anchor of the run
+released (what the move and the run's end release between them); the run deadline's due entry
+dropped; the run record with its lifecycle, outcome and result; the idempotency answer. The
+commit expects the token parked at the park's epoch (a signal: with its deadline still ahead),
+exactly as the general path does, so a signal and a timeout that race (in this engine or
+another on the same store) are still decided by the store.
+
+A timeout that the placement does not route fails the run, also in one commit (the token
+``failed``, ``node_timed_out`` and ``run_finished``), as the general path records it.
+
+Anything else goes to the general path, which also gives every refusal: a hook is registered,
+the run is in memory (or being rebuilt) here, it is a child run, it has no resume checkpoint or
+history after it, its run deadline has passed, its flow has post phases or is not the version
+the run started on, another token is live, the token is not parked at the park's epoch, its
+deadline has passed (a signal), the signal has no output (the node runs again), the output is not
+valid or does not lead to one terminal that does not fail, the timeout may be retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from flowtide.engine.errors import NodeTimeoutError
+from flowtide.engine.events import EventKind
+from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.plan import FlowPlan
+from flowtide.engine.reducers import StateMerger
+from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
+from flowtide.engine.run import (
+    end_result,
+    finish,
+    invalid_output,
+    move_token,
+    signal_answer,
+    signalled_data,
+    terminal_event,
+    timed_out_data,
+)
+from flowtide.model.placements import TIMEOUT_OUTPUT, AnyPlacement, Terminal
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    EventRecord,
+    Expect,
+    ParkRecord,
+    ParkStatus,
+    RunRecord,
+    SignalAnswer,
+    StoreConflict,
+    TokenRecord,
+    TokenStatus,
+)
+
+if TYPE_CHECKING:
+    from flowtide.engine.engine import Engine
+
+__all__ = ["end_by_signal", "end_by_timeout"]
+
+_LIVE = [s for s in TokenStatus if s.live]
+_PARKED = Lifecycle.PARKED.value
+_RUNNING = Lifecycle.RUNNING.value
+
+
+@dataclass(slots=True)
+class _LetGo:
+    """A let-go run with one live token, parked at ``park``: what the one commit needs."""
+
+    run: RunRecord
+    plan: FlowPlan
+    park: ParkRecord
+    p: AnyPlacement
+    token: TokenRecord | None = None
+
+
+def _let_go(engine: Engine, run: RunRecord, park: ParkRecord, now: datetime) -> _LetGo | None:
+    """The run and its plan, if the fast path may end it from ``park`` (the token is read by
+    :func:`_parked_token`); None: take the general path."""
+    if (
+        engine.hooks
+        or run.lifecycle != _PARKED
+        or run.resume is None
+        or run.parent_run_id is not None
+        or (run.deadline is not None and run.deadline <= now)
+    ):
+        return None
+    plan = engine._known_plan(run.flow_id)
+    if plan is None or plan.flow.version != run.flow_version or plan.post:
+        return None
+    if park.status is not ParkStatus.PARKED or park.placement not in plan.placements:
+        return None
+    return _LetGo(run, plan, park, plan.placements[park.placement])
+
+
+async def _parked_token(engine: Engine, g: _LetGo) -> TokenRecord | None:
+    """The run's only live token, parked at the park's epoch, with no history after the
+    checkpoint; None: take the general path."""
+    run, park = g.run, g.park
+    assert run.resume is not None
+    store = engine.store
+    live = await store.tokens(run.id, _LIVE)
+    if len(live) != 1:
+        return None
+    token = live[0]
+    if token.id != park.token_id or token.status is not TokenStatus.PARKED:
+        return None
+    if token.epoch != park.epoch:
+        return None
+    if await store.history(run.id, after=run.resume["seq"]):
+        return None  # events after the checkpoint (a warning, a failed hook): rebuild
+    g.token = token
+    return token
+
+
+def _terminal(p: AnyPlacement, plan: FlowPlan, output: str) -> Terminal | None:
+    """The terminal that does not fail ``output`` leads to alone, if it does."""
+    targets = p.route_map().get(output)
+    if targets is None or len(targets) != 1:
+        return None
+    q = plan.placements.get(targets[0])
+    return q if isinstance(q, Terminal) and not q.fails else None
+
+
+def _visit(run: RunRecord, placement: str) -> int:
+    """The next visit of ``placement`` (the checkpoint's counters are current: no history)."""
+    assert run.resume is not None
+    for name, count in run.resume["visits"]:
+        if name == placement:
+            return int(count) + 1
+    return 1
+
+
+async def _end(
+    engine: Engine,
+    g: _LetGo,
+    now: datetime,
+    first: EventRecord,
+    result: RunResult,
+    expect: Expect,
+    *,
+    moved: Terminal | None,
+    state: tuple[dict[str, Any], list[str]] = ({}, []),
+    answers: list[SignalAnswer] | None = None,
+) -> None:
+    """Commit the run's end (``moved``: the terminal the token moved to, else it failed), then
+    hand the result to whoever waits for it. Raises ``StoreConflict`` if the token moved."""
+    run, token = g.run, g.token
+    assert token is not None
+    events = [first]
+    if moved is not None:
+        first.data["to"] = [moved.id]
+        move_token(token, moved.id, _visit(run, moved.id))
+        token.status = TokenStatus.DONE
+        events.append(terminal_event(run.id, now, token, moved))
+    else:
+        token.status = TokenStatus.FAILED
+    # parked (checked) -> running -> the end, as on the general path; only the end is stored.
+    run.lifecycle = _RUNNING
+    events.append(finish(run, result, now))
+    # A token that failed keeps its other due entries, as on the general path.
+    due_cleared = [token.id] if moved is not None else []
+    if run.deadline is not None:
+        due_cleared.append(run.id)
+    anchors = (
+        [(a.placement, a.item) for a in await engine.store.node_anchors(run.id)]
+        if g.plan.anchored
+        else []
+    )
+    written, removed = state
+    await engine.store.commit(
+        Commit(
+            run.id,
+            run=run,
+            tokens=[token],
+            state=written or None,
+            state_deleted=removed,
+            events=events,
+            due_cleared=due_cleared,
+            anchors_released=anchors,
+            parks=[g.park],
+            signal_answers=answers or (),
+            expect={token.id: expect},
+        )
+    )
+    engine._ended(result)
+
+
+def _terminals(run: RunRecord, q: Terminal | None) -> tuple[list[str], str | None]:
+    """The terminals reached and the outcome once ``q`` (if any) is reached too."""
+    assert run.resume is not None
+    terminals = list(run.resume["terminals"])
+    outcome: str | None = run.resume["outcome"]
+    if q is not None:
+        terminals.append(q.id)
+        if outcome is None:
+            outcome = q.outcome
+    return terminals, outcome
+
+
+async def end_by_signal(
+    engine: Engine,
+    run: RunRecord,
+    park: ParkRecord,
+    *,
+    payload: dict[str, Any],
+    output: str | None,
+    idempotency_key: str | None,
+) -> datetime | None:
+    """Apply a signal with ``output`` to the let-go ``run`` and end it in one commit; returns
+    the instant it was applied at (the receipt's), or None for the general path (nothing was
+    written). Raises ``StoreConflict`` (``DuplicateSignal``) when the store refuses the
+    commit."""
+    if output is None:
+        return None
+    claim = engine._claim_end(run.id)
+    if claim is None:
+        return None
+    try:
+        return await _end_by_signal(engine, run, park, payload, output, idempotency_key)
+    finally:
+        engine._unclaim_end(run.id, claim)
+
+
+async def _end_by_signal(
+    engine: Engine,
+    run: RunRecord,
+    park: ParkRecord,
+    payload: dict[str, Any],
+    output: str,
+    idempotency_key: str | None,
+) -> datetime | None:
+    now = engine.clock.now()
+    g = _let_go(engine, run, park, now)
+    if g is None:
+        return None
+    p = g.p
+    if invalid_output(g.plan, p, output, park.token_id, park) is not None:
+        return None
+    q = _terminal(p, g.plan, output)
+    if q is None:
+        return None
+    token = await _parked_token(engine, g)
+    if token is None:
+        return None
+    if token.deadline is not None and token.deadline <= now:
+        return None  # expired: the general path refuses it
+    epoch = token.epoch
+    first = EventRecord(
+        EventKind.SIGNALLED.value,
+        run.id,
+        now,
+        token.placement,
+        token.attempt,
+        token.id,
+        signalled_data(park, output, payload, idempotency_key),
+    )
+    state = await engine.store.get_state(run.id)
+    change: tuple[dict[str, Any], list[str]] = ({}, [])
+    if payload:
+        change = StateMerger(g.plan.flow.reducers).apply(state, dict(state), {}, [], payload)
+    _close(park, ParkStatus.SIGNALLED, now, "signal")
+    terminals, outcome = _terminals(run, q)
+    result = end_result(run.id, Lifecycle.COMPLETED, dict(state), terminals, outcome)
+    answers = []
+    if idempotency_key is not None:
+        answer = signal_answer(park, output, now, idempotency_key)
+        answers.append(SignalAnswer(idempotency_key, run.id, answer))
+    await _end(
+        engine,
+        g,
+        now,
+        first,
+        result,
+        Expect(TokenStatus.PARKED, epoch, alive_at=now),
+        moved=q,
+        state=change,
+        answers=answers,
+    )
+    return now
+
+
+async def end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> bool:
+    """Fire the park deadline ``entry`` of the let-go ``run`` and end the run in one commit
+    (the ``timeout`` output leads to a terminal, or is not routed and the run fails); False:
+    the general path fires it (nothing was written). A token another engine moved first is left
+    as it is."""
+    claim = engine._claim_end(run.id)
+    if claim is None:
+        return False
+    try:
+        return await _end_by_timeout(engine, run, entry)
+    finally:
+        engine._unclaim_end(run.id, claim)
+
+
+async def _end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> bool:
+    now = engine.clock.now()
+    parks = await engine.store.parks(run_id=run.id, open_only=True)
+    park = next((k for k in parks if k.token_id == entry.token_id), None)
+    if park is None:
+        return False
+    g = _let_go(engine, run, park, now)
+    if g is None:
+        return False
+    p = g.p
+    settings = g.plan.settings[p.id]
+    budget = settings.timeout
+    if budget is None or (settings.retry is not None and settings.retry.retry_on):
+        return False  # (a timeout that may be retried: the general path decides)
+    routed = TIMEOUT_OUTPUT in p.route_map()
+    q = _terminal(p, g.plan, TIMEOUT_OUTPUT) if routed else None
+    if routed and q is None:
+        return False
+    token = await _parked_token(engine, g)
+    if token is None:
+        return False
+    deadline = token.deadline
+    if deadline is None or deadline > entry.when:
+        return False
+    first = EventRecord(
+        EventKind.NODE_TIMED_OUT.value,
+        run.id,
+        now,
+        token.placement,
+        token.attempt,
+        token.id,
+        timed_out_data(budget, deadline, routed),
+    )
+    state = await engine.store.get_state(run.id)
+    _close(park, ParkStatus.TIMED_OUT, now, "timeout")
+    terminals, outcome = _terminals(run, q)
+    if q is not None:
+        result = end_result(run.id, Lifecycle.COMPLETED, state, terminals, outcome)
+    else:
+        impl = g.plan.impls.get(p.id)
+        error = NodeTimeoutError(impl.id if impl else p.id, p.id, budget)
+        result = end_result(
+            run.id,
+            Lifecycle.FAILED,
+            state,
+            terminals,
+            outcome,
+            errors=[ErrorInfo.of(error, p.id)],
+            interrupted=InterruptedAt("timeout", p.id, deadline, (p.id,)),
+        )
+    expect = Expect(TokenStatus.PARKED, token.epoch)
+    with contextlib.suppress(StoreConflict):  # another engine moved the token first: it stands
+        await _end(engine, g, now, first, result, expect, moved=q)
+    return True
+
+
+def _close(park: ParkRecord, status: ParkStatus, now: datetime, by: str) -> None:
+    park.status = status
+    park.closed_at = now
+    park.closed_by = by
