@@ -247,3 +247,36 @@ async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
     assert gc.is_tracked(store._history["r"])  # a list: always tracked
     # The events' data is shared, not copied: a flat dict is never tracked.
     assert not any(gc.is_tracked(row[6]) for row in store._history["r"])
+
+
+async def test_the_events_a_commit_returns_read_like_a_list_of_records() -> None:
+    store = await new_store("r")
+    await store.commit(Commit("r", events=[EventRecord("a", "r", T0)]))
+    token = TokenRecord("r.1", "r", "a", TokenStatus.RUNNING, data={"why": {"n": [1]}})
+    events = await store.commit(
+        Commit(
+            "r",
+            tokens=[token],
+            state={"x": 1},
+            events=[
+                EventRecord("b", "r", T0, "a", 1, "r.1", {"k": 1}),
+                EventRecord("c", "r", t(1)),
+                EventRecord("d", "r", t(2)),
+            ],
+        )
+    )
+    assert len(events) == 3 and bool(events)
+    assert [e.seq for e in events] == [2, 3, 4]
+    assert events[-1] == EventRecord("d", "r", t(2), seq=4)
+    assert events[0] == EventRecord("b", "r", T0, "a", 1, "r.1", {"k": 1}, 2)
+    assert [e.kind for e in events[1:]] == ["c", "d"]
+    with pytest.raises(IndexError):
+        events[3]
+    with pytest.raises(IndexError):
+        events[-4]
+    token.data["why"]["n"].append(2)  # the stored token is a copy
+    (stored,) = await store.tokens("r")
+    assert stored.data == {"why": {"n": [1]}}
+    assert await store.get_state("r") == {"k": 1, "x": 1}
+    assert list(await store.history("r", after=1)) == list(events)
+    assert await store.commit(Commit("r", tokens=[token])) == ()

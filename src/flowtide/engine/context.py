@@ -30,9 +30,9 @@ class NodeContext:
         "visit",
     )
 
+    # Positional too: the engine makes one per attempt (keywords cost more).
     def __init__(
         self,
-        *,
         state: dict[str, Any],
         run_id: str,
         placement: str,

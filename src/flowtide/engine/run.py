@@ -257,7 +257,10 @@ class RunExecutor:
         self._settling: asyncio.Task[None] | None = None
         self._pins = 0
         self._seq = 0
-        """The seq of the last history event this executor committed (or restored)."""
+        """The seq of the last history event this executor committed (or restored), unless
+        ``_stored`` is set (see :meth:`_last_seq`)."""
+        self._stored: Sequence[EventRecord] | None = None
+        """The events of the last commit, until their last seq is read (most runs never ask)."""
         self._expect: dict[str, Expect] = {}
         """Compare-and-set conditions for the next commit that writes these tokens."""
         self._route_ok = False
@@ -298,6 +301,14 @@ class RunExecutor:
             token.id if token else None,
             data if data is not None else {},
         )
+
+    def _last_seq(self) -> int:
+        """The seq of the last history event this executor committed (or restored)."""
+        stored = self._stored
+        if stored is not None:
+            self._seq = stored[-1].seq
+            self._stored = None
+        return self._seq
 
     async def commit(
         self,
@@ -346,7 +357,7 @@ class RunExecutor:
                     c.run = self.run
             events = await self.engine.store.commit(c)
             if events:
-                self._seq = events[-1].seq
+                self._stored = events
             if c.due:
                 self.engine.sweeper.wake(min(e.when for e in c.due))
             if events and self.engine.hooks:
@@ -634,7 +645,7 @@ class RunExecutor:
                 # What a rebuild needs beyond the tokens, so that it reads no older history.
                 # (Tuples of plain values: a parked run held in memory costs the collector less.)
                 self.run.resume = {
-                    "seq": self._seq,
+                    "seq": self._last_seq(),
                     "visits": tuple(self._visits.items()),
                     "terminals": tuple(self._terminals),
                     "outcome": self._outcome,
@@ -1602,14 +1613,7 @@ class RunExecutor:
                 )
             state = copy_state(base)
             ctx = NodeContext(
-                state=state,
-                run_id=self.run.id,
-                placement=pid,
-                attempt=token.attempt,
-                visit=token.visit,
-                item=self.item,
-                clock=self.clock,
-                scope=scope,
+                state, self.run.id, pid, token.attempt, token.visit, self.item, self.clock, scope
             )
             value: Any = None
             error: BaseException | None = None
@@ -1756,7 +1760,7 @@ class RunExecutor:
                     events.append(
                         EventRecord("terminal_reached", run_id, now, target, 1, tid, data)
                     )
-                c = Commit(run_id, tokens=[token], events=events)
+                c = Commit(run_id, None, [token], None, (), events)
                 if base or state or update:
                     changed, deleted = self.merger.changes(base, state)
                     if changed or deleted or update:
@@ -1769,7 +1773,7 @@ class RunExecutor:
                             c.state_deleted = removed
                 stored = await self.engine.store.commit(c)
                 if stored:
-                    self._seq = stored[-1].seq
+                    self._stored = stored  # its last seq is read when needed (_last_seq)
             finally:
                 lock.release()
             self._route_ok = True
@@ -2494,6 +2498,7 @@ class RunExecutor:
         """Rebuild in-memory bookkeeping from stored tokens and history (before resuming):
         ``history`` is what follows the run's resume checkpoint (all of it without one)."""
         self._started = True
+        self._stored = None
         top = 0
         checkpoint = self.run.resume
         if checkpoint is not None:

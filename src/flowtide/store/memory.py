@@ -21,7 +21,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 from flowtide.store.base import (
     Commit,
@@ -83,9 +83,57 @@ class MemoryStore(Store):
         return self._apply(commit)
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
-        if commit.run_id not in self._runs:
-            raise UnknownRunError(commit.run_id)
-        return self._apply(commit)
+        c = commit
+        run_id = c.run_id
+        if run_id not in self._runs:
+            raise UnknownRunError(run_id)
+        if (
+            c.expect
+            or c.run is not None
+            or c.due_cleared
+            or c.due_dropped
+            or c.due
+            or c.anchors
+            or c.anchors_released
+            or c.parks
+            or c.signal_answers
+            or c.scatter
+        ):
+            return self._apply(c)
+        # The common shape of a step (tokens, events, perhaps state keys), as _apply does it.
+        tokens = self._tokens[run_id]
+        for t in c.tokens:
+            # Copied (_token_row, inline): the engine goes on mutating its token records.
+            tokens[t.id] = (
+                t.id,
+                t.run_id,
+                t.placement,
+                t.status._value_,
+                t.attempt,
+                t.visit,
+                t.lineage,
+                t.deadline,
+                t.due,
+                t.created_at,
+                _freeze(t.data) if t.data else None,
+                t.epoch,
+            )
+        if c.state is not None or c.state_deleted:
+            state = self._states[run_id]
+            if c.state:
+                state.update(c.state)
+            for key in c.state_deleted:
+                state.pop(key, None)
+        if not c.events:
+            return ()
+        history = self._history[run_id]
+        start = seq = len(history)
+        append = history.append
+        for e in c.events:
+            seq += 1
+            append((e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data, seq))
+        # The stored events are built when asked for (most callers read one seq, if any).
+        return _Stored(history, start, seq)
 
     def _apply(self, c: Commit) -> Sequence[EventRecord]:
         # Every part of a commit is optional: each is looked at only when present (most steps
@@ -310,6 +358,41 @@ class MemoryStore(Store):
 
 
 # -- rows: records as plain tuples ------------
+
+
+class _Stored(Sequence[EventRecord]):
+    """The events a commit stored, as records built on access from their rows (a slice of
+    the run's history, which only ever grows: the rows stay as they are)."""
+
+    __slots__ = ("_rows", "_start", "_stop")
+
+    def __init__(self, rows: list[tuple[Any, ...]], start: int, stop: int) -> None:
+        self._rows = rows
+        self._start = start
+        self._stop = stop
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    @overload
+    def __getitem__(self, index: int) -> EventRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[EventRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> EventRecord | list[EventRecord]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        n = self._stop - self._start
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError("event index out of range")
+        return EventRecord(*self._rows[self._start + index])
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
 
 _DICT = "\x00flowtide:dict"
 """The first item of a frozen mapping (:func:`_freeze`)."""
