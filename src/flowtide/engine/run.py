@@ -714,7 +714,7 @@ class RunExecutor:
                         anchors_released=released,
                     )
                 )
-            if self._started:
+            if self._started and self.plan.post:
                 for phase in self.flow.phases(PhaseKind.POST):
                     err = await self._run_phase(phase, post=True)
                     if err is not None:
@@ -1611,7 +1611,7 @@ class RunExecutor:
                 return await self._after_attempt(
                     token, p, impl.id, plan.settings[pid], base, attempt, eager=True
                 )
-            state = copy_state(base)
+            state = copy_state(base) if base else {}
             ctx = NodeContext(
                 state, self.run.id, pid, token.attempt, token.visit, self.item, self.clock, scope
             )
@@ -1745,10 +1745,10 @@ class RunExecutor:
                     data = {"visit": visit, "node": move.node, "deadline": None}
                     events.append(EventRecord("node_started", run_id, now, target, 1, tid, data))
                 elif move.join:
-                    if token.lineage and not self._note_would_hit(token, target):
-                        # The token arrives at the join in the same commit, as _join records
-                        # it (nothing is evaluated between the move and the arrival).
-                        arrival = self._arrive(token, target)
+                    # The token arrives at the join in the same commit, as _join records
+                    # it (nothing is evaluated between the move and the arrival).
+                    arrival = self._arrive_unnoted(token, target) if token.lineage else None
+                    if arrival is not None:
                         events.append(
                             EventRecord("join_arrived", run_id, now, target, 1, tid, arrival)
                         )
@@ -1771,9 +1771,8 @@ class RunExecutor:
                             c.state = written
                         if removed:
                             c.state_deleted = removed
-                stored = await self.engine.store.commit(c)
-                if stored:
-                    self._stored = stored  # its last seq is read when needed (_last_seq)
+                # It has events: its last seq is read when needed (_last_seq).
+                self._stored = await self.engine.store.commit(c)
             finally:
                 lock.release()
             self._route_ok = True
@@ -2091,7 +2090,7 @@ class RunExecutor:
     def _judging_acts(self) -> bool:
         """Whether :meth:`_evaluate_joins` would do anything now: a group has what it needs, or
         is to be judged again (``dirty``). Otherwise it passes over every group, as after a
-        branch's arrival that marked nothing (see :meth:`_note_would_hit`) it does for every
+        branch's arrival that marked nothing (see :meth:`_arrive_unnoted`) it does for every
         group until the last branch of an ``all`` join arrives: this spares the calls."""
         if self._end is not None:
             return False
@@ -2103,24 +2102,32 @@ class RunExecutor:
                 return True
         return False
 
-    def _note_would_hit(self, token: TokenRecord, placement: str) -> bool:
-        """Whether :meth:`_note_moves` would mark a join group (so evaluate the joins) for
-        ``token`` moved to ``placement``; it changes nothing."""
+    def _arrive_unnoted(self, token: TokenRecord, join: str) -> dict[str, Any] | None:
+        """:meth:`_arrive` at ``join`` (``token`` moved there), unless :meth:`_note_moves`
+        would mark a join group for that move (it changes nothing then, and returns None)."""
         reach = self.plan.reach
         lineage = token.lineage
-        for group in self._joins.values():
+        joins = self._joins
+        for group in joins.values():
             if group.fired:
                 continue
             split = group.split
-            for frame in lineage:  # first_branch(token, split) >= 0, inline (once per branch)
+            for frame in lineage:
                 if frame[0] == split:
                     break
             else:
                 continue
-            join = group.join
-            if group.dirty or not (placement == join or join in reach.get(placement, ())):
-                return True
-        return False
+            there = group.join
+            if group.dirty or not (join == there or there in reach.get(join, ())):
+                return None
+        split, branch, count = lineage[-1]
+        group = joins.get((join, split))
+        if group is None:
+            group = joins[(join, split)] = _JoinGroup(join, split, count)
+        token.status = S.ARRIVED
+        group.arrived.append(token)
+        group.branches.add(branch)
+        return {"branch": branch, "split": split}
 
     def _expect_joins(
         self,
