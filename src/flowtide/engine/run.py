@@ -2121,12 +2121,12 @@ class RunExecutor:
             if group.dirty or not (join == there or there in reach.get(join, ())):
                 return None
         split, branch, count = lineage[-1]
-        group = joins.get((join, split))
-        if group is None:
-            group = joins[(join, split)] = _JoinGroup(join, split, count)
+        mine = joins.get((join, split))
+        if mine is None:
+            mine = joins[(join, split)] = _JoinGroup(join, split, count)
         token.status = S.ARRIVED
-        group.arrived.append(token)
-        group.branches.add(branch)
+        mine.arrived.append(token)
+        mine.branches.add(branch)
         return {"branch": branch, "split": split}
 
     def _expect_joins(
