@@ -20,6 +20,7 @@ import pytest
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Lifecycle, NodeContext, Output, Park, RunResult
 from flowtide.engine import run as run_module
+from flowtide.engine.plan import FlowPlan
 from flowtide.engine.run import RunExecutor
 from flowtide.model import Flow
 from flowtide.store import EventRecord
@@ -471,3 +472,74 @@ async def test_a_branch_on_the_fast_path_arrives_at_its_join_in_its_move_commit(
             e.token_id,
             ["j"],
         )
+
+
+@pytest.mark.parametrize(
+    ("make", "one_pass"),
+    [
+        (split, ["a"]),
+        (lambda: split_join("all"), ["a"]),
+        (lambda: split_join("first"), ["a"]),
+        # The inner split's token is of the open outer split: its branches start one by one.
+        (nested_split, ["a"]),
+    ],
+    ids=["split", "all", "first", "nested"],
+)
+@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
+async def test_a_split_makes_its_started_branches_in_one_pass_as_one_by_one(
+    make: Callable[[], Flow],
+    one_pass: list[str],
+    hooked: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    flow = make()
+    passes: list[str] = []
+    original = RunExecutor._split_started
+
+    def spy(self: RunExecutor, token: Any, *args: Any) -> Any:
+        passes.append(token.placement)
+        return original(self, token, *args)
+
+    monkeypatch.setattr(RunExecutor, "_split_started", spy)
+    one, _ = await _run(flow, hooked=hooked)
+    assert passes == one_pass
+    passes.clear()
+    monkeypatch.setattr(FlowPlan, "started_nodes", lambda self, targets: None)
+    by_one, _ = await _run(flow, hooked=hooked)
+    assert passes == []
+    assert one == by_one
+
+
+def split_to_a_join() -> Flow:
+    """A split with a branch straight to its join, and one to a task with a timeout: neither
+    starts an attempt at the split, so the split takes the one-by-one path."""
+    return (
+        FlowBuilder("urn:test:flow:split-to-join")
+        .task("a", begin, {"next": ["b", "j"]})
+        .task("b", add_five, {"done": "j"})
+        .join("j", "all", {"success": "t"})
+        .task("t", begin, {"next": ["u", "v"]})
+        .task("u", add_five, {"done": "k"}, timeout="PT1M")
+        .task("v", add_five, {"done": "k"})
+        .join("k", "all", {"success": "end"})
+        .terminal("end")
+        .reducer("total", "sum")
+        .build()
+    )
+
+
+async def test_a_split_whose_branches_do_not_all_start_takes_the_one_by_one_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    passes: list[str] = []
+
+    def spy(self: RunExecutor, token: Any, *args: Any) -> Any:
+        passes.append(token.placement)
+        raise AssertionError("not taken")
+
+    monkeypatch.setattr(RunExecutor, "_split_started", spy)
+    fast, _ = await _run(split_to_a_join(), hooked=False)
+    slow, _ = await _run(split_to_a_join(), hooked=True)
+    assert passes == []
+    assert fast == slow
+    assert fast[0] == Lifecycle.COMPLETED and fast[2]["total"] == 15

@@ -113,6 +113,7 @@ class FlowPlan:
     _split_joins: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
     _reaches: dict[tuple[str, ...], bool] = field(default_factory=dict)
     _entries: dict[str, FastEntry | None] = field(default_factory=dict)
+    _started_nodes: dict[tuple[str, ...], tuple[str, ...] | None] = field(default_factory=dict)
 
     @classmethod
     def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
@@ -222,6 +223,20 @@ class FlowPlan:
         if settings.timers or needs_node_anchor(settings):
             return None
         return FastEntry(p, impl, settings, StateMerger(self.flow.reducers))
+
+    def started_nodes(self, targets: Sequence[str]) -> tuple[str, ...] | None:
+        """The node each of a split's ``targets`` runs, when every one is in :attr:`started`
+        (else None; computed once per list of targets)."""
+        key = tuple(targets)
+        try:
+            return self._started_nodes[key]
+        except KeyError:
+            pass
+        started = self.started
+        found = self._started_nodes[key] = (
+            tuple(started[t] for t in key) if all(t in started for t in key) else None
+        )
+        return found
 
     def can_reach(self, source: str, target: str) -> bool:
         return target in self.reach.get(source, frozenset())

@@ -414,6 +414,59 @@ class RunExecutor:
             moved.append(t)
         return moved
 
+    def _split_started(
+        self, token: TokenRecord, targets: Sequence[str], split: str, nodes: Sequence[str]
+    ) -> tuple[list[TokenRecord], list[EventRecord]]:
+        """:meth:`_split_tokens`, each new token with its attempt started at its target (a task
+        with no window and no timers, running the node in ``nodes`` at the same index): the
+        tokens, and their ``node_started`` events (what :meth:`_route` does for each, in one
+        pass)."""
+        run_id = self.run.id
+        now = self.clock.now()
+        at = self.clock.now()  # the events' instant is taken after the tokens' (as _route)
+        ids = self._ids
+        visits = self._visits
+        tokens = self.tokens
+        starting = self._starting
+        lineage = token.lineage
+        n = len(targets)
+        running = S.RUNNING
+        moved = [token]
+        events = []
+        for i, target in enumerate(targets):
+            visit = visits.get(target, 0) + 1
+            visits[target] = visit
+            tid = f"{run_id}.{next(ids)}"
+            t = TokenRecord(
+                tid,
+                run_id,
+                target,
+                running,
+                1,
+                visit,
+                (*lineage, (split, i, n)),
+                None,
+                None,
+                now,
+                {},
+                0,
+            )
+            tokens[tid] = t
+            starting.add(tid)
+            moved.append(t)
+            events.append(
+                EventRecord(
+                    "node_started",
+                    run_id,
+                    at,
+                    target,
+                    1,
+                    tid,
+                    {"visit": visit, "node": nodes[i], "deadline": None},
+                )
+            )
+        return moved, events
+
     def _next_visit(self, placement: str) -> int:
         n = self._visits.get(placement, 0) + 1
         self._visits[placement] = n
@@ -897,6 +950,7 @@ class RunExecutor:
             self._close_park(token, ParkStatus.SIGNALLED, "moved")
         released = self._releases(token, p, output, targets) if self._anchors else []
         moved: list[TokenRecord]
+        started: list[EventRecord] = []
         split_id: str | None = None
         if len(targets) == 1:
             move_token(token, targets[0], self._next_visit(targets[0]))
@@ -907,16 +961,32 @@ class RunExecutor:
             n = len(targets)
             token.status = S.DONE
             self.tokens.pop(token.id, None)
-            moved = self._split_tokens(token, targets, split)
             self._expect_joins(split, n, token.lineage, targets)
+            nodes = None if released else self.plan.started_nodes(targets)
+            if nodes is not None:
+                open_splits = self._open_splits(split_id)
+                if open_splits and any(f[0] in open_splits for f in token.lineage):
+                    nodes = None
+            if nodes is not None:
+                # Every branch arrives at a task with no window and no timers, and no open
+                # join acts on it: each token is made with its attempt started, as the loop
+                # below would start it, in one pass.
+                moved, started = self._split_started(token, targets, split, nodes)
+            else:
+                moved = self._split_tokens(token, targets, split)
         event.data["to"] = list(targets)
         events = [event, *extra_events]
         anchors: list[NodeAnchor] = []
         due: list[DueEntry] = []
         prestarted: list[str] = []
-        nxt = [t for t in moved if t.status is S.READY]
+        if started:
+            events.extend(started)
+            nxt = moved[1:]
+            prestarted = [t.id for t in nxt]
+        else:
+            nxt = [t for t in moved if t.status is S.READY]
         ending: list[tuple[TokenRecord, Terminal]] = []
-        if not self._joins:
+        if not self._joins and not started:
             # A move to a (non-failing) terminal also records the terminal, in the same commit.
             for t in nxt:
                 q = self.plan.placements[t.placement]
@@ -927,7 +997,7 @@ class RunExecutor:
                 for t, q in ending:
                     events.append(terminal_event(self.run.id, self.clock.now(), t, q))
                 nxt = [t for t in nxt if t.status is S.READY]
-        if not released:
+        if not released and not started:
             # One commit per step: the move also starts the next attempt of each moved token
             # that arrives at a task (unless a join may still act on it, see _prestartable).
             open_splits = self._open_splits(split_id)
@@ -957,10 +1027,10 @@ class RunExecutor:
                 elif self._prestartable(t, open_splits):
                     q = self.plan.placements[t.placement]
                     impl = self.plan.impls[q.id]
-                    started, new_anchors, new_due = self._start(
+                    begun, new_anchors, new_due = self._start(
                         t, q.id, impl, self.plan.settings[q.id]
                     )
-                    events.append(started)
+                    events.append(begun)
                     anchors.extend(new_anchors)
                     due.extend(new_due)
                     prestarted.append(t.id)
