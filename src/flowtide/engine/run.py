@@ -1848,9 +1848,20 @@ class RunExecutor:
             self._route_ok = True
             if move.join:
                 if token.status is S.ARRIVED:
-                    # What _join does after its commit (when judging can change anything).
-                    if self._judging_acts():
-                        await self._evaluate_joins()
+                    # What _join does after its commit, when judging can change anything: a
+                    # group has what it needs, or is to be judged again (``dirty``). Otherwise
+                    # _evaluate_joins would pass over every group, as it does after each
+                    # arrival at an ``all`` join until the last one.
+                    if self._end is None:
+                        needs = plan.join_needs
+                        for group in self._joins.values():
+                            if (
+                                group.dirty
+                                or group.fired
+                                or len(group.branches) >= (needs.get(group.join) or group.count)
+                            ):
+                                await self._evaluate_joins()
+                                break
                     return None
                 # What _route does after a move to a join, then back to _drive, which goes on
                 # to _join.
@@ -2157,21 +2168,6 @@ class RunExecutor:
         group.branches.add(branch)
         return {"branch": branch, "split": split}
 
-    def _judging_acts(self) -> bool:
-        """Whether :meth:`_evaluate_joins` would do anything now: a group has what it needs, or
-        is to be judged again (``dirty``). Otherwise it passes over every group, as after a
-        branch's arrival that marked nothing (see :meth:`_arrive_unnoted`) it does for every
-        group until the last branch of an ``all`` join arrives: this spares the calls."""
-        if self._end is not None:
-            return False
-        needs = self.plan.join_needs
-        for group in self._joins.values():
-            if group.dirty or group.fired:
-                return True
-            if len(group.branches) >= (needs.get(group.join) or group.count):
-                return True
-        return False
-
     def _arrive_unnoted(self, token: TokenRecord, join: str) -> dict[str, Any] | None:
         """:meth:`_arrive` at ``join`` (``token`` moved there), unless :meth:`_note_moves`
         would mark a join group for that move (it changes nothing then, and returns None)."""
@@ -2309,7 +2305,7 @@ class RunExecutor:
             data={
                 "output": output,
                 "arrived": len(came),
-                "branches": [first_branch(t, group.split) for t in came],
+                "branches": _branches(came, group.split),
             },
         )
         nxt = await self._route(
@@ -2833,6 +2829,19 @@ def _end_reason(end: _End) -> str:
     if end.lifecycle is Lifecycle.TIMED_OUT:
         return "run_deadline"
     return "run_ended"
+
+
+def _branches(tokens: Sequence[TokenRecord], split: str) -> list[int]:
+    """:func:`first_branch` of each token (a join's arrivals), in one call."""
+    out = []
+    for t in tokens:
+        for f in t.lineage:
+            if f[0] == split:
+                out.append(f[1])
+                break
+        else:
+            out.append(-1)
+    return out
 
 
 def first_branch(token: TokenRecord, split: str) -> int:
