@@ -543,3 +543,47 @@ async def test_a_split_whose_branches_do_not_all_start_takes_the_one_by_one_path
     assert passes == []
     assert fast == slow
     assert fast[0] == Lifecycle.COMPLETED and fast[2]["total"] == 15
+
+
+SEEN_CONTEXTS: list[tuple[Any, ...]] = []
+
+
+@node(outputs=["next"], execution="inline")
+def looks(ctx: NodeContext) -> str:
+    SEEN_CONTEXTS.append(
+        (
+            dict(ctx.state),
+            ctx.run_id,
+            ctx.placement,
+            ctx.attempt,
+            ctx.visit,
+            ctx.item,
+            ctx.signal,
+            ctx.idempotency_key,
+            ctx.cancelled,
+            ctx.cancel_reason,
+            ctx.now() == ctx.clock.now(),
+            repr(ctx),
+        )
+    )
+    ctx.raise_if_cancelled()
+    ctx.state["n"] = ctx.state.get("n", 0) + 1
+    return "next"
+
+
+async def test_a_node_on_the_fast_path_sees_the_same_context_as_on_the_general_path() -> None:
+    flow = (
+        FlowBuilder("urn:test:flow:fast-context")
+        .task("a", looks, {"next": "b"})
+        .task("b", looks, {"next": "end"})
+        .terminal("end")
+        .build()
+    )
+    seen = []
+    for hooked in (False, True):
+        SEEN_CONTEXTS.clear()
+        async with running(hooks=_hooks(hooked)) as (engine, _clock):
+            result = await engine.run(flow, run_id="r-ctx")
+        assert result.state == {"n": 2}
+        seen.append(list(SEEN_CONTEXTS))
+    assert seen[0] == seen[1] and len(seen[0]) == 2

@@ -33,12 +33,12 @@ import functools
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from flowtide.authoring.nodes import NodeImplementation
-from flowtide.clock import Clock
+from flowtide.clock import Clock, SystemClock
 from flowtide.engine import eager as eager_start
 from flowtide.engine.context import NodeContext
 from flowtide.engine.deadlines import (
@@ -113,6 +113,7 @@ _AT_NODE = frozenset({S.RUNNING, S.PARKED, S.WAITING})
 _KIND_NAMES = {k: k.value for k in EventKind}
 _COMPUTE: Any = object()
 _NO_UPDATE: Mapping[str, Any] = MappingProxyType({})
+_new_context = object.__new__
 
 
 @dataclass(slots=True)
@@ -219,6 +220,12 @@ class RunExecutor:
         self.run = run
         self.state = state
         self.clock = engine.clock
+        self._now: Callable[[], datetime] = (
+            functools.partial(datetime.now, UTC)  # SystemClock.now, without its frame
+            if type(self.clock) is SystemClock
+            else self.clock.now
+        )
+        """The clock's ``now`` (the fast paths read it once per step)."""
         self.merger = StateMerger(self.flow.reducers)
         self.root = CancelScope(parent_scope)
         self.root.on_cancel(self._root_cancelled)
@@ -422,8 +429,8 @@ class RunExecutor:
         tokens, and their ``node_started`` events (what :meth:`_route` does for each, in one
         pass)."""
         run_id = self.run.id
-        now = self.clock.now()
-        at = self.clock.now()  # the events' instant is taken after the tokens' (as _route)
+        now = self._now()
+        at = self._now()  # the events' instant is taken after the tokens' (as _route)
         ids = self._ids
         visits = self._visits
         tokens = self.tokens
@@ -1682,9 +1689,17 @@ class RunExecutor:
                     token, p, impl.id, plan.settings[pid], base, attempt, eager=True
                 )
             state = copy_state(base) if base else {}
-            ctx = NodeContext(
-                state, self.run.id, pid, token.attempt, token.visit, self.item, self.clock, scope
-            )
+            # NodeContext(state, run_id, ...), without the call's frame.
+            ctx = _new_context(NodeContext)
+            ctx.state = state
+            ctx.run_id = self.run.id
+            ctx.placement = pid
+            ctx.attempt = token.attempt
+            ctx.visit = token.visit
+            ctx.item = self.item
+            ctx.clock = self.clock
+            ctx._scope = scope
+            ctx.signal = None
             value: Any = None
             error: BaseException | None = None
             running[tid] = (pid, scope)
@@ -1788,7 +1803,7 @@ class RunExecutor:
             try:
                 self._last = [pid]
                 run_id = self.run.id
-                now = self.clock.now()
+                now = self._now()
                 target = move.target
                 events = [
                     EventRecord(
