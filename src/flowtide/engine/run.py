@@ -1671,6 +1671,7 @@ class RunExecutor:
         prestarted = self._prestarted
         starting = self._starting
         lock = self._lock
+        root = self.root
         tid = token.id
         # A clock that does not watch for work outside the loop needs no hold (SystemClock).
         hold = type(self.clock).hold is not Clock.hold
@@ -1681,7 +1682,9 @@ class RunExecutor:
             base = dict(self.state)
             # -- the attempt (invoke) --
             starting.discard(tid)
-            scope = CancelScope(self.root, pid)
+            scope = CancelScope(root, pid)
+            children = root._children
+            assert children is not None  # the scope is one of them
             if scope.cancellation is not None:
                 scope.close()
                 attempt = Attempt("cancelled", cancellation=scope.cancellation)
@@ -1742,7 +1745,7 @@ class RunExecutor:
                     scope.cancelled_caught = scope.cancellation is not None
             finally:
                 scope._task = None
-                scope.close()
+                children.discard(scope)  # scope.close(), inline
                 running.pop(tid, None)
             if scope.cancellation is not None:
                 attempt = Attempt("cancelled", cancellation=scope.cancellation)
@@ -1787,7 +1790,8 @@ class RunExecutor:
                 or self._closed
                 or self.run.lifecycle == _PARKED
                 or self.engine.hooks
-                or not lock.try_acquire()
+                or lock._busy  # lock.try_acquire(), inline
+                or lock._waiters
             ):
                 ok = Attempt("ok", output=name, state=state, update=update)
                 ev = self.event(EventKind.NODE_FINISHED, token, data={"output": name})
@@ -1800,6 +1804,7 @@ class RunExecutor:
                     update=functools.partial(self.state_update, base, ok),
                     eager=True,
                 )
+            lock._busy = True
             try:
                 self._last = [pid]
                 run_id = self.run.id
@@ -1859,7 +1864,10 @@ class RunExecutor:
                 # It has events: its last seq is read when needed (_last_seq).
                 self._stored = await self.engine.store.commit(c)
             finally:
-                lock.release()
+                if lock._waiters:
+                    lock._handoff()
+                else:
+                    lock._busy = False  # lock.release(), inline
             self._route_ok = True
             if move.join:
                 if token.status is S.ARRIVED:
