@@ -313,7 +313,8 @@ class RunExecutor:
         """The seq of the last history event this executor committed (or restored)."""
         stored = self._stored
         if stored is not None:
-            self._seq = stored[-1].seq
+            if stored:
+                self._seq = stored[-1].seq
             self._stored = None
         return self._seq
 
