@@ -10,6 +10,7 @@ running a flow with and without one compares the two paths.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -587,3 +588,28 @@ async def test_a_node_on_the_fast_path_sees_the_same_context_as_on_the_general_p
         assert result.state == {"n": 2}
         seen.append(list(SEEN_CONTEXTS))
     assert seen[0] == seen[1] and len(seen[0]) == 2
+
+
+def test_the_fast_path_sets_every_field_of_the_records_it_makes_without_init() -> None:
+    # RunExecutor._fast_task sets these fields one by one: a new field needs setting there too.
+    assert [f.name for f in dataclasses.fields(EventRecord)] == [
+        "kind",
+        "run_id",
+        "at",
+        "placement",
+        "attempt",
+        "token_id",
+        "data",
+        "seq",
+    ]
+    assert set(NodeContext.__slots__) == {
+        "_scope",
+        "attempt",
+        "clock",
+        "item",
+        "placement",
+        "run_id",
+        "signal",
+        "state",
+        "visit",
+    }

@@ -114,6 +114,9 @@ _KIND_NAMES = {k: k.value for k in EventKind}
 _COMPUTE: Any = object()
 _NO_UPDATE: Mapping[str, Any] = MappingProxyType({})
 _new_context = object.__new__
+_new_record = object.__new__
+"""The fast path makes its contexts and most common events without an ``__init__`` call (a
+frame per record): it sets every field itself (tests check the field lists stay in step)."""
 
 
 @dataclass(slots=True)
@@ -1811,17 +1814,17 @@ class RunExecutor:
                 run_id = self.run.id
                 now = self._now()
                 target = move.target
-                events = [
-                    EventRecord(
-                        "node_finished",
-                        run_id,
-                        now,
-                        pid,
-                        token.attempt,
-                        tid,
-                        {"output": name, "to": [target]},
-                    )
-                ]
+                # EventRecord("node_finished", ...), without the call's frame.
+                finished = _new_record(EventRecord)
+                finished.kind = "node_finished"
+                finished.run_id = run_id
+                finished.at = now
+                finished.placement = pid
+                finished.attempt = token.attempt
+                finished.token_id = tid
+                finished.data = {"output": name, "to": [target]}
+                finished.seq = 0
+                events = [finished]
                 token.epoch += 1
                 token.placement = target
                 visit = self._visits.get(target, 0) + 1
@@ -1833,8 +1836,17 @@ class RunExecutor:
                 if move.node is not None:
                     token.status = S.RUNNING
                     starting.add(tid)
-                    data = {"visit": visit, "node": move.node, "deadline": None}
-                    events.append(EventRecord("node_started", run_id, now, target, 1, tid, data))
+                    # EventRecord("node_started", ...), without the call's frame.
+                    begun = _new_record(EventRecord)
+                    begun.kind = "node_started"
+                    begun.run_id = run_id
+                    begun.at = now
+                    begun.placement = target
+                    begun.attempt = 1
+                    begun.token_id = tid
+                    begun.data = {"visit": visit, "node": move.node, "deadline": None}
+                    begun.seq = 0
+                    events.append(begun)
                 elif move.join:
                     # The token arrives at the join in the same commit, as _join records
                     # it (nothing is evaluated between the move and the arrival).
