@@ -24,7 +24,7 @@ from flowtide.engine import run as run_module
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.run import RunExecutor
 from flowtide.model import Flow
-from flowtide.store import EventRecord
+from flowtide.store import EventRecord, TokenRecord
 from tests.engine.engine_helpers import at, running
 
 
@@ -601,6 +601,20 @@ def test_the_fast_path_sets_every_field_of_the_records_it_makes_without_init() -
         "token_id",
         "data",
         "seq",
+    ]
+    assert [f.name for f in dataclasses.fields(TokenRecord)] == [
+        "id",
+        "run_id",
+        "placement",
+        "status",
+        "attempt",
+        "visit",
+        "lineage",
+        "deadline",
+        "due",
+        "created_at",
+        "data",
+        "epoch",
     ]
     assert set(NodeContext.__slots__) == {
         "_scope",

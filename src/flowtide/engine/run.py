@@ -115,8 +115,9 @@ _COMPUTE: Any = object()
 _NO_UPDATE: Mapping[str, Any] = MappingProxyType({})
 _new_context = object.__new__
 _new_record = object.__new__
-"""The fast path makes its contexts and most common events without an ``__init__`` call (a
-frame per record): it sets every field itself (tests check the field lists stay in step)."""
+"""The fast paths make their contexts, most common events and a split's tokens without an
+``__init__`` call (a frame per record): they set every field themselves (tests check that the
+field lists stay in step)."""
 
 
 @dataclass(slots=True)
@@ -442,40 +443,40 @@ class RunExecutor:
         lineage = token.lineage
         n = len(targets)
         running = S.RUNNING
+        new = _new_record
         moved = [token]
         events = []
         for i, target in enumerate(targets):
             visit = visits.get(target, 0) + 1
             visits[target] = visit
             tid = f"{run_id}.{next(ids)}"
-            t = TokenRecord(
-                tid,
-                run_id,
-                target,
-                running,
-                1,
-                visit,
-                (*lineage, (split, i, n)),
-                None,
-                None,
-                now,
-                {},
-                0,
-            )
+            # TokenRecord(...) and EventRecord(...), without the calls' frames.
+            t = new(TokenRecord)
+            t.id = tid
+            t.run_id = run_id
+            t.placement = target
+            t.status = running
+            t.attempt = 1
+            t.visit = visit
+            t.lineage = (*lineage, (split, i, n))
+            t.deadline = None
+            t.due = None
+            t.created_at = now
+            t.data = {}
+            t.epoch = 0
             tokens[tid] = t
             starting.add(tid)
             moved.append(t)
-            events.append(
-                EventRecord(
-                    "node_started",
-                    run_id,
-                    at,
-                    target,
-                    1,
-                    tid,
-                    {"visit": visit, "node": nodes[i], "deadline": None},
-                )
-            )
+            e = new(EventRecord)
+            e.kind = "node_started"
+            e.run_id = run_id
+            e.at = at
+            e.placement = target
+            e.attempt = 1
+            e.token_id = tid
+            e.data = {"visit": visit, "node": nodes[i], "deadline": None}
+            e.seq = 0
+            events.append(e)
         return moved, events
 
     def _next_visit(self, placement: str) -> int:
@@ -1852,9 +1853,17 @@ class RunExecutor:
                     # it (nothing is evaluated between the move and the arrival).
                     arrival = self._arrive_unnoted(token, target) if token.lineage else None
                     if arrival is not None:
-                        events.append(
-                            EventRecord("join_arrived", run_id, now, target, 1, tid, arrival)
-                        )
+                        # EventRecord("join_arrived", ...), without the call's frame.
+                        arrived = _new_record(EventRecord)
+                        arrived.kind = "join_arrived"
+                        arrived.run_id = run_id
+                        arrived.at = now
+                        arrived.placement = target
+                        arrived.attempt = 1
+                        arrived.token_id = tid
+                        arrived.data = arrival
+                        arrived.seq = 0
+                        events.append(arrived)
                     else:
                         token.status = S.READY  # it arrives at the join in the next step
                 else:
