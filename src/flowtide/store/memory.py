@@ -53,8 +53,10 @@ class MemoryStore(Store):
         self._states: dict[str, dict[str, Any]] = {}
         self._tokens: dict[str, dict[str, tuple[Any, ...]]] = {}
         """run id -> token id -> the token's fields (:func:`_token_row`)."""
-        self._history: dict[str, list[tuple[Any, ...]]] = {}
-        """run id -> its events' fields (:func:`_event_row`), in order."""
+        self._history: dict[str, list[Any]] = {}
+        """run id -> its events' fields, :data:`_EVENT_FIELDS` items each, in order, in one flat
+        list: a list is always tracked, but then it is the only tracked object of a run's
+        history (a row holding an event's data dict would be tracked too)."""
         self._due: dict[str, dict[str, tuple[datetime, int, str]]] = {}
         """token id -> purpose -> (when, seq, run id): the live entries."""
         self._due_heap: list[tuple[datetime, int, str, str, str]] = []
@@ -143,19 +145,15 @@ class MemoryStore(Store):
         if not c.events:
             return ()
         history = self._history[run_id]
-        seq = len(history)
+        seq = len(history) // _EVENT_FIELDS
         # A stored event is a new record (it carries its seq); its data is not copied: the
         # engine never changes an event's data once the event is committed.
         out = [
             EventRecord(e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data, seq)
             for seq, e in enumerate(c.events, seq + 1)
         ]
-        history.extend(
-            [
-                (e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data, e.seq)
-                for e in out
-            ]
-        )
+        for e in out:
+            history += (e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data)
         return out
 
     def _apply_parking(self, c: Commit) -> None:
@@ -190,16 +188,20 @@ class MemoryStore(Store):
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
         try:
-            return copy.deepcopy(self._states[run_id])
+            state = self._states[run_id]
         except KeyError:
             raise UnknownRunError(run_id) from None
+        if _ATOMS.issuperset(map(type, state.values())):
+            return dict(state)  # nothing mutable to copy (most states of parked runs)
+        return copy.deepcopy(state)
 
     async def tokens(
         self, run_id: str, statuses: Sequence[TokenStatus] | None = None
     ) -> Sequence[TokenRecord]:
         if run_id not in self._tokens:
             raise UnknownRunError(run_id)
-        wanted = {s.value for s in statuses} if statuses is not None else None
+        # Members of a StrEnum hash and compare as their values: the set matches stored ones.
+        wanted = set(statuses) if statuses is not None else None
         return [
             _token_record(t)
             for t in self._tokens[run_id].values()
@@ -209,11 +211,20 @@ class MemoryStore(Store):
     async def history(self, run_id: str, after: int = 0) -> Sequence[EventRecord]:
         if run_id not in self._history:
             raise UnknownRunError(run_id)
+        rows = self._history[run_id]
+        n = _EVENT_FIELDS
         return [
-            EventRecord(kind, rid, at, placement, attempt, token_id, data, seq)
-            for kind, rid, at, placement, attempt, token_id, data, seq in self._history[run_id][
-                after:
-            ]
+            EventRecord(
+                rows[i],
+                rows[i + 1],
+                rows[i + 2],
+                rows[i + 3],
+                rows[i + 4],
+                rows[i + 5],
+                rows[i + 6],
+                i // n + 1,
+            )
+            for i in range(max(0, after) * n, len(rows), n)
         ]
 
     async def token(self, run_id: str, token_id: str) -> TokenRecord | None:
@@ -314,7 +325,11 @@ class MemoryStore(Store):
 _DICT = "\x00flowtide:dict"
 """The first item of a frozen mapping (:func:`_freeze`)."""
 
+_EVENT_FIELDS = 7
+"""kind, run id, at, placement, attempt, token id, data (the seq is the position)."""
 _CONTAINERS = (dict, list)
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+"""Immutable values that :meth:`MemoryStore.get_state` need not copy."""
 _STATUSES = {s.value: s for s in TokenStatus}
 _PARK_STATUSES = {s.value: s for s in ParkStatus}
 _OPEN = ParkStatus.PARKED.value
