@@ -60,6 +60,7 @@ from flowtide.store.base import (
     DuplicateSignal,
     EventRecord,
     ParkRecord,
+    ParkStatus,
     RunRecord,
     Store,
     StoreConflict,
@@ -353,7 +354,7 @@ class Engine:
             id=run_id or new_run_id(),
             flow_id=flow_id,
             flow_version=plan.flow.version,
-            lifecycle=Lifecycle.PENDING.value,
+            lifecycle=_PENDING,
             created_at=now,
             deadline=_deadline(deadline if deadline is not None else plan.flow.deadline, now),
             options={"entrypoint": entrypoint},
@@ -384,7 +385,7 @@ class Engine:
             id=uuid.uuid4().hex,
             flow_id=flow_id,
             flow_version=plan.flow.version,
-            lifecycle=Lifecycle.PENDING.value,
+            lifecycle=_PENDING,
             created_at=now,
             deadline=_deadline(plan.flow.deadline, now),
             parent_run_id=parent.run.id,
@@ -568,32 +569,34 @@ class Engine:
     ) -> tuple[ParkRecord, RunRecord | None]:
         """The park a signal addresses (with the run, when looked up by ``run_id``), or the
         refusal."""
-        now = self.clock.now()
-        where: dict[str, Any] = {
-            "run_id": run_id,
-            "placement": placement,
-            "token_id": token_id,
-            "key": key,
-        }
         if key is None and run_id is None:
             raise EngineError("signal needs a run_id (with placement or token_id) or a key")
         if key is None and placement is None and token_id is None:
             raise EngineError("signal needs a placement or token_id with a run_id")
         run: RunRecord | None = None
-        if run_id is not None and run_id not in self._runs:  # (held here: it exists)
+        ex = self._runs.get(run_id) if run_id is not None else None
+        if run_id is not None and ex is None:  # (held here: it exists)
             try:
                 run = await self.store.get_run(run_id)
             except KeyError:
                 raise SignalRefused(
-                    RefusalReason.UNKNOWN, f"signal refused: no run {run_id!r}", **where
+                    RefusalReason.UNKNOWN,
+                    f"signal refused: no run {run_id!r}",
+                    **_where(run_id, placement, token_id, key),
                 ) from None
-        parks = list(await self.store.parks(run_id=run_id, key=key, placement=placement))
+        parks = await self.store.parks(run_id=run_id, key=key, placement=placement)
+        if len(parks) == 1 and ex is None and token_id is None:
+            # The common case: one park, nothing of the run in memory here.
+            found = parks[0]
+            if found.status == ParkStatus.PARKED:
+                return found, run
         if token_id is not None:
             parks = [p for p in parks if p.token_id == token_id]
-        ex = self._runs.get(run_id) if run_id is not None else None
         if ex is not None:
             # What this process knows is fresher than the store (a claim not yet committed).
             parks = [ex.park_record(p.id) or p for p in parks]
+        now = self.clock.now()
+        where = _where(run_id, placement, token_id, key)
         open_ = [p for p in parks if p.status == "parked"]
         if len(open_) > 1:
             raise SignalRefused(
@@ -876,6 +879,16 @@ class Engine:
                             ],
                         )
                     )
+
+
+_PENDING = Lifecycle.PENDING.value
+
+
+def _where(
+    run_id: str | None, placement: str | None, token_id: str | None, key: str | None
+) -> dict[str, Any]:
+    """What a signal addressed (for its refusal)."""
+    return {"run_id": run_id, "placement": placement, "token_id": token_id, "key": key}
 
 
 def new_run_id() -> str:

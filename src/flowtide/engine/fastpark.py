@@ -60,6 +60,9 @@ __all__ = ["park_at_once"]
 
 _RUNNING = Lifecycle.RUNNING.value
 _PARKED = Lifecycle.PARKED.value
+_VISITED_ONCE: dict[str, tuple[tuple[str, int]]] = {}
+"""placement id -> the checkpoint's visit counters of a run that parked at its first visit
+there (shared: a tuple, and one the collector does not track once it is old)."""
 
 
 async def park_at_once(
@@ -264,10 +267,17 @@ async def _park(
             c.state_deleted = removed
     run.lifecycle = _PARKED
     # Current to the ``parked`` event: a run's events are numbered 1, 2, 3, ... in its history.
-    run.resume = {"seq": seq + 1, "visits": ((pid, 1),), "terminals": (), "outcome": None}
+    visits = _VISITED_ONCE.get(pid)
+    if visits is None:
+        visits = _VISITED_ONCE[pid] = ((pid, 1),)
+    run.resume = {"seq": seq + 1, "visits": visits, "terminals": (), "outcome": None}
     await engine.store.commit(c)
-    if due:
-        engine.sweeper.wake(min(e.when for e in due))
+    if deadline is not None:
+        engine.sweeper.wake(
+            deadline if run.deadline is None or deadline <= run.deadline else run.deadline
+        )
+    elif run.deadline is not None:
+        engine.sweeper.wake(run.deadline)
     return RunResult(
         run_id=run_id,
         lifecycle=Lifecycle.PARKED,
