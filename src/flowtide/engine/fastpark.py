@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine, Generator
+from datetime import datetime
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from flowtide.engine.context import NodeContext
-from flowtide.engine.deadlines import Window, resolve_window
 from flowtide.engine.errors import Cancelled, UndeclaredOutputError
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.output import Park
@@ -42,6 +42,7 @@ from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import ErrorInfo, ParkedToken, RunResult
 from flowtide.engine.run import Attempt, RunExecutor
 from flowtide.engine.scope import CancelScope, ScopeDeadline
+from flowtide.model.settings import NodeSettings, TimeoutAnchor
 from flowtide.store.base import (
     Commit,
     DueEntry,
@@ -83,12 +84,9 @@ async def park_at_once(
     deadline = None
     window: dict[str, Any] | None = None
     if settings.timeout is not None:
-        resolved = resolve_window(settings, now=now, run_created_at=run.created_at)
-        deadline = resolved.deadline
-        assert deadline is not None
+        deadline, window = _window(settings, now, run.created_at)
         if deadline <= now:
             return None  # it times out at once: the general path says so
-        window = _window_data(resolved)
     if run.deadline is not None and run.deadline <= now:
         return None
     # -- the start: what RunExecutor.main commits before the first attempt runs --
@@ -214,12 +212,9 @@ async def _park(
     deadline = None
     window: dict[str, Any] | None = None
     if settings.timeout is not None:
-        resolved = resolve_window(settings, now=now, run_created_at=run.created_at)
-        deadline = resolved.deadline
-        assert deadline is not None
+        deadline, window = _window(settings, now, run.created_at)
         if deadline <= now:
             return None
-        window = _window_data(resolved)
     if run.deadline is not None and run.deadline <= now:
         return None
     run_id = run.id
@@ -446,18 +441,28 @@ async def _finish(
     return Attempt("ok", output=name, state=ctx_state, update=update, deadline=deadline)
 
 
-def _window_data(window: Window) -> dict[str, Any]:
-    """``window.to_data()``, formatting an instant once when the anchor is the resolution
-    instant itself (anchor ``park``)."""
-    resolved = window.resolved_at.isoformat()
-    at = window.anchor_at
-    deadline = window.deadline
-    timeout = window.timeout
-    return {
-        "anchor": window.anchor.value,
-        "anchor_at": resolved if at is window.resolved_at else at.isoformat() if at else None,
-        "timeout": timeout.total_seconds() if timeout is not None else None,
-        "deadline": deadline.isoformat() if deadline else None,
+def _window(
+    settings: NodeSettings, now: datetime, created_at: datetime
+) -> tuple[datetime, dict[str, Any]]:
+    """The deadline and ``resolve_window(settings, now=now, run_created_at=created_at)
+    .to_data()`` of a window with a timeout and no node anchor (a fast entry's), without the
+    Window, formatting ``now`` once when it is also the anchor instant (anchor ``park``)."""
+    timeout = settings.timeout
+    assert timeout is not None
+    anchor = settings.timeout_anchor or TimeoutAnchor.PARK
+    resolved = now.isoformat()
+    if anchor is TimeoutAnchor.INSTANCE:
+        base = created_at
+        at = base.isoformat()
+    else:  # park (a node anchor, which a fast entry has not, would be now too)
+        base = now
+        at = resolved
+    deadline = base + timeout
+    return deadline, {
+        "anchor": anchor._value_,
+        "anchor_at": at,
+        "timeout": timeout.total_seconds(),
+        "deadline": deadline.isoformat(),
         "resolved_at": resolved,
     }
 
