@@ -177,9 +177,9 @@ class Engine:
         self._threads: WorkerPool | None = None
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
-        self._ending: dict[str, asyncio.Future[None]] = {}
+        self._ending: dict[str, asyncio.Future[None] | None] = {}
         """Let-go runs the fast path is ending (``flowtide.engine.letgo``): nothing else here
-        rebuilds them meanwhile."""
+        rebuilds them meanwhile. The future (made when someone waits) is done when it ends."""
         self._end_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._eager: dict[str, EagerRun] = {}
@@ -417,11 +417,12 @@ class Engine:
 
     async def _executor(self, run_id: str, *, rearm: bool = False) -> RunExecutor | None:
         """The run's executor: in memory, or rebuilt from the store (None: the run ended)."""
-        ending = self._ending.get(run_id)
-        while ending is not None:
+        while run_id in self._ending:
             # The fast path is ending it: rebuild (or not) once it is done.
+            ending = self._ending[run_id]
+            if ending is None:
+                ending = self._ending[run_id] = asyncio.get_running_loop().create_future()
             await asyncio.shield(ending)
-            ending = self._ending.get(run_id)
         ex = self._runs.get(run_id)
         if ex is not None:
             return ex
@@ -726,18 +727,18 @@ class Engine:
             run_id not in self._runs and run_id not in self._loading and run_id not in self._ending
         )
 
-    def _claim_end(self, run_id: str) -> asyncio.Future[None] | None:
-        """Hold a let-go run for the fast path to end it (None: this engine holds it already);
+    def _claim_end(self, run_id: str) -> bool:
+        """Hold a let-go run for the fast path to end it (False: this engine holds it already);
         :meth:`_executor` waits until :meth:`_unclaim_end`."""
         if not self._lets_go(run_id):
-            return None
-        claim: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._ending[run_id] = claim
-        return claim
+            return False
+        self._ending[run_id] = None  # (no future unless someone waits: most ends do not yield)
+        return True
 
-    def _unclaim_end(self, run_id: str, claim: asyncio.Future[None]) -> None:
-        del self._ending[run_id]
-        claim.set_result(None)
+    def _unclaim_end(self, run_id: str) -> None:
+        waiting = self._ending.pop(run_id)
+        if waiting is not None:
+            waiting.set_result(None)
 
     def _known_plan(self, flow_id: str) -> FlowPlan | None:
         """The flow's plan, if the flow is registered here."""
