@@ -100,6 +100,46 @@ async def test_records_are_copied_in_and_out() -> None:
     assert (await store.get_run("r")).lifecycle == "pending"
 
 
+async def test_the_state_comes_out_as_a_copy_flat_or_nested() -> None:
+    store = await new_store("flat", "nested")
+    flat = await store.get_state("flat")
+    flat["k"] = 2
+    assert await store.get_state("flat") == {"k": 1}
+    await store.commit(Commit("nested", state={"items": [1, {"a": 1}], "n": None}))
+    nested = await store.get_state("nested")
+    nested["items"][1]["a"] = 2
+    nested["items"].append(3)
+    assert await store.get_state("nested") == {"k": 1, "items": [1, {"a": 1}], "n": None}
+
+
+async def test_history_after_a_seq_and_token_filters_by_several_statuses() -> None:
+    store = await new_store("r")
+    events = [EventRecord(f"e{i}", "r", t(i), data={"i": i}) for i in range(5)]
+    await store.commit(Commit("r", events=events[:2]))
+    await store.commit(Commit("r", events=events[2:]))
+    history = await store.history("r")
+    assert [(e.kind, e.seq, e.data) for e in history] == [
+        (f"e{i}", i + 1, {"i": i}) for i in range(5)
+    ]
+    assert [e.seq for e in await store.history("r", after=3)] == [4, 5]
+    assert await store.history("r", after=5) == []
+    assert await store.history("r", after=9) == []
+    await store.commit(
+        Commit(
+            "r",
+            tokens=[
+                TokenRecord("r.1", "r", "a", TokenStatus.PARKED),
+                TokenRecord("r.2", "r", "b", TokenStatus.DONE),
+                TokenRecord("r.3", "r", "c", TokenStatus.WAITING),
+            ],
+        )
+    )
+    live = await store.tokens("r", [TokenStatus.PARKED, TokenStatus.WAITING])
+    assert [tk.id for tk in live] == ["r.1", "r.3"]
+    assert await store.tokens("r", []) == []
+    assert len(await store.tokens("r")) == 3
+
+
 async def test_scatter_progress_anchors_and_token_filters() -> None:
     store = await new_store("r")
     await store.commit(
