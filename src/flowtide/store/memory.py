@@ -57,8 +57,9 @@ class MemoryStore(Store):
         """run id -> its events' fields, :data:`_EVENT_FIELDS` items each, in order, in one flat
         list: a list is always tracked, but then it is the only tracked object of a run's
         history (a row holding an event's data dict would be tracked too)."""
-        self._due: dict[str, dict[str, tuple[datetime, int, str]]] = {}
-        """token id -> purpose -> (when, seq, run id): the live entries."""
+        self._due: dict[str, dict[str, int]] = {}
+        """token id -> purpose -> the seq of its live entry (in the heap). Plain ints: the
+        collector does not track these dicts."""
         self._due_heap: list[tuple[datetime, int, str, str, str]] = []
         """(when, seq, run id, token id, purpose) of every entry ever set; one whose seq is not
         the live one of its token and purpose is stale and skipped (lazy deletion)."""
@@ -67,8 +68,9 @@ class MemoryStore(Store):
         self._scatter: dict[tuple[str, str], dict[int, ScatterItemRecord]] = {}
         self._parks: dict[str, tuple[Any, ...]] = {}
         """park id -> the park's fields (:func:`_park_row`)."""
-        self._parks_by_run: dict[str, tuple[str, ...]] = {}
-        self._parks_by_key: dict[str, tuple[str, ...]] = {}
+        self._parks_by_run: dict[str, str | tuple[str, ...]] = {}
+        self._parks_by_key: dict[str, str | tuple[str, ...]] = {}
+        """run id (key) -> its park ids: the one id itself (most runs park once), or a tuple."""
         self._answers: dict[str, SignalAnswer] = {}
 
     async def create_run(
@@ -132,7 +134,7 @@ class MemoryStore(Store):
                 mine = self._due.get(entry.token_id)
                 if mine is None:
                     mine = self._due[entry.token_id] = {}
-                mine[entry.purpose] = (entry.when, seq, entry.run_id)
+                mine[entry.purpose] = seq
                 heapq.heappush(
                     self._due_heap, (entry.when, seq, entry.run_id, entry.token_id, entry.purpose)
                 )
@@ -163,12 +165,9 @@ class MemoryStore(Store):
             self._anchors.pop((c.run_id, placement, item), None)
         for park in c.parks:
             if park.id not in self._parks:
-                self._parks_by_run[park.run_id] = (
-                    *self._parks_by_run.get(park.run_id, ()),
-                    park.id,
-                )
+                _add_id(self._parks_by_run, park.run_id, park.id)
                 if park.key is not None:
-                    self._parks_by_key[park.key] = (*self._parks_by_key.get(park.key, ()), park.id)
+                    _add_id(self._parks_by_key, park.key, park.id)
             self._parks[park.id] = _park_row(park)
         for answer in c.signal_answers:
             self._answers[answer.key] = answer
@@ -237,8 +236,7 @@ class MemoryStore(Store):
         mine = self._due.get(item[3])
         if mine is None:
             return False
-        live = mine.get(item[4])
-        return live is not None and live[1] == item[1]
+        return mine.get(item[4]) == item[1]
 
     def _prune(self) -> None:
         heap = self._due_heap
@@ -287,6 +285,8 @@ class MemoryStore(Store):
             ids = self._parks_by_run.get(run_id, ())
         else:
             raise StoreError("parks() needs a run_id or a key")
+        if type(ids) is str:
+            ids = (ids,)
         out = []
         for park_id in ids:
             park = self._parks[park_id]
@@ -310,17 +310,29 @@ class MemoryStore(Store):
 
     def due_entries(self) -> list[DueEntry]:
         """Every pending due entry, earliest first."""
+        entries = {seq: (when, run_id) for when, seq, run_id, _, _ in self._due_heap}
         return sorted(
             (
-                DueEntry(when, run_id, token_id, purpose)
+                DueEntry(*entries[seq], token_id, purpose)
                 for token_id, mine in self._due.items()
-                for purpose, (when, _, run_id) in mine.items()
+                for purpose, seq in mine.items()
             ),
             key=lambda e: e.when,
         )
 
 
 # -- rows: records as plain tuples ------------
+
+
+def _add_id(index: dict[str, str | tuple[str, ...]], name: str, new: str) -> None:
+    """Index ``new`` under ``name``: the id alone first, a tuple from the second on (no tuple
+    for the collector to meet for the many runs that park once)."""
+    had = index.get(name)
+    if had is None:
+        index[name] = new
+    else:
+        index[name] = (had, new) if type(had) is str else (*had, new)
+
 
 _DICT = "\x00flowtide:dict"
 """The first item of a frozen mapping (:func:`_freeze`)."""
