@@ -25,7 +25,7 @@ import inspect
 import os
 import random
 import uuid
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -184,8 +184,9 @@ class Engine:
         self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._eager: dict[str, EagerRun] = {}
         """Runs whose first attempt runs right now in ``run()``'s task (see fastpark)."""
-        self._ends: dict[str, RunResult] = {}
-        """The last :data:`ENDS_KEPT` results of runs that ended here, oldest first."""
+        self._ends: OrderedDict[str, RunResult] = OrderedDict()
+        """The last :data:`ENDS_KEPT` results of runs that ended here, oldest first (ordered:
+        dropping the oldest of a plain dict walks past every slot deleted before it)."""
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
                 self.register_flow(f)
@@ -847,7 +848,7 @@ class Engine:
         ends = self._ends
         ends[result.run_id] = result
         if len(ends) > ENDS_KEPT:
-            del ends[next(iter(ends))]
+            ends.popitem(last=False)
         self._resolve(self._settle_waiters, result.run_id, result)
         self._resolve(self._end_waiters, result.run_id, result)
 
