@@ -571,13 +571,13 @@ class Engine:
     ) -> tuple[ParkRecord, RunRecord | None]:
         """The park a signal addresses (with the run, when looked up by ``run_id``), or the
         refusal."""
+        now = self.clock.now()
         if key is None and run_id is None:
             raise EngineError("signal needs a run_id (with placement or token_id) or a key")
         if key is None and placement is None and token_id is None:
             raise EngineError("signal needs a placement or token_id with a run_id")
         run: RunRecord | None = None
-        ex = self._runs.get(run_id) if run_id is not None else None
-        if run_id is not None and ex is None:  # (held here: it exists)
+        if run_id is not None and run_id not in self._runs:  # (held here: it exists)
             try:
                 run = await self.store.get_run(run_id)
             except KeyError:
@@ -587,6 +587,7 @@ class Engine:
                     **_where(run_id, placement, token_id, key),
                 ) from None
         parks = await self.store.parks(run_id=run_id, key=key, placement=placement)
+        ex = self._runs.get(run_id) if run_id is not None else None
         if len(parks) == 1 and ex is None and token_id is None:
             # The common case: one park, nothing of the run in memory here.
             found = parks[0]
@@ -597,7 +598,6 @@ class Engine:
         if ex is not None:
             # What this process knows is fresher than the store (a claim not yet committed).
             parks = [ex.park_record(p.id) or p for p in parks]
-        now = self.clock.now()
         where = _where(run_id, placement, token_id, key)
         open_ = [p for p in parks if p.status == "parked"]
         if len(open_) > 1:
