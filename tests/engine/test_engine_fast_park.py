@@ -565,16 +565,15 @@ async def test_a_hook_or_start_takes_the_general_path(paths: dict[str, int]) -> 
     assert paths == {"fast": 0, "handed": 0, "general": 2}
 
 
-@pytest.mark.parametrize("anchor", ["park", "instance", "node"])
-def test_the_window_data_is_the_windows_own(anchor: str) -> None:
+@pytest.mark.parametrize("anchor", ["park", "instance", None])
+def test_the_window_data_is_the_windows_own(anchor: str | None) -> None:
     from flowtide.engine.deadlines import resolve_window
     from flowtide.model.settings import NodeSettings
 
     settings = NodeSettings.model_validate({"timeout": "PT10S", "timeout_anchor": anchor})
-    window = resolve_window(settings, now=at(5), run_created_at=at(1), node_anchor=at(2))
-    assert fastpark._window_data(window) == window.to_data()
-    untimed = resolve_window(NodeSettings(), now=at(5), run_created_at=at(1))
-    assert fastpark._window_data(untimed) == untimed.to_data()
+    for created in (at(1), at(5)):
+        window = resolve_window(settings, now=at(5), run_created_at=created)
+        assert fastpark._window(settings, at(5), created) == (window.deadline, window.to_data())
 
 
 def test_run_ids_are_random_version_4_uuids() -> None:

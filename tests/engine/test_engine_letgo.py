@@ -508,3 +508,23 @@ async def test_nothing_rebuilds_a_run_while_the_fast_path_ends_it() -> None:
         assert (await engine.store.get_run(run_id)).lifecycle == "completed"
     finally:
         await engine.close()
+
+
+async def test_the_engine_keeps_the_latest_ends_and_answers_older_ones_from_the_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from flowtide.engine import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "ENDS_KEPT", 3)
+    clock = VirtualClock(T0)
+    engine = Engine(clock=clock, flows=[RACE])
+    try:
+        ids = [(await engine.run(RACE)).run_id for _ in range(5)]
+        for run_id in ids:
+            await engine.signal(run_id, placement="w", output="approved")
+        assert list(engine._ends) == ids[2:]  # the oldest went first
+        for run_id in ids:
+            result = await engine.wait(run_id)
+            assert (result.run_id, result.outcome) == (run_id, "approved")
+    finally:
+        await engine.close()

@@ -100,6 +100,46 @@ async def test_records_are_copied_in_and_out() -> None:
     assert (await store.get_run("r")).lifecycle == "pending"
 
 
+async def test_the_state_comes_out_as_a_copy_flat_or_nested() -> None:
+    store = await new_store("flat", "nested")
+    flat = await store.get_state("flat")
+    flat["k"] = 2
+    assert await store.get_state("flat") == {"k": 1}
+    await store.commit(Commit("nested", state={"items": [1, {"a": 1}], "n": None}))
+    nested = await store.get_state("nested")
+    nested["items"][1]["a"] = 2
+    nested["items"].append(3)
+    assert await store.get_state("nested") == {"k": 1, "items": [1, {"a": 1}], "n": None}
+
+
+async def test_history_after_a_seq_and_token_filters_by_several_statuses() -> None:
+    store = await new_store("r")
+    events = [EventRecord(f"e{i}", "r", t(i), data={"i": i}) for i in range(5)]
+    await store.commit(Commit("r", events=events[:2]))
+    await store.commit(Commit("r", events=events[2:]))
+    history = await store.history("r")
+    assert [(e.kind, e.seq, e.data) for e in history] == [
+        (f"e{i}", i + 1, {"i": i}) for i in range(5)
+    ]
+    assert [e.seq for e in await store.history("r", after=3)] == [4, 5]
+    assert await store.history("r", after=5) == []
+    assert await store.history("r", after=9) == []
+    await store.commit(
+        Commit(
+            "r",
+            tokens=[
+                TokenRecord("r.1", "r", "a", TokenStatus.PARKED),
+                TokenRecord("r.2", "r", "b", TokenStatus.DONE),
+                TokenRecord("r.3", "r", "c", TokenStatus.WAITING),
+            ],
+        )
+    )
+    live = await store.tokens("r", [TokenStatus.PARKED, TokenStatus.WAITING])
+    assert [tk.id for tk in live] == ["r.1", "r.3"]
+    assert await store.tokens("r", []) == []
+    assert len(await store.tokens("r")) == 3
+
+
 async def test_scatter_progress_anchors_and_token_filters() -> None:
     store = await new_store("r")
     await store.commit(
@@ -198,9 +238,9 @@ async def test_records_come_back_as_they_went_in() -> None:
 
 async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
     """The rows of a parked run hold plain values only: after a collection, the collector no
-    longer tracks them (only the run's history: its list, and its events, whose rows hold the
-    events' data dicts as they are, since freezing them would cost every step; and its state if
-    it holds containers)."""
+    longer tracks them (only the run's history: one list holding the events' fields, their data
+    dicts as they are, since freezing them would cost every step; and its state if it holds
+    containers)."""
     import gc
 
     from flowtide.store import ParkRecord
@@ -244,9 +284,11 @@ async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
         *store._due_heap,
     ]
     assert [row for row in rows if gc.is_tracked(row)] == []
-    assert gc.is_tracked(store._history["r"])  # a list: always tracked
-    # The events' data is shared, not copied: a flat dict is never tracked.
-    assert not any(gc.is_tracked(row[6]) for row in store._history["r"])
+    history = store._history["r"]
+    assert gc.is_tracked(history)  # a list: always tracked
+    # The events' fields are items of that list, not rows of their own; their data is shared,
+    # not copied: a flat dict is never tracked.
+    assert [x for x in history if gc.is_tracked(x)] == []
 
 
 async def test_the_events_a_commit_returns_read_like_a_list_of_records() -> None:

@@ -124,3 +124,37 @@ async def test_a_signal_answer_is_kept_once_per_idempotency_key() -> None:
     assert answer is not None and answer.answer == {"n": 1}
     assert await store.get_state("r") == {}
     assert await store.signal_answer("other") is None
+
+
+async def test_parks_by_run_and_by_key_keep_their_order_from_one_park_to_several() -> None:
+    store = await parked_store()  # r.1#3, key k
+    assert [p.id for p in await store.parks(run_id="r")] == ["r.1#3"]
+    again = ParkRecord("r.1#3", "r", "r.1", "a", 1, 3, T0, t(10), key="k", payload={"n": 1})
+    await store.commit(Commit("r", parks=[again]))  # the same park again: indexed once
+    assert [p.payload for p in await store.parks(key="k")] == [{"n": 1}]
+    await store.create_run(RunRecord("s", "urn:f", "1", "parked", T0), {})
+    for i, (run, key) in enumerate([("r", "k"), ("s", "k"), ("r", None)], 4):
+        park = ParkRecord(f"{run}.1#{i}", run, f"{run}.1", "a", 1, i, t(i), key=key)
+        await store.commit(Commit(run, parks=[park]))
+    assert [p.id for p in await store.parks(run_id="r")] == ["r.1#3", "r.1#4", "r.1#6"]
+    assert [p.id for p in await store.parks(key="k")] == ["r.1#3", "r.1#4", "s.1#5"]
+    assert [p.id for p in await store.parks(key="k", run_id="s")] == ["s.1#5"]
+    assert await store.parks(key="none") == []
+
+
+async def test_due_entries_list_the_live_entries_after_resets_and_claims() -> None:
+    store = await parked_store()  # r.1 timeout at 10
+    await store.commit(
+        Commit(
+            "r",
+            due=[DueEntry(t(20), "r", "r.1", "timeout"), DueEntry(t(5), "r", "r.1", "timer:a")],
+        )
+    )
+    assert store.due_entries() == [
+        DueEntry(t(5), "r", "r.1", "timer:a"),
+        DueEntry(t(20), "r", "r.1", "timeout"),
+    ]
+    assert await store.claim_due(t(30), limit=1) == [DueEntry(t(5), "r", "r.1", "timer:a")]
+    assert store.due_entries() == [DueEntry(t(20), "r", "r.1", "timeout")]
+    await store.commit(Commit("r", due_dropped=[("r.1", "timeout")]))
+    assert store.due_entries() == [] and await store.next_due() is None

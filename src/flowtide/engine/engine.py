@@ -25,7 +25,7 @@ import inspect
 import os
 import random
 import uuid
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -60,6 +60,7 @@ from flowtide.store.base import (
     DuplicateSignal,
     EventRecord,
     ParkRecord,
+    ParkStatus,
     RunRecord,
     Store,
     StoreConflict,
@@ -176,15 +177,16 @@ class Engine:
         self._threads: WorkerPool | None = None
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
-        self._ending: dict[str, asyncio.Future[None]] = {}
+        self._ending: dict[str, asyncio.Future[None] | None] = {}
         """Let-go runs the fast path is ending (``flowtide.engine.letgo``): nothing else here
-        rebuilds them meanwhile."""
+        rebuilds them meanwhile. The future (made when someone waits) is done when it ends."""
         self._end_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._eager: dict[str, EagerRun] = {}
         """Runs whose first attempt runs right now in ``run()``'s task (see fastpark)."""
-        self._ends: dict[str, RunResult] = {}
-        """The last :data:`ENDS_KEPT` results of runs that ended here, oldest first."""
+        self._ends: OrderedDict[str, RunResult] = OrderedDict()
+        """The last :data:`ENDS_KEPT` results of runs that ended here, oldest first (ordered:
+        dropping the oldest of a plain dict walks past every slot deleted before it)."""
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
                 self.register_flow(f)
@@ -353,7 +355,7 @@ class Engine:
             id=run_id or new_run_id(),
             flow_id=flow_id,
             flow_version=plan.flow.version,
-            lifecycle=Lifecycle.PENDING.value,
+            lifecycle=_PENDING,
             created_at=now,
             deadline=_deadline(deadline if deadline is not None else plan.flow.deadline, now),
             options={"entrypoint": entrypoint},
@@ -384,7 +386,7 @@ class Engine:
             id=uuid.uuid4().hex,
             flow_id=flow_id,
             flow_version=plan.flow.version,
-            lifecycle=Lifecycle.PENDING.value,
+            lifecycle=_PENDING,
             created_at=now,
             deadline=_deadline(plan.flow.deadline, now),
             parent_run_id=parent.run.id,
@@ -416,11 +418,12 @@ class Engine:
 
     async def _executor(self, run_id: str, *, rearm: bool = False) -> RunExecutor | None:
         """The run's executor: in memory, or rebuilt from the store (None: the run ended)."""
-        ending = self._ending.get(run_id)
-        while ending is not None:
+        while run_id in self._ending:
             # The fast path is ending it: rebuild (or not) once it is done.
+            ending = self._ending[run_id]
+            if ending is None:
+                ending = self._ending[run_id] = asyncio.get_running_loop().create_future()
             await asyncio.shield(ending)
-            ending = self._ending.get(run_id)
         ex = self._runs.get(run_id)
         if ex is not None:
             return ex
@@ -569,12 +572,6 @@ class Engine:
         """The park a signal addresses (with the run, when looked up by ``run_id``), or the
         refusal."""
         now = self.clock.now()
-        where: dict[str, Any] = {
-            "run_id": run_id,
-            "placement": placement,
-            "token_id": token_id,
-            "key": key,
-        }
         if key is None and run_id is None:
             raise EngineError("signal needs a run_id (with placement or token_id) or a key")
         if key is None and placement is None and token_id is None:
@@ -585,15 +582,23 @@ class Engine:
                 run = await self.store.get_run(run_id)
             except KeyError:
                 raise SignalRefused(
-                    RefusalReason.UNKNOWN, f"signal refused: no run {run_id!r}", **where
+                    RefusalReason.UNKNOWN,
+                    f"signal refused: no run {run_id!r}",
+                    **_where(run_id, placement, token_id, key),
                 ) from None
-        parks = list(await self.store.parks(run_id=run_id, key=key, placement=placement))
+        parks = await self.store.parks(run_id=run_id, key=key, placement=placement)
+        ex = self._runs.get(run_id) if run_id is not None else None
+        if len(parks) == 1 and ex is None and token_id is None:
+            # The common case: one park, nothing of the run in memory here.
+            found = parks[0]
+            if found.status == ParkStatus.PARKED:
+                return found, run
         if token_id is not None:
             parks = [p for p in parks if p.token_id == token_id]
-        ex = self._runs.get(run_id) if run_id is not None else None
         if ex is not None:
             # What this process knows is fresher than the store (a claim not yet committed).
             parks = [ex.park_record(p.id) or p for p in parks]
+        where = _where(run_id, placement, token_id, key)
         open_ = [p for p in parks if p.status == "parked"]
         if len(open_) > 1:
             raise SignalRefused(
@@ -723,18 +728,18 @@ class Engine:
             run_id not in self._runs and run_id not in self._loading and run_id not in self._ending
         )
 
-    def _claim_end(self, run_id: str) -> asyncio.Future[None] | None:
-        """Hold a let-go run for the fast path to end it (None: this engine holds it already);
+    def _claim_end(self, run_id: str) -> bool:
+        """Hold a let-go run for the fast path to end it (False: this engine holds it already);
         :meth:`_executor` waits until :meth:`_unclaim_end`."""
         if not self._lets_go(run_id):
-            return None
-        claim: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._ending[run_id] = claim
-        return claim
+            return False
+        self._ending[run_id] = None  # (no future unless someone waits: most ends do not yield)
+        return True
 
-    def _unclaim_end(self, run_id: str, claim: asyncio.Future[None]) -> None:
-        del self._ending[run_id]
-        claim.set_result(None)
+    def _unclaim_end(self, run_id: str) -> None:
+        waiting = self._ending.pop(run_id)
+        if waiting is not None:
+            waiting.set_result(None)
 
     def _known_plan(self, flow_id: str) -> FlowPlan | None:
         """The flow's plan, if the flow is registered here."""
@@ -843,7 +848,7 @@ class Engine:
         ends = self._ends
         ends[result.run_id] = result
         if len(ends) > ENDS_KEPT:
-            del ends[next(iter(ends))]
+            ends.popitem(last=False)
         self._resolve(self._settle_waiters, result.run_id, result)
         self._resolve(self._end_waiters, result.run_id, result)
 
@@ -876,6 +881,16 @@ class Engine:
                             ],
                         )
                     )
+
+
+_PENDING = Lifecycle.PENDING.value
+
+
+def _where(
+    run_id: str | None, placement: str | None, token_id: str | None, key: str | None
+) -> dict[str, Any]:
+    """What a signal addressed (for its refusal)."""
+    return {"run_id": run_id, "placement": placement, "token_id": token_id, "key": key}
 
 
 def new_run_id() -> str:

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine, Generator
+from datetime import datetime
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from flowtide.engine.context import NodeContext
-from flowtide.engine.deadlines import Window, resolve_window
 from flowtide.engine.errors import Cancelled, UndeclaredOutputError
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.output import Park
@@ -42,6 +42,7 @@ from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import ErrorInfo, ParkedToken, RunResult
 from flowtide.engine.run import Attempt, RunExecutor
 from flowtide.engine.scope import CancelScope, ScopeDeadline
+from flowtide.model.settings import NodeSettings, TimeoutAnchor
 from flowtide.store.base import (
     Commit,
     DueEntry,
@@ -60,6 +61,9 @@ __all__ = ["park_at_once"]
 
 _RUNNING = Lifecycle.RUNNING.value
 _PARKED = Lifecycle.PARKED.value
+_VISITED_ONCE: dict[str, tuple[tuple[str, int]]] = {}
+"""placement id -> the checkpoint's visit counters of a run that parked at its first visit
+there (shared: a tuple, and one the collector does not track once it is old)."""
 
 
 async def park_at_once(
@@ -80,12 +84,9 @@ async def park_at_once(
     deadline = None
     window: dict[str, Any] | None = None
     if settings.timeout is not None:
-        resolved = resolve_window(settings, now=now, run_created_at=run.created_at)
-        deadline = resolved.deadline
-        assert deadline is not None
+        deadline, window = _window(settings, now, run.created_at)
         if deadline <= now:
             return None  # it times out at once: the general path says so
-        window = _window_data(resolved)
     if run.deadline is not None and run.deadline <= now:
         return None
     # -- the start: what RunExecutor.main commits before the first attempt runs --
@@ -211,12 +212,9 @@ async def _park(
     deadline = None
     window: dict[str, Any] | None = None
     if settings.timeout is not None:
-        resolved = resolve_window(settings, now=now, run_created_at=run.created_at)
-        deadline = resolved.deadline
-        assert deadline is not None
+        deadline, window = _window(settings, now, run.created_at)
         if deadline <= now:
             return None
-        window = _window_data(resolved)
     if run.deadline is not None and run.deadline <= now:
         return None
     run_id = run.id
@@ -264,10 +262,17 @@ async def _park(
             c.state_deleted = removed
     run.lifecycle = _PARKED
     # Current to the ``parked`` event: a run's events are numbered 1, 2, 3, ... in its history.
-    run.resume = {"seq": seq + 1, "visits": ((pid, 1),), "terminals": (), "outcome": None}
+    visits = _VISITED_ONCE.get(pid)
+    if visits is None:
+        visits = _VISITED_ONCE[pid] = ((pid, 1),)
+    run.resume = {"seq": seq + 1, "visits": visits, "terminals": (), "outcome": None}
     await engine.store.commit(c)
-    if due:
-        engine.sweeper.wake(min(e.when for e in due))
+    if deadline is not None:
+        engine.sweeper.wake(
+            deadline if run.deadline is None or deadline <= run.deadline else run.deadline
+        )
+    elif run.deadline is not None:
+        engine.sweeper.wake(run.deadline)
     return RunResult(
         run_id=run_id,
         lifecycle=Lifecycle.PARKED,
@@ -436,18 +441,28 @@ async def _finish(
     return Attempt("ok", output=name, state=ctx_state, update=update, deadline=deadline)
 
 
-def _window_data(window: Window) -> dict[str, Any]:
-    """``window.to_data()``, formatting an instant once when the anchor is the resolution
-    instant itself (anchor ``park``)."""
-    resolved = window.resolved_at.isoformat()
-    at = window.anchor_at
-    deadline = window.deadline
-    timeout = window.timeout
-    return {
-        "anchor": window.anchor.value,
-        "anchor_at": resolved if at is window.resolved_at else at.isoformat() if at else None,
-        "timeout": timeout.total_seconds() if timeout is not None else None,
-        "deadline": deadline.isoformat() if deadline else None,
+def _window(
+    settings: NodeSettings, now: datetime, created_at: datetime
+) -> tuple[datetime, dict[str, Any]]:
+    """The deadline and ``resolve_window(settings, now=now, run_created_at=created_at)
+    .to_data()`` of a window with a timeout and no node anchor (a fast entry's), without the
+    Window, formatting ``now`` once when it is also the anchor instant (anchor ``park``)."""
+    timeout = settings.timeout
+    assert timeout is not None
+    anchor = settings.timeout_anchor or TimeoutAnchor.PARK
+    resolved = now.isoformat()
+    if anchor is TimeoutAnchor.INSTANCE:
+        base = created_at
+        at = base.isoformat()
+    else:  # park (a node anchor, which a fast entry has not, would be now too)
+        base = now
+        at = resolved
+    deadline = base + timeout
+    return deadline, {
+        "anchor": anchor._value_,
+        "anchor_at": at,
+        "timeout": timeout.total_seconds(),
+        "deadline": deadline.isoformat(),
         "resolved_at": resolved,
     }
 

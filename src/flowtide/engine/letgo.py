@@ -224,13 +224,12 @@ async def end_by_signal(
     commit."""
     if output is None:
         return None
-    claim = engine._claim_end(run.id)
-    if claim is None:
+    if not engine._claim_end(run.id):
         return None
     try:
         return await _end_by_signal(engine, run, park, payload, output, idempotency_key)
     finally:
-        engine._unclaim_end(run.id, claim)
+        engine._unclaim_end(run.id)
 
 
 async def _end_by_signal(
@@ -296,13 +295,12 @@ async def end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> boo
     (the ``timeout`` output leads to a terminal, or is not routed and the run fails); False:
     the general path fires it (nothing was written). A token another engine moved first is left
     as it is."""
-    claim = engine._claim_end(run.id)
-    if claim is None:
+    if not engine._claim_end(run.id):
         return False
     try:
         return await _end_by_timeout(engine, run, entry)
     finally:
-        engine._unclaim_end(run.id, claim)
+        engine._unclaim_end(run.id)
 
 
 async def _end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> bool:

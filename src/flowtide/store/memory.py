@@ -53,10 +53,13 @@ class MemoryStore(Store):
         self._states: dict[str, dict[str, Any]] = {}
         self._tokens: dict[str, dict[str, tuple[Any, ...]]] = {}
         """run id -> token id -> the token's fields (:func:`_token_row`)."""
-        self._history: dict[str, list[tuple[Any, ...]]] = {}
-        """run id -> its events' fields (:func:`_event_row`), in order."""
-        self._due: dict[str, dict[str, tuple[datetime, int, str]]] = {}
-        """token id -> purpose -> (when, seq, run id): the live entries."""
+        self._history: dict[str, list[Any]] = {}
+        """run id -> its events' fields, :data:`_EVENT_FIELDS` items each, in order, in one flat
+        list: a list is always tracked, but then it is the only tracked object of a run's
+        history (a row holding an event's data dict would be tracked too)."""
+        self._due: dict[str, dict[str, int]] = {}
+        """token id -> purpose -> the seq of its live entry (in the heap). Plain ints: the
+        collector does not track these dicts."""
         self._due_heap: list[tuple[datetime, int, str, str, str]] = []
         """(when, seq, run id, token id, purpose) of every entry ever set; one whose seq is not
         the live one of its token and purpose is stale and skipped (lazy deletion)."""
@@ -65,8 +68,9 @@ class MemoryStore(Store):
         self._scatter: dict[tuple[str, str], dict[int, ScatterItemRecord]] = {}
         self._parks: dict[str, tuple[Any, ...]] = {}
         """park id -> the park's fields (:func:`_park_row`)."""
-        self._parks_by_run: dict[str, tuple[str, ...]] = {}
-        self._parks_by_key: dict[str, tuple[str, ...]] = {}
+        self._parks_by_run: dict[str, str | tuple[str, ...]] = {}
+        self._parks_by_key: dict[str, str | tuple[str, ...]] = {}
+        """run id (key) -> its park ids: the one id itself (most runs park once), or a tuple."""
         self._answers: dict[str, SignalAnswer] = {}
 
     async def create_run(
@@ -127,13 +131,11 @@ class MemoryStore(Store):
         if not c.events:
             return ()
         history = self._history[run_id]
-        start = seq = len(history)
-        append = history.append
+        start = len(history) // _EVENT_FIELDS
         for e in c.events:
-            seq += 1
-            append((e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data, seq))
+            history += (e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data)
         # The stored events are built when asked for (most callers read one seq, if any).
-        return _Stored(history, start, seq)
+        return _Stored(history, start, start + len(c.events))
 
     def _apply(self, c: Commit) -> Sequence[EventRecord]:
         # Every part of a commit is optional: each is looked at only when present (most steps
@@ -144,7 +146,7 @@ class MemoryStore(Store):
             for token_id, wanted in c.expect.items():
                 expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
                 row = tokens.get(token_id)
-                why = expect.check(_token_record(row) if row is not None else None)
+                why = expect.check(_token_head(row) if row is not None else None)
                 if why is not None:
                     raise StoreConflict(f"token {token_id!r} of run {run_id!r} is {why}")
         if c.signal_answers:
@@ -178,7 +180,7 @@ class MemoryStore(Store):
                 mine = self._due.get(entry.token_id)
                 if mine is None:
                     mine = self._due[entry.token_id] = {}
-                mine[entry.purpose] = (entry.when, seq, entry.run_id)
+                mine[entry.purpose] = seq
                 heapq.heappush(
                     self._due_heap, (entry.when, seq, entry.run_id, entry.token_id, entry.purpose)
                 )
@@ -191,19 +193,15 @@ class MemoryStore(Store):
         if not c.events:
             return ()
         history = self._history[run_id]
-        seq = len(history)
+        seq = len(history) // _EVENT_FIELDS
         # A stored event is a new record (it carries its seq); its data is not copied: the
         # engine never changes an event's data once the event is committed.
         out = [
             EventRecord(e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data, seq)
             for seq, e in enumerate(c.events, seq + 1)
         ]
-        history.extend(
-            [
-                (e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data, e.seq)
-                for e in out
-            ]
-        )
+        for e in out:
+            history += (e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data)
         return out
 
     def _apply_parking(self, c: Commit) -> None:
@@ -213,12 +211,9 @@ class MemoryStore(Store):
             self._anchors.pop((c.run_id, placement, item), None)
         for park in c.parks:
             if park.id not in self._parks:
-                self._parks_by_run[park.run_id] = (
-                    *self._parks_by_run.get(park.run_id, ()),
-                    park.id,
-                )
+                _add_id(self._parks_by_run, park.run_id, park.id)
                 if park.key is not None:
-                    self._parks_by_key[park.key] = (*self._parks_by_key.get(park.key, ()), park.id)
+                    _add_id(self._parks_by_key, park.key, park.id)
             self._parks[park.id] = _park_row(park)
         for answer in c.signal_answers:
             self._answers[answer.key] = answer
@@ -238,16 +233,20 @@ class MemoryStore(Store):
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
         try:
-            return copy.deepcopy(self._states[run_id])
+            state = self._states[run_id]
         except KeyError:
             raise UnknownRunError(run_id) from None
+        if _ATOMS.issuperset(map(type, state.values())):
+            return dict(state)  # nothing mutable to copy (most states of parked runs)
+        return copy.deepcopy(state)
 
     async def tokens(
         self, run_id: str, statuses: Sequence[TokenStatus] | None = None
     ) -> Sequence[TokenRecord]:
         if run_id not in self._tokens:
             raise UnknownRunError(run_id)
-        wanted = {s.value for s in statuses} if statuses is not None else None
+        # Members of a StrEnum hash and compare as their values: the set matches stored ones.
+        wanted = set(statuses) if statuses is not None else None
         return [
             _token_record(t)
             for t in self._tokens[run_id].values()
@@ -257,11 +256,20 @@ class MemoryStore(Store):
     async def history(self, run_id: str, after: int = 0) -> Sequence[EventRecord]:
         if run_id not in self._history:
             raise UnknownRunError(run_id)
+        rows = self._history[run_id]
+        n = _EVENT_FIELDS
         return [
-            EventRecord(kind, rid, at, placement, attempt, token_id, data, seq)
-            for kind, rid, at, placement, attempt, token_id, data, seq in self._history[run_id][
-                after:
-            ]
+            EventRecord(
+                rows[i],
+                rows[i + 1],
+                rows[i + 2],
+                rows[i + 3],
+                rows[i + 4],
+                rows[i + 5],
+                rows[i + 6],
+                i // n + 1,
+            )
+            for i in range(max(0, after) * n, len(rows), n)
         ]
 
     async def token(self, run_id: str, token_id: str) -> TokenRecord | None:
@@ -274,8 +282,7 @@ class MemoryStore(Store):
         mine = self._due.get(item[3])
         if mine is None:
             return False
-        live = mine.get(item[4])
-        return live is not None and live[1] == item[1]
+        return mine.get(item[4]) == item[1]
 
     def _prune(self) -> None:
         heap = self._due_heap
@@ -324,6 +331,8 @@ class MemoryStore(Store):
             ids = self._parks_by_run.get(run_id, ())
         else:
             raise StoreError("parks() needs a run_id or a key")
+        if type(ids) is str:
+            ids = (ids,)
         out = []
         for park_id in ids:
             park = self._parks[park_id]
@@ -347,11 +356,12 @@ class MemoryStore(Store):
 
     def due_entries(self) -> list[DueEntry]:
         """Every pending due entry, earliest first."""
+        entries = {seq: (when, run_id) for when, seq, run_id, _, _ in self._due_heap}
         return sorted(
             (
-                DueEntry(when, run_id, token_id, purpose)
+                DueEntry(*entries[seq], token_id, purpose)
                 for token_id, mine in self._due.items()
-                for purpose, (when, _, run_id) in mine.items()
+                for purpose, seq in mine.items()
             ),
             key=lambda e: e.when,
         )
@@ -361,12 +371,13 @@ class MemoryStore(Store):
 
 
 class _Stored(Sequence[EventRecord]):
-    """The events a commit stored, as records built on access from their rows (a slice of
-    the run's history, which only ever grows: the rows stay as they are)."""
+    """The events a commit stored, as records built on access from their fields in the run's
+    history (a flat list that only ever grows: the fields stay where they are). ``start`` and
+    ``stop`` count events, not fields."""
 
     __slots__ = ("_rows", "_start", "_stop")
 
-    def __init__(self, rows: list[tuple[Any, ...]], start: int, stop: int) -> None:
+    def __init__(self, rows: list[Any], start: int, stop: int) -> None:
         self._rows = rows
         self._start = start
         self._stop = stop
@@ -388,16 +399,33 @@ class _Stored(Sequence[EventRecord]):
             index += n
         if not 0 <= index < n:
             raise IndexError("event index out of range")
-        return EventRecord(*self._rows[self._start + index])
+        i = self._start + index
+        at = i * _EVENT_FIELDS
+        kind, run_id, when, placement, attempt, token_id, data = self._rows[at : at + _EVENT_FIELDS]
+        return EventRecord(kind, run_id, when, placement, attempt, token_id, data, i + 1)
 
     def __repr__(self) -> str:
         return repr(list(self))
 
 
+def _add_id(index: dict[str, str | tuple[str, ...]], name: str, new: str) -> None:
+    """Index ``new`` under ``name``: the id alone first, a tuple from the second on (no tuple
+    for the collector to meet for the many runs that park once)."""
+    had = index.get(name)
+    if had is None:
+        index[name] = new
+    else:
+        index[name] = (had, new) if type(had) is str else (*had, new)
+
+
 _DICT = "\x00flowtide:dict"
 """The first item of a frozen mapping (:func:`_freeze`)."""
 
+_EVENT_FIELDS = 7
+"""kind, run id, at, placement, attempt, token id, data (the seq is the position)."""
 _CONTAINERS = (dict, list)
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+"""Immutable values that :meth:`MemoryStore.get_state` need not copy."""
 _STATUSES = {s.value: s for s in TokenStatus}
 _PARK_STATUSES = {s.value: s for s in ParkStatus}
 _OPEN = ParkStatus.PARKED.value
@@ -469,6 +497,14 @@ def _token_record(r: tuple[Any, ...]) -> TokenRecord:
         r[9],
         _thaw(r[10]) if r[10] is not None else {},
         r[11],
+    )
+
+
+def _token_head(r: tuple[Any, ...]) -> TokenRecord:
+    """The token without its data (what :meth:`Expect.check` looks at), not thawed for
+    nothing on every compare-and-set commit."""
+    return TokenRecord(
+        r[0], r[1], r[2], _STATUSES[r[3]], r[4], r[5], r[6], r[7], r[8], r[9], {}, r[11]
     )
 
 
