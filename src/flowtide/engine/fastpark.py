@@ -126,7 +126,9 @@ async def park_at_once(
     stored = await engine.store.create_run(
         run, state, Commit(run_id, tokens=[token], events=events)
     )
-    seq = stored[-1].seq if stored else 0
+    # A run's events are numbered 1, 2, 3, ...: the last of a new run's is their count (no
+    # record built to read it).
+    seq = len(stored)
     # -- the attempt (RunExecutor.invoke), its first step in this task --
     base = dict(state)
     scope = CancelScope(None, pid)
