@@ -84,7 +84,9 @@ class MemoryStore(Store):
         self._history[run.id] = []
         if commit is None:
             return ()
-        return self._apply(commit)
+        # A run's start is most often a plain step's shape: commit's short path takes it (this
+        # class's: a subclass's commit sees only commits, as before).
+        return await MemoryStore.commit(self, commit)
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         c = commit
