@@ -565,6 +565,33 @@ async def test_a_hook_or_start_takes_the_general_path(paths: dict[str, int]) -> 
     assert paths == {"fast": 0, "handed": 0, "general": 2}
 
 
+@pytest.mark.parametrize("anchor", ["park", "instance"])
+async def test_a_park_later_than_the_start_re_arms_its_window(
+    anchor: str, paths: dict[str, int]
+) -> None:
+    # The park's instant is not the start's: its window is resolved again (not the start's).
+    flow = one(slow_then_park, f"later-park-{anchor}", timeout="PT10S", timeout_anchor=anchor)
+    result, _, contents = await _both(flow)
+    assert paths == {"fast": 1, "handed": 0, "general": 1}
+    assert "PARKED" in result and at(2).isoformat() in contents
+
+
+def test_the_parked_result_is_the_one_the_constructors_build() -> None:
+    from flowtide.engine.result import ParkedToken, parked_result
+
+    built = parked_result("r", {"a": 1}, "r.1", "p", "k", at(3), {"x": [1]}, at(1))
+    expected = RunResult(
+        run_id="r",
+        lifecycle=Lifecycle.PARKED,
+        outcome=None,
+        state={"a": 1},
+        parked=(ParkedToken("r.1", "p", "k", at(3), {"x": [1]}, at(1)),),
+    )
+    assert built == expected and repr(built) == repr(expected)
+    assert built.to_dict() == expected.to_dict()
+    assert RunResult.from_dict(built.to_dict()) == expected
+
+
 @pytest.mark.parametrize("anchor", ["park", "instance", None])
 def test_the_window_data_is_the_windows_own(anchor: str | None) -> None:
     from flowtide.engine.deadlines import resolve_window

@@ -39,7 +39,7 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.output import Park
 from flowtide.engine.plan import FastEntry, FlowPlan
 from flowtide.engine.reducers import copy_state
-from flowtide.engine.result import ErrorInfo, ParkedToken, RunResult
+from flowtide.engine.result import ErrorInfo, RunResult, parked_result
 from flowtide.engine.run import Attempt, RunExecutor
 from flowtide.engine.scope import CancelScope, ScopeDeadline
 from flowtide.model.settings import NodeSettings, TimeoutAnchor
@@ -126,7 +126,9 @@ async def park_at_once(
     stored = await engine.store.create_run(
         run, state, Commit(run_id, tokens=[token], events=events)
     )
-    seq = stored[-1].seq if stored else 0
+    # A run's events are numbered 1, 2, 3, ...: the last of a new run's is their count (no
+    # record built to read it).
+    seq = len(stored)
     # -- the attempt (RunExecutor.invoke), its first step in this task --
     base = dict(state)
     scope = CancelScope(None, pid)
@@ -184,7 +186,7 @@ async def park_at_once(
             if timer is not None:
                 timer.disarm()
             result = await _park(
-                engine, fast, run, state, base, ctx_state, update, token, request, seq
+                engine, fast, run, state, base, ctx_state, update, token, request, seq, now, window
             )
             if result is not None:
                 return result
@@ -204,6 +206,8 @@ async def _park(
     token: TokenRecord,
     request: Park,
     seq: int,
+    started: datetime,
+    start_window: dict[str, Any] | None,
 ) -> RunResult | None:
     """What RunExecutor._park and RunExecutor._settle commit, in one commit; None (nothing
     done) when the park times out at once or the run deadline has passed."""
@@ -212,16 +216,23 @@ async def _park(
     deadline = None
     window: dict[str, Any] | None = None
     if settings.timeout is not None:
-        deadline, window = _window(settings, now, run.created_at)
+        if now == started and start_window is not None:
+            # Re-armed at the start's instant: the same window (the token holds it already).
+            deadline = token.deadline
+            window = start_window
+        else:
+            deadline, window = _window(settings, now, run.created_at)
+        assert deadline is not None
         if deadline <= now:
             return None
     if run.deadline is not None and run.deadline <= now:
         return None
     run_id = run.id
     pid = token.placement
-    token.deadline = deadline
-    if window is not None:
-        token.data["window"] = window
+    if window is not start_window:
+        token.deadline = deadline
+        if window is not None:
+            token.data["window"] = window
     token.status = TokenStatus.PARKED
     token.epoch += 1
     park = ParkRecord(
@@ -273,12 +284,8 @@ async def _park(
         )
     elif run.deadline is not None:
         engine.sweeper.wake(run.deadline)
-    return RunResult(
-        run_id=run_id,
-        lifecycle=Lifecycle.PARKED,
-        outcome=None,
-        state=dict(state),
-        parked=(ParkedToken(token.id, pid, request.key, deadline, request.payload, now),),
+    return parked_result(
+        run_id, dict(state), token.id, pid, request.key, deadline, request.payload, now
     )
 
 

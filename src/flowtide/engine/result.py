@@ -147,3 +147,51 @@ class RunResult:
             warnings=tuple(data.get("warnings", ())),
             terminals=tuple(data.get("terminals", ())),
         )
+
+
+_new = object.__new__
+# The slots' setters: a frozen dataclass's __init__ sets each field through a call to
+# object.__setattr__ by name, which is slower than the slot descriptor itself.
+(_rr_run_id, _rr_lifecycle, _rr_outcome, _rr_state, _rr_errors, _rr_interrupted, _rr_parked) = (
+    RunResult.__dict__[name].__set__
+    for name in ("run_id", "lifecycle", "outcome", "state", "errors", "interrupted_at", "parked")
+)
+(_rr_warnings, _rr_terminals) = (
+    RunResult.__dict__[name].__set__ for name in ("warnings", "terminals")
+)
+(_pt_token_id, _pt_placement, _pt_key, _pt_deadline, _pt_payload, _pt_since) = (
+    ParkedToken.__dict__[name].__set__
+    for name in ("token_id", "placement", "key", "deadline", "payload", "since")
+)
+
+
+def parked_result(
+    run_id: str,
+    state: dict[str, Any],
+    token_id: str,
+    placement: str,
+    key: str | None,
+    deadline: datetime | None,
+    payload: Any,
+    since: datetime,
+) -> RunResult:
+    """``RunResult(run_id, Lifecycle.PARKED, None, state, parked=(ParkedToken(token_id,
+    placement, key, deadline, payload, since),))``, built without the dataclasses' __init__."""
+    token = _new(ParkedToken)
+    _pt_token_id(token, token_id)
+    _pt_placement(token, placement)
+    _pt_key(token, key)
+    _pt_deadline(token, deadline)
+    _pt_payload(token, payload)
+    _pt_since(token, since)
+    result = _new(RunResult)
+    _rr_run_id(result, run_id)
+    _rr_lifecycle(result, Lifecycle.PARKED)
+    _rr_outcome(result, None)
+    _rr_state(result, state)
+    _rr_errors(result, ())
+    _rr_interrupted(result, None)
+    _rr_parked(result, (token,))
+    _rr_warnings(result, ())
+    _rr_terminals(result, ())
+    return result

@@ -84,7 +84,9 @@ class MemoryStore(Store):
         self._history[run.id] = []
         if commit is None:
             return ()
-        return self._apply(commit)
+        # A run's start is most often a plain step's shape: commit's short path takes it (this
+        # class's: a subclass's commit sees only commits, as before).
+        return await MemoryStore.commit(self, commit)
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         c = commit
@@ -193,16 +195,12 @@ class MemoryStore(Store):
         if not c.events:
             return ()
         history = self._history[run_id]
-        seq = len(history) // _EVENT_FIELDS
-        # A stored event is a new record (it carries its seq); its data is not copied: the
-        # engine never changes an event's data once the event is committed.
-        out = [
-            EventRecord(e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data, seq)
-            for seq, e in enumerate(c.events, seq + 1)
-        ]
-        for e in out:
+        start = len(history) // _EVENT_FIELDS
+        # An event's data is not copied: the engine never changes it once it is committed.
+        for e in c.events:
             history += (e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data)
-        return out
+        # The stored events (new records, with their seqs) are built when asked for.
+        return _Stored(history, start, start + len(c.events))
 
     def _apply_parking(self, c: Commit) -> None:
         for anchor in c.anchors:
@@ -523,9 +521,15 @@ def _run_row(r: RunRecord) -> tuple[Any, ...]:
         r.depth,
         r.outcome,
         r.result,
-        _freeze(r.options),
+        _NO_ENTRYPOINT if r.options == _NO_ENTRYPOINT_DATA else _freeze(r.options),
         _freeze(r.resume) if r.resume is not None else None,
     )
+
+
+_NO_ENTRYPOINT_DATA: dict[str, Any] = {"entrypoint": None}
+_NO_ENTRYPOINT = _freeze(_NO_ENTRYPOINT_DATA)
+"""The options of most runs (started at the flow's default entrypoint), frozen once: a
+comparison costs less than freezing them again on every run row."""
 
 
 def _run_record(r: tuple[Any, ...]) -> RunRecord:
