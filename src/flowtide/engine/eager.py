@@ -47,7 +47,7 @@ def start(
     finally:
         home = outer
     handoffs += 1
-    return loop.create_task(_Rest(coro, pending), context=context)
+    return loop.create_task(Remainder(coro, pending), context=context)
 
 
 home: asyncio.Task[Any] | None = None
@@ -59,11 +59,11 @@ handoffs = 0
 task in a variable across awaits can tell cheaply whether it may run in another task now."""
 
 
-class _Rest(Coroutine[Any, Any, Any]):
+class Remainder(Coroutine[Any, Any, Any]):
     """The remainder of a coroutine that suspended during its eager first step, as a task's
-    coroutine: the task's first step hands back what the coroutine waits on (a future, or None
-    for a bare yield), so that the task waits on it; after that every send and throw goes
-    straight to the coroutine."""
+    coroutine (or awaited by one): the first step hands back what the coroutine waits on (a
+    future, or None for a bare yield), so that the task waits on it; after that every send and
+    throw goes straight to the coroutine."""
 
     __slots__ = ("_coro", "_pending", "_primed")
 
@@ -102,7 +102,7 @@ class _Rest(Coroutine[Any, Any, Any]):
     def __next__(self) -> Any:
         return self.send(None)
 
-    def __iter__(self) -> _Rest:
+    def __iter__(self) -> Remainder:
         return self
 
     def __await__(self) -> Generator[Any, None, Any]:

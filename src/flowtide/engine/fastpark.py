@@ -28,12 +28,13 @@ those of the general path.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Generator
 from datetime import datetime
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from flowtide.engine.context import NodeContext
+from flowtide.engine.eager import Remainder
 from flowtide.engine.errors import Cancelled, UndeclaredOutputError
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.output import Park
@@ -162,7 +163,7 @@ async def park_at_once(
                 except StopIteration as stop:
                     value = stop.value
                 else:
-                    rest = _Resume(coro, first)  # it suspended: a task continues it
+                    rest = Remainder(coro, first)  # it suspended: a task continues it
             else:
                 rest = coro
         else:
@@ -417,7 +418,7 @@ async def _finish(
     error: BaseException | None = None
     try:
         with scope.bind():
-            if scope.cancellation is not None and not during_step and isinstance(rest, _Resume):
+            if scope.cancellation is not None and not during_step and isinstance(rest, Remainder):
                 # Cancelled before this task held the scope: what CancelScope._propagate does
                 # to the task that runs the attempt.
                 scope._cancelled_by_us = True
@@ -472,39 +473,6 @@ def _window(
         "deadline": deadline.isoformat(),
         "resolved_at": resolved,
     }
-
-
-class _Resume:
-    """Awaits a coroutine that was already stepped once (it yielded ``first``): hands
-    ``first`` to the awaiting task, then passes every send and throw through (``yield from``,
-    from the second step on)."""
-
-    __slots__ = ("_coro", "_first")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self._coro = coro
-        self._first = first
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro = self._coro
-        out = self._first
-        self._first = None
-        while True:
-            try:
-                sent = yield out
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:
-                try:
-                    out = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    out = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
 
 
 class _Done:
