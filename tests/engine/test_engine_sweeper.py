@@ -173,3 +173,42 @@ async def test_the_sweeper_wakes_early_for_a_nearer_deadline() -> None:
         await clock.advance(timedelta(seconds=10))
         assert (await engine.wait(fast.run_id)).outcome == "late"
         assert (await engine.store.get_run(slow.run_id)).lifecycle == "parked"
+
+
+async def test_a_large_batch_of_deadlines_lets_the_loop_run_other_work() -> None:
+    """Ending let-go runs is a commit made in the sweeper's task: a batch of them yields to the
+    loop every FIRE_SLICE firings, so other work runs in between, not only after the batch."""
+    from flowtide.engine.engine import FIRE_SLICE
+
+    clock = VirtualClock(T0)
+    flow = race_flow()
+    engine = Engine(clock=clock, flows=[flow])
+    n = 3 * FIRE_SLICE
+    try:
+        run_ids = [(await engine.run(flow)).run_id for _ in range(n)]
+        await engine.sweeper.close()  # the batch is fired by hand below
+        await clock.advance_to(at(10))
+        due = await engine.store.claim_due(clock.now(), 10 * n)
+        assert len(due) == n
+
+        async def ended() -> int:
+            count = 0
+            for run_id in run_ids:
+                count += (await engine.store.get_run(run_id)).lifecycle == Lifecycle.COMPLETED
+            return count
+
+        seen: list[int] = []
+
+        async def peek() -> None:
+            await asyncio.sleep(0)  # the batch has started
+            seen.append(await ended())
+
+        firing = asyncio.create_task(engine._fire_batch(due))
+        peeking = asyncio.create_task(peek())
+        await asyncio.gather(firing, peeking)
+        assert 0 < seen[0] < n, seen
+        assert await ended() == n
+        for run_id in run_ids:
+            assert (await engine.wait(run_id)).outcome == "late"
+    finally:
+        await engine.close()

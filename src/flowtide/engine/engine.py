@@ -76,6 +76,9 @@ ENDS_KEPT = 16_384
 """How many results of runs that ended in this engine it keeps, so that ``wait`` answers them
 without reading the store (an ended run's result never changes)."""
 
+FIRE_SLICE = 50
+"""How many due entries the sweeper fires before it lets the loop run other work."""
+
 DEFER_UNFIREABLE = timedelta(seconds=30)
 """How long a due entry this engine cannot fire (its run's flow is not registered here) waits
 before it is tried again; the entry is kept, never dropped."""
@@ -759,8 +762,14 @@ class Engine:
         ex.close(notify=False)
 
     async def _fire_batch(self, entries: Sequence[DueEntry]) -> None:
-        """Fire due entries (from the sweeper): each through its run's executor."""
-        for entry in entries:
+        """Fire due entries (from the sweeper): each through its run's executor.
+
+        Every :data:`FIRE_SLICE` firings the loop gets a turn: a let-go run's end is a commit
+        made right here, and a batch of them would otherwise hold the loop (and every other run
+        on it) for the whole batch."""
+        for n, entry in enumerate(entries, 1):
+            if n % FIRE_SLICE == 0:
+                await asyncio.sleep(0)
             ex = self._runs.get(entry.run_id)
             if ex is None and entry.purpose == "timeout" and not self.hooks:
                 # A park deadline of a let-go run that ends it: one commit, no rebuild.
