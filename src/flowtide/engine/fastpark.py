@@ -433,20 +433,7 @@ async def _finish(
         window.disarm()
         scope.close()
         ex._running.pop(token.id, None)
-    if scope.cancellation is not None:
-        if window.fired:
-            return Attempt("timeout", deadline=deadline, cancellation=scope.cancellation)
-        return Attempt("cancelled", cancellation=scope.cancellation)
-    if error is not None:
-        return Attempt("error", error=error, deadline=deadline)
-    impl = fast.impl
-    try:
-        name, update, park = ex._interpret(impl, pid, value, ctx_state)
-    except UndeclaredOutputError as exc:
-        return Attempt("error", error=exc)
-    if park is not None:
-        return Attempt("park", state=ctx_state, update=update, park=park, deadline=deadline)
-    return Attempt("ok", output=name, state=ctx_state, update=update, deadline=deadline)
+    return ex._attempt_end(fast.impl, pid, scope, window, deadline, value, error, ctx_state, True)
 
 
 def _window(

@@ -1222,6 +1222,25 @@ class RunExecutor:
             window.disarm()
             scope.close()
             self._running.pop(key, None)
+        return self._attempt_end(
+            impl, placement, scope, window, deadline, value, error, final_state, token is not None
+        )
+
+    def _attempt_end(
+        self,
+        impl: NodeImplementation,
+        placement: str,
+        scope: CancelScope,
+        window: ScopeDeadline,
+        deadline: datetime | None,
+        value: Any,
+        error: BaseException | None,
+        state: dict[str, Any],
+        parkable: bool,
+    ) -> Attempt:
+        """How an attempt whose scope is closed ended: its cancellation (a timeout when its
+        window fired), its error, or what its value asks for (``parkable``: a park request is
+        allowed here)."""
         if scope.cancellation is not None:
             if window.fired:
                 return Attempt("timeout", deadline=deadline, cancellation=scope.cancellation)
@@ -1229,15 +1248,15 @@ class RunExecutor:
         if error is not None:
             return Attempt("error", error=error, deadline=deadline)
         try:
-            name, update, park = self._interpret(impl, placement, value, final_state)
+            name, update, park = self._interpret(impl, placement, value, state)
         except UndeclaredOutputError as exc:
             return Attempt("error", error=exc)
         if park is not None:
-            if token is None:
+            if not parkable:
                 err = EngineError(f"node {impl.id!r} at {placement!r} parked where it cannot")
                 return Attempt("error", error=err)
-            return Attempt("park", state=final_state, update=update, park=park, deadline=deadline)
-        return Attempt("ok", output=name, state=final_state, update=update, deadline=deadline)
+            return Attempt("park", state=state, update=update, park=park, deadline=deadline)
+        return Attempt("ok", output=name, state=state, update=update, deadline=deadline)
 
     def _interrupted_before_start(self, token: TokenRecord) -> bool:
         """The attempt's scope is about to be registered: True if an interrupting timer fired
