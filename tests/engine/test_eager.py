@@ -421,3 +421,17 @@ async def test_a_carrier_cannot_be_made_to_wait_on_what_is_not_a_future() -> Non
         return [await _outcome(drive(body()))]
 
     assert await _both(scenario) == [("result", "refused")]
+
+
+async def test_a_cancel_withdrawn_before_the_first_step_is_as_for_a_task() -> None:
+    # Python 3.13 withdraws it (uncancel down to zero); earlier versions still deliver it.
+    async def scenario(drive: Driver) -> list[Any]:
+        async def body() -> str:
+            await asyncio.sleep(0)
+            return "ran"
+
+        driven = drive(body())
+        driven.cancel()
+        return [driven.uncancel(), await _outcome(driven)]  # type: ignore[attr-defined]
+
+    await _both(scenario)

@@ -144,9 +144,9 @@ class PoolFuture(asyncio.Future[T]):
             try:
                 # As its wake-up would (the coroutine reads the result where it awaits).
                 if failed:
-                    carrier.get_context().run(carrier._wakeup, self)
+                    carrier._context.run(carrier._wakeup, self)
                 else:
-                    carrier.get_context().run(carrier.step)
+                    carrier._context.run(carrier.step)
             except (SystemExit, KeyboardInterrupt):
                 raise
             except BaseException as exc:
