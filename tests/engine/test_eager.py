@@ -435,3 +435,49 @@ async def test_a_cancel_withdrawn_before_the_first_step_is_as_for_a_task() -> No
         return [driven.uncancel(), await _outcome(driven)]  # type: ignore[attr-defined]
 
     await _both(scenario)
+
+
+async def test_a_cancel_racing_the_pools_result_is_seen_once_either_way() -> None:
+    """The worker posts the result while the carrier is being cancelled, many times: the
+    coroutine gets the result or observes the cancel, never both, and nothing is left over."""
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    pool = WorkerPool(2)
+    seen = {"result": 0, "cancelled": 0}
+    try:
+        for i in range(300):
+            observed: list[str] = []
+            ran = threading.Event()
+
+            def job(n: int, ran: threading.Event = ran) -> int:
+                ran.set()
+                return n + 1
+
+            async def body(n: int, observed: list[str] = observed) -> int:
+                try:
+                    return await pool.submit(job, n)
+                except asyncio.CancelledError:
+                    observed.append("cancelled")
+                    raise
+
+            carrier = _carrier(body(i))
+            await asyncio.sleep(0)  # its first step: the job is submitted
+            for _ in range(int(WAIT * 10000)):
+                if ran.wait(0.0001):  # the job ran; its result is being posted
+                    break
+                await asyncio.sleep(0)
+            for _ in range(i % 3):
+                await asyncio.sleep(0)  # the result may be taken meanwhile, or not yet
+            carrier.cancel()
+            kind, value = await _outcome(carrier)
+            seen[kind] += 1
+            if kind == "result":
+                assert value == i + 1 and observed == []
+            else:
+                assert observed == ["cancelled"]
+            assert carrier.done()
+    finally:
+        await asyncio.to_thread(pool.shutdown)
+    assert errors == []
+    assert sum(seen.values()) == 300  # both happen (about 2 cancels to 1 result here)
