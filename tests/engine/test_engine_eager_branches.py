@@ -4,7 +4,9 @@ A branch whose node completes without suspending runs to its end (its join, a te
 the next branch starts; one whose node suspends is handed to a task of its own, and its node's
 cancel scope goes with it: a run cancel, a run deadline and a ``first`` join's loser
 cancellation reach it, and the node observes ``CancelledError``. Both paths (with a hook: the
-general path; without: the fast path) start branches so, and give the same history.
+general path; without: the fast path) start branches so, and give the same history. A branch
+whose node runs in a worker thread always suspends: it gets a carrier where it got a task, and
+the history is the same with a task.
 """
 
 from __future__ import annotations

@@ -143,10 +143,14 @@ class Carrier(asyncio.Future[Any]):
     """Drives a coroutine as an asyncio Task would (see the module docstring): what
     ``Task.__step`` and ``Task.__wakeup`` do, with the same cancel semantics.
 
-    Made by :meth:`of`; :meth:`step` runs the first step (in the carrier's context, on the loop:
-    the caller schedules it where the task's first step would have run). Not registered with
+    Made by :meth:`of`; :meth:`start` runs the first step (in the carrier's context, on the
+    loop: the caller schedules it where the task's first step would have run). Waiting on a
+    :class:`~flowtide.engine.threads.PoolFuture` as its first waiter, it is resumed by the pool
+    directly; on any other future, through a done callback as a task is. Not registered with
     asyncio: ``asyncio.all_tasks()`` does not list it, so whoever makes one keeps it where a
-    shutdown finds it (the engine's executors cancel theirs when the engine closes).
+    shutdown finds it (the engine's executors cancel theirs when the engine closes). Awaiting a
+    cancelled carrier raises a ``CancelledError`` with its coroutine's message, not the same
+    exception object as a task would.
     """
 
     __slots__ = ("_cancel_msg", "_cancels", "_context", "_coro", "_must_cancel", "_waiter")
