@@ -4,7 +4,9 @@ A branch whose node completes without suspending runs to its end (its join, a te
 the next branch starts; one whose node suspends is handed to a task of its own, and its node's
 cancel scope goes with it: a run cancel, a run deadline and a ``first`` join's loser
 cancellation reach it, and the node observes ``CancelledError``. Both paths (with a hook: the
-general path; without: the fast path) start branches so, and give the same history.
+general path; without: the fast path) start branches so, and give the same history. A branch
+whose node runs in a worker thread always suspends: it gets a carrier where it got a task, and
+the history is the same with a task.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -19,6 +22,7 @@ from flowtide.authoring import FlowBuilder, node
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.engine import Lifecycle, NodeContext, Output
 from flowtide.engine import eager as eager_module
+from flowtide.engine.run import RunExecutor
 from flowtide.model import Flow
 from flowtide.store import EventRecord
 from tests.engine.engine_helpers import at, running
@@ -315,9 +319,10 @@ def threaded(ctx: NodeContext) -> Output:
     return Output("done", update={"visited": [ctx.placement]})
 
 
-async def test_a_branch_whose_node_runs_in_a_thread_gets_its_task_at_once() -> None:
-    # Its node always suspends (a worker thread): it is not started eagerly; the history is
-    # the same on both paths, and the branches on the loop finish first, in order.
+async def test_a_branch_whose_node_runs_in_a_thread_is_carried_at_once() -> None:
+    # Its node always suspends (a worker thread): it is not started eagerly but given a carrier
+    # (no hand-over); the history is the same on both paths, and the branches on the loop
+    # finish first, in order.
     flow = split_of([instant, threaded, sleeps, inline, threaded])
     handoffs = eager_module.handoffs
     fast, _ = await _run(flow, hooked=False)
@@ -380,3 +385,45 @@ async def test_closing_the_engine_stops_the_suspended_branches(hooked: bool, tur
     # (One loop turn: the run's task split and handed the sleepers over; their tasks had not
     # run yet.)
     assert sorted(OBSERVED) == ["b1: None", "b4: None", "b6: None"]
+
+
+THREADED_MIX: list[NodeImplementation] = [instant, threaded, sleeps, threaded, inline, threaded]
+
+
+@pytest.mark.parametrize(
+    ("mode", "quorum"), [("all", None), ("first", None), ("quorum", 3)], ids=["all", "first", "q3"]
+)
+async def test_threaded_branches_among_others_give_the_same_history_carried_or_as_tasks(
+    mode: str, quorum: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A split's branches that start at a threaded node get carriers where they got tasks: with
+    eager branches and branches that suspend around them, every path gives the same history."""
+    flow = split_of(THREADED_MIX, mode, quorum)
+    carried: list[str] = []
+    original = RunExecutor._carry
+
+    def counting(self: RunExecutor, t: Any, loop: asyncio.AbstractEventLoop) -> None:
+        carried.append(t.placement)
+        original(self, t, loop)
+
+    def as_task(self: RunExecutor, t: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._tasks.add(loop.create_task(self._drive(t)))
+
+    outcomes = []
+    for tasks in (False, True):
+        monkeypatch.setattr(RunExecutor, "_carry", as_task if tasks else counting)
+        for hooked in (False, True):
+            OBSERVED.clear()
+            outcome, _ = await _run(flow, hooked=hooked)
+            outcomes.append((outcome, sorted(OBSERVED)))
+    assert all(o == outcomes[0] for o in outcomes[1:])
+    assert carried == ["b1", "b3", "b5"] * 2  # each run, fast and general path
+    (lifecycle, *_rest, events), _observed = outcomes[0]
+    assert lifecycle is Lifecycle.COMPLETED
+    arrived = [e[2] for e in events if e[0] == "node_finished" and e[2].startswith("b")]
+    expected = {
+        "all": ["b0", "b4", "b1", "b3", "b5", "b2"],
+        "first": ["b0"],
+        "quorum": ["b0", "b4", "b1"],
+    }
+    assert arrived == expected[mode]

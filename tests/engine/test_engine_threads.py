@@ -13,6 +13,7 @@ import contextvars
 import threading
 import traceback
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -464,3 +465,193 @@ async def test_a_threaded_nodes_exception_reaches_the_engine_with_its_traceback(
     assert errors
     frames = [f.name for f in traceback.extract_tb(errors[0].__traceback__)]
     assert "explode" in frames
+
+
+# -- a split's threaded branches: carriers stand for their tasks ---------------------------------
+
+
+@pytest.fixture
+def branch_tasks(monkeypatch: pytest.MonkeyPatch) -> Callable[[bool], None]:
+    """``branch_tasks(True)``: a split's threaded branches get tasks, as before carriers; False
+    (the default): carriers. Counts the carriers made in ``CARRIED``."""
+    original = RunExecutor._carry
+
+    def counting(self: RunExecutor, t: Any, loop: asyncio.AbstractEventLoop) -> None:
+        CARRIED.append(t.placement)
+        original(self, t, loop)
+
+    def as_task(self: RunExecutor, t: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._tasks.add(loop.create_task(self._drive(t)))
+
+    def choose(tasks: bool) -> None:
+        monkeypatch.setattr(RunExecutor, "_carry", as_task if tasks else counting)
+
+    CARRIED.clear()
+    choose(False)
+    return choose
+
+
+CARRIED: list[str] = []
+BLOCKED = threading.Semaphore(0)
+UNBLOCK = threading.Event()
+OBSERVED: list[tuple[str, str | None]] = []
+
+
+@node(outputs=["done"])
+def blocks(ctx: NodeContext) -> str:
+    """Blocks until its scope is cancelled, then returns anyway (its late result is dropped)."""
+    BLOCKED.release()
+    for _ in range(int(WAIT * 1000)):
+        if ctx.cancelled or UNBLOCK.is_set():  # UNBLOCK: the engine was closed
+            break
+        UNBLOCK.wait(0.001)
+    OBSERVED.append((ctx.placement, ctx.cancel_reason))
+    ctx.state["late"] = True
+    return "done"
+
+
+@node(outputs=["done"], timeout="PT2S")
+def blocks_for_two_seconds(ctx: NodeContext) -> str:
+    return blocks.fn(ctx)  # type: ignore[no-any-return]
+
+
+def blocked_split(kinds: list[Any], name: str) -> Flow:
+    names = [f"b{i}" for i in range(len(kinds))]
+    b = FlowBuilder(f"urn:test:flow:thread-blocked-{name}").task("a", start, {"next": names})
+    for branch, impl in zip(names, kinds, strict=True):
+        b.task(branch, impl, dict.fromkeys(impl.outputs, "j") | {"timeout": "j"})
+    return (
+        b.join("j", "all", {"success": "k"})
+        .task("k", visit, {"next": "end"})
+        .terminal("end", "shipped")
+        .reducer("visited", "extend")
+        .build()
+    )
+
+
+async def _interrupted(how: str, hooked: bool) -> Any:
+    """A split into threaded branches, some blocked in their node when ``how`` happens."""
+    OBSERVED.clear()
+    _drain(BLOCKED)
+    UNBLOCK.clear()
+    if how == "timeout":  # only the blocked branch's node times out; the others finish
+        flow = blocked_split([visit, blocks_for_two_seconds, visit, add], how)
+        blocked = 1
+    else:
+        flow = blocked_split([blocks, visit, blocks, blocks], how)
+        blocked = 3
+    async with running(autojump=False, hooks=_hooks(hooked)) as (engine, clock):
+        deadline = timedelta(seconds=5) if how == "deadline" else None
+        handle = await engine.start(flow, deadline=deadline)
+        for _ in range(blocked):
+            assert await asyncio.to_thread(BLOCKED.acquire, True, WAIT)
+        if how == "abort":
+            assert handle.cancel(reason="stop")
+        elif how == "timeout":
+            await clock.advance(timedelta(seconds=2))
+        elif how == "deadline":
+            await clock.advance(timedelta(seconds=5))
+        if how == "close":
+            drivers = list(engine._runs[handle.run_id]._tasks)
+            pool = engine.threads
+            await engine.close()
+            # The blocked branches' drivers ended with the engine (their nodes go on in their
+            # threads); the run is left as it was in the store, to be resumed.
+            assert len(drivers) == 3 and all(d.done() for d in drivers)
+            with pytest.raises(EngineError, match="closed"):
+                await handle.result()
+            run = await engine.store.get_run(handle.run_id)
+            assert run.lifecycle == Lifecycle.RUNNING
+            history = list(await engine.history(handle.run_id))
+            UNBLOCK.set()
+            await asyncio.to_thread(pool.shutdown, wait=True)
+            return [(e.kind, e.placement, e.at) for e in history]
+        result = await handle.result()
+        history = list(await engine.history(result.run_id))
+        await asyncio.to_thread(_until, lambda: len(OBSERVED) == blocked)
+        await asyncio.sleep(0)
+        assert await engine.history(result.run_id) == history  # the late results are dropped
+    return _comparable(result, history), sorted(OBSERVED)
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
+@pytest.mark.parametrize("how", ["timeout", "abort", "deadline", "close"])
+async def test_carried_branches_are_cancelled_as_their_tasks_were(
+    how: str, hooked: bool, branch_tasks: Callable[[bool], None]
+) -> None:
+    carried = await _interrupted(how, hooked)
+    assert CARRIED == ["b0", "b1", "b2", "b3"]
+    branch_tasks(True)
+    tasks = await _interrupted(how, hooked)
+    assert carried == tasks
+    if how == "close":
+        return
+    (lifecycle, _outcome, state, *_rest, events), observed = carried
+    assert "late" not in state
+    cancelled = [(e[2], e[0]) for e in events if e[2] in ("b0", "b1", "b2", "b3")]
+    if how == "timeout":
+        assert lifecycle is Lifecycle.COMPLETED
+        assert observed == [("b1", "node_timeout")]
+        assert ("b1", "node_timed_out") in cancelled
+        assert state["visited"] == ["start", "b0", "b2", "k"]
+    else:
+        reason = {"abort": "abort", "deadline": "run_deadline"}[how]
+        assert observed == [("b0", reason), ("b2", reason), ("b3", reason)]
+        assert lifecycle is (Lifecycle.CANCELLED if how == "abort" else Lifecycle.TIMED_OUT)
+
+
+def failing_split() -> Flow:
+    b = FlowBuilder("urn:test:flow:thread-split-failing").task(
+        "a", start, {"next": ["b1", "b2", "b3"]}
+    )
+    b.task("b1", visit, {"next": "j"}).task("b2", explode, {"next": "j"})
+    b.task("b3", visit, {"next": "j"})
+    return b.join("j", "all", {"success": "end"}).terminal("end").build()
+
+
+@node(outputs=["next"])
+async def sets_var(ctx: NodeContext) -> str:
+    # After its threaded node, a branch goes on in its own context: what it sets stays there.
+    CONTEXTS.append((ctx.placement, VAR.get()))
+    VAR.set(ctx.placement)
+    return "next"
+
+
+def context_split() -> Flow:
+    b = FlowBuilder("urn:test:flow:thread-split-context").task(
+        "a", start, {"next": ["b1", "b2", "b3"]}
+    )
+    for i in (1, 2, 3):
+        b.task(f"b{i}", reads_var_in_thread, {"next": f"s{i}"})
+        b.task(f"s{i}", sets_var, {"next": f"r{i}"})
+        b.task(f"r{i}", sets_var, {"next": "j"})
+    return b.join("j", "all", {"success": "end"}).terminal("end").build()
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: split("all"), lambda: split("first"), failing_split, context_split],
+    ids=["all", "first", "failing", "context"],
+)
+async def test_carried_branches_give_the_histories_their_tasks_gave(
+    make: Callable[[], Flow], hooked: bool, branch_tasks: Callable[[bool], None]
+) -> None:
+    async def once() -> Any:
+        LOSERS.clear()
+        _drain(LOSER_STARTED)
+        CONTEXTS.clear()
+        flow = make()
+        token = VAR.set("caller")
+        try:
+            outcome = await _run(flow, hooked=hooked)
+        finally:
+            VAR.reset(token)
+        if "first" in flow.id:
+            await asyncio.to_thread(_until, lambda: len(LOSERS) == 2)
+        return outcome, sorted(LOSERS), sorted(CONTEXTS)
+
+    carried = await once()
+    assert len(CARRIED) == 3
+    branch_tasks(True)
+    assert carried == await once()

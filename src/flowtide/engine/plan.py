@@ -101,6 +101,9 @@ class FlowPlan:
     off_loop: frozenset[str] = frozenset()
     """Placements whose node runs off the event loop (a worker thread, a subprocess): an
     attempt there always suspends, so a branch reaching one is not started eagerly."""
+    threaded: frozenset[str] = frozenset()
+    """The placements of :attr:`off_loop` whose node runs in a worker thread: a branch starting
+    at one is driven by an :class:`~flowtide.engine.eager.Carrier`, not a task."""
     started: dict[str, str] = field(default_factory=dict)
     """Task placement id -> the node it runs, for the tasks with no window and no timers: an
     attempt's start there is the token marked running and its ``node_started`` event."""
@@ -155,6 +158,9 @@ class FlowPlan:
             pid
             for pid, impl in plan.impls.items()
             if not impl.is_async and impl.execution in ("thread", "process")
+        )
+        plan.threaded = frozenset(
+            pid for pid in plan.off_loop if plan.impls[pid].execution == "thread"
         )
         for p in flow.placements:
             if isinstance(p, Join):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -47,6 +48,7 @@ from flowtide.engine.deadlines import (
     resolve_window,
     timer_due,
 )
+from flowtide.engine.eager import Carrier
 from flowtide.engine.eager import start as start_eager
 from flowtide.engine.errors import (
     Cancelled,
@@ -234,7 +236,8 @@ class RunExecutor:
         self.root = CancelScope(parent_scope)
         self.root.on_cancel(self._root_cancelled)
         self.tokens: dict[str, TokenRecord] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
+        """What drives the run's tokens: tasks, and carriers (see :meth:`_carry`)."""
         self._running: dict[str, tuple[str, CancelScope]] = {}
         self._starting: set[str] = set()
         self._prestarted: set[str] = set()
@@ -247,6 +250,8 @@ class RunExecutor:
         """Tokens waiting for their eager start, in the order their tasks would have run."""
         self._home: asyncio.Task[Any] | None = None
         """The task draining ``_queue`` while it does (see :meth:`_start_branches`)."""
+        self._carried: tuple[asyncio.Handle, list[Carrier]] | None = None
+        """The last loop callback :meth:`_carry` scheduled, and the carriers it starts."""
         self._visits: dict[str, int] = {}
         self._ids = itertools.count(1)
         self._lock = _StepLock()
@@ -280,7 +285,10 @@ class RunExecutor:
         """Parks closed by this executor, by park id (to tell a late signal why it is refused)."""
         self.released = False
         """The engine let go of this executor (quiescent): it must not be used any more."""
-        self.done: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
+        # The loop this run lives on, known once: asking asyncio for the running loop costs a
+        # getpid() system call on Python 3.11.
+        self._loop = asyncio.get_running_loop()
+        self.done: asyncio.Future[RunResult] = self._loop.create_future()
         self.item: Any = run.options.get("item")
         """The scatter item this (child) run works on, passed to its nodes as ``ctx.item``."""
 
@@ -525,7 +533,7 @@ class RunExecutor:
 
     async def main(self, entry: str | None) -> None:
         """Start the run: lifecycle running, pre phases, then the entrypoint's token."""
-        task = asyncio.current_task()
+        task = eager_start.current_task(self._loop)
         assert task is not None
         try:
             if self._end is not None:
@@ -745,7 +753,7 @@ class RunExecutor:
         self._maybe_drained()
 
     async def _finalize(self) -> None:
-        me = asyncio.current_task()
+        me = eager_start.current_task(self._loop)
         while True:
             pending = [t for t in self._tasks if t is not me and not t.done()]
             if not pending:
@@ -871,8 +879,9 @@ class RunExecutor:
             self._request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, placement)])
         finally:
             if not eager:
-                self._tasks.discard(asyncio.current_task())
-            self._maybe_drained()
+                self._tasks.discard(eager_start.current_task(self._loop))
+            if not self._tasks:  # else _maybe_drained has nothing to do
+                self._maybe_drained()
 
     def _branch_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
@@ -896,7 +905,7 @@ class RunExecutor:
             # Within a drain (this task, synchronously): it starts the queued ones in turn.
             self._start_branch(tokens[0], home)
             return
-        home = self._home = asyncio.current_task()
+        home = self._home = eager_start.current_task(self._loop)
         try:
             self._start_branch(tokens[0], home)
             while queue:
@@ -909,11 +918,15 @@ class RunExecutor:
 
     def _start_branch(self, t: TokenRecord, home: asyncio.Task[Any] | None) -> None:
         if t.placement in self.plan.off_loop:
-            # Its node always suspends (a thread, a process): a task at once, as before.
-            self._tasks.add(asyncio.get_running_loop().create_task(self._drive(t)))
+            # Its node always suspends (a thread, a process): not started eagerly, but where a
+            # task of its own would start it; for a thread, a carrier stands for that task.
+            if t.placement in self.plan.threaded:
+                self._carry(t, self._loop)
+            else:
+                self._tasks.add(self._loop.create_task(self._drive(t)))
             return
         try:
-            task = start_eager(self._drive(t, True), asyncio.get_running_loop(), home)
+            task = start_eager(self._drive(t, True), self._loop, home)
         except asyncio.CancelledError:
             return  # the node raised it itself: a spawned branch would end so, silently
         if task is None:
@@ -925,6 +938,42 @@ class RunExecutor:
         attempt = self._running.get(t.id)
         if attempt is not None and attempt[1]._task is home:
             attempt[1]._task = task
+
+    def _carry(self, t: TokenRecord, loop: asyncio.AbstractEventLoop) -> None:
+        """``create_task(self._drive(t))``, with a carrier for the task (see
+        :class:`~flowtide.engine.eager.Carrier`): cheaper to make, and its first step runs where
+        the task's would, in a loop callback scheduled now. Carriers made one after the other,
+        with nothing scheduled on the loop in between, share that callback (their tasks' first
+        steps would have run back to back)."""
+        carrier = Carrier.of(self._drive(t), loop)
+        self._tasks.add(carrier)
+        carried = self._carried
+        if carried is not None:
+            ready = getattr(loop, "_ready", None)  # the loop's ready queue (asyncio's own loop)
+            if ready and ready[-1] is carried[0]:
+                carried[1].append(carrier)
+                return
+        carriers = [carrier]
+        self._carried = (loop.call_soon(self._first_steps, carriers), carriers)
+
+    def _first_steps(self, carriers: list[Carrier]) -> None:
+        """The loop callback of :meth:`_carry`: the carriers' first steps, in order."""
+        carried = self._carried
+        if carried is not None and carried[1] is carriers:
+            self._carried = None
+        pool = self.engine._threads
+        burst = pool.burst() if pool is not None else contextlib.nullcontext()
+        with burst:  # each branch submits its node: one worker wake-up for all, after them
+            for i, carrier in enumerate(carriers):
+                try:
+                    carrier._context.run(carrier.step)  # carrier.start(), inline
+                except BaseException:
+                    # KeyboardInterrupt, SystemExit: the others start in a later callback, as
+                    # their tasks' steps would still be ready.
+                    rest = carriers[i + 1 :]
+                    if rest:
+                        carrier.get_loop().call_soon(self._first_steps, rest)
+                    raise
 
     async def _route(
         self,
@@ -1688,7 +1737,8 @@ class RunExecutor:
         either way. Returns what :meth:`_drive` goes on with, as a placement handler does.
         """
         # The task this runs in: another one only after an eager start handed it over.
-        task = eager_start.home or asyncio.current_task()
+        loop = self._loop
+        task = eager_start.home or eager_start.current_task(loop)
         handoffs = eager_start.handoffs
         plan = self.plan
         running = self._running
@@ -1736,7 +1786,7 @@ class RunExecutor:
                 # node suspends, it is bound to the task that takes over (_start_branches), so
                 # the task to release is the one bound at the end.
                 if eager_start.handoffs != handoffs:
-                    task = asyncio.current_task()
+                    task = eager_start.current_task(loop)
                     handoffs = eager_start.handoffs
                 scope._task = task
                 try:
@@ -1746,9 +1796,9 @@ class RunExecutor:
                         elif fast.threaded:
                             if hold:
                                 with self.clock.hold():
-                                    value = await self.engine.threads.submit(impl.fn, ctx)
+                                    value = await self.engine.threads.submit(impl.fn, ctx, loop)
                             else:
-                                value = await self.engine.threads.submit(impl.fn, ctx)
+                                value = await self.engine.threads.submit(impl.fn, ctx, loop)
                         else:
                             value = impl.fn(ctx)
                     except Exception as exc:

@@ -10,7 +10,8 @@ result, and the wake-up of a worker per submission while one is already awake.
   one: cheaper to wake than a lock here; else a lock). A submission appends the job to the pending
   deque and wakes an idle worker only when no worker is awake: an awake worker takes the next
   pending job itself before it goes idle. When more callbacks are ready in the same turn of the
-  loop (the other branches of a split), the wake-up waits for the end of the turn. A burst of
+  loop (the other branches of a split), or the caller said more submissions follow in this
+  callback (``with pool.burst():``), the wake-up waits for the end of the turn. A burst of
   submissions therefore wakes one thread, once, which runs the jobs back to back, instead of a
   thread per job contending for the GIL.
 * **No lock on the hand-off**: the deque and the idle list are changed by single calls (atomic
@@ -33,8 +34,11 @@ result, and the wake-up of a worker per submission while one is already awake.
 * **One loop turn per result**: the future :meth:`WorkerPool.submit` returns runs the callbacks
   added while it is pending (an awaiting task's wake-up) right when the port resolves it, instead
   of scheduling them for the next turn of the loop: a task awaiting a node's result resumes in the
-  same callback that took the result, and the loop goes straight back to waiting. (A cancel
-  schedules them as usual.)
+  same callback that took the result, and the loop goes straight back to waiting. A carrier
+  (:class:`flowtide.engine.eager.Carrier`) that is the first to wait on it is resumed directly,
+  without a callback of its own. (A cancel schedules them as usual.)
+* **The future is the job**: it carries the function, its argument and the port to the worker,
+  and the result (or exception) back: the queues hold futures only.
 * A job whose future is cancelled before a worker takes it does not run (as with an executor).
 * :meth:`WorkerPool.close` stops the workers without waiting: idle ones exit at once, a busy one
   when its node returns (a node that never returns keeps its daemon thread, not the caller; one
@@ -51,7 +55,10 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+if TYPE_CHECKING:
+    from flowtide.engine.eager import Carrier
 
 __all__ = ["PoolFuture", "WorkerPool"]
 
@@ -69,10 +76,22 @@ _Callback = tuple[Callable[[Any], object], contextvars.Context | None]
 
 class PoolFuture(asyncio.Future[T]):
     """A node's result: callbacks added while pending run when the pool resolves it (on the
-    loop, in the callback that took the result), not one loop turn later."""
+    loop, in the callback that took the result), not one loop turn later. Made by
+    :meth:`WorkerPool.submit` only (which sets its slots): it is also the job itself, queued
+    for a worker and then posted back to the loop, so a job costs no tuples of its own."""
 
-    # A class default, not a slot set in __init__: creating the future stays a C call.
-    _direct: list[_Callback] | None = None
+    __slots__ = ("_arg", "_carrier", "_direct", "_failed", "_fn", "_port", "_value")
+
+    _fn: Callable[[Any], Any]
+    _arg: Any
+    _port: _Port
+    _value: Any
+    """The job's result, or its exception (``_failed``), set by the worker before it posts."""
+    _failed: bool
+    _direct: list[_Callback] | None
+    _carrier: Carrier | None
+    """A carrier waiting on this future (see :class:`~flowtide.engine.eager.Carrier`): the first
+    waiter, resumed directly (its own step, in its context) when the future resolves."""
 
     def add_done_callback(
         self, fn: Callable[[Self], object], /, *, context: contextvars.Context | None = None
@@ -86,6 +105,10 @@ class PoolFuture(asyncio.Future[T]):
 
     def remove_done_callback(self, fn: Callable[[Self], object], /) -> int:
         removed = super().remove_done_callback(fn)
+        carrier = self._carrier
+        if carrier is not None and fn == carrier._wakeup:
+            self._carrier = None
+            removed += 1
         if self._direct:
             kept = [cb for cb in self._direct if cb[0] != fn]
             removed += len(self._direct) - len(kept)
@@ -95,19 +118,39 @@ class PoolFuture(asyncio.Future[T]):
     def cancel(self, msg: Any | None = None) -> bool:
         if not super().cancel(msg):
             return False
+        loop = self.get_loop()
+        carrier, self._carrier = self._carrier, None
+        if carrier is not None:
+            loop.call_soon(carrier._wakeup, self, context=carrier.get_context())
         direct, self._direct = self._direct, None
         if direct:
-            loop = self.get_loop()
             for fn, context in direct:
                 loop.call_soon(fn, self, context=context)
         return True
 
-    def _resolve(self, value: Any, failed: bool) -> None:
-        """On the loop: set the result (or exception), then run the pending callbacks now."""
+    def _resolve(self) -> None:
+        """On the loop: set the result (or exception) the worker left, then resume the carrier
+        and run the pending callbacks now."""
+        value, self._value = self._value, None
+        failed = self._failed
         if failed:
             self.set_exception(_deliverable(value))
         else:
             self.set_result(value)
+        del value
+        carrier = self._carrier
+        if carrier is not None:
+            self._carrier = None
+            try:
+                # As its wake-up would (the coroutine reads the result where it awaits).
+                if failed:
+                    carrier._context.run(carrier._wakeup, self)
+                else:
+                    carrier._context.run(carrier.step)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self._failed_callback(carrier._wakeup, exc)
         direct, self._direct = self._direct, None
         if not direct:
             return
@@ -119,24 +162,25 @@ class PoolFuture(asyncio.Future[T]):
                     context.run(fn, self)
             except (SystemExit, KeyboardInterrupt):
                 raise
-            except BaseException as exc:  # as asyncio's Handle does for a failing callback
-                self.get_loop().call_exception_handler(
-                    {
-                        "message": f"Exception in callback {fn!r}",
-                        "exception": exc,
-                        "future": self,
-                    }
-                )
+            except BaseException as exc:
+                self._failed_callback(fn, exc)
+
+    def _failed_callback(self, fn: Callable[..., object], exc: BaseException) -> None:
+        # As asyncio's Handle does for a failing callback.
+        self.get_loop().call_exception_handler(
+            {"message": f"Exception in callback {fn!r}", "exception": exc, "future": self}
+        )
 
 
 class _Port:
     """Where workers post results for one event loop; the loop resolves them in batches."""
 
-    __slots__ = ("_done", "_eventfd", "_fd", "_lock", "_signalled", "loop")
+    __slots__ = ("_done", "_eventfd", "_fd", "_lock", "_signalled", "bursts", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, use_eventfd: bool) -> None:
         self.loop = loop
-        self._done: deque[tuple[PoolFuture[Any], Any, bool]] = deque()
+        self.bursts = 0  # open ``with pool.burst():`` blocks on this loop
+        self._done: deque[PoolFuture[Any]] = deque()
         self._signalled = False
         self._lock = threading.Lock()  # a post's write against close()
         self._fd: int | None = None
@@ -150,9 +194,9 @@ class _Port:
                 self._fd = fd
         self._eventfd = self._fd is not None
 
-    def post(self, fut: PoolFuture[Any], value: Any, failed: bool) -> None:
-        """From a worker: the job of ``fut`` ended (``failed``: ``value`` is its exception)."""
-        self._done.append((fut, value, failed))
+    def post(self, fut: PoolFuture[Any]) -> None:
+        """From a worker: the job of ``fut`` ended (its result or exception is on it)."""
+        self._done.append(fut)
         if self._signalled:
             return  # the loop is woken already and will see this result
         self._signalled = True
@@ -179,10 +223,10 @@ class _Port:
         self._signalled = False
         done = self._done
         while done:
-            fut, value, failed = done.popleft()
+            fut = done.popleft()
             if fut.done():
                 continue  # cancelled while the node ran: its late result is dropped
-            fut._resolve(value, failed)
+            fut._resolve()
 
     def close(self) -> None:
         """On the loop (or once it is closed): stop watching the eventfd. A node still running
@@ -203,6 +247,19 @@ class _Port:
             self.loop.call_soon(self._drain)
 
 
+class _Burst:
+    __slots__ = ("_port",)
+
+    def __init__(self, port: _Port) -> None:
+        self._port = port
+
+    def __enter__(self) -> None:
+        self._port.bursts += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._port.bursts -= 1
+
+
 def _deliverable(exc: BaseException) -> BaseException:
     # An asyncio future refuses StopIteration (it would end the awaiting coroutine silently).
     if isinstance(exc, StopIteration):
@@ -210,9 +267,6 @@ def _deliverable(exc: BaseException) -> BaseException:
         err.__cause__ = exc
         return err
     return exc
-
-
-_Job = tuple[PoolFuture[Any], Callable[[Any], Any], Any, _Port]
 
 
 class _Worker:
@@ -263,7 +317,7 @@ class WorkerPool:
         self.max_threads = max_threads
         self.name = name
         self._use_eventfd = use_eventfd and _HAS_EVENTFD
-        self._jobs: deque[_Job] = deque()
+        self._jobs: deque[PoolFuture[Any]] = deque()
         self._idle: list[_Worker] = []
         self._workers: list[_Worker] = []
         self._started = 0
@@ -288,26 +342,37 @@ class WorkerPool:
     def closed(self) -> bool:
         return self._closed
 
-    def submit(self, fn: Callable[[A], T], arg: A) -> PoolFuture[T]:
+    def submit(
+        self, fn: Callable[[A], T], arg: A, loop: asyncio.AbstractEventLoop | None = None
+    ) -> PoolFuture[T]:
         """Run ``fn(arg)`` in a worker; on the running loop, the future of its result.
+        ``loop``: the running loop, when the caller knows it (saves asking asyncio).
 
         Cancelling the future before a worker takes the job means it never runs; after, the
         node goes on in its thread and its result is dropped.
         """
         if self._closed:
             raise RuntimeError("the worker pool is closed")
-        loop = asyncio.get_running_loop()
+        if loop is None:
+            loop = asyncio.get_running_loop()
         last = self._last
         port = last[1] if last is not None and last[0] is loop else self._port(loop)
         fut: PoolFuture[T] = PoolFuture(loop=loop)
-        self._jobs.append((fut, fn, arg, port))
+        fut._fn = fn
+        fut._arg = arg
+        fut._port = port
+        fut._value = None
+        fut._failed = False
+        fut._direct = None
+        fut._carrier = None
+        self._jobs.append(fut)
         idle = self._idle
         if len(idle) == len(self._workers):
             # No worker is awake to see the job: wake an idle one, or start one. When more
             # callbacks are ready in this turn of the loop (the other branches of a split, about
             # to submit theirs), do it once after them: a worker woken now would take the GIL
             # (the wake-up's write releases it) to run this one job, and go back to sleep.
-            if getattr(loop, "_ready", None):
+            if port.bursts or getattr(loop, "_ready", None):
                 if not self._flush:
                     self._flush = True
                     loop.call_soon(self._wake_one, loop)
@@ -317,6 +382,13 @@ class WorkerPool:
             # An awake worker takes it next, unless it is stuck: check soon.
             self._arm(loop)
         return fut
+
+    def burst(self) -> _Burst:
+        """``with pool.burst():`` on the loop: more submissions follow in this callback, so a
+        worker is woken once, at the end of the loop's turn, as when more callbacks are ready."""
+        loop = asyncio.get_running_loop()
+        last = self._last
+        return _Burst(last[1] if last is not None and last[0] is loop else self._port(loop))
 
     def _wake_one(self, loop: asyncio.AbstractEventLoop) -> None:
         """Wake an idle worker (or start one) if no worker is awake to take the pending jobs."""
@@ -408,8 +480,8 @@ class WorkerPool:
             w.wake()
         jobs = self._jobs
         while jobs:
-            fut, _, _, port = jobs.popleft()
-            _cancel(port.loop, fut)
+            fut = jobs.popleft()
+            _cancel(fut._port.loop, fut)
         for port in self._ports.values():
             port.close()
         self._ports.clear()
@@ -430,17 +502,17 @@ class WorkerPool:
         jobs = self._jobs
         popleft = jobs.popleft
         idle = self._idle
-        # The previous job's result, posted before the next job runs or before this worker
-        # sleeps: once the loop is woken, this thread only has to block.
-        done: tuple[PoolFuture[Any], Any, bool, _Port] | None = None
+        # The previous job, its result on it, posted before the next job runs or before this
+        # worker sleeps: once the loop is woken, this thread only has to block.
+        done: PoolFuture[Any] | None = None
         while True:
             if self._closed:
                 if done is not None:
-                    done[3].post(done[0], done[1], done[2])
+                    done._port.post(done)
                 w.stopped()
                 return
             try:
-                fut, fn, arg, port = popleft()
+                fut = popleft()
             except IndexError:
                 idle.append(w)
                 if jobs or self._closed:
@@ -453,22 +525,24 @@ class WorkerPool:
                     else:
                         continue
                 if done is not None:
-                    done[3].post(done[0], done[1], done[2])
+                    done._port.post(done)
                     done = None
                 w.sleep()
                 continue
             self._started += 1
             if done is not None:
-                done[3].post(done[0], done[1], done[2])
+                done._port.post(done)
                 done = None
             if fut.done():
                 continue  # cancelled before it started: it does not run
             try:
-                done = (fut, fn(arg), False, port)
+                fut._value = fut._fn(fut._arg)
             except BaseException as exc:
-                done = (fut, exc, True, port)
+                fut._value = exc
+                fut._failed = True
                 del exc  # the traceback holds this frame
-            del fut, fn, arg, port
+            done = fut
+            del fut
 
 
 def _cancel(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any]) -> None:
