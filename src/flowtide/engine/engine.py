@@ -33,7 +33,7 @@ from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.authoring.nodes import registry as default_registry
-from flowtide.clock import Clock, SystemClock, VirtualClock
+from flowtide.clock import Clock, SystemClock, VirtualClock, isoformat
 from flowtide.engine.errors import (
     EngineError,
     RefusalReason,
@@ -810,9 +810,9 @@ class Engine:
             token_id=entry.token_id,
             data={
                 "message": f"cannot fire a due {entry.purpose or 'wait'} here: {why}; "
-                f"retrying at {later.isoformat()}",
+                f"retrying at {isoformat(later)}",
                 "purpose": entry.purpose,
-                "due": entry.when.isoformat(),
+                "due": isoformat(entry.when),
             },
         )
         deferred = DueEntry(later, entry.run_id, entry.token_id, entry.purpose)

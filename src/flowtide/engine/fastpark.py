@@ -33,6 +33,7 @@ from datetime import datetime
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
+from flowtide.clock import isoformat
 from flowtide.engine.context import NodeContext
 from flowtide.engine.eager import Remainder
 from flowtide.engine.errors import Cancelled, UndeclaredOutputError
@@ -111,7 +112,7 @@ async def park_at_once(
             {
                 "flow": flow.id,
                 "version": flow.version,
-                "deadline": run.deadline.isoformat() if run.deadline else None,
+                "deadline": isoformat(run.deadline) if run.deadline else None,
             },
         ),
         EventRecord(
@@ -445,10 +446,10 @@ def _window(
     timeout = settings.timeout
     assert timeout is not None
     anchor = settings.timeout_anchor or TimeoutAnchor.PARK
-    resolved = now.isoformat()
+    resolved = isoformat(now)
     if anchor is TimeoutAnchor.INSTANCE:
         base = created_at
-        at = base.isoformat()
+        at = isoformat(base)
     else:  # park (a node anchor, which a fast entry has not, would be now too)
         base = now
         at = resolved
@@ -457,7 +458,7 @@ def _window(
         "anchor": anchor._value_,
         "anchor_at": at,
         "timeout": timeout.total_seconds(),
-        "deadline": deadline.isoformat(),
+        "deadline": isoformat(deadline),
         "resolved_at": resolved,
     }
 

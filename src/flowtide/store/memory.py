@@ -148,7 +148,12 @@ class MemoryStore(Store):
             for token_id, wanted in c.expect.items():
                 expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
                 row = tokens.get(token_id)
-                why = expect.check(_token_head(row) if row is not None else None)
+                # Checked on the row's fields: no record built for it.
+                why = (
+                    expect.mismatch(row[_STATUS], row[_EPOCH], row[_DEADLINE])
+                    if row is not None
+                    else "missing"
+                )
                 if why is not None:
                     raise StoreConflict(f"token {token_id!r} of run {run_id!r} is {why}")
         if c.signal_answers:
@@ -429,6 +434,8 @@ _PARK_STATUSES = {s.value: s for s in ParkStatus}
 _OPEN = ParkStatus.PARKED.value
 _LIFECYCLE = 3
 _STATUS = 3
+_DEADLINE = 7
+_EPOCH = 11
 _PARK_STATUS = 10
 
 
@@ -498,14 +505,6 @@ def _token_record(r: tuple[Any, ...]) -> TokenRecord:
     )
 
 
-def _token_head(r: tuple[Any, ...]) -> TokenRecord:
-    """The token without its data (what :meth:`Expect.check` looks at), not thawed for
-    nothing on every compare-and-set commit."""
-    return TokenRecord(
-        r[0], r[1], r[2], _STATUSES[r[3]], r[4], r[5], r[6], r[7], r[8], r[9], {}, r[11]
-    )
-
-
 def _run_row(r: RunRecord) -> tuple[Any, ...]:
     return (
         r.id,
@@ -547,7 +546,7 @@ def _run_record(r: tuple[Any, ...]) -> RunRecord:
         r[10],
         r[11],
         r[12],
-        _thaw(r[13]),
+        {"entrypoint": None} if r[13] is _NO_ENTRYPOINT else _thaw(r[13]),
         _thaw(r[14]) if r[14] is not None else None,
     )
 
