@@ -146,6 +146,48 @@ class SignalReceipt:
         )
 
 
+_new = object.__new__
+# The slots' setters: a frozen dataclass's __init__ sets each field through a call to
+# object.__setattr__ by name, which is slower than the slot descriptor itself.
+_sr_setters = tuple(
+    SignalReceipt.__dict__[name].__set__
+    for name in (
+        "run_id",
+        "token_id",
+        "placement",
+        "output",
+        "at",
+        "park",
+        "idempotency_key",
+        "duplicate",
+    )
+)
+
+
+def _receipt(
+    run_id: str,
+    token_id: str,
+    placement: str,
+    output: str | None,
+    at: datetime,
+    park: str,
+    idempotency_key: str | None,
+) -> SignalReceipt:
+    """``SignalReceipt(...)`` of a signal that applied, built without the dataclass's
+    __init__ (one per resume)."""
+    receipt = _new(SignalReceipt)
+    s_run, s_token, s_placement, s_output, s_at, s_park, s_key, s_duplicate = _sr_setters
+    s_run(receipt, run_id)
+    s_token(receipt, token_id)
+    s_placement(receipt, placement)
+    s_output(receipt, output)
+    s_at(receipt, at)
+    s_park(receipt, park)
+    s_key(receipt, idempotency_key)
+    s_duplicate(receipt, False)
+    return receipt
+
+
 class Engine:
     """Runs flows.
 
@@ -528,7 +570,7 @@ class Engine:
                     continue  # another engine moved the token first: look again
                 if applied is not None:
                     # The receipt from_answer would give, without the round trip through text.
-                    return SignalReceipt(
+                    return _receipt(
                         park.run_id,
                         park.token_id,
                         park.placement,

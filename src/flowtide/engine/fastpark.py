@@ -187,17 +187,30 @@ async def park_at_once(
         if request is not None:
             if timer is not None:
                 timer.disarm()
-            result = await _park(
+            parked = _park(
                 engine, fast, run, state, base, ctx_state, update, token, request, seq, now, window
             )
-            if result is not None:
-                return result
+            if parked is not None:
+                # (Committed here: a plain function builds the commit, no coroutine of its own.)
+                c, deadline, at = parked
+                await engine.store.commit(c)
+                if deadline is not None:
+                    engine.sweeper.wake(
+                        deadline
+                        if run.deadline is None or deadline <= run.deadline
+                        else run.deadline
+                    )
+                elif run.deadline is not None:
+                    engine.sweeper.wake(run.deadline)
+                return parked_result(
+                    run_id, dict(state), token.id, pid, request.key, deadline, request.payload, at
+                )
     if rest is None:
         rest = _Done(value, None)
     return _hand_over(eager, fast, base, ctx_state, timer, rest)
 
 
-async def _park(
+def _park(
     engine: Engine,
     fast: FastEntry,
     run: RunRecord,
@@ -210,9 +223,10 @@ async def _park(
     seq: int,
     started: datetime,
     start_window: dict[str, Any] | None,
-) -> RunResult | None:
-    """What RunExecutor._park and RunExecutor._settle commit, in one commit; None (nothing
-    done) when the park times out at once or the run deadline has passed."""
+) -> tuple[Commit, datetime | None, datetime] | None:
+    """What RunExecutor._park and RunExecutor._settle commit, as one commit, with the park's
+    deadline and instant; None (nothing done) when the park times out at once or the run
+    deadline has passed."""
     now = engine.clock.now()
     settings = fast.settings
     deadline = None
@@ -279,16 +293,7 @@ async def _park(
     if visits is None:
         visits = _VISITED_ONCE[pid] = ((pid, 1),)
     run.resume = {"seq": seq + 1, "visits": visits, "terminals": (), "outcome": None}
-    await engine.store.commit(c)
-    if deadline is not None:
-        engine.sweeper.wake(
-            deadline if run.deadline is None or deadline <= run.deadline else run.deadline
-        )
-    elif run.deadline is not None:
-        engine.sweeper.wake(run.deadline)
-    return parked_result(
-        run_id, dict(state), token.id, pid, request.key, deadline, request.payload, now
-    )
+    return c, deadline, now
 
 
 class EagerRun:

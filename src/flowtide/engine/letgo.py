@@ -245,9 +245,14 @@ async def _end_by_signal(
     if g is None:
         return None
     p = g.p
-    if invalid_output(g.plan, p, output, park.token_id, park) is not None:
-        return None
-    q = _terminal(p, g.plan, output)
+    plan = g.plan
+    key = (p.id, output)
+    if key in plan.signal_ends:
+        q = plan.signal_ends[key]
+    elif invalid_output(plan, p, output, park.token_id, park) is not None:
+        return None  # (not remembered: any text may come as an output)
+    else:
+        q = plan.signal_ends[key] = _terminal(p, plan, output)
     if q is None:
         return None
     token = await _parked_token(engine, g)

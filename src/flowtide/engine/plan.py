@@ -114,6 +114,10 @@ class FlowPlan:
     _reaches: dict[tuple[str, ...], bool] = field(default_factory=dict)
     _entries: dict[str, FastEntry | None] = field(default_factory=dict)
     _started_nodes: dict[tuple[str, ...], tuple[str, ...] | None] = field(default_factory=dict)
+    signal_ends: dict[tuple[str, str], Terminal | None] = field(default_factory=dict)
+    """(placement id, output) -> the terminal that does not fail a signal with that valid output
+    takes the token to alone, else None: filled by :mod:`flowtide.engine.letgo` as signals come
+    (only outputs the node declares and the placement routes: a bounded set)."""
 
     @classmethod
     def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
