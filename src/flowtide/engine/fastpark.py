@@ -44,7 +44,7 @@ from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import ErrorInfo, RunResult, parked_result
 from flowtide.engine.run import Attempt, RunExecutor
 from flowtide.engine.scope import CancelScope, ScopeDeadline
-from flowtide.model.settings import NodeSettings, TimeoutAnchor
+from flowtide.model.settings import TimeoutAnchor
 from flowtide.store.base import (
     Commit,
     DueEntry,
@@ -86,7 +86,7 @@ async def park_at_once(
     deadline = None
     window: dict[str, Any] | None = None
     if settings.timeout is not None:
-        deadline, window = _window(settings, now, run.created_at)
+        deadline, window = _window(fast, now, run.created_at)
         if deadline <= now:
             return None  # it times out at once: the general path says so
     if run.deadline is not None and run.deadline <= now:
@@ -95,10 +95,18 @@ async def park_at_once(
     run.lifecycle = _RUNNING
     run.started_at = now
     token = TokenRecord(
-        f"{run_id}.1", run_id, pid, TokenStatus.RUNNING, 1, 1, (), deadline, None, now
+        f"{run_id}.1",
+        run_id,
+        pid,
+        TokenStatus.RUNNING,
+        1,
+        1,
+        (),
+        deadline,
+        None,
+        now,
+        {"window": window} if window is not None else {},
     )
-    if window is not None:
-        token.data["window"] = window
     flow = plan.flow
     impl = fast.impl
     events = [
@@ -135,16 +143,7 @@ async def park_at_once(
     base = dict(state)
     scope = CancelScope(None, pid)
     ctx_state = copy_state(base)
-    ctx = NodeContext(
-        state=ctx_state,
-        run_id=run_id,
-        placement=pid,
-        attempt=1,
-        visit=1,
-        item=None,
-        clock=clock,
-        scope=scope,
-    )
+    ctx = NodeContext(ctx_state, run_id, pid, 1, 1, None, clock, scope)
     # On a clock that runs ties in arming order, armed before the code runs, as on the general
     # path: at the same instant as a timer the node arms, the deadline (armed first) wins.
     # Elsewhere it is armed only if the attempt goes on after its first step (_hand_over).
@@ -237,7 +236,7 @@ def _park(
             deadline = token.deadline
             window = start_window
         else:
-            deadline, window = _window(settings, now, run.created_at)
+            deadline, window = _window(fast, now, run.created_at)
         assert deadline is not None
         if deadline <= now:
             return None
@@ -443,29 +442,33 @@ async def _finish(
 
 
 def _window(
-    settings: NodeSettings, now: datetime, created_at: datetime
+    fast: FastEntry, now: datetime, created_at: datetime
 ) -> tuple[datetime, dict[str, Any]]:
     """The deadline and ``resolve_window(settings, now=now, run_created_at=created_at)
-    .to_data()`` of a window with a timeout and no node anchor (a fast entry's), without the
-    Window, formatting ``now`` once when it is also the anchor instant (anchor ``park``)."""
-    timeout = settings.timeout
+    .to_data()`` of a fast entry's window (a timeout, no node anchor), without the Window,
+    formatting ``now`` once when it is also the anchor instant (anchor ``park``)."""
+    timeout = fast.settings.timeout
     assert timeout is not None
-    anchor = settings.timeout_anchor or TimeoutAnchor.PARK
     resolved = isoformat(now)
-    if anchor is TimeoutAnchor.INSTANCE:
-        base = created_at
-        at = isoformat(base)
+    if fast.from_instance:
+        deadline = created_at + timeout
+        anchor = _INSTANCE
+        at = isoformat(created_at)
     else:  # park (a node anchor, which a fast entry has not, would be now too)
-        base = now
+        deadline = now + timeout
+        anchor = _PARK
         at = resolved
-    deadline = base + timeout
     return deadline, {
-        "anchor": anchor._value_,
+        "anchor": anchor,
         "anchor_at": at,
-        "timeout": timeout.total_seconds(),
+        "timeout": fast.timeout_s,
         "deadline": isoformat(deadline),
         "resolved_at": resolved,
     }
+
+
+_INSTANCE = TimeoutAnchor.INSTANCE.value
+_PARK = TimeoutAnchor.PARK.value
 
 
 class _Done:

@@ -19,7 +19,7 @@ from flowtide.model.placements import (
     Task,
     Terminal,
 )
-from flowtide.model.settings import NodeSettings
+from flowtide.model.settings import NodeSettings, TimeoutAnchor
 
 Resolver = Callable[[str], NodeImplementation]
 
@@ -73,6 +73,10 @@ class FastEntry:
     settings: NodeSettings
     merger: StateMerger
     """The flow's reducers (a run's own merger holds nothing else)."""
+    from_instance: bool = False
+    """The window (if any) is anchored at the run's creation (else at the attempt or park)."""
+    timeout_s: float = 0.0
+    """The window's timeout in seconds (as its data records it)."""
 
 
 @dataclass(slots=True)
@@ -226,7 +230,15 @@ class FlowPlan:
         settings = self.settings[p.id]
         if settings.timers or needs_node_anchor(settings):
             return None
-        return FastEntry(p, impl, settings, StateMerger(self.flow.reducers))
+        timeout = settings.timeout
+        return FastEntry(
+            p,
+            impl,
+            settings,
+            StateMerger(self.flow.reducers),
+            settings.timeout_anchor is TimeoutAnchor.INSTANCE,
+            timeout.total_seconds() if timeout is not None else 0.0,
+        )
 
     def started_nodes(self, targets: Sequence[str]) -> tuple[str, ...] | None:
         """The node each of a split's ``targets`` runs, when every one is in :attr:`started`
