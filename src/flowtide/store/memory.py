@@ -84,6 +84,8 @@ class MemoryStore(Store):
         self._history[run.id] = []
         if commit is None:
             return ()
+        if commit.run_id not in self._runs:
+            raise UnknownRunError(commit.run_id)  # (as commit() says it)
         # Applied here, not through commit(): no second coroutine (and a subclass's commit sees
         # only commits, as before).
         return MemoryStore._apply(self, commit)
