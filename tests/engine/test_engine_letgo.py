@@ -590,3 +590,10 @@ def test_the_end_result_and_the_receipt_are_the_ones_the_constructors_build() ->
     assert receipt == SignalReceipt("r", "r.1", "p", "ok", at(2), "r.1#1", "key")
     assert repr(receipt) == repr(SignalReceipt("r", "r.1", "p", "ok", at(2), "r.1#1", "key"))
     assert receipt.duplicate is False
+    from flowtide.engine.letgo import _parked_at
+    from flowtide.store import Expect, TokenStatus
+
+    expect = _parked_at(3, at(2))
+    assert expect == Expect(TokenStatus.PARKED, 3, at(2)) and hash(expect) == hash(
+        Expect(TokenStatus.PARKED, 3, at(2))
+    )

@@ -276,7 +276,7 @@ async def end_by_signal(
             now,
             first,
             result,
-            Expect(TokenStatus.PARKED, epoch, now),
+            _parked_at(epoch, now),
             moved=q,
             state=change,
             answers=answers,
@@ -353,6 +353,24 @@ async def _end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> bo
     with contextlib.suppress(StoreConflict):  # another engine moved the token first: it stands
         await _end(engine, g, now, first, result, expect, moved=q)
     return True
+
+
+_new = object.__new__
+# The slots' setters: the frozen dataclass's __init__ sets each field by name through
+# object.__setattr__, which is slower than the slot descriptor itself.
+_ex_status, _ex_epoch, _ex_alive_at = (
+    Expect.__dict__[name].__set__ for name in ("status", "epoch", "alive_at")
+)
+
+
+def _parked_at(epoch: int, now: datetime) -> Expect:
+    """``Expect(TokenStatus.PARKED, epoch, now)`` (what a signal's commit expects), built
+    without the dataclass's __init__."""
+    expect = _new(Expect)
+    _ex_status(expect, TokenStatus.PARKED)
+    _ex_epoch(expect, epoch)
+    _ex_alive_at(expect, now)
+    return expect
 
 
 def _close(park: ParkRecord, status: ParkStatus, now: datetime, by: str) -> None:

@@ -2880,7 +2880,10 @@ def finish(run: RunRecord, result: RunResult, now: datetime) -> EventRecord:
         "run_finished",
         run.id,
         now,
-        data={
+        None,
+        None,
+        None,
+        {
             "lifecycle": result.lifecycle._value_,
             "outcome": result.outcome,
             "errors": [e.to_dict() for e in result.errors],
