@@ -180,19 +180,26 @@ async def _end(
         else []
     )
     written, removed = state
+    # Every field by position (this is every let-go end; keywords cost twice as much), in
+    # Commit's order: run id, run, tokens, state, state deleted, events, due, due cleared, due
+    # dropped, anchors, anchors released, scatter, parks, signal answers, expect.
     await engine.store.commit(
         Commit(
             run.id,
-            run=run,
-            tokens=[token],
-            state=written or None,
-            state_deleted=removed,
-            events=events,
-            due_cleared=due_cleared,
-            anchors_released=anchors,
-            parks=[g.park],
-            signal_answers=answers or (),
-            expect={token.id: expect},
+            run,
+            [token],
+            written or None,
+            removed,
+            events,
+            (),
+            due_cleared,
+            (),
+            (),
+            anchors,
+            (),
+            [g.park],
+            answers or (),
+            {token.id: expect},
         )
     )
     engine._ended(result)
