@@ -592,6 +592,14 @@ def test_the_parked_result_is_the_one_the_constructors_build() -> None:
     assert RunResult.from_dict(built.to_dict()) == expected
 
 
+def test_the_parks_due_entry_is_the_one_the_constructor_builds() -> None:
+    from flowtide.store import DueEntry
+
+    built = fastpark._due(at(3), "r", "r.1", "timeout")
+    expected = DueEntry(at(3), "r", "r.1", "timeout")
+    assert built == expected and repr(built) == repr(expected) and hash(built) == hash(expected)
+
+
 @pytest.mark.parametrize("anchor", ["park", "instance", None])
 def test_the_window_data_is_the_windows_own(anchor: str | None) -> None:
     from flowtide.engine.deadlines import resolve_window

@@ -396,14 +396,23 @@ class Engine:
             flow_id = flow
         plan = self.plan(flow_id)
         now = self.clock.now()
+        # (By position, as every run makes one: id, flow id and version, lifecycle, created,
+        # deadline, started, finished, parent run and token, depth, outcome, result, options.)
         run = RunRecord(
-            id=run_id or new_run_id(),
-            flow_id=flow_id,
-            flow_version=plan.flow.version,
-            lifecycle=_PENDING,
-            created_at=now,
-            deadline=_deadline(deadline if deadline is not None else plan.flow.deadline, now),
-            options={"entrypoint": entrypoint},
+            run_id or new_run_id(),
+            flow_id,
+            plan.flow.version,
+            _PENDING,
+            now,
+            _deadline(deadline if deadline is not None else plan.flow.deadline, now),
+            None,
+            None,
+            None,
+            None,
+            0,
+            None,
+            None,
+            {"entrypoint": entrypoint},
         )
         return plan, run, copy_state(input or {})
 

@@ -133,8 +133,9 @@ async def park_at_once(
             {"visit": 1, "node": impl.id, "deadline": window["deadline"] if window else None},
         ),
     ]
+    # (Commit by position: run id, run, tokens, state, state deleted, events.)
     stored = await engine.store.create_run(
-        run, state, Commit(run_id, tokens=[token], events=events)
+        run, state, Commit(run_id, None, [token], None, (), events)
     )
     # A run's events are numbered 1, 2, 3, ...: the last of a new run's is their count (no
     # record built to read it).
@@ -264,7 +265,7 @@ def _park(
     )
     due: list[DueEntry] = []
     if deadline is not None:
-        due.append(DueEntry(deadline, run_id, token.id, "timeout"))
+        due.append(_due(deadline, run_id, token.id, "timeout"))
     if run.deadline is not None:
         # The run is let go: the sweeper holds its deadline.
         due.append(DueEntry(run.deadline, run_id, run_id, "deadline"))
@@ -277,7 +278,9 @@ def _park(
         token.id,
         {"key": request.key, "deadline": window["deadline"] if window else None, "park": park.id},
     )
-    c = Commit(run_id, run=run, tokens=[token], events=[ev], due=due, parks=[park])
+    # (By position, as every park makes one: run id, run, tokens, state, state deleted, events,
+    # due, due cleared, due dropped, anchors, anchors released, scatter, parks.)
+    c = Commit(run_id, run, [token], None, (), [ev], due, (), (), (), (), (), [park])
     merger = fast.merger
     changed, deleted = merger.changes(base, ctx_state)
     if changed or deleted or update:
@@ -469,6 +472,25 @@ def _window(
 
 _INSTANCE = TimeoutAnchor.INSTANCE.value
 _PARK = TimeoutAnchor.PARK.value
+
+
+_new = object.__new__
+# The slots' setters: the frozen dataclass's __init__ sets each field by name through
+# object.__setattr__, which is slower than the slot descriptor itself.
+_due_when, _due_run, _due_token, _due_purpose = (
+    DueEntry.__dict__[name].__set__ for name in ("when", "run_id", "token_id", "purpose")
+)
+
+
+def _due(when: datetime, run_id: str, token_id: str, purpose: str) -> DueEntry:
+    """``DueEntry(when, run_id, token_id, purpose)`` (a park's deadline), built without the
+    dataclass's __init__."""
+    entry = _new(DueEntry)
+    _due_when(entry, when)
+    _due_run(entry, run_id)
+    _due_token(entry, token_id)
+    _due_purpose(entry, purpose)
+    return entry
 
 
 class _Done:
