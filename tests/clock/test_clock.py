@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from flowtide.clock import SystemClock, VirtualClock
+from flowtide.clock import SystemClock, VirtualClock, isoformat
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -90,3 +92,27 @@ async def test_system_clock_is_aware_utc_and_fires_past_instants_at_once() -> No
     done = asyncio.Event()
     clock.call_at(now - timedelta(seconds=1), done.set)
     await asyncio.wait_for(done.wait(), 5)
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(1, 1, 1),
+        max_value=datetime(9999, 12, 31, 23, 59, 59, 999999),
+        timezones=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30)), None]),
+    )
+)
+def test_isoformat_is_datetime_isoformat(when: datetime) -> None:
+    # The cached prefix must never leak from one instant to another: format twice, and a
+    # neighbour in the same minute.
+    assert isoformat(when) == when.isoformat()
+    assert isoformat(when) == when.isoformat()
+    other = when.replace(second=(when.second + 1) % 60, microsecond=0)
+    assert isoformat(other) == other.isoformat()
+
+
+def test_isoformat_of_a_datetime_subclass_is_its_own() -> None:
+    class Odd(datetime):
+        def isoformat(self, sep: str = "T", timespec: str = "auto") -> str:
+            return "odd"
+
+    assert isoformat(Odd(2026, 1, 1, tzinfo=UTC)) == "odd"

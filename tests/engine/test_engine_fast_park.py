@@ -592,15 +592,27 @@ def test_the_parked_result_is_the_one_the_constructors_build() -> None:
     assert RunResult.from_dict(built.to_dict()) == expected
 
 
+def test_the_parks_due_entry_is_the_one_the_constructor_builds() -> None:
+    from flowtide.store import DueEntry
+
+    built = fastpark._due(at(3), "r", "r.1", "timeout")
+    expected = DueEntry(at(3), "r", "r.1", "timeout")
+    assert built == expected and repr(built) == repr(expected) and hash(built) == hash(expected)
+
+
 @pytest.mark.parametrize("anchor", ["park", "instance", None])
 def test_the_window_data_is_the_windows_own(anchor: str | None) -> None:
     from flowtide.engine.deadlines import resolve_window
-    from flowtide.model.settings import NodeSettings
 
-    settings = NodeSettings.model_validate({"timeout": "PT10S", "timeout_anchor": anchor})
+    extra = {"timeout_anchor": anchor} if anchor else {}
+    plan = Engine(flows=[one(park_plain, f"window-{anchor}", timeout="PT10.5S", **extra)]).plan(
+        f"urn:test:flow:fast-park-window-{anchor}"
+    )
+    fast = plan.fast_entry(plan.entry_target(None))
+    assert fast is not None
     for created in (at(1), at(5)):
-        window = resolve_window(settings, now=at(5), run_created_at=created)
-        assert fastpark._window(settings, at(5), created) == (window.deadline, window.to_data())
+        window = resolve_window(fast.settings, now=at(5), run_created_at=created)
+        assert fastpark._window(fast, at(5), created) == (window.deadline, window.to_data())
 
 
 def test_run_ids_are_random_version_4_uuids() -> None:

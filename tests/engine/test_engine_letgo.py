@@ -528,3 +528,72 @@ async def test_the_engine_keeps_the_latest_ends_and_answers_older_ones_from_the_
             assert (result.run_id, result.outcome) == (run_id, "approved")
     finally:
         await engine.close()
+
+
+async def test_the_terminal_of_a_signal_is_remembered_per_plan_for_valid_outputs_only(
+    rebuilds: list[str],
+) -> None:
+    # Several runs of one plan: the first signal of each output decides, later ones read what
+    # the plan remembered; an invalid output is refused every time and never remembered.
+    f = flow()
+    async with running() as (engine, _clock):
+        for i in range(3):
+            run_id = f"r{i}"
+            await engine.run(f, run_id=run_id)
+            await engine.signal(run_id, placement="p", output="again")  # to a task: general
+            await engine.wait_parked(run_id)
+            assert not engine._runs  # let go again
+            await engine.signal(run_id, placement="p", output="ok")
+            assert (await engine.wait(run_id)).outcome == "done"
+            await engine.run(f, run_id=f"bad{i}")
+            for bad in ("nope", "timeout", "nope"):
+                with pytest.raises(SignalRefused) as refused:
+                    await engine.signal(f"bad{i}", placement="p", output=bad)
+                assert refused.value.reason == "invalid_output"
+        plan = engine.plan(f.id)
+        assert plan.signal_ends == {("p", "again"): None, ("p", "ok"): plan.placements["done"]}
+    # Each run's "again" and each refused run's first refusal rebuilt it; no "ok" did.
+    assert sorted(set(rebuilds)) == sorted(
+        [f"r{i}" for i in range(3)] + [f"bad{i}" for i in range(3)]
+    )
+
+
+def test_the_end_result_and_the_receipt_are_the_ones_the_constructors_build() -> None:
+    from flowtide.engine.engine import SignalReceipt, _receipt
+    from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
+    from flowtide.engine.run import end_result
+
+    errors = [ErrorInfo("NodeTimeoutError", "late", "p")]
+    interrupted = InterruptedAt("timeout", "p", at(3), ("p",))
+    for lifecycle, terminals, outcome in [
+        (Lifecycle.COMPLETED, ["done"], "done"),
+        (Lifecycle.FAILED, ["done"], None),
+        (Lifecycle.FAILED, [], None),
+    ]:
+        built = end_result(
+            "r", lifecycle, {"a": [1]}, terminals, outcome, errors=errors, interrupted=interrupted
+        )
+        expected = RunResult(
+            run_id="r",
+            lifecycle=lifecycle,
+            outcome=built.outcome,
+            state={"a": [1]},
+            errors=tuple(errors),
+            interrupted_at=interrupted,
+            terminals=tuple(terminals),
+        )
+        assert built == expected and repr(built) == repr(expected)
+        assert hash(built.terminals) == hash(expected.terminals)
+        assert RunResult.from_dict(built.to_dict()) == expected
+    assert end_result("r", Lifecycle.FAILED, {}, ["done"], None).outcome == "failed"
+    receipt = _receipt("r", "r.1", "p", "ok", at(2), "r.1#1", "key")
+    assert receipt == SignalReceipt("r", "r.1", "p", "ok", at(2), "r.1#1", "key")
+    assert repr(receipt) == repr(SignalReceipt("r", "r.1", "p", "ok", at(2), "r.1#1", "key"))
+    assert receipt.duplicate is False
+    from flowtide.engine.letgo import _parked_at
+    from flowtide.store import Expect, TokenStatus
+
+    expect = _parked_at(3, at(2))
+    assert expect == Expect(TokenStatus.PARKED, 3, at(2)) and hash(expect) == hash(
+        Expect(TokenStatus.PARKED, 3, at(2))
+    )

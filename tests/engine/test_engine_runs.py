@@ -309,3 +309,22 @@ async def test_wait_placements_fire_as_due_instants() -> None:
     fired = of_kind(history, "timer_fired")
     assert [(e.placement, e.at) for e in fired] == [("ten", at(600)), ("until", at(3600))]
     assert kinds(history, placement="ten") == ["wait_started", "timer_fired"]
+
+
+def test_transition_by_member_or_value_as_lifecycle_calls_say() -> None:
+    from flowtide.engine.lifecycle import _ALLOWED
+
+    names = [m.value for m in Lifecycle]
+    for current in [*Lifecycle, *names]:
+        for wanted in [*Lifecycle, *names]:
+            cur, new = Lifecycle(current), Lifecycle(wanted)
+            if new in _ALLOWED.get(cur, frozenset()):
+                assert transition(current, wanted) is new
+            else:
+                with pytest.raises(LifecycleError):
+                    transition(current, wanted)
+    for bad in ("bogus", "", "PARKED"):
+        with pytest.raises(ValueError, match="is not a valid Lifecycle"):
+            transition(bad, "running")
+        with pytest.raises(ValueError, match="is not a valid Lifecycle"):
+            transition("running", bad)

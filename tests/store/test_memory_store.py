@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -289,6 +290,50 @@ async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
     # The events' fields are items of that list, not rows of their own; their data is shared,
     # not copied: a flat dict is never tracked.
     assert [x for x in history if gc.is_tracked(x)] == []
+
+
+async def test_the_due_index_agrees_with_a_plain_model_over_random_operations() -> None:
+    # A token's one entry is kept as its heap item, several as a mapping: setting, replacing,
+    # dropping, clearing and claiming any mix of purposes must read as one dict per token.
+    rng = random.Random(7)
+    purposes = ["", "timeout", "timer:1:0", "timer:1:1"]
+    for _ in range(30):
+        store = await new_store("r")
+        model: dict[tuple[str, str], datetime] = {}
+        for _ in range(60):
+            token = f"r.{rng.randint(1, 3)}"
+            purpose = rng.choice(purposes)
+            op = rng.random()
+            if op < 0.5:
+                when = t(rng.randint(0, 40))
+                await store.commit(Commit("r", due=[DueEntry(when, "r", token, purpose)]))
+                model[(token, purpose)] = when
+            elif op < 0.65:
+                await store.commit(Commit("r", due_dropped=[(token, purpose)]))
+                model.pop((token, purpose), None)
+            elif op < 0.75:
+                # Cleared, then set again in the same commit (cleared first).
+                when = t(rng.randint(0, 40))
+                await store.commit(
+                    Commit("r", due_cleared=[token], due=[DueEntry(when, "r", token, purpose)])
+                )
+                model = {k: v for k, v in model.items() if k[0] != token}
+                model[(token, purpose)] = when
+            elif op < 0.85:
+                await store.commit(Commit("r", due_cleared=[token]))
+                model = {k: v for k, v in model.items() if k[0] != token}
+            else:
+                now = t(rng.randint(0, 40))
+                limit = rng.randint(1, 4)
+                claimed = await store.claim_due(now, limit)
+                due = sorted((w, k) for k, w in model.items() if w <= now)
+                assert [e.when for e in claimed] == [w for w, _ in due][:limit]
+                for e in claimed:
+                    assert model.pop((e.token_id, e.purpose)) == e.when
+            entries = store.due_entries()
+            assert {(e.token_id, e.purpose): e.when for e in entries} == model
+            assert len(entries) == len(model)
+            assert await store.next_due() == (min(model.values()) if model else None)
 
 
 async def test_the_events_a_commit_returns_read_like_a_list_of_records() -> None:

@@ -158,3 +158,38 @@ async def test_due_entries_list_the_live_entries_after_resets_and_claims() -> No
     assert store.due_entries() == [DueEntry(t(20), "r", "r.1", "timeout")]
     await store.commit(Commit("r", due_dropped=[("r.1", "timeout")]))
     assert store.due_entries() == [] and await store.next_due() is None
+
+
+def _old_check(expect: Expect, token: TokenRecord | None) -> str | None:
+    """Expect.check as it read before it checked fields (the reference)."""
+    if token is None:
+        return "missing"
+    wanted = expect.status if isinstance(expect.status, frozenset) else frozenset({expect.status})
+    if token.status not in wanted:
+        return f"{token.status.value}, not {'/'.join(sorted(s.value for s in wanted))}"
+    if expect.epoch is not None and token.epoch != expect.epoch:
+        return f"at epoch {token.epoch}, not {expect.epoch}"
+    deadline = token.deadline
+    if expect.alive_at is not None and deadline is not None and deadline <= expect.alive_at:
+        return f"past its deadline {deadline.isoformat()}"
+    return None
+
+
+def test_expect_on_fields_says_what_expect_on_records_says() -> None:
+    expects = [
+        Expect(P),
+        Expect(P, 3),
+        Expect(P, 3, t(10)),
+        Expect(frozenset({P, TokenStatus.WAITING}), 2, t(5)),
+        Expect(TokenStatus.RUNNING, None, t(20)),
+    ]
+    for status in TokenStatus:
+        for epoch in (2, 3):
+            for deadline in (None, t(5), t(10), t(30)):
+                token = TokenRecord("r.1", "r", "a", status, deadline=deadline, epoch=epoch)
+                for expect in expects:
+                    want = _old_check(expect, token)
+                    assert expect.check(token) == want
+                    # As the memory store calls it: the status as stored (its value).
+                    assert expect.mismatch(status.value, epoch, deadline) == want
+    assert Expect(P).check(None) == "missing"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from flowtide.clock import isoformat
 from flowtide.model.settings import NodeSettings, TimeoutAnchor, Timer
 
 __all__ = ["Window", "attempt_deadline", "needs_node_anchor", "resolve_window", "timer_due"]
@@ -38,10 +39,10 @@ class Window:
         """The JSON form kept on the token (for ``explain``)."""
         return {
             "anchor": self.anchor.value,
-            "anchor_at": self.anchor_at.isoformat() if self.anchor_at else None,
+            "anchor_at": isoformat(self.anchor_at) if self.anchor_at else None,
             "timeout": self.timeout.total_seconds() if self.timeout is not None else None,
-            "deadline": self.deadline.isoformat() if self.deadline else None,
-            "resolved_at": self.resolved_at.isoformat(),
+            "deadline": isoformat(self.deadline) if self.deadline else None,
+            "resolved_at": isoformat(self.resolved_at),
         }
 
 

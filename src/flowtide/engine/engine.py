@@ -33,7 +33,7 @@ from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.authoring.nodes import registry as default_registry
-from flowtide.clock import Clock, SystemClock, VirtualClock
+from flowtide.clock import Clock, SystemClock, VirtualClock, isoformat
 from flowtide.engine.errors import (
     EngineError,
     RefusalReason,
@@ -144,6 +144,48 @@ class SignalReceipt:
             answer.get("idempotency_key"),
             duplicate,
         )
+
+
+_new = object.__new__
+# The slots' setters: a frozen dataclass's __init__ sets each field through a call to
+# object.__setattr__ by name, which is slower than the slot descriptor itself.
+_sr_setters = tuple(
+    SignalReceipt.__dict__[name].__set__
+    for name in (
+        "run_id",
+        "token_id",
+        "placement",
+        "output",
+        "at",
+        "park",
+        "idempotency_key",
+        "duplicate",
+    )
+)
+
+
+def _receipt(
+    run_id: str,
+    token_id: str,
+    placement: str,
+    output: str | None,
+    at: datetime,
+    park: str,
+    idempotency_key: str | None,
+) -> SignalReceipt:
+    """``SignalReceipt(...)`` of a signal that applied, built without the dataclass's
+    __init__ (one per resume)."""
+    receipt = _new(SignalReceipt)
+    s_run, s_token, s_placement, s_output, s_at, s_park, s_key, s_duplicate = _sr_setters
+    s_run(receipt, run_id)
+    s_token(receipt, token_id)
+    s_placement(receipt, placement)
+    s_output(receipt, output)
+    s_at(receipt, at)
+    s_park(receipt, park)
+    s_key(receipt, idempotency_key)
+    s_duplicate(receipt, False)
+    return receipt
 
 
 class Engine:
@@ -354,14 +396,23 @@ class Engine:
             flow_id = flow
         plan = self.plan(flow_id)
         now = self.clock.now()
+        # (By position, as every run makes one: id, flow id and version, lifecycle, created,
+        # deadline, started, finished, parent run and token, depth, outcome, result, options.)
         run = RunRecord(
-            id=run_id or new_run_id(),
-            flow_id=flow_id,
-            flow_version=plan.flow.version,
-            lifecycle=_PENDING,
-            created_at=now,
-            deadline=_deadline(deadline if deadline is not None else plan.flow.deadline, now),
-            options={"entrypoint": entrypoint},
+            run_id or new_run_id(),
+            flow_id,
+            plan.flow.version,
+            _PENDING,
+            now,
+            _deadline(deadline if deadline is not None else plan.flow.deadline, now),
+            None,
+            None,
+            None,
+            None,
+            0,
+            None,
+            None,
+            {"entrypoint": entrypoint},
         )
         return plan, run, copy_state(input or {})
 
@@ -528,7 +579,7 @@ class Engine:
                     continue  # another engine moved the token first: look again
                 if applied is not None:
                     # The receipt from_answer would give, without the round trip through text.
-                    return SignalReceipt(
+                    return _receipt(
                         park.run_id,
                         park.token_id,
                         park.placement,
@@ -810,9 +861,9 @@ class Engine:
             token_id=entry.token_id,
             data={
                 "message": f"cannot fire a due {entry.purpose or 'wait'} here: {why}; "
-                f"retrying at {later.isoformat()}",
+                f"retrying at {isoformat(later)}",
                 "purpose": entry.purpose,
-                "due": entry.when.isoformat(),
+                "due": isoformat(entry.when),
             },
         )
         deferred = DueEntry(later, entry.run_id, entry.token_id, entry.purpose)

@@ -33,6 +33,7 @@ from datetime import datetime
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
+from flowtide.clock import isoformat
 from flowtide.engine.context import NodeContext
 from flowtide.engine.eager import Remainder
 from flowtide.engine.errors import Cancelled, UndeclaredOutputError
@@ -43,7 +44,7 @@ from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import ErrorInfo, RunResult, parked_result
 from flowtide.engine.run import Attempt, RunExecutor
 from flowtide.engine.scope import CancelScope, ScopeDeadline
-from flowtide.model.settings import NodeSettings, TimeoutAnchor
+from flowtide.model.settings import TimeoutAnchor
 from flowtide.store.base import (
     Commit,
     DueEntry,
@@ -85,7 +86,7 @@ async def park_at_once(
     deadline = None
     window: dict[str, Any] | None = None
     if settings.timeout is not None:
-        deadline, window = _window(settings, now, run.created_at)
+        deadline, window = _window(fast, now, run.created_at)
         if deadline <= now:
             return None  # it times out at once: the general path says so
     if run.deadline is not None and run.deadline <= now:
@@ -94,10 +95,18 @@ async def park_at_once(
     run.lifecycle = _RUNNING
     run.started_at = now
     token = TokenRecord(
-        f"{run_id}.1", run_id, pid, TokenStatus.RUNNING, 1, 1, (), deadline, None, now
+        f"{run_id}.1",
+        run_id,
+        pid,
+        TokenStatus.RUNNING,
+        1,
+        1,
+        (),
+        deadline,
+        None,
+        now,
+        {"window": window} if window is not None else {},
     )
-    if window is not None:
-        token.data["window"] = window
     flow = plan.flow
     impl = fast.impl
     events = [
@@ -111,7 +120,7 @@ async def park_at_once(
             {
                 "flow": flow.id,
                 "version": flow.version,
-                "deadline": run.deadline.isoformat() if run.deadline else None,
+                "deadline": isoformat(run.deadline) if run.deadline else None,
             },
         ),
         EventRecord(
@@ -124,8 +133,9 @@ async def park_at_once(
             {"visit": 1, "node": impl.id, "deadline": window["deadline"] if window else None},
         ),
     ]
+    # (Commit by position: run id, run, tokens, state, state deleted, events.)
     stored = await engine.store.create_run(
-        run, state, Commit(run_id, tokens=[token], events=events)
+        run, state, Commit(run_id, None, [token], None, (), events)
     )
     # A run's events are numbered 1, 2, 3, ...: the last of a new run's is their count (no
     # record built to read it).
@@ -134,16 +144,7 @@ async def park_at_once(
     base = dict(state)
     scope = CancelScope(None, pid)
     ctx_state = copy_state(base)
-    ctx = NodeContext(
-        state=ctx_state,
-        run_id=run_id,
-        placement=pid,
-        attempt=1,
-        visit=1,
-        item=None,
-        clock=clock,
-        scope=scope,
-    )
+    ctx = NodeContext(ctx_state, run_id, pid, 1, 1, None, clock, scope)
     # On a clock that runs ties in arming order, armed before the code runs, as on the general
     # path: at the same instant as a timer the node arms, the deadline (armed first) wins.
     # Elsewhere it is armed only if the attempt goes on after its first step (_hand_over).
@@ -186,17 +187,30 @@ async def park_at_once(
         if request is not None:
             if timer is not None:
                 timer.disarm()
-            result = await _park(
+            parked = _park(
                 engine, fast, run, state, base, ctx_state, update, token, request, seq, now, window
             )
-            if result is not None:
-                return result
+            if parked is not None:
+                # (Committed here: a plain function builds the commit, no coroutine of its own.)
+                c, deadline, at = parked
+                await engine.store.commit(c)
+                if deadline is not None:
+                    engine.sweeper.wake(
+                        deadline
+                        if run.deadline is None or deadline <= run.deadline
+                        else run.deadline
+                    )
+                elif run.deadline is not None:
+                    engine.sweeper.wake(run.deadline)
+                return parked_result(
+                    run_id, dict(state), token.id, pid, request.key, deadline, request.payload, at
+                )
     if rest is None:
         rest = _Done(value, None)
     return _hand_over(eager, fast, base, ctx_state, timer, rest)
 
 
-async def _park(
+def _park(
     engine: Engine,
     fast: FastEntry,
     run: RunRecord,
@@ -209,9 +223,10 @@ async def _park(
     seq: int,
     started: datetime,
     start_window: dict[str, Any] | None,
-) -> RunResult | None:
-    """What RunExecutor._park and RunExecutor._settle commit, in one commit; None (nothing
-    done) when the park times out at once or the run deadline has passed."""
+) -> tuple[Commit, datetime | None, datetime] | None:
+    """What RunExecutor._park and RunExecutor._settle commit, as one commit, with the park's
+    deadline and instant; None (nothing done) when the park times out at once or the run
+    deadline has passed."""
     now = engine.clock.now()
     settings = fast.settings
     deadline = None
@@ -222,7 +237,7 @@ async def _park(
             deadline = token.deadline
             window = start_window
         else:
-            deadline, window = _window(settings, now, run.created_at)
+            deadline, window = _window(fast, now, run.created_at)
         assert deadline is not None
         if deadline <= now:
             return None
@@ -250,7 +265,7 @@ async def _park(
     )
     due: list[DueEntry] = []
     if deadline is not None:
-        due.append(DueEntry(deadline, run_id, token.id, "timeout"))
+        due.append(_due(deadline, run_id, token.id, "timeout"))
     if run.deadline is not None:
         # The run is let go: the sweeper holds its deadline.
         due.append(DueEntry(run.deadline, run_id, run_id, "deadline"))
@@ -263,7 +278,9 @@ async def _park(
         token.id,
         {"key": request.key, "deadline": window["deadline"] if window else None, "park": park.id},
     )
-    c = Commit(run_id, run=run, tokens=[token], events=[ev], due=due, parks=[park])
+    # (By position, as every park makes one: run id, run, tokens, state, state deleted, events,
+    # due, due cleared, due dropped, anchors, anchors released, scatter, parks.)
+    c = Commit(run_id, run, [token], None, (), [ev], due, (), (), (), (), (), [park])
     merger = fast.merger
     changed, deleted = merger.changes(base, ctx_state)
     if changed or deleted or update:
@@ -278,16 +295,7 @@ async def _park(
     if visits is None:
         visits = _VISITED_ONCE[pid] = ((pid, 1),)
     run.resume = {"seq": seq + 1, "visits": visits, "terminals": (), "outcome": None}
-    await engine.store.commit(c)
-    if deadline is not None:
-        engine.sweeper.wake(
-            deadline if run.deadline is None or deadline <= run.deadline else run.deadline
-        )
-    elif run.deadline is not None:
-        engine.sweeper.wake(run.deadline)
-    return parked_result(
-        run_id, dict(state), token.id, pid, request.key, deadline, request.payload, now
-    )
+    return c, deadline, now
 
 
 class EagerRun:
@@ -437,29 +445,52 @@ async def _finish(
 
 
 def _window(
-    settings: NodeSettings, now: datetime, created_at: datetime
+    fast: FastEntry, now: datetime, created_at: datetime
 ) -> tuple[datetime, dict[str, Any]]:
     """The deadline and ``resolve_window(settings, now=now, run_created_at=created_at)
-    .to_data()`` of a window with a timeout and no node anchor (a fast entry's), without the
-    Window, formatting ``now`` once when it is also the anchor instant (anchor ``park``)."""
-    timeout = settings.timeout
+    .to_data()`` of a fast entry's window (a timeout, no node anchor), without the Window,
+    formatting ``now`` once when it is also the anchor instant (anchor ``park``)."""
+    timeout = fast.settings.timeout
     assert timeout is not None
-    anchor = settings.timeout_anchor or TimeoutAnchor.PARK
-    resolved = now.isoformat()
-    if anchor is TimeoutAnchor.INSTANCE:
-        base = created_at
-        at = base.isoformat()
+    resolved = isoformat(now)
+    if fast.from_instance:
+        deadline = created_at + timeout
+        anchor = _INSTANCE
+        at = isoformat(created_at)
     else:  # park (a node anchor, which a fast entry has not, would be now too)
-        base = now
+        deadline = now + timeout
+        anchor = _PARK
         at = resolved
-    deadline = base + timeout
     return deadline, {
-        "anchor": anchor._value_,
+        "anchor": anchor,
         "anchor_at": at,
-        "timeout": timeout.total_seconds(),
-        "deadline": deadline.isoformat(),
+        "timeout": fast.timeout_s,
+        "deadline": isoformat(deadline),
         "resolved_at": resolved,
     }
+
+
+_INSTANCE = TimeoutAnchor.INSTANCE.value
+_PARK = TimeoutAnchor.PARK.value
+
+
+_new = object.__new__
+# The slots' setters: the frozen dataclass's __init__ sets each field by name through
+# object.__setattr__, which is slower than the slot descriptor itself.
+_due_when, _due_run, _due_token, _due_purpose = (
+    DueEntry.__dict__[name].__set__ for name in ("when", "run_id", "token_id", "purpose")
+)
+
+
+def _due(when: datetime, run_id: str, token_id: str, purpose: str) -> DueEntry:
+    """``DueEntry(when, run_id, token_id, purpose)`` (a park's deadline), built without the
+    dataclass's __init__."""
+    entry = _new(DueEntry)
+    _due_when(entry, when)
+    _due_run(entry, run_id)
+    _due_token(entry, token_id)
+    _due_purpose(entry, purpose)
+    return entry
 
 
 class _Done:

@@ -72,6 +72,7 @@ __all__ = ["end_by_signal", "end_by_timeout"]
 _LIVE = [s for s in TokenStatus if s.live]
 _PARKED = Lifecycle.PARKED.value
 _RUNNING = Lifecycle.RUNNING.value
+_SIGNALLED = EventKind.SIGNALLED.value
 
 
 @dataclass(slots=True)
@@ -179,19 +180,26 @@ async def _end(
         else []
     )
     written, removed = state
+    # Every field by position (this is every let-go end; keywords cost twice as much), in
+    # Commit's order: run id, run, tokens, state, state deleted, events, due, due cleared, due
+    # dropped, anchors, anchors released, scatter, parks, signal answers, expect.
     await engine.store.commit(
         Commit(
             run.id,
-            run=run,
-            tokens=[token],
-            state=written or None,
-            state_deleted=removed,
-            events=events,
-            due_cleared=due_cleared,
-            anchors_released=anchors,
-            parks=[g.park],
-            signal_answers=answers or (),
-            expect={token.id: expect},
+            run,
+            [token],
+            written or None,
+            removed,
+            events,
+            (),
+            due_cleared,
+            (),
+            (),
+            anchors,
+            (),
+            [g.park],
+            answers or (),
+            {token.id: expect},
         )
     )
     engine._ended(result)
@@ -227,67 +235,62 @@ async def end_by_signal(
     if not engine._claim_end(run.id):
         return None
     try:
-        return await _end_by_signal(engine, run, park, payload, output, idempotency_key)
+        now = engine.clock.now()
+        g = _let_go(engine, run, park, now)
+        if g is None:
+            return None
+        p = g.p
+        plan = g.plan
+        key = (p.id, output)
+        if key in plan.signal_ends:
+            q = plan.signal_ends[key]
+        elif invalid_output(plan, p, output, park.token_id, park) is not None:
+            return None  # (not remembered: any text may come as an output)
+        else:
+            q = plan.signal_ends[key] = _terminal(p, plan, output)
+        if q is None:
+            return None
+        token = await _parked_token(engine, g)
+        if token is None:
+            return None
+        if token.deadline is not None and token.deadline <= now:
+            return None  # expired: the general path refuses it
+        epoch = token.epoch
+        first = EventRecord(
+            _SIGNALLED,
+            run.id,
+            now,
+            token.placement,
+            token.attempt,
+            token.id,
+            signalled_data(park, output, payload, idempotency_key),
+        )
+        state = await engine.store.get_state(run.id)
+        change: tuple[dict[str, Any], list[str]] = ({}, [])
+        if payload:
+            change = StateMerger(g.plan.flow.reducers).apply(state, dict(state), {}, [], payload)
+        _close(park, ParkStatus.SIGNALLED, now, "signal")
+        terminals, outcome = _terminals(run, q)
+        # (state is this signal's own copy: the result takes it.)
+        result = end_result(run.id, Lifecycle.COMPLETED, state, terminals, outcome)
+        answers = []
+        if idempotency_key is not None:
+            answer = signal_answer(park, output, now, idempotency_key)
+            answers.append(SignalAnswer(idempotency_key, run.id, answer))
+        await _end(
+            engine,
+            g,
+            now,
+            first,
+            result,
+            _parked_at(epoch, now),
+            moved=q,
+            state=change,
+            answers=answers,
+        )
+        return now
     finally:
         engine._unclaim_end(run.id)
-
-
-async def _end_by_signal(
-    engine: Engine,
-    run: RunRecord,
-    park: ParkRecord,
-    payload: dict[str, Any],
-    output: str,
-    idempotency_key: str | None,
-) -> datetime | None:
-    now = engine.clock.now()
-    g = _let_go(engine, run, park, now)
-    if g is None:
-        return None
-    p = g.p
-    if invalid_output(g.plan, p, output, park.token_id, park) is not None:
-        return None
-    q = _terminal(p, g.plan, output)
-    if q is None:
-        return None
-    token = await _parked_token(engine, g)
-    if token is None:
-        return None
-    if token.deadline is not None and token.deadline <= now:
-        return None  # expired: the general path refuses it
-    epoch = token.epoch
-    first = EventRecord(
-        EventKind.SIGNALLED.value,
-        run.id,
-        now,
-        token.placement,
-        token.attempt,
-        token.id,
-        signalled_data(park, output, payload, idempotency_key),
-    )
-    state = await engine.store.get_state(run.id)
-    change: tuple[dict[str, Any], list[str]] = ({}, [])
-    if payload:
-        change = StateMerger(g.plan.flow.reducers).apply(state, dict(state), {}, [], payload)
-    _close(park, ParkStatus.SIGNALLED, now, "signal")
-    terminals, outcome = _terminals(run, q)
-    result = end_result(run.id, Lifecycle.COMPLETED, dict(state), terminals, outcome)
-    answers = []
-    if idempotency_key is not None:
-        answer = signal_answer(park, output, now, idempotency_key)
-        answers.append(SignalAnswer(idempotency_key, run.id, answer))
-    await _end(
-        engine,
-        g,
-        now,
-        first,
-        result,
-        Expect(TokenStatus.PARKED, epoch, alive_at=now),
-        moved=q,
-        state=change,
-        answers=answers,
-    )
-    return now
 
 
 async def end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> bool:
@@ -357,6 +360,24 @@ async def _end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> bo
     with contextlib.suppress(StoreConflict):  # another engine moved the token first: it stands
         await _end(engine, g, now, first, result, expect, moved=q)
     return True
+
+
+_new = object.__new__
+# The slots' setters: the frozen dataclass's __init__ sets each field by name through
+# object.__setattr__, which is slower than the slot descriptor itself.
+_ex_status, _ex_epoch, _ex_alive_at = (
+    Expect.__dict__[name].__set__ for name in ("status", "epoch", "alive_at")
+)
+
+
+def _parked_at(epoch: int, now: datetime) -> Expect:
+    """``Expect(TokenStatus.PARKED, epoch, now)`` (what a signal's commit expects), built
+    without the dataclass's __init__."""
+    expect = _new(Expect)
+    _ex_status(expect, TokenStatus.PARKED)
+    _ex_epoch(expect, epoch)
+    _ex_alive_at(expect, now)
+    return expect
 
 
 def _close(park: ParkRecord, status: ParkStatus, now: datetime, by: str) -> None:

@@ -40,7 +40,13 @@ _ALLOWED: dict[Lifecycle, frozenset[Lifecycle]] = {
 
 def transition(current: Lifecycle | str, wanted: Lifecycle | str) -> Lifecycle:
     """``wanted`` if the lifecycle may go there from ``current``; else :class:`LifecycleError`."""
-    cur, new = Lifecycle(current), Lifecycle(wanted)
+    # Members and their values hash and compare alike: one lookup each, no Lifecycle() call.
+    cur, new = _MEMBERS.get(current), _MEMBERS.get(wanted)
+    if cur is None or new is None:
+        cur, new = Lifecycle(current), Lifecycle(wanted)  # (raises ValueError, as it did)
     if new not in _ALLOWED.get(cur, frozenset()):
         raise LifecycleError(cur.value, new.value)
     return new
+
+
+_MEMBERS: dict[str, Lifecycle] = {m.value: m for m in Lifecycle}

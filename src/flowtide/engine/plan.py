@@ -19,7 +19,7 @@ from flowtide.model.placements import (
     Task,
     Terminal,
 )
-from flowtide.model.settings import NodeSettings
+from flowtide.model.settings import NodeSettings, TimeoutAnchor
 
 Resolver = Callable[[str], NodeImplementation]
 
@@ -73,6 +73,10 @@ class FastEntry:
     settings: NodeSettings
     merger: StateMerger
     """The flow's reducers (a run's own merger holds nothing else)."""
+    from_instance: bool = False
+    """The window (if any) is anchored at the run's creation (else at the attempt or park)."""
+    timeout_s: float = 0.0
+    """The window's timeout in seconds (as its data records it)."""
 
 
 @dataclass(slots=True)
@@ -117,6 +121,10 @@ class FlowPlan:
     _reaches: dict[tuple[str, ...], bool] = field(default_factory=dict)
     _entries: dict[str, FastEntry | None] = field(default_factory=dict)
     _started_nodes: dict[tuple[str, ...], tuple[str, ...] | None] = field(default_factory=dict)
+    signal_ends: dict[tuple[str, str], Terminal | None] = field(default_factory=dict)
+    """(placement id, output) -> the terminal that does not fail a signal with that valid output
+    takes the token to alone, else None: filled by :mod:`flowtide.engine.letgo` as signals come
+    (only outputs the node declares and the placement routes: a bounded set)."""
 
     @classmethod
     def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
@@ -228,7 +236,15 @@ class FlowPlan:
         settings = self.settings[p.id]
         if settings.timers or needs_node_anchor(settings):
             return None
-        return FastEntry(p, impl, settings, StateMerger(self.flow.reducers))
+        timeout = settings.timeout
+        return FastEntry(
+            p,
+            impl,
+            settings,
+            StateMerger(self.flow.reducers),
+            settings.timeout_anchor is TimeoutAnchor.INSTANCE,
+            timeout.total_seconds() if timeout is not None else 0.0,
+        )
 
     def started_nodes(self, targets: Sequence[str]) -> tuple[str, ...] | None:
         """The node each of a split's ``targets`` runs, when every one is in :attr:`started`

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from flowtide.clock import isoformat
 from flowtide.engine.lifecycle import Lifecycle
 
 
@@ -48,7 +49,7 @@ class InterruptedAt:
         return {
             "reason": self.reason,
             "node": self.node,
-            "at": self.at.isoformat(),
+            "at": isoformat(self.at),
             "nodes": list(self.nodes),
         }
 
@@ -69,9 +70,9 @@ class ParkedToken:
             "token_id": self.token_id,
             "placement": self.placement,
             "key": self.key,
-            "deadline": self.deadline.isoformat() if self.deadline else None,
+            "deadline": isoformat(self.deadline) if self.deadline else None,
             "payload": self.payload,
-            "since": self.since.isoformat() if self.since else None,
+            "since": isoformat(self.since) if self.since else None,
         }
 
     @classmethod
@@ -112,7 +113,7 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
-            "lifecycle": self.lifecycle.value,
+            "lifecycle": self.lifecycle._value_,
             "outcome": self.outcome,
             "state": self.state,
             "errors": [e.to_dict() for e in self.errors],
@@ -165,6 +166,32 @@ _new = object.__new__
 )
 
 
+def run_result(
+    run_id: str,
+    lifecycle: Lifecycle,
+    outcome: str | None,
+    state: dict[str, Any],
+    errors: tuple[ErrorInfo, ...] = (),
+    interrupted_at: InterruptedAt | None = None,
+    parked: tuple[ParkedToken, ...] = (),
+    warnings: tuple[str, ...] = (),
+    terminals: tuple[str, ...] = (),
+) -> RunResult:
+    """``RunResult(...)`` with the same arguments, built without the dataclass's __init__ (a
+    run's park and its end each make one)."""
+    result = _new(RunResult)
+    _rr_run_id(result, run_id)
+    _rr_lifecycle(result, lifecycle)
+    _rr_outcome(result, outcome)
+    _rr_state(result, state)
+    _rr_errors(result, errors)
+    _rr_interrupted(result, interrupted_at)
+    _rr_parked(result, parked)
+    _rr_warnings(result, warnings)
+    _rr_terminals(result, terminals)
+    return result
+
+
 def parked_result(
     run_id: str,
     state: dict[str, Any],
@@ -184,14 +211,4 @@ def parked_result(
     _pt_deadline(token, deadline)
     _pt_payload(token, payload)
     _pt_since(token, since)
-    result = _new(RunResult)
-    _rr_run_id(result, run_id)
-    _rr_lifecycle(result, Lifecycle.PARKED)
-    _rr_outcome(result, None)
-    _rr_state(result, state)
-    _rr_errors(result, ())
-    _rr_interrupted(result, None)
-    _rr_parked(result, (token,))
-    _rr_warnings(result, ())
-    _rr_terminals(result, ())
-    return result
+    return run_result(run_id, Lifecycle.PARKED, None, state, parked=(token,))

@@ -39,7 +39,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from flowtide.authoring.nodes import NodeImplementation
-from flowtide.clock import Clock, SystemClock
+from flowtide.clock import Clock, SystemClock, isoformat
 from flowtide.engine import eager as eager_start
 from flowtide.engine.context import NodeContext
 from flowtide.engine.deadlines import (
@@ -71,7 +71,7 @@ from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.plan import FastTask, FlowPlan
 from flowtide.engine.process import run_in_process
 from flowtide.engine.reducers import StateMerger, copy_state
-from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
+from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult, run_result
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
 from flowtide.model.placements import (
@@ -549,7 +549,7 @@ class RunExecutor:
                     data={
                         "flow": self.flow.id,
                         "version": self.flow.version,
-                        "deadline": self.run.deadline.isoformat() if self.run.deadline else None,
+                        "deadline": isoformat(self.run.deadline) if self.run.deadline else None,
                     },
                 )
             ]
@@ -1381,7 +1381,7 @@ class RunExecutor:
                 when = timer_due(
                     timer, now=now, run_created_at=self.run.created_at, node_anchor=anchor_at
                 )
-                armed[str(i)] = when.isoformat()
+                armed[str(i)] = isoformat(when)
                 due.append(DueEntry(when, self.run.id, token.id, f"timer:{token.visit}:{i}"))
             token.data["timers"] = armed
         return new, due
@@ -1482,7 +1482,7 @@ class RunExecutor:
             token,
             data={
                 "key": request.key,
-                "deadline": token.deadline.isoformat() if token.deadline else None,
+                "deadline": isoformat(token.deadline) if token.deadline else None,
                 "park": park.id,
             },
         )
@@ -2065,7 +2065,7 @@ class RunExecutor:
         else:
             anchors, due = self._arm(token, placement, settings, now)
             deadline = token.deadline
-            when = deadline.isoformat() if deadline is not None else None
+            when = isoformat(deadline) if deadline is not None else None
         started = EventRecord(
             "node_started",
             self.run.id,
@@ -2199,7 +2199,7 @@ class RunExecutor:
             token,
             attempt=failed_attempt,
             data={
-                "due": due.isoformat(),
+                "due": isoformat(due),
                 "next_attempt": token.attempt,
                 "delay": delay.total_seconds(),
                 "error": type(exc).__name__,
@@ -2230,7 +2230,7 @@ class RunExecutor:
             Commit(
                 self.run.id,
                 tokens=[token],
-                events=[self.event(EventKind.WAIT_STARTED, token, data={"due": due.isoformat()})],
+                events=[self.event(EventKind.WAIT_STARTED, token, data={"due": isoformat(due)})],
                 due=[DueEntry(due, self.run.id, token.id)],
             ),
             unless_ended=True,
@@ -2849,7 +2849,7 @@ def signal_answer(
         "token_id": park.token_id,
         "placement": park.placement,
         "output": output,
-        "at": now.isoformat(),
+        "at": isoformat(now),
         "park": park.id,
         "idempotency_key": idempotency_key,
     }
@@ -2869,7 +2869,7 @@ def signalled_data(
 
 def timed_out_data(budget: timedelta, deadline: datetime, routed: bool) -> dict[str, Any]:
     """The data of a ``node_timed_out`` event (a move adds ``to``)."""
-    return {"budget": budget.total_seconds(), "deadline": deadline.isoformat(), "routed": routed}
+    return {"budget": budget.total_seconds(), "deadline": isoformat(deadline), "routed": routed}
 
 
 def move_token(token: TokenRecord, target: str, visit: int) -> None:
@@ -2906,22 +2906,23 @@ def end_result(
     if lifecycle is not Lifecycle.COMPLETED:
         failed = lifecycle is Lifecycle.FAILED and terminals and outcome is None
         outcome = "failed" if failed else None
-    return RunResult(
-        run_id=run_id,
-        lifecycle=lifecycle,
-        outcome=outcome,
-        state=state,
-        errors=tuple(errors),
-        interrupted_at=interrupted,
-        warnings=tuple(warnings),
-        terminals=tuple(terminals),
+    return run_result(
+        run_id,
+        lifecycle,
+        outcome,
+        state,
+        tuple(errors),
+        interrupted,
+        (),
+        tuple(warnings),
+        tuple(terminals),
     )
 
 
 def finish(run: RunRecord, result: RunResult, now: datetime) -> EventRecord:
     """Record ``result`` on ``run`` (lifecycle, end instant, outcome, result) and return the
     ``run_finished`` event."""
-    run.lifecycle = transition(run.lifecycle, result.lifecycle).value
+    run.lifecycle = transition(run.lifecycle, result.lifecycle)._value_
     run.finished_at = now
     run.outcome = result.outcome
     run.result = result.to_dict()
@@ -2929,8 +2930,11 @@ def finish(run: RunRecord, result: RunResult, now: datetime) -> EventRecord:
         "run_finished",
         run.id,
         now,
-        data={
-            "lifecycle": result.lifecycle.value,
+        None,
+        None,
+        None,
+        {
+            "lifecycle": result.lifecycle._value_,
             "outcome": result.outcome,
             "errors": [e.to_dict() for e in result.errors],
         },

@@ -260,12 +260,17 @@ class Expect:
         """None if ``token`` matches; otherwise why not (for :class:`StoreConflict`)."""
         if token is None:
             return "missing"
-        wanted = self.status if isinstance(self.status, frozenset) else frozenset({self.status})
-        if token.status not in wanted:
-            return f"{token.status.value}, not {'/'.join(sorted(s.value for s in wanted))}"
-        if self.epoch is not None and token.epoch != self.epoch:
-            return f"at epoch {token.epoch}, not {self.epoch}"
-        deadline = token.deadline
+        return self.mismatch(token.status, token.epoch, token.deadline)
+
+    def mismatch(self, status: str, epoch: int, deadline: datetime | None) -> str | None:
+        """:meth:`check` of a token with these fields (``status``: a member or its value), for
+        a store that keeps them without a record."""
+        wanted = self.status
+        if not (status in wanted if type(wanted) is frozenset else status == wanted):
+            wanted = wanted if isinstance(wanted, frozenset) else frozenset({wanted})
+            return f"{status}, not {'/'.join(sorted(s.value for s in wanted))}"
+        if self.epoch is not None and epoch != self.epoch:
+            return f"at epoch {epoch}, not {self.epoch}"
         if self.alive_at is not None and deadline is not None and deadline <= self.alive_at:
             return f"past its deadline {deadline.isoformat()}"
         return None

@@ -57,12 +57,12 @@ class MemoryStore(Store):
         """run id -> its events' fields, :data:`_EVENT_FIELDS` items each, in order, in one flat
         list: a list is always tracked, but then it is the only tracked object of a run's
         history (a row holding an event's data dict would be tracked too)."""
-        self._due: dict[str, dict[str, int]] = {}
-        """token id -> purpose -> the seq of its live entry (in the heap). Plain ints: the
-        collector does not track these dicts."""
-        self._due_heap: list[tuple[datetime, int, str, str, str]] = []
-        """(when, seq, run id, token id, purpose) of every entry ever set; one whose seq is not
-        the live one of its token and purpose is stale and skipped (lazy deletion)."""
+        self._due: dict[str, _DueItem | dict[str, _DueItem]] = {}
+        """token id -> its live heap item, the item itself when the token has one (most have:
+        no object of its own per token), else purpose -> item."""
+        self._due_heap: list[_DueItem] = []
+        """(when, seq, run id, token id, purpose) of every entry ever set; one that is not the
+        live item of its token and purpose is stale and skipped (lazy deletion)."""
         self._due_seq = itertools.count()
         self._anchors: dict[tuple[str, str, str | None], datetime] = {}
         self._scatter: dict[tuple[str, str], dict[int, ScatterItemRecord]] = {}
@@ -84,9 +84,11 @@ class MemoryStore(Store):
         self._history[run.id] = []
         if commit is None:
             return ()
-        # A run's start is most often a plain step's shape: commit's short path takes it (this
-        # class's: a subclass's commit sees only commits, as before).
-        return await MemoryStore.commit(self, commit)
+        if commit.run_id not in self._runs:
+            raise UnknownRunError(commit.run_id)  # (as commit() says it)
+        # Applied here, not through commit(): no second coroutine (and a subclass's commit sees
+        # only commits, as before).
+        return MemoryStore._apply(self, commit)
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         c = commit
@@ -148,7 +150,12 @@ class MemoryStore(Store):
             for token_id, wanted in c.expect.items():
                 expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
                 row = tokens.get(token_id)
-                why = expect.check(_token_head(row) if row is not None else None)
+                # Checked on the row's fields: no record built for it.
+                why = (
+                    expect.mismatch(row[_STATUS], row[_EPOCH], row[_DEADLINE])
+                    if row is not None
+                    else "missing"
+                )
                 if why is not None:
                     raise StoreConflict(f"token {token_id!r} of run {run_id!r} is {why}")
         if c.signal_answers:
@@ -172,20 +179,27 @@ class MemoryStore(Store):
         if c.due_dropped:
             for token_id, purpose in c.due_dropped:
                 mine = self._due.get(token_id)
-                if mine is not None:
+                if mine is None:
+                    continue
+                if isinstance(mine, dict):
                     mine.pop(purpose, None)
                     if not mine:
                         del self._due[token_id]
+                elif mine[4] == purpose:
+                    del self._due[token_id]
         if c.due:
             for entry in c.due:
-                seq = next(self._due_seq)
-                mine = self._due.get(entry.token_id)
-                if mine is None:
-                    mine = self._due[entry.token_id] = {}
-                mine[entry.purpose] = seq
-                heapq.heappush(
-                    self._due_heap, (entry.when, seq, entry.run_id, entry.token_id, entry.purpose)
-                )
+                token_id = entry.token_id
+                purpose = entry.purpose
+                item = (entry.when, next(self._due_seq), entry.run_id, token_id, purpose)
+                mine = self._due.get(token_id)
+                if mine is None or (not isinstance(mine, dict) and mine[4] == purpose):
+                    self._due[token_id] = item
+                elif isinstance(mine, dict):
+                    mine[purpose] = item
+                else:
+                    self._due[token_id] = {mine[4]: mine, purpose: item}
+                heapq.heappush(self._due_heap, item)
         if c.anchors or c.anchors_released or c.parks or c.signal_answers:
             self._apply_parking(c)
         if c.scatter:
@@ -241,21 +255,22 @@ class MemoryStore(Store):
     async def tokens(
         self, run_id: str, statuses: Sequence[TokenStatus] | None = None
     ) -> Sequence[TokenRecord]:
-        if run_id not in self._tokens:
+        rows = self._tokens.get(run_id)
+        if rows is None:
             raise UnknownRunError(run_id)
+        if statuses is None:
+            return [_token_record(t) for t in rows.values()]
         # Members of a StrEnum hash and compare as their values: the set matches stored ones.
-        wanted = set(statuses) if statuses is not None else None
-        return [
-            _token_record(t)
-            for t in self._tokens[run_id].values()
-            if wanted is None or t[_STATUS] in wanted
-        ]
+        wanted = set(statuses)
+        return [_token_record(t) for t in rows.values() if t[_STATUS] in wanted]
 
     async def history(self, run_id: str, after: int = 0) -> Sequence[EventRecord]:
-        if run_id not in self._history:
+        rows = self._history.get(run_id)
+        if rows is None:
             raise UnknownRunError(run_id)
-        rows = self._history[run_id]
         n = _EVENT_FIELDS
+        if after * n >= len(rows):
+            return []  # (a let-go run's rebuild or end asks for what followed its checkpoint)
         return [
             EventRecord(
                 rows[i],
@@ -276,11 +291,13 @@ class MemoryStore(Store):
         found = self._tokens[run_id].get(token_id)
         return _token_record(found) if found is not None else None
 
-    def _live(self, item: tuple[datetime, int, str, str, str]) -> bool:
+    def _live(self, item: _DueItem) -> bool:
         mine = self._due.get(item[3])
         if mine is None:
             return False
-        return mine.get(item[4]) == item[1]
+        if isinstance(mine, dict):
+            return mine.get(item[4]) is item
+        return mine is item
 
     def _prune(self) -> None:
         heap = self._due_heap
@@ -299,8 +316,11 @@ class MemoryStore(Store):
                 break
             when, _, run_id, token_id, purpose = heapq.heappop(self._due_heap)
             mine = self._due[token_id]
-            del mine[purpose]
-            if not mine:
+            if isinstance(mine, dict):
+                del mine[purpose]
+                if not mine:
+                    del self._due[token_id]
+            else:
                 del self._due[token_id]
             out.append(DueEntry(when, run_id, token_id, purpose))
         return out
@@ -354,12 +374,13 @@ class MemoryStore(Store):
 
     def due_entries(self) -> list[DueEntry]:
         """Every pending due entry, earliest first."""
-        entries = {seq: (when, run_id) for when, seq, run_id, _, _ in self._due_heap}
         return sorted(
             (
-                DueEntry(*entries[seq], token_id, purpose)
-                for token_id, mine in self._due.items()
-                for purpose, seq in mine.items()
+                DueEntry(when, run_id, token_id, purpose)
+                for mine in self._due.values()
+                for when, _, run_id, token_id, purpose in (
+                    mine.values() if isinstance(mine, dict) else (mine,)
+                )
             ),
             key=lambda e: e.when,
         )
@@ -416,6 +437,9 @@ def _add_id(index: dict[str, str | tuple[str, ...]], name: str, new: str) -> Non
         index[name] = (had, new) if type(had) is str else (*had, new)
 
 
+_DueItem = tuple[datetime, int, str, str, str]
+"""A due entry in the heap: (when, seq, run id, token id, purpose)."""
+
 _DICT = "\x00flowtide:dict"
 """The first item of a frozen mapping (:func:`_freeze`)."""
 
@@ -429,6 +453,8 @@ _PARK_STATUSES = {s.value: s for s in ParkStatus}
 _OPEN = ParkStatus.PARKED.value
 _LIFECYCLE = 3
 _STATUS = 3
+_DEADLINE = 7
+_EPOCH = 11
 _PARK_STATUS = 10
 
 
@@ -498,14 +524,6 @@ def _token_record(r: tuple[Any, ...]) -> TokenRecord:
     )
 
 
-def _token_head(r: tuple[Any, ...]) -> TokenRecord:
-    """The token without its data (what :meth:`Expect.check` looks at), not thawed for
-    nothing on every compare-and-set commit."""
-    return TokenRecord(
-        r[0], r[1], r[2], _STATUSES[r[3]], r[4], r[5], r[6], r[7], r[8], r[9], {}, r[11]
-    )
-
-
 def _run_row(r: RunRecord) -> tuple[Any, ...]:
     return (
         r.id,
@@ -547,7 +565,7 @@ def _run_record(r: tuple[Any, ...]) -> RunRecord:
         r[10],
         r[11],
         r[12],
-        _thaw(r[13]),
+        {"entrypoint": None} if r[13] is _NO_ENTRYPOINT else _thaw(r[13]),
         _thaw(r[14]) if r[14] is not None else None,
     )
 
@@ -563,7 +581,7 @@ def _park_row(p: ParkRecord) -> tuple[Any, ...]:
         p.parked_at,
         p.deadline,
         p.key,
-        _freeze(p.payload),
+        _freeze(p.payload) if type(p.payload) in _CONTAINERS else p.payload,
         p.status._value_,
         p.closed_at,
         p.closed_by,
@@ -581,7 +599,7 @@ def _park_record(r: tuple[Any, ...]) -> ParkRecord:
         r[6],
         r[7],
         r[8],
-        _thaw(r[9]),
+        _thaw(r[9]) if type(r[9]) is tuple else r[9],
         _PARK_STATUSES[r[10]],
         r[11],
         r[12],
