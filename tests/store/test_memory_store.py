@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -290,6 +291,42 @@ async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
     # The events' fields are items of that list, not rows of their own; their data is shared,
     # not copied: a flat dict is never tracked.
     assert [x for x in history if gc.is_tracked(x)] == []
+
+
+async def test_an_ended_run_row_keeps_its_result_untracked_and_gives_it_back_whole() -> None:
+    """A run's result (its state, errors, warnings, terminals: dicts and lists) is frozen in the
+    run's row, so the many ended runs a process keeps cost the collector nothing more than their
+    history; reading the run gives the result back as it was stored, as new objects."""
+    import gc
+
+    store = MemoryStore()
+    run = RunRecord("r", "urn:f", "1", "running", T0, options={"entrypoint": None})
+    await store.create_run(run, {})
+    result: dict[str, Any] = {
+        "run_id": "r",
+        "lifecycle": "completed",
+        "outcome": "late",
+        "state": {"items": [1, {"a": [2, 3]}], "note": "x", "empty": {}, "none": []},
+        "errors": [],
+        "warnings": [{"message": "m", "at": ["p", 1]}],
+        "terminals": ["late"],
+        "parked": [],
+        "interrupted_at": None,
+        "tuple": (1, 2),
+    }
+    run.lifecycle = "completed"
+    run.result = result
+    await store.commit(Commit("r", run=run))
+    for _ in range(6):
+        gc.collect()  # nested tuples are untracked one level per collection
+    assert not gc.is_tracked(store._runs["r"])
+    got = (await store.get_run("r")).result
+    assert got == result
+    assert got is not result
+    assert got["state"]["items"][1]["a"] is not result["state"]["items"][1]["a"]
+    assert type(got["terminals"]) is list and type(got["tuple"]) is tuple
+    got["errors"].append("changed")  # a copy: the stored result does not change
+    assert (await store.get_run("r")).result == result
 
 
 async def test_the_due_index_agrees_with_a_plain_model_over_random_operations() -> None:
