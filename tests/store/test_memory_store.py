@@ -240,9 +240,8 @@ async def test_records_come_back_as_they_went_in() -> None:
 
 async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
     """The rows of a parked run hold plain values only: after a collection, the collector no
-    longer tracks them (only the run's history: one list holding the events' fields, their data
-    dicts as they are, since freezing them would cost every step; and its state if it holds
-    containers)."""
+    longer tracks them (only the run's history: one list holding the events' fields; and its
+    state if it holds containers)."""
     import gc
 
     from flowtide.store import ParkRecord
@@ -288,9 +287,48 @@ async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
     assert [row for row in rows if gc.is_tracked(row)] == []
     history = store._history["r"]
     assert gc.is_tracked(history)  # a list: always tracked
-    # The events' fields are items of that list, not rows of their own; their data is shared,
-    # not copied: a flat dict is never tracked.
+    # The events' fields are items of that list, not rows of their own; flat data is shared,
+    # not copied (a flat dict is never tracked).
     assert [x for x in history if gc.is_tracked(x)] == []
+
+
+async def test_event_data_holding_containers_is_frozen_by_general_commits_and_read_back_whole() -> (
+    None
+):
+    """A run's start, park, signal or end commit (not a plain step's) freezes event data that
+    holds lists or dicts: the history keeps no tracked item for it, and reading the history (or
+    the events the commit returns) gives the data back equal, as new objects."""
+    import gc
+
+    store = MemoryStore()
+    run = RunRecord("r", "urn:f", "1", "running", T0, options={"entrypoint": None})
+    await store.create_run(run, {})
+    timed_out = {"budget": 1.5, "deadline": t(1).isoformat(), "routed": True, "to": ["late"]}
+    finished = {"lifecycle": "completed", "outcome": "late", "errors": [], "nested": {"a": [1]}}
+    run.lifecycle = "completed"
+    stored = await store.commit(
+        Commit(
+            "r",
+            run=run,
+            events=[
+                EventRecord("node_timed_out", "r", t(1), "p", 1, "r.1", timed_out),
+                EventRecord("run_finished", "r", t(1), data=finished),
+            ],
+        )
+    )
+    # A plain step's commit keeps the engine's dict as it is (no cost per step).
+    step = {"output": "next", "to": ["q"]}
+    plain = EventRecord("node_finished", "r", t(2), "p", data=step)
+    await store.commit(Commit("r", events=[plain]))
+    for _ in range(6):
+        gc.collect()
+    history = store._history["r"]
+    assert [x for x in history if gc.is_tracked(x)] == [step]
+    assert [e.data for e in stored] == [timed_out, finished]
+    read = await store.history("r")
+    assert [e.data for e in read] == [timed_out, finished, step]
+    assert read[0].data is not timed_out and type(read[0].data["to"]) is list
+    assert read[1].data["nested"] == {"a": [1]}
 
 
 async def test_an_ended_run_row_keeps_its_result_untracked_and_gives_it_back_whole() -> None:

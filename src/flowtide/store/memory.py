@@ -9,10 +9,12 @@ members as their values, mappings and lists as flat tuples: :func:`_freeze`), an
 built again on the way out. A tuple (or a dict) holding only such values is one the cyclic garbage
 collector stops tracking after its first collection, so the many parked and ended runs a process
 keeps cost the collector little (a record object would be walked by every full collection); a
-run's result is frozen once, when the run ends. Events are the exception: their data dicts are
-kept as the engine made them (it never changes them after the commit), because freezing them
-would cost every step (a 200-node chain measured about 25 % slower per step): a data dict that
-holds a list (a ``node_finished`` event's ``to``) stays tracked.
+run's result is frozen once, when the run ends. Events' data dicts are kept as the engine made
+them (it never changes them after the commit) when a plain step commits them, because freezing
+them there would cost every step (a 200-node chain measured about 25 % slower per step): such a
+dict that holds a list (a ``node_finished`` event's ``to``) stays tracked. The other commits (a
+run's start, park, signal, end: a few per run) freeze the data that holds containers, so a run
+that parked and then ended leaves only its history list and no event of its own tracked.
 """
 
 from __future__ import annotations
@@ -212,9 +214,20 @@ class MemoryStore(Store):
             return ()
         history = self._history[run_id]
         start = len(history) // _EVENT_FIELDS
-        # An event's data is not copied: the engine never changes it once it is committed.
+        # An event's data is not copied: the engine never changes it once it is committed. Here
+        # (a run's start, park, signal or end: a few commits per run, not every step) data that
+        # holds a list or a dict is frozen, so that the events that end a run do not keep it
+        # tracked by the collector for as long as the store keeps the run.
         for e in c.events:
-            history += (e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, e.data)
+            history += (
+                e.kind,
+                e.run_id,
+                e.at,
+                e.placement,
+                e.attempt,
+                e.token_id,
+                _frozen_data(e.data),
+            )
         # The stored events (new records, with their seqs) are built when asked for.
         return _Stored(history, start, start + len(c.events))
 
@@ -281,7 +294,7 @@ class MemoryStore(Store):
                 rows[i + 3],
                 rows[i + 4],
                 rows[i + 5],
-                rows[i + 6],
+                _thaw(rows[i + 6]),
                 i // n + 1,
             )
             for i in range(max(0, after) * n, len(rows), n)
@@ -423,6 +436,8 @@ class _Stored(Sequence[EventRecord]):
         i = self._start + index
         at = i * _EVENT_FIELDS
         kind, run_id, when, placement, attempt, token_id, data = self._rows[at : at + _EVENT_FIELDS]
+        if type(data) is tuple:
+            data = _thaw(data)
         return EventRecord(kind, run_id, when, placement, attempt, token_id, data, i + 1)
 
     def __repr__(self) -> str:
@@ -497,6 +512,15 @@ def _thaw(value: Any) -> Any:
     if tag is _LIST:
         return [_thaw(v) if type(v) is tuple else v for v in value[1:]]
     return value
+
+
+def _frozen_data(data: dict[str, Any]) -> Any:
+    """An event's data as the history keeps it from a general commit: frozen if it holds a dict
+    or a list, else the engine's own dict (a dict of plain values is not tracked anyway)."""
+    for v in data.values():
+        if type(v) in _CONTAINERS:
+            return _freeze(data)
+    return data
 
 
 def _token_row(t: TokenRecord) -> tuple[Any, ...]:
