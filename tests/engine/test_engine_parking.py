@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from flowtide.authoring import FlowBuilder, node
+from flowtide.clock import VirtualClock
 from flowtide.documents import load_flow
 from flowtide.engine import (
+    Engine,
     Lifecycle,
     NodeContext,
     Output,
@@ -19,8 +22,8 @@ from flowtide.engine import (
     SignalRefused,
 )
 from flowtide.model import Flow
-from flowtide.store import ParkStatus, TokenStatus
-from tests.engine.engine_helpers import at, kinds, of_kind, running
+from flowtide.store import EventRecord, MemoryStore, ParkStatus, TokenStatus
+from tests.engine.engine_helpers import T0, at, kinds, of_kind, running
 
 calls: list[tuple[str, Any]] = []
 
@@ -287,6 +290,77 @@ async def test_ambiguous_and_not_parked_refusals_then_token_id() -> None:
         await clock.advance(timedelta(minutes=1))
         result = await handle.result()
     assert result.lifecycle is Lifecycle.COMPLETED
+
+
+async def test_a_signal_to_a_token_another_engine_is_running_is_refused_as_not_parked() -> None:
+    # Engine b does not hold the run (engine a does): the store says where its tokens are.
+    clock = VirtualClock(T0, autojump=False)
+    store = MemoryStore()
+    flow = (
+        FlowBuilder("urn:test:flow:busy").task("b", busy, {"done": "end"}).terminal("end").build()
+    )
+    a = Engine(clock=clock, store=store)
+    b = Engine(clock=clock, store=store, flows=[flow])
+    try:
+        handle = await a.start(flow)
+        await clock.advance(timedelta(seconds=1))
+        before = await store.history(handle.run_id)
+        err = await refused(b, run_id=handle.run_id, placement="b", output="done")
+        assert err.reason is RefusalReason.NOT_PARKED
+        assert "is not parked (it is running)" in str(err)
+        # A placement with no live token is still unknown.
+        assert (await refused(b, run_id=handle.run_id, placement="x")).reason is (
+            RefusalReason.UNKNOWN
+        )
+        assert await store.history(handle.run_id) == before
+        await clock.advance(timedelta(minutes=1))
+        assert (await handle.result()).lifecycle is Lifecycle.COMPLETED
+    finally:
+        await a.close()
+        await b.close()
+        await clock.aclose()
+
+
+SELF_SIGNALS: list[RefusalReason] = []
+
+
+@node(outputs=["ok"], register=False)
+async def signals_itself_then_parks(ctx: NodeContext) -> Any:
+    engine = ENGINES[0]
+    try:
+        await engine.signal(ctx.run_id, placement="p", output="ok")
+    except SignalRefused as err:
+        SELF_SIGNALS.append(err.reason)
+    return Park()
+
+
+ENGINES: list[Engine] = []
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["fast-park", "general"])
+async def test_a_node_that_signals_its_own_token_before_it_parks_is_refused_as_not_parked(
+    hooked: bool,
+) -> None:
+    # Engine.run takes the fast park for a flow whose entry node parks at once (no executor
+    # while its first step runs); a hook makes it take the general path: the same refusal.
+    flow = (
+        FlowBuilder("urn:test:flow:self-signal")
+        .task("p", signals_itself_then_parks, {"ok": "end"})
+        .terminal("end")
+        .build()
+    )
+    SELF_SIGNALS.clear()
+    clock = VirtualClock(T0, autojump=True)
+    hooks: list[Callable[[EventRecord], None]] = [lambda e: None] if hooked else []
+    engine = Engine(clock=clock, hooks=hooks)
+    ENGINES[:] = [engine]
+    try:
+        first = await engine.run(flow)
+        assert first.parked
+        assert SELF_SIGNALS == [RefusalReason.NOT_PARKED]
+    finally:
+        await engine.close()
+        await clock.aclose()
 
 
 @node(outputs=["done"], register=False)

@@ -665,8 +665,14 @@ class Engine:
             return open_[0], run
         if parks:
             raise refusal(parks[-1], now)
-        if ex is not None and placement is not None:
-            here = [t for t in ex.tokens.values() if t.placement == placement and t.status.live]
+        if run_id is not None and placement is not None:
+            if ex is not None:
+                here = [t for t in ex.tokens.values() if t.placement == placement and t.status.live]
+            else:
+                # Not held here (let go, held by another engine, or in its first step on the
+                # fast park): the store knows where its live tokens are.
+                live = await self.store.tokens(run_id, _LIVE_STATUSES)
+                here = [t for t in live if t.placement == placement]
             if here and not any(t.status is TokenStatus.PARKED for t in here):
                 raise SignalRefused(
                     RefusalReason.NOT_PARKED,
@@ -944,6 +950,7 @@ class Engine:
 
 
 _PENDING = Lifecycle.PENDING.value
+_LIVE_STATUSES = [s for s in TokenStatus if s.live]
 
 
 def _where(
