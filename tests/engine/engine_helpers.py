@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flowtide.clock import VirtualClock
-from flowtide.engine import Engine
+from flowtide.engine import Engine, RunResult
 from flowtide.model import Flow
 from flowtide.store import EventRecord
 
@@ -47,3 +47,56 @@ def kinds(events: Sequence[EventRecord], *, placement: str | None = None) -> lis
 
 def of_kind(events: Sequence[EventRecord], kind: str) -> list[EventRecord]:
     return [e for e in events if e.kind == kind]
+
+
+def no_op_hooks(hooked: bool) -> list[Callable[[EventRecord], None]]:
+    """A hook that does nothing, or none: a hook turns the engine's fast paths off, so a test
+    run with and without one compares the fast path with the general one."""
+    return [lambda e: None] if hooked else []
+
+
+def comparable(result: RunResult, history: Sequence[EventRecord]) -> Any:
+    """What two runs of one flow must agree on (run ids, which differ, masked): the result and
+    every event but its seq, which must count from 1."""
+    rid = result.run_id
+
+    def plain(value: Any) -> Any:
+        return value.replace(rid, "<run>") if isinstance(value, str) else value
+
+    events = [
+        (
+            e.kind,
+            e.at,
+            e.placement,
+            e.attempt,
+            plain(e.token_id),
+            repr(e.data).replace(rid, "<run>"),
+        )
+        for e in history
+    ]
+    assert [e.seq for e in history] == list(range(1, len(history) + 1))
+    return (
+        result.lifecycle,
+        result.outcome,
+        result.state,
+        [(e.type, e.message.replace(rid, "<run>"), e.placement) for e in result.errors],
+        result.interrupted_at,
+        [(p.placement, p.key.replace(rid, "<run>") if p.key else None) for p in result.parked],
+        result.terminals,
+        events,
+    )
+
+
+async def run_comparable(flow: Flow, *, hooked: bool) -> tuple[Any, list[str]]:
+    """Run ``flow`` once (``hooked``: with a hook, so on the general path): what it must agree
+    on (:func:`comparable`), and the placements whose attempts started. A hook sees every event
+    the history holds, in its order."""
+    seen: list[str] = []
+    hooks: list[Callable[[EventRecord], None]] = [lambda e: seen.append(e.kind)] if hooked else []
+    async with running(hooks=hooks) as (engine, _clock):
+        result = await engine.run(flow)
+        history = list(await engine.history(result.run_id))
+    if hooked:
+        assert seen == [e.kind for e in history]
+    started = [e.placement for e in history if e.kind == "node_started" and e.placement]
+    return comparable(result, history), started

@@ -24,9 +24,7 @@ from flowtide.engine import Lifecycle, NodeContext, Output
 from flowtide.engine import eager as eager_module
 from flowtide.engine.run import RunExecutor
 from flowtide.model import Flow
-from flowtide.store import EventRecord
-from tests.engine.engine_helpers import at, running
-from tests.engine.test_engine_fast_path import _run
+from tests.engine.engine_helpers import at, no_op_hooks, run_comparable, running
 
 OBSERVED: list[str] = []
 
@@ -89,10 +87,6 @@ MIXED: list[NodeImplementation] = [
 ]
 
 
-def _hooks(hooked: bool) -> list[Callable[[EventRecord], None]]:
-    return [lambda e: None] if hooked else []
-
-
 @pytest.mark.parametrize(
     ("mode", "quorum"), [("all", None), ("first", None), ("quorum", 4)], ids=["all", "first", "q4"]
 )
@@ -102,12 +96,12 @@ async def test_mixed_branches_give_the_same_history_with_and_without_a_hook(
     flow = split_of(MIXED, mode, quorum)
     OBSERVED.clear()
     handoffs = eager_module.handoffs
-    fast, _ = await _run(flow, hooked=False)
+    fast, _ = await run_comparable(flow, hooked=False)
     fast_handoffs = eager_module.handoffs - handoffs
     fast_observed = list(OBSERVED)
     OBSERVED.clear()
     handoffs = eager_module.handoffs
-    slow, _ = await _run(flow, hooked=True)
+    slow, _ = await run_comparable(flow, hooked=True)
     assert eager_module.handoffs - handoffs == fast_handoffs
     assert fast_observed == OBSERVED
     assert fast == slow
@@ -137,7 +131,7 @@ async def test_a_first_join_loser_that_suspended_observes_its_cancellation(hooke
     # b0 starts first and suspends (its task has not run yet when b1 wins the join).
     OBSERVED.clear()
     flow = split_of([sleeps, instant], "first")
-    async with running(hooks=_hooks(hooked)) as (engine, _clock):
+    async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
         result = await engine.run(flow)
         history = await engine.history(result.run_id)
     assert result.lifecycle is Lifecycle.COMPLETED
@@ -154,7 +148,7 @@ async def test_a_run_cancel_reaches_the_suspended_branches_not_the_finished_ones
 ) -> None:
     OBSERVED.clear()
     flow = split_of(MIXED)
-    async with running(autojump=False, hooks=_hooks(hooked)) as (engine, clock):
+    async with running(autojump=False, hooks=no_op_hooks(hooked)) as (engine, clock):
         handle = await engine.start(flow)
         await clock.advance(timedelta(milliseconds=500))
         assert handle.cancel(reason="stop")
@@ -176,7 +170,7 @@ async def test_a_run_deadline_reaches_the_suspended_branches(hooked: bool) -> No
     # b1 sleeps 1 s and arrives; b4 and b6 sleep 4 s and 6 s: the deadline at 3 s cancels them.
     OBSERVED.clear()
     flow = split_of(MIXED)
-    async with running(hooks=_hooks(hooked)) as (engine, _clock):
+    async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
         result = await engine.run(flow, deadline=timedelta(seconds=3))
         history = await engine.history(result.run_id)
     assert result.lifecycle is Lifecycle.TIMED_OUT
@@ -192,7 +186,7 @@ async def test_a_run_deadline_and_a_cancel_give_the_same_history_on_both_paths()
     outcomes = []
     for hooked in (False, True):
         OBSERVED.clear()
-        async with running(hooks=_hooks(hooked)) as (engine, _clock):
+        async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
             result = await engine.run(flow, deadline=timedelta(seconds=3))
             history = await engine.history(result.run_id)
         outcomes.append(
@@ -212,7 +206,7 @@ async def test_a_branch_failing_in_its_first_step_fails_the_run(hooked: bool) ->
     # (after the failure) never runs its code.
     OBSERVED.clear()
     flow = split_of([sleeps, sleeps, fails_at_once, instant])
-    async with running(hooks=_hooks(hooked)) as (engine, _clock):
+    async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
         result = await engine.run(flow)
         history = await engine.history(result.run_id)
     assert result.lifecycle is Lifecycle.FAILED
@@ -226,10 +220,10 @@ async def test_a_branch_failing_in_its_first_step_fails_the_run(hooked: bool) ->
 async def test_a_branch_failing_in_its_first_step_gives_the_same_history_on_both_paths() -> None:
     flow = split_of([sleeps, inline, fails_at_once, instant, sleeps])
     OBSERVED.clear()
-    fast, _ = await _run(flow, hooked=False)
+    fast, _ = await run_comparable(flow, hooked=False)
     fast_observed = sorted(OBSERVED)
     OBSERVED.clear()
-    slow, _ = await _run(flow, hooked=True)
+    slow, _ = await run_comparable(flow, hooked=True)
     assert fast == slow
     assert sorted(OBSERVED) == fast_observed == ["b0: run_ended"]  # b3 and b4 never ran
 
@@ -275,7 +269,7 @@ async def test_a_run_cancel_from_a_branch_running_eagerly(hooked: bool) -> None:
     # task: the suspended ones observe it, b2's own step commits nothing, b3 never runs.
     OBSERVED.clear()
     flow = split_of([sleeps, sleeps, cancels_the_run, instant])
-    async with running(hooks=_hooks(hooked)) as (engine, _clock):
+    async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
         handle = await engine.start(flow)
         CANCEL[:] = [lambda: handle.cancel(reason="from a branch")]
         result = await handle.result()
@@ -294,8 +288,8 @@ async def test_the_benchmark_split_shape_gives_the_same_history_on_both_paths(
     kind: NodeImplementation, width: int
 ) -> None:
     flow = split_of([kind] * width)
-    fast, _ = await _run(flow, hooked=False)
-    slow, _ = await _run(flow, hooked=True)
+    fast, _ = await run_comparable(flow, hooked=False)
+    slow, _ = await run_comparable(flow, hooked=True)
     assert fast == slow
     kinds_at = [(e[0], e[2]) for e in fast[-1]]
     branches = [f"b{i}" for i in range(width)]
@@ -325,9 +319,9 @@ async def test_a_branch_whose_node_runs_in_a_thread_is_carried_at_once() -> None
     # finish first, in order.
     flow = split_of([instant, threaded, sleeps, inline, threaded])
     handoffs = eager_module.handoffs
-    fast, _ = await _run(flow, hooked=False)
+    fast, _ = await run_comparable(flow, hooked=False)
     assert eager_module.handoffs - handoffs == 1  # only the sleeper
-    slow, _ = await _run(flow, hooked=True)
+    slow, _ = await run_comparable(flow, hooked=True)
     assert fast == slow
     finished = [e[2] for e in fast[-1] if e[0] == "node_finished" and e[2].startswith("b")]
     assert finished[:2] == ["b0", "b3"]
@@ -351,8 +345,8 @@ async def test_a_branch_that_splits_again_queues_its_branches_behind_the_others(
         .reducer("visited", "extend")
         .build()
     )
-    fast, _ = await _run(flow, hooked=False)
-    slow, _ = await _run(flow, hooked=True)
+    fast, _ = await run_comparable(flow, hooked=False)
+    slow, _ = await run_comparable(flow, hooked=True)
     assert fast == slow
     steps = [(e[0], e[2]) for e in fast[-1] if e[0] in ("node_finished", "join_arrived")]
     assert steps == [
@@ -375,7 +369,7 @@ async def test_closing_the_engine_stops_the_suspended_branches(hooked: bool, tur
     # first ran: their nodes observe it where they wait.
     OBSERVED.clear()
     flow = split_of(MIXED)
-    async with running(autojump=False, hooks=_hooks(hooked)) as (engine, _clock):
+    async with running(autojump=False, hooks=no_op_hooks(hooked)) as (engine, _clock):
         handle = await engine.start(flow)
         for _ in range(turns):
             await asyncio.sleep(0)
@@ -414,7 +408,7 @@ async def test_threaded_branches_among_others_give_the_same_history_carried_or_a
         monkeypatch.setattr(RunExecutor, "_carry", as_task if tasks else counting)
         for hooked in (False, True):
             OBSERVED.clear()
-            outcome, _ = await _run(flow, hooked=hooked)
+            outcome, _ = await run_comparable(flow, hooked=hooked)
             outcomes.append((outcome, sorted(OBSERVED)))
     assert all(o == outcomes[0] for o in outcomes[1:])
     assert carried == ["b1", "b3", "b5"] * 2  # each run, fast and general path

@@ -12,20 +12,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from flowtide.authoring import FlowBuilder, node
-from flowtide.engine import Lifecycle, NodeContext, Output, Park, RunResult
+from flowtide.engine import Lifecycle, NodeContext, Output, Park
 from flowtide.engine import run as run_module
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.run import RunExecutor
 from flowtide.model import Flow
 from flowtide.store import EventRecord, TokenRecord
-from tests.engine.engine_helpers import at, running
+from tests.engine.engine_helpers import at, no_op_hooks, run_comparable, running
 
 
 @node(outputs=["next"], execution="inline")
@@ -217,63 +217,6 @@ def nested_split() -> Flow:
     )
 
 
-@pytest.fixture
-def general_steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The placements whose node ran through the general path (``_node_step``)."""
-    seen: list[str] = []
-    original = RunExecutor._node_step
-
-    async def spy(self: RunExecutor, token: Any, p: Any, *args: Any) -> Any:
-        seen.append(p.id)
-        return await original(self, token, p, *args)
-
-    monkeypatch.setattr(RunExecutor, "_node_step", spy)
-    yield seen
-
-
-def _comparable(result: RunResult, history: list[EventRecord]) -> Any:
-    rid = result.run_id
-
-    def plain(value: Any) -> Any:
-        return value.replace(rid, "<run>") if isinstance(value, str) else value
-
-    events = [
-        (
-            e.kind,
-            e.at,
-            e.placement,
-            e.attempt,
-            plain(e.token_id),
-            repr(e.data).replace(rid, "<run>"),
-        )
-        for e in history
-    ]
-    assert [e.seq for e in history] == list(range(1, len(history) + 1))
-    return (
-        result.lifecycle,
-        result.outcome,
-        result.state,
-        [(e.type, e.message.replace(rid, "<run>"), e.placement) for e in result.errors],
-        result.interrupted_at,
-        [(p.placement, p.key.replace(rid, "<run>") if p.key else None) for p in result.parked],
-        result.terminals,
-        events,
-    )
-
-
-async def _run(flow: Flow, *, hooked: bool) -> tuple[Any, list[str]]:
-    """The run's comparable outcome, and the placements whose attempts started."""
-    seen: list[str] = []
-    hooks: list[Callable[[EventRecord], None]] = [lambda e: seen.append(e.kind)] if hooked else []
-    async with running(hooks=hooks) as (engine, _clock):
-        result = await engine.run(flow)
-        history = list(await engine.history(result.run_id))
-    if hooked:
-        assert seen == [e.kind for e in history]
-    started = [e.placement for e in history if e.kind == "node_started" and e.placement]
-    return _comparable(result, history), started
-
-
 @pytest.mark.parametrize(
     ("make", "general"),
     [
@@ -297,12 +240,12 @@ async def test_the_fast_path_and_the_general_path_give_the_same_history_and_stat
 ) -> None:
     flow = make()
     NAPS_CANCELLED.clear()
-    fast, _ = await _run(flow, hooked=False)
+    fast, _ = await run_comparable(flow, hooked=False)
     cancelled = list(NAPS_CANCELLED)
     assert general_steps == general
     general_steps.clear()
     NAPS_CANCELLED.clear()
-    slow, started = await _run(flow, hooked=True)
+    slow, started = await run_comparable(flow, hooked=True)
     # With a hook, every attempt takes the general path (in the order their starts were
     # committed; with a branch that sleeps, the others go on meanwhile, and a join loser's
     # attempt may be cancelled before it ran).
@@ -321,7 +264,7 @@ async def test_a_join_loser_observes_its_cancellation_on_both_paths(
     mode: str, quorum: int | None, hooked: bool
 ) -> None:
     NAPS_CANCELLED.clear()
-    async with running(hooks=_hooks(hooked)) as (engine, _clock):
+    async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
         result = await engine.run(split_join(mode, quorum))
         history = await engine.history(result.run_id)
     assert result.lifecycle is Lifecycle.COMPLETED
@@ -400,16 +343,12 @@ def hanging() -> Flow:
     )
 
 
-def _hooks(hooked: bool) -> list[Callable[[EventRecord], None]]:
-    return [lambda e: None] if hooked else []
-
-
 @pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
 async def test_an_abort_cancels_a_node_on_the_fast_path(
     hooked: bool, general_steps: list[str]
 ) -> None:
     observed.clear()
-    async with running(autojump=False, hooks=_hooks(hooked)) as (engine, clock):
+    async with running(autojump=False, hooks=no_op_hooks(hooked)) as (engine, clock):
         handle = await engine.start(hanging())
         await clock.advance(timedelta(seconds=10))
         assert handle.cancel(reason="operator stop")
@@ -433,7 +372,7 @@ async def test_a_run_deadline_cancels_a_node_on_the_fast_path(
     hooked: bool, general_steps: list[str]
 ) -> None:
     observed.clear()
-    async with running(hooks=_hooks(hooked)) as (engine, _clock):
+    async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
         result = await engine.run(hanging(), deadline=timedelta(seconds=30))
         history = await engine.history(result.run_id)
     assert general_steps == (["a", "h"] if hooked else [])
@@ -458,7 +397,7 @@ async def test_a_branch_on_the_fast_path_arrives_at_its_join_in_its_move_commit(
         return await original(self, token, p)
 
     monkeypatch.setitem(run_module._HANDLERS, "join", spy)
-    async with running(hooks=_hooks(hooked)) as (engine, _clock):
+    async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
         result = await engine.run(split_join("all"))
         history = await engine.history(result.run_id)
     assert result.lifecycle is Lifecycle.COMPLETED
@@ -502,11 +441,11 @@ async def test_a_split_makes_its_started_branches_in_one_pass_as_one_by_one(
         return original(self, token, *args)
 
     monkeypatch.setattr(RunExecutor, "_split_started", spy)
-    one, _ = await _run(flow, hooked=hooked)
+    one, _ = await run_comparable(flow, hooked=hooked)
     assert passes == one_pass
     passes.clear()
     monkeypatch.setattr(FlowPlan, "started_nodes", lambda self, targets: None)
-    by_one, _ = await _run(flow, hooked=hooked)
+    by_one, _ = await run_comparable(flow, hooked=hooked)
     assert passes == []
     assert one == by_one
 
@@ -539,8 +478,8 @@ async def test_a_split_whose_branches_do_not_all_start_takes_the_one_by_one_path
         raise AssertionError("not taken")
 
     monkeypatch.setattr(RunExecutor, "_split_started", spy)
-    fast, _ = await _run(split_to_a_join(), hooked=False)
-    slow, _ = await _run(split_to_a_join(), hooked=True)
+    fast, _ = await run_comparable(split_to_a_join(), hooked=False)
+    slow, _ = await run_comparable(split_to_a_join(), hooked=True)
     assert passes == []
     assert fast == slow
     assert fast[0] == Lifecycle.COMPLETED and fast[2]["total"] == 15
@@ -583,7 +522,7 @@ async def test_a_node_on_the_fast_path_sees_the_same_context_as_on_the_general_p
     seen = []
     for hooked in (False, True):
         SEEN_CONTEXTS.clear()
-        async with running(hooks=_hooks(hooked)) as (engine, _clock):
+        async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
             result = await engine.run(flow, run_id="r-ctx")
         assert result.state == {"n": 2}
         seen.append(list(SEEN_CONTEXTS))

@@ -12,20 +12,19 @@ import asyncio
 import contextvars
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from flowtide.authoring import FlowBuilder, node
-from flowtide.engine import Lifecycle, NodeContext, Output, Park, RunResult
+from flowtide.engine import Lifecycle, NodeContext, Output, Park
 from flowtide.engine.errors import EngineError
 from flowtide.engine.result import ErrorInfo
 from flowtide.engine.run import RunExecutor
 from flowtide.model import Flow
-from flowtide.store import EventRecord
-from tests.engine.engine_helpers import running
+from tests.engine.engine_helpers import comparable, no_op_hooks, run_comparable, running
 
 WAIT = 10.0
 
@@ -166,56 +165,6 @@ def split(mode: str) -> Flow:
     )
 
 
-@pytest.fixture
-def general_steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The placements whose node ran through the general path (``_node_step``)."""
-    seen: list[str] = []
-    original = RunExecutor._node_step
-
-    async def spy(self: RunExecutor, token: Any, p: Any, *args: Any) -> Any:
-        seen.append(p.id)
-        return await original(self, token, p, *args)
-
-    monkeypatch.setattr(RunExecutor, "_node_step", spy)
-    yield seen
-
-
-def _hooks(hooked: bool) -> list[Callable[[EventRecord], None]]:
-    return [lambda e: None] if hooked else []
-
-
-def _comparable(result: RunResult, history: list[EventRecord]) -> Any:
-    rid = result.run_id
-    events = [
-        (
-            e.kind,
-            e.at,
-            e.placement,
-            e.attempt,
-            e.token_id.replace(rid, "<run>") if e.token_id else None,
-            repr(e.data).replace(rid, "<run>"),
-        )
-        for e in history
-    ]
-    return (
-        result.lifecycle,
-        result.outcome,
-        result.state,
-        [(e.type, e.message.replace(rid, "<run>"), e.placement) for e in result.errors],
-        result.interrupted_at,
-        [(p.placement, p.key.replace(rid, "<run>") if p.key else None) for p in result.parked],
-        result.terminals,
-        events,
-    )
-
-
-async def _run(flow: Flow, *, hooked: bool) -> Any:
-    async with running(hooks=_hooks(hooked)) as (engine, _clock):
-        result = await engine.run(flow)
-        history = list(await engine.history(result.run_id))
-    return _comparable(result, history)
-
-
 @pytest.mark.parametrize(
     ("make", "general"),
     [
@@ -235,12 +184,12 @@ async def test_threaded_nodes_give_the_same_history_and_state_on_both_paths(
     losers = [("b2", True), ("b3", True)] if "first" in flow.id else []
     LOSERS.clear()
     _drain(LOSER_STARTED)
-    fast = await _run(flow, hooked=False)
+    fast = (await run_comparable(flow, hooked=False))[0]
     await asyncio.to_thread(_until, lambda: losers == sorted(LOSERS))
     assert general_steps == general
     LOSERS.clear()
     _drain(LOSER_STARTED)
-    slow = await _run(flow, hooked=True)
+    slow = (await run_comparable(flow, hooked=True))[0]
     await asyncio.to_thread(_until, lambda: losers == sorted(LOSERS))
     assert fast == slow
 
@@ -265,7 +214,7 @@ async def test_a_join_loser_in_a_thread_sees_its_cancellation_and_its_result_is_
     for hooked in (False, True):
         LOSERS.clear()
         _drain(LOSER_STARTED)
-        async with running(hooks=_hooks(hooked)) as (engine, _clock):
+        async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
             result = await engine.run(split("first"))
             history = await engine.history(result.run_id)
             await asyncio.to_thread(_until, lambda: len(LOSERS) == 2)
@@ -309,7 +258,7 @@ async def test_an_abort_cancels_a_threaded_node_and_drops_its_late_result(
 ) -> None:
     HELD.clear()
     SEEN.clear()
-    async with running(autojump=False, hooks=_hooks(hooked)) as (engine, _clock):
+    async with running(autojump=False, hooks=no_op_hooks(hooked)) as (engine, _clock):
         handle = await engine.start(holding())
         await asyncio.to_thread(HELD.wait, WAIT)
         assert handle.cancel(reason="stop")
@@ -434,7 +383,7 @@ async def test_a_threaded_node_does_not_see_the_callers_context(hooked: bool) ->
     )
     token = VAR.set("caller")
     try:
-        async with running(hooks=_hooks(hooked)) as (engine, _clock):
+        async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
             result = await engine.run(flow)
     finally:
         VAR.reset(token)
@@ -455,7 +404,7 @@ async def test_a_threaded_nodes_exception_reaches_the_engine_with_its_traceback(
         return result
 
     monkeypatch.setattr(ErrorInfo, "of", classmethod(spy))
-    async with running(hooks=_hooks(hooked)) as (engine, _clock):
+    async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
         result = await engine.run(failing())
     assert result.lifecycle is Lifecycle.FAILED
     assert [(e.type, e.message, e.placement) for e in result.errors] == [
@@ -540,7 +489,7 @@ async def _interrupted(how: str, hooked: bool) -> Any:
     else:
         flow = blocked_split([blocks, visit, blocks, blocks], how)
         blocked = 3
-    async with running(autojump=False, hooks=_hooks(hooked)) as (engine, clock):
+    async with running(autojump=False, hooks=no_op_hooks(hooked)) as (engine, clock):
         deadline = timedelta(seconds=5) if how == "deadline" else None
         handle = await engine.start(flow, deadline=deadline)
         for _ in range(blocked):
@@ -571,7 +520,7 @@ async def _interrupted(how: str, hooked: bool) -> Any:
         await asyncio.to_thread(_until, lambda: len(OBSERVED) == blocked)
         await asyncio.sleep(0)
         assert await engine.history(result.run_id) == history  # the late results are dropped
-    return _comparable(result, history), sorted(OBSERVED)
+    return comparable(result, history), sorted(OBSERVED)
 
 
 @pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
@@ -644,7 +593,7 @@ async def test_carried_branches_give_the_histories_their_tasks_gave(
         flow = make()
         token = VAR.set("caller")
         try:
-            outcome = await _run(flow, hooked=hooked)
+            outcome = (await run_comparable(flow, hooked=hooked))[0]
         finally:
             VAR.reset(token)
         if "first" in flow.id:
