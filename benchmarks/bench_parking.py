@@ -10,6 +10,10 @@ Run with ``python benchmarks/bench_parking.py`` (options: ``--runs``, ``--parked
   window is as long as parking them took, so the due rate equals the park rate): firing
   lateness (the ``node_timed_out`` instant minus the stored deadline) p50/p99, and firings per
   second.
+* **sweeper, due over a few seconds**: N parked tokens whose deadlines are spread evenly over
+  five seconds after they were all parked (one flow per timeout, 50 timeouts): firing lateness
+  p50/p99 and firings per second. 10,000 come due at about 2,000 a second, 100,000 at about
+  10,000 to 20,000 a second (the spread plus the time parking them took).
 * **sweeper, few due among many**: N parked tokens with far deadlines, plus 1,000 parked 50
   every 100 ms, each due two seconds later (500 due per second): the lateness of those 1,000
   should not depend on N.
@@ -125,6 +129,41 @@ async def bench_sweeper_all_due(n: int) -> dict[str, float]:
     }
 
 
+async def bench_sweeper_spread(n: int, spread: float = 5.0, steps: int = 50) -> dict[str, float]:
+    engine = Engine()
+    # Parking must be over before the first deadline: measure the park rate first.
+    probe = await park_many(engine, parking_flow("P1D"), 2000)
+    for run_id in probe:
+        await engine.cancel(run_id)
+    await wait_done(engine, probe)
+    t0 = time.perf_counter()
+    await park_many(engine, parking_flow("P1D"), 2000)
+    rate = 2000 / (time.perf_counter() - t0)
+    base = n / rate * 2 + 1.0
+    flows = [parking_flow(f"PT{base + spread * i / steps:.3f}S") for i in range(steps)]
+    gc.collect()
+    t0 = time.perf_counter()
+    ids: list[str] = []
+    chunk = 1000
+    for start in range(0, n, chunk):
+        # Each chunk spread over every timeout, so the deadlines interleave evenly.
+        runs = [engine.run(flows[i % steps]) for i in range(start, min(n, start + chunk))]
+        ids.extend(r.run_id for r in await asyncio.gather(*runs))
+    parked_in = time.perf_counter() - t0
+    await wait_done(engine, ids)
+    total = time.perf_counter() - t0
+    late = await lateness(engine, ids)
+    await engine.close()
+    return {
+        "parked_in_s": parked_in,
+        "due_over_s": spread + parked_in,
+        "p50_ms": statistics.median(late),
+        "p99_ms": pct(late, 0.99),
+        "max_ms": max(late),
+        "fired_per_s": n / max(1e-9, total - base),
+    }
+
+
 async def bench_sweeper_few_due(n: int, due: int = 1000, freeze: bool = False) -> dict[str, float]:
     engine = Engine()
     await park_many(engine, parking_flow("P1D"), n)
@@ -171,7 +210,10 @@ async def main() -> None:
         "--freeze", action="store_true", help="gc.freeze() the background parked runs"
     )
     parser.add_argument(
-        "--scenarios", nargs="*", default=["park", "all", "few"], choices=["park", "all", "few"]
+        "--scenarios",
+        nargs="*",
+        default=["park", "all", "spread", "few"],
+        choices=["park", "all", "spread", "few"],
     )
     args = parser.parse_args()
     print(describe(), flush=True)
@@ -182,6 +224,10 @@ async def main() -> None:
     if "all" in args.scenarios:
         for n in args.parked:
             show(f"sweeper, {n:,} parked, all due", await bench_sweeper_all_due(n))
+    if "spread" in args.scenarios:
+        for n in args.parked:
+            figures = await bench_sweeper_spread(n)
+            show(f"sweeper, {n:,} parked, due over a few seconds", figures)
     if "few" in args.scenarios:
         for n in args.parked:
             figures = await bench_sweeper_few_due(n, freeze=args.freeze)

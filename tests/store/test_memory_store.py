@@ -239,9 +239,9 @@ async def test_records_come_back_as_they_went_in() -> None:
 
 
 async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
-    """The rows of a parked run hold plain values only: after a collection, the collector no
-    longer tracks them (only the run's history: one list holding the events' fields; and its
-    state if it holds containers)."""
+    """The rows of a parked run hold plain values only, and so does its history (a tuple of its
+    events' fields, their data frozen): after a collection, the collector no longer tracks any
+    of them (only its state, if that holds containers)."""
     import gc
 
     from flowtide.store import ParkRecord
@@ -259,12 +259,13 @@ async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
     run.lifecycle = "parked"
     run.resume = {"seq": 3, "visits": (("p", 1),), "terminals": (), "outcome": None}
     park = ParkRecord("r.1#1", "r", "r.1", "p", 1, 1, T0, t(10), "k")
+    parked = [EventRecord("parked", "r", T0, "p", 1, "r.1", {"key": "k", "park": park.id})]
     await store.commit(
         Commit(
             "r",
             run=run,
             tokens=[token],
-            events=[EventRecord("parked", "r", T0, "p", 1, "r.1", {"key": "k", "park": park.id})],
+            events=parked,
             parks=[park],
             due=[DueEntry(t(10), "r", "r.1", "timeout")],
         )
@@ -285,11 +286,34 @@ async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
         *store._due_heap,
     ]
     assert [row for row in rows if gc.is_tracked(row)] == []
+    assert not gc.is_tracked(store._history["r"])
+    events = await store.history("r")
+    assert [e.data for e in events] == [e.data for e in [*started, *parked]]
+    assert [e.seq for e in events] == [1, 2, 3]
+    # The next event makes it a list again, and every event reads back as it was committed.
+    late = EventRecord("signalled", "r", t(1), "p", 1, "r.1", {"output": "ok", "to": ["end"]})
+    (stored,) = await store.commit(Commit("r", events=[late]))
+    assert stored.seq == 4 and stored.data == late.data
+    assert isinstance(store._history["r"], list)
+    assert [e.data for e in await store.history("r")] == [e.data for e in [*started, *parked, late]]
+    assert [e.data for e in await store.history("r", after=2)] == [parked[0].data, late.data]
+
+
+async def test_a_long_history_is_left_as_it_is_when_its_run_parks() -> None:
+    # Freezing a long history whole would cost more than the collector spends on it.
+    import gc
+
+    store = MemoryStore()
+    run = RunRecord("r", "urn:f", "1", "running", T0, options={"entrypoint": None})
+    await store.create_run(run, {})
+    steps = [EventRecord("node_finished", "r", t(i), "p", data={"i": i}) for i in range(100)]
+    await store.commit(Commit("r", events=steps))
+    run.lifecycle = "parked"
+    await store.commit(Commit("r", run=run))
+    gc.collect()
     history = store._history["r"]
-    assert gc.is_tracked(history)  # a list: always tracked
-    # The events' fields are items of that list, not rows of their own; flat data is shared,
-    # not copied (a flat dict is never tracked).
-    assert [x for x in history if gc.is_tracked(x)] == []
+    assert isinstance(history, list)
+    assert [e.data for e in await store.history("r")] == [{"i": i} for i in range(100)]
 
 
 async def test_event_data_holding_containers_is_frozen_by_general_commits_and_read_back_whole() -> (
