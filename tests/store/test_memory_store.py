@@ -299,6 +299,33 @@ async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
     assert [e.data for e in await store.history("r", after=2)] == [parked[0].data, late.data]
 
 
+async def test_a_history_is_compacted_when_its_run_parks_and_when_it_ends_right_after() -> None:
+    # A run that ends without having waited just before keeps its list: freezing a short flow's
+    # history at its end would cost every such run more than the collector saves.
+    import gc
+
+    async def run_to_end(park_first: bool) -> list[Any] | tuple[Any, ...]:
+        store = MemoryStore()
+        run = RunRecord("r", "urn:f", "1", "running", T0, options={"entrypoint": None})
+        await store.create_run(run, {})
+        step = EventRecord("node_finished", "r", T0, "p", data={"output": "ok", "to": ["q"]})
+        await store.commit(Commit("r", events=[step]))
+        if park_first:
+            run.lifecycle = "parked"
+            await store.commit(Commit("r", run=run, events=[EventRecord("parked", "r", T0)]))
+            assert isinstance(store._history["r"], tuple)
+        run.lifecycle = "completed"
+        await store.commit(Commit("r", run=run, events=[EventRecord("run_finished", "r", T0)]))
+        assert [e.kind for e in await store.history("r")][-1] == "run_finished"
+        return store._history["r"]
+
+    parked_then_ended = await run_to_end(park_first=True)
+    for _ in range(4):
+        gc.collect()  # nested tuples are untracked one level per collection
+    assert isinstance(parked_then_ended, tuple) and not gc.is_tracked(parked_then_ended)
+    assert isinstance(await run_to_end(park_first=False), list)
+
+
 async def test_a_long_history_is_left_as_it_is_when_its_run_parks() -> None:
     # Freezing a long history whole would cost more than the collector spends on it.
     import gc
