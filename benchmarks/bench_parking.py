@@ -26,6 +26,7 @@ import asyncio
 import gc
 import statistics
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -51,12 +52,29 @@ def parking_flow(timeout: str) -> Flow:
     )
 
 
-async def park_many(engine: Engine, flow: Flow, n: int, chunk: int = 1000) -> list[str]:
+async def park_many(
+    engine: Engine, flow: Flow | Sequence[Flow], n: int, chunk: int = 1000
+) -> list[str]:
+    """Park ``n`` runs, ``chunk`` at a time; with several flows, run ``i`` takes flow ``i``
+    modulo their number (each chunk spread over all of them)."""
+    flows = [flow] if isinstance(flow, Flow) else list(flow)
     ids: list[str] = []
     for start in range(0, n, chunk):
-        results = await asyncio.gather(*(engine.run(flow) for _ in range(min(chunk, n - start))))
-        ids.extend(r.run_id for r in results)
+        runs = [engine.run(flows[i % len(flows)]) for i in range(start, min(n, start + chunk))]
+        ids.extend(r.run_id for r in await asyncio.gather(*runs))
     return ids
+
+
+async def park_rate(engine: Engine) -> float:
+    """Parks per second on a batch of 2,000, after a warm-up batch (cancelled); the batch
+    measured stays parked, far from its deadline."""
+    probe = await park_many(engine, parking_flow("P1D"), 2000)
+    for run_id in probe:
+        await engine.cancel(run_id)
+    await wait_done(engine, probe)
+    t0 = time.perf_counter()
+    await park_many(engine, parking_flow("P1D"), 2000)
+    return 2000 / (time.perf_counter() - t0)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -101,14 +119,7 @@ async def wait_done(engine: Engine, ids: list[str]) -> None:
 async def bench_sweeper_all_due(n: int) -> dict[str, float]:
     engine = Engine()
     # The window must outlast parking them all: measure the park rate on a small batch first.
-    probe = await park_many(engine, parking_flow("P1D"), 2000)
-    for run_id in probe:
-        await engine.cancel(run_id)
-    await wait_done(engine, probe)
-    t0 = time.perf_counter()
-    await park_many(engine, parking_flow("P1D"), 2000)
-    rate = 2000 / (time.perf_counter() - t0)
-    window = n / rate * 3 + 1.0
+    window = n / await park_rate(engine) * 3 + 1.0
     flow = parking_flow(f"PT{window:.3f}S")
     gc.collect()
     t0 = time.perf_counter()
@@ -132,23 +143,12 @@ async def bench_sweeper_all_due(n: int) -> dict[str, float]:
 async def bench_sweeper_spread(n: int, spread: float = 5.0, steps: int = 50) -> dict[str, float]:
     engine = Engine()
     # Parking must be over before the first deadline: measure the park rate first.
-    probe = await park_many(engine, parking_flow("P1D"), 2000)
-    for run_id in probe:
-        await engine.cancel(run_id)
-    await wait_done(engine, probe)
-    t0 = time.perf_counter()
-    await park_many(engine, parking_flow("P1D"), 2000)
-    rate = 2000 / (time.perf_counter() - t0)
-    base = n / rate * 2 + 1.0
+    base = n / await park_rate(engine) * 2 + 1.0
     flows = [parking_flow(f"PT{base + spread * i / steps:.3f}S") for i in range(steps)]
     gc.collect()
     t0 = time.perf_counter()
-    ids: list[str] = []
-    chunk = 1000
-    for start in range(0, n, chunk):
-        # Each chunk spread over every timeout, so the deadlines interleave evenly.
-        runs = [engine.run(flows[i % steps]) for i in range(start, min(n, start + chunk))]
-        ids.extend(r.run_id for r in await asyncio.gather(*runs))
+    # Each chunk spread over every timeout, so the deadlines interleave evenly.
+    ids = await park_many(engine, flows, n)
     parked_in = time.perf_counter() - t0
     await wait_done(engine, ids)
     total = time.perf_counter() - t0
