@@ -55,6 +55,7 @@ from flowtide.engine.threads import WorkerPool
 from flowtide.model.durations import parse_duration
 from flowtide.model.flow import Flow
 from flowtide.store.base import (
+    LIVE_TOKEN_STATUSES,
     Commit,
     DueEntry,
     DuplicateSignal,
@@ -671,7 +672,7 @@ class Engine:
             else:
                 # Not held here (let go, held by another engine, or in its first step on the
                 # fast park): the store knows where its live tokens are.
-                live = await self.store.tokens(run_id, _LIVE_STATUSES)
+                live = await self.store.tokens(run_id, LIVE_TOKEN_STATUSES)
                 here = [t for t in live if t.placement == placement]
             if here and not any(t.status is TokenStatus.PARKED for t in here):
                 raise SignalRefused(
@@ -950,7 +951,6 @@ class Engine:
 
 
 _PENDING = Lifecycle.PENDING.value
-_LIVE_STATUSES = [s for s in TokenStatus if s.live]
 
 
 def _where(

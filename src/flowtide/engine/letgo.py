@@ -51,6 +51,7 @@ from flowtide.engine.run import (
 )
 from flowtide.model.placements import TIMEOUT_OUTPUT, AnyPlacement, Terminal
 from flowtide.store.base import (
+    LIVE_TOKEN_STATUSES,
     Commit,
     DueEntry,
     EventRecord,
@@ -69,7 +70,6 @@ if TYPE_CHECKING:
 
 __all__ = ["end_by_signal", "end_by_timeout"]
 
-_LIVE = [s for s in TokenStatus if s.live]
 _PARKED = Lifecycle.PARKED.value
 _RUNNING = Lifecycle.RUNNING.value
 _SIGNALLED = EventKind.SIGNALLED.value
@@ -111,7 +111,7 @@ async def _parked_token(engine: Engine, g: _LetGo) -> TokenRecord | None:
     run, park = g.run, g.park
     assert run.resume is not None
     store = engine.store
-    live = await store.tokens(run.id, _LIVE)
+    live = await store.tokens(run.id, LIVE_TOKEN_STATUSES)
     if len(live) != 1:
         return None
     token = live[0]

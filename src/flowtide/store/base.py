@@ -41,6 +41,7 @@ from typing import Any
 from flowtide.errors import FlowtideError
 
 __all__ = [
+    "LIVE_TOKEN_STATUSES",
     "Commit",
     "DueEntry",
     "DuplicateSignal",
@@ -116,6 +117,8 @@ _LIVE = frozenset(
         TokenStatus.PARKED,
     }
 )
+LIVE_TOKEN_STATUSES: tuple[TokenStatus, ...] = tuple(s for s in TokenStatus if s.live)
+"""The statuses of a live token, in declaration order (for ``Store.tokens(run, statuses)``)."""
 
 
 Lineage = tuple[tuple[str, int, int], ...]
