@@ -14,6 +14,7 @@ from flowtide.store import (
     EventRecord,
     MemoryStore,
     NodeAnchor,
+    ParkRecord,
     RunRecord,
     ScatterItemRecord,
     StoreConflict,
@@ -493,3 +494,63 @@ async def test_the_events_a_commit_returns_read_like_a_list_of_records() -> None
     assert await store.get_state("r") == {"k": 1, "x": 1}
     assert list(await store.history("r", after=1)) == list(events)
     assert await store.commit(Commit("r", tokens=[token])) == ()
+
+
+async def test_a_parked_or_ended_run_is_untracked_by_its_first_young_collection() -> None:
+    """Every value a row or a compacted history holds is plain or packed (bytes): the first
+    collection of the youngest generation stops tracking them all, so a run that parks or ends
+    moves nothing into the older generations (whose collections walk everything in them)."""
+    import gc
+
+    store = MemoryStore()
+    run = RunRecord("r", "urn:f", "1", "running", T0, options={"entrypoint": None})
+    await store.create_run(run, {})
+    token = TokenRecord("r.1", "r", "p", TokenStatus.PARKED, created_at=T0)
+    token.data["window"] = {"anchor": "park", "deadline": t(10).isoformat(), "timers": [0, 1]}
+    run.lifecycle = "parked"
+    run.resume = {"seq": 2, "visits": [["p", 1]], "terminals": [], "outcome": None}
+    park = ParkRecord("r.1#1", "r", "r.1", "p", 1, 1, T0, t(10), "k", {"url": "u", "l": [1]})
+    data = {"key": "k", "to": ["end"], "window": {"timers": [{"at": 1}]}}
+    await store.commit(
+        Commit(
+            "r",
+            run=run,
+            tokens=[token],
+            events=[EventRecord("parked", "r", T0, "p", 1, "r.1", data)],
+            parks=[park],
+        )
+    )
+    run.lifecycle = "completed"
+    run.result = {"state": {"a": [1, {"b": [2]}]}, "errors": [], "terminals": ["end"]}
+    await store.commit(Commit("r", run=run, events=[EventRecord("run_finished", "r", t(1))]))
+    gc.collect(0)
+    kept = [
+        store._runs["r"],
+        store._history["r"],
+        store._parks["r.1#1"],
+        *store._tokens["r"].values(),
+    ]
+    assert [row for row in kept if gc.is_tracked(row)] == []
+    assert (await store.get_run("r")).result == run.result
+    assert (await store.history("r"))[0].data == data
+    assert (await store.tokens("r"))[0].data == token.data
+    assert (await store.parks(run_id="r"))[0].payload == {"url": "u", "l": [1]}
+
+
+async def test_values_marshal_does_not_take_are_frozen_and_come_back_as_they_went_in() -> None:
+    from enum import StrEnum
+
+    class Colour(StrEnum):
+        RED = "red"
+
+    store = MemoryStore()
+    run = RunRecord("r", "urn:f", "1", "running", T0, options={"entrypoint": "e", "at": T0})
+    await store.create_run(run, {})
+    token = TokenRecord("r.1", "r", "p", TokenStatus.PARKED, created_at=T0)
+    token.data["colour"] = Colour.RED
+    park = ParkRecord("r.1#1", "r", "r.1", "p", 1, 1, T0, None, None, b"raw bytes")
+    await store.commit(Commit("r", tokens=[token], parks=[park]))
+    assert (await store.get_run("r")).options == {"entrypoint": "e", "at": T0}
+    (got,) = await store.tokens("r")
+    assert got.data == {"colour": Colour.RED} and type(got.data["colour"]) is Colour
+    assert (await store.parks(run_id="r"))[0].payload == b"raw bytes"

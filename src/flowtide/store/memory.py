@@ -5,19 +5,21 @@ tasks. Records are copied on the way in and out, so the engine cannot change sto
 mutating its own objects (as with a real database).
 
 Runs, tokens, events, parks and due entries are kept as plain tuples of their fields (enum
-members as their values, mappings and lists as flat tuples: :func:`_freeze`), and records are
-built again on the way out. A tuple (or a dict) holding only such values is one the cyclic garbage
-collector stops tracking after its first collection, so the many parked and ended runs a process
-keeps cost the collector little (a record object would be walked by every full collection); a
-run's result is frozen once, when the run ends. Events' data dicts are kept as the engine made
-them (it never changes them after the commit) when a plain step commits them, because freezing
-them there would cost every step (a 200-node chain measured about 25 % slower per step): such a
-dict that holds a list (a ``node_finished`` event's ``to``) stays tracked. The other commits (a
-run's start, park, signal, end: a few per run) freeze the data that holds containers. And when a
-run parks (or ends right after it waited), a short history becomes a tuple with every event's
-data frozen (a tuple of plain values is not tracked; a list, or a tuple that holds a dict, is
-walked item by item by every full collection), a list again at its next event: a parked run
-then costs a full collection nothing, where its history list of 20-odd fields cost about 0.6 µs.
+members as their values, mappings and lists packed: marshalled to bytes by :func:`_pack`, or
+frozen into tuples by :func:`_freeze` when they hold something marshal does not take), and
+records are built again on the way out. A tuple holding only such values is one the cyclic
+garbage collector stops tracking at its first collection, so the many parked and ended runs a
+process keeps cost the collector little, and a run that parks or ends moves nothing into the
+older generations (whose collections walk everything in them); a run's result is packed once,
+when the run ends. Events' data dicts are kept as the engine made them (it never changes them
+after the commit) when a plain step commits them, because packing them there would cost every
+step (a 200-node chain measured about 25 % slower per step): such a dict that holds a list (a
+``node_finished`` event's ``to``) stays tracked. The other commits (a run's start, park, signal,
+end: a few per run) pack the data that holds containers. And when a run parks (or ends right
+after it waited), a short history becomes a tuple with every event's data packed (a tuple of
+plain values is not tracked; a list, or a tuple that holds a dict, is walked item by item by
+every full collection), a list again at its next event: a parked run then costs a full collection
+nothing, where its history list of 20-odd fields cost about 0.6 µs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import copy
 import heapq
 import itertools
+import marshal
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -130,7 +133,7 @@ class MemoryStore(Store):
                 t.deadline,
                 t.due,
                 t.created_at,
-                _freeze(t.data) if t.data else None,
+                _pack(t.data) if t.data else None,
                 t.epoch,
             )
         if c.state is not None or c.state_deleted:
@@ -311,7 +314,7 @@ class MemoryStore(Store):
                 rows[i + 3],
                 rows[i + 4],
                 rows[i + 5],
-                _thaw(rows[i + 6]),
+                _unpack(rows[i + 6]),
                 i // n + 1,
             )
             for i in range(max(0, after) * n, len(rows), n)
@@ -453,8 +456,8 @@ class _Stored(Sequence[EventRecord]):
         i = self._start + index
         at = i * _EVENT_FIELDS
         kind, run_id, when, placement, attempt, token_id, data = self._rows[at : at + _EVENT_FIELDS]
-        if type(data) is tuple:
-            data = _thaw(data)
+        if type(data) is not dict:
+            data = _unpack(data)
         return EventRecord(kind, run_id, when, placement, attempt, token_id, data, i + 1)
 
     def __repr__(self) -> str:
@@ -487,6 +490,8 @@ _COMPACTED_EVENTS = 64
 _EVENT_FIELDS = 7
 """kind, run id, at, placement, attempt, token id, data (the seq is the position)."""
 _CONTAINERS = (dict, list)
+_PACKED_PAYLOADS = (dict, list, bytes)
+"""A park's payload of these types is packed (bytes too: a stored bytes value means packed)."""
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 """Immutable values that :meth:`MemoryStore.get_state` need not copy."""
 _STATUSES = {s.value: s for s in TokenStatus}
@@ -499,10 +504,39 @@ _EPOCH = 11
 _PARK_STATUS = 10
 
 
+def _pack(value: Any) -> Any:
+    """``value`` (a dict, a list) as the store keeps it: marshalled bytes, which the collector
+    never tracks, or, if it holds something marshal does not take (a datetime, an enum member,
+    any other object), frozen by :func:`_freeze`. Bytes also keep the row or history tuple that
+    holds them from being tracked past its first collection: a frozen value nests tuples, and the
+    collector untracks those one level per collection, so each one (and the row holding it) used
+    to be moved to the older generations, whose collections then came sooner and took longer."""
+    try:
+        return _dumps(value, _MARSHAL_VERSION)
+    except ValueError:
+        return _freeze(value)
+
+
+def _unpack(value: Any) -> Any:
+    """The value :func:`_pack` was given (new dicts and lists); anything else as it is."""
+    t = type(value)
+    if t is bytes:
+        return _loads(value)
+    if t is tuple:
+        return _thaw(value)
+    return value
+
+
+_dumps = marshal.dumps
+_loads = marshal.loads
+_MARSHAL_VERSION = 2
+"""No references and no interning: the fastest both ways for the small dicts kept here."""
+
+
 def _freeze(value: Any) -> Any:
     """A value without dicts or lists, which the collector can stop tracking: a dict becomes
     ``(_DICT, key, value, key, value, ...)``, a list ``(_LIST, item, ...)``, anything else is
-    kept (the engine keeps its data JSON-like)."""
+    kept (the engine keeps its data JSON-like). What :func:`_pack` falls back on."""
     t = type(value)
     if t is dict:
         out: list[Any] = [_DICT]
@@ -536,11 +570,11 @@ def _thaw(value: Any) -> Any:
 
 
 def _frozen_data(data: dict[str, Any]) -> Any:
-    """An event's data as the history keeps it from a general commit: frozen if it holds a dict
+    """An event's data as the history keeps it from a general commit: packed if it holds a dict
     or a list, else the engine's own dict (a dict of plain values is not tracked anyway)."""
     for v in data.values():
         if type(v) in _CONTAINERS:
-            return _freeze(data)
+            return _pack(data)
     return data
 
 
@@ -548,16 +582,16 @@ def _compacted(history: list[Any]) -> list[Any] | tuple[Any, ...]:
     """A parked run's history as the store keeps it until its next event (and a run's that
     parked and then ended at once, by a signal or a deadline): a full collection walks every
     item of a list, and of a tuple holding a dict, but stops tracking a tuple of plain values.
-    So a short history becomes a tuple with its events' data frozen, and the many runs that wait
+    So a short history becomes a tuple with its events' data packed, and the many runs that wait
     (or waited) cost the collector nothing. A long one stays as it is, and so does the history
-    of a run that ends without having waited just before: freezing it at its end would cost
+    of a run that ends without having waited just before: packing it at its end would cost
     short flows 10-17 % (a 10- or 30-node chain), for a store that keeps everything anyway."""
     if len(history) > _COMPACTED_EVENTS * _EVENT_FIELDS:
         return history
     for i in range(_EVENT_FIELDS - 1, len(history), _EVENT_FIELDS):
         data = history[i]
         if type(data) is dict:
-            history[i] = _freeze(data)
+            history[i] = _pack(data)
     return tuple(history)
 
 
@@ -573,7 +607,7 @@ def _token_row(t: TokenRecord) -> tuple[Any, ...]:
         t.deadline,
         t.due,
         t.created_at,
-        _freeze(t.data) if t.data else None,
+        _pack(t.data) if t.data else None,
         t.epoch,
     )
 
@@ -590,7 +624,7 @@ def _token_record(r: tuple[Any, ...]) -> TokenRecord:
         r[7],
         r[8],
         r[9],
-        _thaw(r[10]) if r[10] is not None else {},
+        _unpack(r[10]) if r[10] is not None else {},
         r[11],
     )
 
@@ -609,14 +643,14 @@ def _run_row(r: RunRecord) -> tuple[Any, ...]:
         r.parent_token_id,
         r.depth,
         r.outcome,
-        _freeze(r.result) if r.result else r.result,
-        _NO_ENTRYPOINT if r.options == _NO_ENTRYPOINT_DATA else _freeze(r.options),
-        _freeze(r.resume) if r.resume is not None else None,
+        _pack(r.result) if r.result else r.result,
+        _NO_ENTRYPOINT if r.options == _NO_ENTRYPOINT_DATA else _pack(r.options),
+        _pack(r.resume) if r.resume is not None else None,
     )
 
 
 _NO_ENTRYPOINT_DATA: dict[str, Any] = {"entrypoint": None}
-_NO_ENTRYPOINT = _freeze(_NO_ENTRYPOINT_DATA)
+_NO_ENTRYPOINT = _pack(_NO_ENTRYPOINT_DATA)
 """The options of most runs (started at the flow's default entrypoint), frozen once: a
 comparison costs less than freezing them again on every run row."""
 
@@ -635,9 +669,9 @@ def _run_record(r: tuple[Any, ...]) -> RunRecord:
         r[9],
         r[10],
         r[11],
-        _thaw(r[12]) if r[12] else r[12],
-        {"entrypoint": None} if r[13] is _NO_ENTRYPOINT else _thaw(r[13]),
-        _thaw(r[14]) if r[14] is not None else None,
+        _unpack(r[12]) if r[12] else r[12],
+        {"entrypoint": None} if r[13] is _NO_ENTRYPOINT else _unpack(r[13]),
+        _unpack(r[14]) if r[14] is not None else None,
     )
 
 
@@ -652,7 +686,7 @@ def _park_row(p: ParkRecord) -> tuple[Any, ...]:
         p.parked_at,
         p.deadline,
         p.key,
-        _freeze(p.payload) if type(p.payload) in _CONTAINERS else p.payload,
+        _pack(p.payload) if type(p.payload) in _PACKED_PAYLOADS else p.payload,
         p.status._value_,
         p.closed_at,
         p.closed_by,
@@ -670,7 +704,7 @@ def _park_record(r: tuple[Any, ...]) -> ParkRecord:
         r[6],
         r[7],
         r[8],
-        _thaw(r[9]) if type(r[9]) is tuple else r[9],
+        _unpack(r[9]),
         _PARK_STATUSES[r[10]],
         r[11],
         r[12],
