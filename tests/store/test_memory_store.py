@@ -554,3 +554,46 @@ async def test_values_marshal_does_not_take_are_frozen_and_come_back_as_they_wen
     (got,) = await store.tokens("r")
     assert got.data == {"colour": Colour.RED} and type(got.data["colour"]) is Colour
     assert (await store.parks(run_id="r"))[0].payload == b"raw bytes"
+
+
+async def test_waiting_run_reads_what_the_other_reads_give() -> None:
+    """The memory store's one-call read agrees with the default, composed of the other reads:
+    the run, the token's open park (not a closed one, not another token's), the live tokens,
+    the last seq and a copy of the state."""
+    from flowtide.store import ParkStatus, Store, WaitingRun
+
+    store = MemoryStore()
+    run = RunRecord("r", "urn:f", "1", "parked", T0, options={"entrypoint": None})
+    run.resume = {"seq": 2, "visits": [["p", 1]], "terminals": [], "outcome": None}
+    await store.create_run(run, {"n": 1, "items": [1, {"a": 2}]})
+    parked = TokenRecord("r.1", "r", "p", TokenStatus.PARKED, epoch=2, created_at=T0)
+    waiting = TokenRecord("r.2", "r", "q", TokenStatus.WAITING, created_at=T0)
+    done = TokenRecord("r.3", "r", "end", TokenStatus.DONE, created_at=T0)
+    closed = ParkRecord("r.1#1", "r", "r.1", "p", 1, 1, T0, None, "k")
+    closed.status = ParkStatus.SIGNALLED
+    open_ = ParkRecord("r.1#2", "r", "r.1", "p", 2, 2, t(1), t(10), "k")
+    other = ParkRecord("r.2#1", "r", "r.2", "q", 1, 1, t(1), None, None)
+    events = [EventRecord("parked", "r", T0, "p"), EventRecord("parked", "r", t(1), "p")]
+    await store.commit(
+        Commit("r", tokens=[parked, waiting, done], parks=[closed, open_, other], events=events)
+    )
+
+    async def both(run_id: str, token_id: str) -> tuple[WaitingRun, WaitingRun]:
+        return (
+            await store.waiting_run(run_id, token_id),
+            await Store.waiting_run(store, run_id, token_id),
+        )
+
+    mine, composed = await both("r", "r.1")
+    assert mine == composed
+    assert mine.run == run and mine.park == open_ and mine.last_seq == 2
+    assert [t.id for t in mine.live] == ["r.1", "r.2"]
+    assert mine.state == {"n": 1, "items": [1, {"a": 2}]}
+    mine.state["items"][1]["a"] = 3  # a copy
+    assert (await store.get_state("r"))["items"][1] == {"a": 2}
+    mine, composed = await both("r", "r.3")
+    assert mine == composed and mine.park is None
+    with pytest.raises(UnknownRunError):
+        await store.waiting_run("nope", "nope.1")
+    with pytest.raises(UnknownRunError):
+        await Store.waiting_run(store, "nope", "nope.1")

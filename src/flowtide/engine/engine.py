@@ -557,15 +557,12 @@ class Engine:
                 return SignalReceipt.from_answer(known.answer, duplicate=True)
         payload = dict(payload or {})
         for _ in range(5):
-            park, run = await self._find_park(run_id, placement, key, token_id)
+            park = await self._find_park(run_id, placement, key, token_id)
             if output is not None and not self.hooks and self._lets_go(park.run_id):
                 # A let-go run whose token the output takes to a terminal: one commit.
                 try:
-                    if run is None:
-                        run = await self.store.get_run(park.run_id)
                     applied = await end_by_signal(
                         self,
-                        run,
                         park,
                         payload=payload,
                         output=output,
@@ -623,31 +620,30 @@ class Engine:
         placement: str | None,
         key: str | None,
         token_id: str | None,
-    ) -> tuple[ParkRecord, RunRecord | None]:
-        """The park a signal addresses (with the run, when looked up by ``run_id``), or the
-        refusal."""
+    ) -> ParkRecord:
+        """The park a signal addresses, or the refusal."""
         now = self.clock.now()
         if key is None and run_id is None:
             raise EngineError("signal needs a run_id (with placement or token_id) or a key")
         if key is None and placement is None and token_id is None:
             raise EngineError("signal needs a placement or token_id with a run_id")
-        run: RunRecord | None = None
-        if run_id is not None and run_id not in self._runs:  # (held here: it exists)
-            try:
-                run = await self.store.get_run(run_id)
-            except KeyError:
-                raise SignalRefused(
-                    RefusalReason.UNKNOWN,
-                    f"signal refused: no run {run_id!r}",
-                    **_where(run_id, placement, token_id, key),
-                ) from None
         parks = await self.store.parks(run_id=run_id, key=key, placement=placement)
         ex = self._runs.get(run_id) if run_id is not None else None
         if len(parks) == 1 and ex is None and token_id is None:
             # The common case: one park, nothing of the run in memory here.
             found = parks[0]
             if found.status == ParkStatus.PARKED:
-                return found, run
+                return found
+        if not parks and run_id is not None and ex is None:
+            # (A park of the run, or the run held here, says it exists.)
+            try:
+                await self.store.get_run(run_id)
+            except KeyError:
+                raise SignalRefused(
+                    RefusalReason.UNKNOWN,
+                    f"signal refused: no run {run_id!r}",
+                    **_where(run_id, placement, token_id, key),
+                ) from None
         if token_id is not None:
             parks = [p for p in parks if p.token_id == token_id]
         if ex is not None:
@@ -663,7 +659,7 @@ class Engine:
                 **where,
             )
         if open_:
-            return open_[0], run
+            return open_[0]
         if parks:
             raise refusal(parks[-1], now)
         if run_id is not None and placement is not None:
@@ -832,12 +828,12 @@ class Engine:
             if ex is None and entry.purpose == "timeout" and not self.hooks:
                 # A park deadline of a let-go run that ends it: one commit, no rebuild.
                 try:
-                    run = await self.store.get_run(entry.run_id)
+                    view = await self.store.waiting_run(entry.run_id, entry.token_id)
                 except UnknownRunError:
                     continue
-                if Lifecycle(run.lifecycle).terminal:
+                if Lifecycle(view.run.lifecycle).terminal:
                     continue
-                if await end_by_timeout(self, run, entry):
+                if await end_by_timeout(self, view, entry):
                     continue
                 ex = self._runs.get(entry.run_id)
             if ex is None or ex.released:

@@ -51,7 +51,6 @@ from flowtide.engine.run import (
 )
 from flowtide.model.placements import TIMEOUT_OUTPUT, AnyPlacement, Terminal
 from flowtide.store.base import (
-    LIVE_TOKEN_STATUSES,
     Commit,
     DueEntry,
     EventRecord,
@@ -63,6 +62,7 @@ from flowtide.store.base import (
     StoreConflict,
     TokenRecord,
     TokenStatus,
+    WaitingRun,
 )
 
 if TYPE_CHECKING:
@@ -105,21 +105,19 @@ def _let_go(engine: Engine, run: RunRecord, park: ParkRecord, now: datetime) -> 
     return _LetGo(run, plan, park, plan.placements[park.placement])
 
 
-async def _parked_token(engine: Engine, g: _LetGo) -> TokenRecord | None:
+def _parked_token(g: _LetGo, view: WaitingRun) -> TokenRecord | None:
     """The run's only live token, parked at the park's epoch, with no history after the
     checkpoint; None: take the general path."""
     run, park = g.run, g.park
     assert run.resume is not None
-    store = engine.store
-    live = await store.tokens(run.id, LIVE_TOKEN_STATUSES)
-    if len(live) != 1:
+    if len(view.live) != 1:
         return None
-    token = live[0]
+    token = view.live[0]
     if token.id != park.token_id or token.status is not TokenStatus.PARKED:
         return None
     if token.epoch != park.epoch:
         return None
-    if await store.history(run.id, after=run.resume["seq"]):
+    if view.last_seq > run.resume["seq"]:
         return None  # events after the checkpoint (a warning, a failed hook): rebuild
     g.token = token
     return token
@@ -219,23 +217,26 @@ def _terminals(run: RunRecord, q: Terminal | None) -> tuple[list[str], str | Non
 
 async def end_by_signal(
     engine: Engine,
-    run: RunRecord,
     park: ParkRecord,
     *,
     payload: dict[str, Any],
     output: str | None,
     idempotency_key: str | None,
 ) -> datetime | None:
-    """Apply a signal with ``output`` to the let-go ``run`` and end it in one commit; returns
-    the instant it was applied at (the receipt's), or None for the general path (nothing was
-    written). Raises ``StoreConflict`` (``DuplicateSignal``) when the store refuses the
-    commit."""
+    """Apply a signal with ``output`` to the let-go run that ``park`` (still open) belongs to
+    and end it in one commit; returns the instant it was applied at (the receipt's), or None for
+    the general path (nothing was written). Raises ``StoreConflict`` (``DuplicateSignal``) when
+    the store refuses the commit."""
     if output is None:
         return None
-    if not engine._claim_end(run.id):
+    if not engine._claim_end(park.run_id):
         return None
     try:
         now = engine.clock.now()
+        view = await engine.store.waiting_run(park.run_id, park.token_id)
+        if view.park is None or view.park.id != park.id:
+            return None  # (closed since it was found: the general path says why)
+        run, park = view.run, view.park
         g = _let_go(engine, run, park, now)
         if g is None:
             return None
@@ -250,7 +251,7 @@ async def end_by_signal(
             q = plan.signal_ends[key] = _terminal(p, plan, output)
         if q is None:
             return None
-        token = await _parked_token(engine, g)
+        token = _parked_token(g, view)
         if token is None:
             return None
         if token.deadline is not None and token.deadline <= now:
@@ -265,7 +266,7 @@ async def end_by_signal(
             token.id,
             signalled_data(park, output, payload, idempotency_key),
         )
-        state = await engine.store.get_state(run.id)
+        state = view.state
         change: tuple[dict[str, Any], list[str]] = ({}, [])
         if payload:
             change = StateMerger(g.plan.flow.reducers).apply(state, dict(state), {}, [], payload)
@@ -293,23 +294,22 @@ async def end_by_signal(
         engine._unclaim_end(run.id)
 
 
-async def end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> bool:
-    """Fire the park deadline ``entry`` of the let-go ``run`` and end the run in one commit
-    (the ``timeout`` output leads to a terminal, or is not routed and the run fails); False:
-    the general path fires it (nothing was written). A token another engine moved first is left
-    as it is."""
-    if not engine._claim_end(run.id):
+async def end_by_timeout(engine: Engine, view: WaitingRun, entry: DueEntry) -> bool:
+    """Fire the park deadline ``entry`` of the let-go run in ``view`` (read for the entry's
+    token) and end the run in one commit (the ``timeout`` output leads to a terminal, or is not
+    routed and the run fails); False: the general path fires it (nothing was written). A token
+    another engine moved first is left as it is."""
+    if not engine._claim_end(view.run.id):
         return False
     try:
-        return await _end_by_timeout(engine, run, entry)
+        return await _end_by_timeout(engine, view, entry)
     finally:
-        engine._unclaim_end(run.id)
+        engine._unclaim_end(view.run.id)
 
 
-async def _end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> bool:
+async def _end_by_timeout(engine: Engine, view: WaitingRun, entry: DueEntry) -> bool:
     now = engine.clock.now()
-    parks = await engine.store.parks(run_id=run.id, open_only=True)
-    park = next((k for k in parks if k.token_id == entry.token_id), None)
+    run, park = view.run, view.park
     if park is None:
         return False
     g = _let_go(engine, run, park, now)
@@ -324,7 +324,7 @@ async def _end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> bo
     q = _terminal(p, g.plan, TIMEOUT_OUTPUT) if routed else None
     if routed and q is None:
         return False
-    token = await _parked_token(engine, g)
+    token = _parked_token(g, view)
     if token is None:
         return False
     deadline = token.deadline
@@ -339,7 +339,7 @@ async def _end_by_timeout(engine: Engine, run: RunRecord, entry: DueEntry) -> bo
         token.id,
         timed_out_data(budget, deadline, routed),
     )
-    state = await engine.store.get_state(run.id)
+    state = view.state
     _close(park, ParkStatus.TIMED_OUT, now, "timeout")
     terminals, outcome = _terminals(run, q)
     if q is not None:

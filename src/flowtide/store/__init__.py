@@ -18,6 +18,7 @@ from flowtide.store.base import (
     TokenRecord,
     TokenStatus,
     UnknownRunError,
+    WaitingRun,
 )
 from flowtide.store.memory import MemoryStore
 
@@ -40,4 +41,5 @@ __all__ = [
     "TokenRecord",
     "TokenStatus",
     "UnknownRunError",
+    "WaitingRun",
 ]

@@ -59,6 +59,7 @@ __all__ = [
     "TokenRecord",
     "TokenStatus",
     "UnknownRunError",
+    "WaitingRun",
 ]
 
 
@@ -326,6 +327,23 @@ class Commit:
     """Token id -> what it must be for the commit to apply (else ``StoreConflict``)."""
 
 
+@dataclass(slots=True)
+class WaitingRun:
+    """A run read together with what ending it from one parked token needs
+    (:meth:`Store.waiting_run`): the signal or deadline that ends a let-go run decides from this
+    alone, then commits with ``Commit.expect`` on the token."""
+
+    run: RunRecord
+    park: ParkRecord | None
+    """The token's open park (None: it has none)."""
+    live: Sequence[TokenRecord]
+    """The run's live tokens (``LIVE_TOKEN_STATUSES``), in creation order."""
+    last_seq: int
+    """The seq of the run's last event (0: it has none)."""
+    state: dict[str, Any]
+    """A copy of the run's state."""
+
+
 class Store(ABC):
     """Where runs live. Every method is a coroutine; implementations must be safe to call from
     many tasks of one event loop (and, for the database stores, many processes)."""
@@ -400,3 +418,16 @@ class Store(ABC):
     @abstractmethod
     async def scatter_items(self, run_id: str, token_id: str) -> Sequence[ScatterItemRecord]:
         """The recorded items of one scatter visit (its token), by index."""
+
+    async def waiting_run(self, run_id: str, token_id: str) -> WaitingRun:
+        """The run (raises :class:`UnknownRunError`), the open park of its token ``token_id``,
+        its live tokens, the seq of its last event and a copy of its state, read together: one
+        call (one query, for a database store) for each signal or deadline that ends a let-go
+        run. This default composes the other reads; a store may answer it more directly."""
+        run = await self.get_run(run_id)
+        parks = await self.parks(run_id=run_id, open_only=True)
+        park = next((p for p in parks if p.token_id == token_id), None)
+        live = await self.tokens(run_id, LIVE_TOKEN_STATUSES)
+        history = await self.history(run_id)
+        last_seq = history[-1].seq if history else 0
+        return WaitingRun(run, park, live, last_seq, await self.get_state(run_id))

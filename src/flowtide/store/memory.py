@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import Any, overload
 
 from flowtide.store.base import (
+    LIVE_TOKEN_STATUSES,
     Commit,
     DueEntry,
     DuplicateSignal,
@@ -51,6 +52,7 @@ from flowtide.store.base import (
     TokenRecord,
     TokenStatus,
     UnknownRunError,
+    WaitingRun,
 )
 
 __all__ = ["MemoryStore"]
@@ -283,9 +285,7 @@ class MemoryStore(Store):
             state = self._states[run_id]
         except KeyError:
             raise UnknownRunError(run_id) from None
-        if _ATOMS.issuperset(map(type, state.values())):
-            return dict(state)  # nothing mutable to copy (most states of parked runs)
-        return copy.deepcopy(state)
+        return _copied(state)
 
     async def tokens(
         self, run_id: str, statuses: Sequence[TokenStatus] | None = None
@@ -325,6 +325,27 @@ class MemoryStore(Store):
             raise UnknownRunError(run_id)
         found = self._tokens[run_id].get(token_id)
         return _token_record(found) if found is not None else None
+
+    async def waiting_run(self, run_id: str, token_id: str) -> WaitingRun:
+        # The rows themselves: one call, and records built only for what is asked.
+        row = self._runs.get(run_id)
+        if row is None:
+            raise UnknownRunError(run_id)
+        park = None
+        ids = self._parks_by_run.get(run_id, ())
+        for park_id in (ids,) if type(ids) is str else ids:
+            p = self._parks[park_id]
+            if p[2] == token_id and p[_PARK_STATUS] == _OPEN:
+                park = _park_record(p)
+                break
+        live = [_token_record(t) for t in self._tokens[run_id].values() if t[_STATUS] in _LIVE]
+        return WaitingRun(
+            _run_record(row),
+            park,
+            live,
+            len(self._history[run_id]) // _EVENT_FIELDS,
+            _copied(self._states[run_id]),
+        )
 
     def _live(self, item: _DueItem) -> bool:
         mine = self._due.get(item[3])
@@ -497,6 +518,7 @@ _ATOMS = frozenset({str, int, float, bool, type(None)})
 _STATUSES = {s.value: s for s in TokenStatus}
 _PARK_STATUSES = {s.value: s for s in ParkStatus}
 _OPEN = ParkStatus.PARKED.value
+_LIVE = frozenset(s.value for s in LIVE_TOKEN_STATUSES)
 _LIFECYCLE = 3
 _STATUS = 3
 _DEADLINE = 7
@@ -593,6 +615,12 @@ def _compacted(history: list[Any]) -> list[Any] | tuple[Any, ...]:
         if type(data) is dict:
             history[i] = _pack(data)
     return tuple(history)
+
+
+def _copied(state: dict[str, Any]) -> dict[str, Any]:
+    if _ATOMS.issuperset(map(type, state.values())):
+        return dict(state)  # nothing mutable to copy (most states of parked runs)
+    return copy.deepcopy(state)
 
 
 def _token_row(t: TokenRecord) -> tuple[Any, ...]:
