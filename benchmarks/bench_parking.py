@@ -1,6 +1,7 @@
 """Parking, resuming and the sweeper, in memory, on the real clock.
 
-Run with ``python benchmarks/bench_parking.py`` (options: ``--runs``, ``--parked``).
+Run with ``python benchmarks/bench_parking.py`` (options: ``--runs``, ``--parked``,
+``--scenarios``).
 
 * **park**: start N runs of a one-node flow whose node parks at once; time until every run is
   parked (its executor let go). Parks per second.
@@ -14,6 +15,10 @@ Run with ``python benchmarks/bench_parking.py`` (options: ``--runs``, ``--parked
   five seconds after they were all parked (one flow per timeout, 50 timeouts): firing lateness
   p50/p99 and firings per second. 10,000 come due at about 2,000 a second, 100,000 at about
   10,000 to 20,000 a second (the spread plus the time parking them took).
+* **sweeper, a burst**: N parked tokens (10,000 or 100,000), 10,000 of them all due at one
+  instant (the clock is moved past their deadlines at once): CPU time per firing, and the
+  collector's pauses by generation (count and total) while they fire, then the first full
+  collection afterwards (what the firings left for the collector).
 * **sweeper, few due among many**: N parked tokens with far deadlines, plus 1,000 parked 50
   every 100 ms, each due two seconds later (500 due per second): the lateness of those 1,000
   should not depend on N.
@@ -27,12 +32,13 @@ import gc
 import statistics
 import time
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from machine import describe
 
 from flowtide.authoring import FlowBuilder, node
+from flowtide.clock import SystemClock
 from flowtide.engine import Engine, NodeContext, Park
 from flowtide.model import Flow
 
@@ -164,6 +170,52 @@ async def bench_sweeper_spread(n: int, spread: float = 5.0, steps: int = 50) -> 
     }
 
 
+class ShiftedClock(SystemClock):
+    """The system clock, moved forward by ``shift``: moving it past many deadlines makes them
+    all due at one instant."""
+
+    shift = timedelta(0)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.shift
+
+
+async def bench_sweeper_burst(n: int, due: int = 10_000) -> dict[str, float]:
+    clock = ShiftedClock()
+    engine = Engine(clock=clock)
+    await park_many(engine, parking_flow("P1D"), max(0, n - due))
+    ids = await park_many(engine, parking_flow("PT60S"), due)
+    gc.collect()
+    pauses = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
+    started = [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pause = pauses[info["generation"]]
+            pause[0] += 1
+            pause[1] += time.perf_counter() - started[0]
+
+    gc.callbacks.append(timed)
+    cpu = time.process_time()
+    clock.shift = timedelta(seconds=61)
+    engine.sweeper.wake()
+    await wait_done(engine, ids)
+    cpu = time.process_time() - cpu
+    gc.callbacks.remove(timed)
+    t0 = time.perf_counter()
+    gc.collect()
+    after = time.perf_counter() - t0
+    await engine.close()
+    figures = {"cpu_us_per_firing": cpu / due * 1e6}
+    for generation, (count, total) in pauses.items():
+        figures[f"gen{generation}_count"] = count
+        figures[f"gen{generation}_ms"] = total * 1000
+    figures["full_collection_after_ms"] = after * 1000
+    return figures
+
+
 async def bench_sweeper_few_due(n: int, due: int = 1000, freeze: bool = False) -> dict[str, float]:
     engine = Engine()
     await park_many(engine, parking_flow("P1D"), n)
@@ -212,8 +264,8 @@ async def main() -> None:
     parser.add_argument(
         "--scenarios",
         nargs="*",
-        default=["park", "all", "spread", "few"],
-        choices=["park", "all", "spread", "few"],
+        default=["park", "all", "spread", "burst", "few"],
+        choices=["park", "all", "spread", "burst", "few"],
     )
     args = parser.parse_args()
     print(describe(), flush=True)
@@ -228,6 +280,9 @@ async def main() -> None:
         for n in args.parked:
             figures = await bench_sweeper_spread(n)
             show(f"sweeper, {n:,} parked, due over a few seconds", figures)
+    if "burst" in args.scenarios:
+        for n in args.parked:
+            show(f"sweeper, {n:,} parked, 10,000 due at once", await bench_sweeper_burst(n))
     if "few" in args.scenarios:
         for n in args.parked:
             figures = await bench_sweeper_few_due(n, freeze=args.freeze)

@@ -208,7 +208,9 @@ async def refused(engine: Any, **signal: Any) -> SignalRefused:
 async def test_refusals_name_why_and_change_nothing() -> None:
     async with running(autojump=False) as (engine, clock):
         # unknown: no such run, no such placement, no such key
-        assert (await refused(engine, run_id="nope", placement="x")).reason is RefusalReason.UNKNOWN
+        for where in ({"placement": "x"}, {"key": "k"}, {"token_id": "nope.1"}):
+            err = await refused(engine, run_id="nope", **where)
+            assert err.reason is RefusalReason.UNKNOWN and "no run 'nope'" in str(err)
         handle = await engine.start(approval_flow())
         await clock.advance(timedelta(seconds=1))
         run_id = handle.run_id
