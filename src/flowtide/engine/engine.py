@@ -831,7 +831,7 @@ class Engine:
                     view = await self.store.waiting_run(entry.run_id, entry.token_id)
                 except UnknownRunError:
                     continue
-                if Lifecycle(view.run.lifecycle).terminal:
+                if view.run.lifecycle in _ENDED:
                     continue
                 if await end_by_timeout(self, view, entry):
                     continue
@@ -947,6 +947,8 @@ class Engine:
 
 
 _PENDING = Lifecycle.PENDING.value
+_ENDED = frozenset(lc.value for lc in Lifecycle if lc.terminal)
+"""The lifecycles of a run that has ended, as stored."""
 
 
 def _where(

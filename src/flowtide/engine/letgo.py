@@ -356,7 +356,7 @@ async def _end_by_timeout(engine: Engine, view: WaitingRun, entry: DueEntry) -> 
             errors=[ErrorInfo.of(error, p.id)],
             interrupted=InterruptedAt("timeout", p.id, deadline, (p.id,)),
         )
-    expect = Expect(TokenStatus.PARKED, token.epoch)
+    expect = _parked_at(token.epoch, None)
     with contextlib.suppress(StoreConflict):  # another engine moved the token first: it stands
         await _end(engine, g, now, first, result, expect, moved=q)
     return True
@@ -370,9 +370,9 @@ _ex_status, _ex_epoch, _ex_alive_at = (
 )
 
 
-def _parked_at(epoch: int, now: datetime) -> Expect:
-    """``Expect(TokenStatus.PARKED, epoch, now)`` (what a signal's commit expects), built
-    without the dataclass's __init__."""
+def _parked_at(epoch: int, now: datetime | None) -> Expect:
+    """``Expect(TokenStatus.PARKED, epoch, now)`` (what a signal's commit expects; a deadline's
+    expects no ``alive_at``), built without the dataclass's __init__."""
     expect = _new(Expect)
     _ex_status(expect, TokenStatus.PARKED)
     _ex_epoch(expect, epoch)
