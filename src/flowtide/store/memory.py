@@ -222,6 +222,15 @@ class MemoryStore(Store):
                 items[record.index] = replace(record)
         history = self._history[run_id]
         parked_before = not isinstance(history, list)  # compacted when it parked, unchanged since
+        # Compacted after this commit (see _compacted), whose events are then packed with the
+        # rest: packing them one by one first would be done twice.
+        compacting = (
+            c.run is not None
+            and (
+                c.run.lifecycle == _PARKED_RUN or (parked_before and c.run.lifecycle in _ENDED_RUN)
+            )
+            and len(history) + len(c.events) * _EVENT_FIELDS <= _COMPACTED_EVENTS * _EVENT_FIELDS
+        )
         stored: Sequence[EventRecord] = ()
         if c.events:
             if not isinstance(history, list):
@@ -229,7 +238,7 @@ class MemoryStore(Store):
             start = len(history) // _EVENT_FIELDS
             # An event's data is not copied: the engine never changes it once it is committed.
             # Here (a run's start, park, signal or end: a few commits per run, not every step)
-            # data that holds a list or a dict is frozen, so that the events that end a run do
+            # data that holds a list or a dict is packed, so that the events that end a run do
             # not keep it tracked by the collector for as long as the store keeps the run.
             for e in c.events:
                 history += (
@@ -239,17 +248,11 @@ class MemoryStore(Store):
                     e.placement,
                     e.attempt,
                     e.token_id,
-                    _frozen_data(e.data),
+                    e.data if compacting else _frozen_data(e.data),
                 )
             # The stored events (new records, with their seqs) are built when asked for.
             stored = _Stored(history, start, start + len(c.events))
-        if (
-            c.run is not None
-            and type(history) is list
-            and (
-                c.run.lifecycle == _PARKED_RUN or (parked_before and c.run.lifecycle in _ENDED_RUN)
-            )
-        ):
+        if compacting and type(history) is list:
             self._history[run_id] = _compacted(history)
         return stored
 
