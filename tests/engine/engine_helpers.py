@@ -87,13 +87,13 @@ def comparable(result: RunResult, history: Sequence[EventRecord]) -> Any:
     )
 
 
-async def run_comparable(flow: Flow, *, hooked: bool) -> tuple[Any, list[str]]:
-    """Run ``flow`` once (``hooked``: with a hook, so on the general path): what it must agree
-    on (:func:`comparable`), and the placements whose attempts started. A hook sees every event
-    the history holds, in its order."""
+async def run_comparable(flow: Flow, *, hooked: bool, **options: Any) -> tuple[Any, list[str]]:
+    """Run ``flow`` once (``hooked``: with a hook, so on the general path; ``options``: the
+    engine's): what it must agree on (:func:`comparable`), and the placements whose attempts
+    started. A hook sees every event the history holds, in its order."""
     seen: list[str] = []
     hooks: list[Callable[[EventRecord], None]] = [lambda e: seen.append(e.kind)] if hooked else []
-    async with running(hooks=hooks) as (engine, _clock):
+    async with running(hooks=hooks, **options) as (engine, _clock):
         result = await engine.run(flow)
         history = list(await engine.history(result.run_id))
     if hooked:

@@ -182,14 +182,17 @@ async def test_threaded_nodes_give_the_same_history_and_state_on_both_paths(
 ) -> None:
     flow = make()
     losers = [("b2", True), ("b3", True)] if "first" in flow.id else []
+    # One worker: branches that run to their end finish in the order they started, on a busy
+    # machine too (a first join's winner waits for the losers to be running: it needs three).
+    threads = 32 if losers else 1
     LOSERS.clear()
     _drain(LOSER_STARTED)
-    fast = (await run_comparable(flow, hooked=False))[0]
+    fast = (await run_comparable(flow, hooked=False, max_threads=threads))[0]
     await asyncio.to_thread(_until, lambda: losers == sorted(LOSERS))
     assert general_steps == general
     LOSERS.clear()
     _drain(LOSER_STARTED)
-    slow = (await run_comparable(flow, hooked=True))[0]
+    slow = (await run_comparable(flow, hooked=True, max_threads=threads))[0]
     await asyncio.to_thread(_until, lambda: losers == sorted(LOSERS))
     assert fast == slow
 
@@ -478,6 +481,17 @@ def blocked_split(kinds: list[Any], name: str) -> Flow:
     )
 
 
+async def _finished(engine: Any, run_id: str, placements: set[str]) -> None:
+    """Wait (a bounded real-time poll, as :func:`_until`) until the run's history has a
+    ``node_finished`` event at each of ``placements``."""
+    for _ in range(int(WAIT * 1000)):
+        history = await engine.history(run_id)
+        if placements <= {e.placement for e in history if e.kind == "node_finished"}:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"{sorted(placements)} did not finish")
+
+
 async def _interrupted(how: str, hooked: bool) -> Any:
     """A split into threaded branches, some blocked in their node when ``how`` happens."""
     OBSERVED.clear()
@@ -485,15 +499,18 @@ async def _interrupted(how: str, hooked: bool) -> Any:
     UNBLOCK.clear()
     if how == "timeout":  # only the blocked branch's node times out; the others finish
         flow = blocked_split([visit, blocks_for_two_seconds, visit, add], how)
-        blocked = 1
+        blocked, free = 1, {"b0", "b2", "b3"}
     else:
         flow = blocked_split([blocks, visit, blocks, blocks], how)
-        blocked = 3
+        blocked, free = 3, {"b1"}
     async with running(autojump=False, hooks=no_op_hooks(hooked)) as (engine, clock):
         deadline = timedelta(seconds=5) if how == "deadline" else None
         handle = await engine.start(flow, deadline=deadline)
         for _ in range(blocked):
             assert await asyncio.to_thread(BLOCKED.acquire, True, WAIT)
+        # The branches that do not block finish first (their threads may be slow to run on a
+        # busy machine): what happens next meets only the blocked ones.
+        await _finished(engine, handle.run_id, free)
         if how == "abort":
             assert handle.cancel(reason="stop")
         elif how == "timeout":
@@ -549,12 +566,20 @@ async def test_carried_branches_are_cancelled_as_their_tasks_were(
         assert lifecycle is (Lifecycle.CANCELLED if how == "abort" else Lifecycle.TIMED_OUT)
 
 
+@node(outputs=["next"])
+def explodes_once_both_run(ctx: NodeContext) -> str:
+    # Both other branches are in their nodes (in other workers) when this one fails: the run's
+    # failure cancels them, whatever the machine's speed.
+    assert LOSER_STARTED.acquire(timeout=WAIT) and LOSER_STARTED.acquire(timeout=WAIT)
+    raise ValueError("thread said no")
+
+
 def failing_split() -> Flow:
     b = FlowBuilder("urn:test:flow:thread-split-failing").task(
         "a", start, {"next": ["b1", "b2", "b3"]}
     )
-    b.task("b1", visit, {"next": "j"}).task("b2", explode, {"next": "j"})
-    b.task("b3", visit, {"next": "j"})
+    b.task("b1", waits_to_lose, {"done": "j"}).task("b2", explodes_once_both_run, {"next": "j"})
+    b.task("b3", waits_to_lose, {"done": "j"})
     return b.join("j", "all", {"success": "end"}).terminal("end").build()
 
 
@@ -591,12 +616,17 @@ async def test_carried_branches_give_the_histories_their_tasks_gave(
         _drain(LOSER_STARTED)
         CONTEXTS.clear()
         flow = make()
+        # Branches that all run to their end arrive in the order their threads finish: one
+        # worker makes that the order they started in, on a busy machine too. (A first join's
+        # winner, and the failing branch, wait for the others to be running: they need three.)
+        waiting = "first" in flow.id or "failing" in flow.id
         token = VAR.set("caller")
         try:
-            outcome = (await run_comparable(flow, hooked=hooked))[0]
+            threads = 32 if waiting else 1
+            outcome = (await run_comparable(flow, hooked=hooked, max_threads=threads))[0]
         finally:
             VAR.reset(token)
-        if "first" in flow.id:
+        if waiting:
             await asyncio.to_thread(_until, lambda: len(LOSERS) == 2)
         return outcome, sorted(LOSERS), sorted(CONTEXTS)
 
