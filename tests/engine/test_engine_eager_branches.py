@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -22,8 +21,8 @@ from flowtide.authoring import FlowBuilder, node
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.engine import Lifecycle, NodeContext, Output
 from flowtide.engine import eager as eager_module
-from flowtide.engine.run import RunExecutor
 from flowtide.model import Flow
+from tests.engine.conftest import BranchTasks
 from tests.engine.engine_helpers import at, no_op_hooks, run_comparable, running
 
 OBSERVED: list[str] = []
@@ -388,24 +387,14 @@ THREADED_MIX: list[NodeImplementation] = [instant, threaded, sleeps, threaded, i
     ("mode", "quorum"), [("all", None), ("first", None), ("quorum", 3)], ids=["all", "first", "q3"]
 )
 async def test_threaded_branches_among_others_give_the_same_history_carried_or_as_tasks(
-    mode: str, quorum: int | None, monkeypatch: pytest.MonkeyPatch
+    mode: str, quorum: int | None, branch_tasks: BranchTasks
 ) -> None:
     """A split's branches that start at a threaded node get carriers where they got tasks: with
     eager branches and branches that suspend around them, every path gives the same history."""
     flow = split_of(THREADED_MIX, mode, quorum)
-    carried: list[str] = []
-    original = RunExecutor._carry
-
-    def counting(self: RunExecutor, t: Any, loop: asyncio.AbstractEventLoop) -> None:
-        carried.append(t.placement)
-        original(self, t, loop)
-
-    def as_task(self: RunExecutor, t: Any, loop: asyncio.AbstractEventLoop) -> None:
-        self._tasks.add(loop.create_task(self._drive(t)))
-
     outcomes = []
     for tasks in (False, True):
-        monkeypatch.setattr(RunExecutor, "_carry", as_task if tasks else counting)
+        branch_tasks(tasks)
         for hooked in (False, True):
             OBSERVED.clear()
             # One worker: the threaded branches finish in the order they started, on a busy
@@ -413,7 +402,7 @@ async def test_threaded_branches_among_others_give_the_same_history_carried_or_a
             outcome, _ = await run_comparable(flow, hooked=hooked, max_threads=1)
             outcomes.append((outcome, sorted(OBSERVED)))
     assert all(o == outcomes[0] for o in outcomes[1:])
-    assert carried == ["b1", "b3", "b5"] * 2  # each run, fast and general path
+    assert branch_tasks.carried == ["b1", "b3", "b5"] * 2  # each run, fast and general path
     (lifecycle, *_rest, events), _observed = outcomes[0]
     assert lifecycle is Lifecycle.COMPLETED
     arrived = [e[2] for e in events if e[0] == "node_finished" and e[2].startswith("b")]

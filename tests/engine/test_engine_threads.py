@@ -22,8 +22,8 @@ from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Lifecycle, NodeContext, Output, Park
 from flowtide.engine.errors import EngineError
 from flowtide.engine.result import ErrorInfo
-from flowtide.engine.run import RunExecutor
 from flowtide.model import Flow
+from tests.engine.conftest import BranchTasks
 from tests.engine.engine_helpers import comparable, no_op_hooks, run_comparable, running
 
 WAIT = 10.0
@@ -422,28 +422,6 @@ async def test_a_threaded_nodes_exception_reaches_the_engine_with_its_traceback(
 # -- a split's threaded branches: carriers stand for their tasks ---------------------------------
 
 
-@pytest.fixture
-def branch_tasks(monkeypatch: pytest.MonkeyPatch) -> Callable[[bool], None]:
-    """``branch_tasks(True)``: a split's threaded branches get tasks, as before carriers; False
-    (the default): carriers. Counts the carriers made in ``CARRIED``."""
-    original = RunExecutor._carry
-
-    def counting(self: RunExecutor, t: Any, loop: asyncio.AbstractEventLoop) -> None:
-        CARRIED.append(t.placement)
-        original(self, t, loop)
-
-    def as_task(self: RunExecutor, t: Any, loop: asyncio.AbstractEventLoop) -> None:
-        self._tasks.add(loop.create_task(self._drive(t)))
-
-    def choose(tasks: bool) -> None:
-        monkeypatch.setattr(RunExecutor, "_carry", as_task if tasks else counting)
-
-    CARRIED.clear()
-    choose(False)
-    return choose
-
-
-CARRIED: list[str] = []
 BLOCKED = threading.Semaphore(0)
 UNBLOCK = threading.Event()
 OBSERVED: list[tuple[str, str | None]] = []
@@ -543,10 +521,10 @@ async def _interrupted(how: str, hooked: bool) -> Any:
 @pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
 @pytest.mark.parametrize("how", ["timeout", "abort", "deadline", "close"])
 async def test_carried_branches_are_cancelled_as_their_tasks_were(
-    how: str, hooked: bool, branch_tasks: Callable[[bool], None]
+    how: str, hooked: bool, branch_tasks: BranchTasks
 ) -> None:
     carried = await _interrupted(how, hooked)
-    assert CARRIED == ["b0", "b1", "b2", "b3"]
+    assert branch_tasks.carried == ["b0", "b1", "b2", "b3"]
     branch_tasks(True)
     tasks = await _interrupted(how, hooked)
     assert carried == tasks
@@ -609,7 +587,7 @@ def context_split() -> Flow:
     ids=["all", "first", "failing", "context"],
 )
 async def test_carried_branches_give_the_histories_their_tasks_gave(
-    make: Callable[[], Flow], hooked: bool, branch_tasks: Callable[[bool], None]
+    make: Callable[[], Flow], hooked: bool, branch_tasks: BranchTasks
 ) -> None:
     async def once() -> Any:
         LOSERS.clear()
@@ -631,6 +609,6 @@ async def test_carried_branches_give_the_histories_their_tasks_gave(
         return outcome, sorted(LOSERS), sorted(CONTEXTS)
 
     carried = await once()
-    assert len(CARRIED) == 3
+    assert len(branch_tasks.carried) == 3
     branch_tasks(True)
     assert carried == await once()
