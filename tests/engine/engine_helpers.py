@@ -10,7 +10,7 @@ from typing import Any
 from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, RunResult
 from flowtide.model import Flow
-from flowtide.store import EventRecord
+from flowtide.store import EventRecord, MemoryStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -30,6 +30,25 @@ async def running(
         yield engine, clock
     finally:
         await engine.close()
+        await clock.aclose()
+
+
+@asynccontextmanager
+async def two_engines(
+    flow: Flow, *, autojump: bool, **options: Any
+) -> AsyncIterator[tuple[Engine, Engine, VirtualClock, MemoryStore]]:
+    """Two engines on one store and one clock (as two processes on one database): ``a`` knows no
+    flow (it runs what it is given), ``b`` has ``flow`` registered (it can rebuild its runs).
+    ``options`` go to both. Both are closed at the end."""
+    clock = VirtualClock(T0, autojump=autojump)
+    store = MemoryStore()
+    a = Engine(clock=clock, store=store, **options)
+    b = Engine(clock=clock, store=store, flows=[flow], **options)
+    try:
+        yield a, b, clock, store
+    finally:
+        await a.close()
+        await b.close()
         await clock.aclose()
 
 

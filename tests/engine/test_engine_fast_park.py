@@ -30,7 +30,7 @@ from flowtide.engine.errors import Cancelled
 from flowtide.engine.run import RunExecutor
 from flowtide.model import Flow
 from flowtide.store import EventRecord, MemoryStore
-from tests.engine.engine_helpers import T0, at, kinds, running
+from tests.engine.engine_helpers import T0, at, kinds, running, two_engines
 
 # -- nodes ------------
 
@@ -302,12 +302,8 @@ async def test_the_fast_park_is_signalled_and_times_out_as_usual(paths: dict[str
 
 
 async def test_a_fast_park_is_resumed_and_signalled_by_another_engine() -> None:
-    clock = VirtualClock(T0, autojump=True)
-    store = MemoryStore()
     flow = one(park_keyed, "other-engine", timeout="PT10S")
-    a = Engine(clock=clock, store=store)
-    b = Engine(clock=clock, store=store, flows=[flow])
-    try:
+    async with two_engines(flow, autojump=True) as (a, b, _clock, _store):
         first = await a.run(flow)
         await a.close()
         await b.signal(first.run_id, placement="p", output="ok")
@@ -321,10 +317,6 @@ async def test_a_fast_park_is_resumed_and_signalled_by_another_engine() -> None:
             "terminal_reached",
             "run_finished",
         ]
-    finally:
-        await a.close()
-        await b.close()
-        await clock.aclose()
 
 
 STORED: list[Any] = []
@@ -439,13 +431,9 @@ async def test_a_crash_during_the_first_node_is_resumed_by_a_fresh_engine() -> N
     the started attempt, and a fresh engine re-runs it with the same attempt number."""
 
     async def crash_and_resume(hooked: bool) -> tuple[str, str]:
-        clock = VirtualClock(T0, autojump=False)
-        store = MemoryStore()
         flow = one(sleep_then_park, "crash", timeout="PT10S")
         hooks = [lambda e: None] if hooked else []
-        a = Engine(clock=clock, store=store, hooks=hooks)
-        b = Engine(clock=clock, store=store, flows=[flow], hooks=hooks)
-        try:
+        async with two_engines(flow, autojump=False, hooks=hooks) as (a, b, clock, store):
             task = asyncio.ensure_future(a.run(flow))
             await clock.settle()
             [rid] = [r.id for r in await store.list_runs()]
@@ -460,10 +448,6 @@ async def test_a_crash_during_the_first_node_is_resumed_by_a_fresh_engine() -> N
             final = await handle.result()
             assert final.outcome == "approved"
             return _result(parked), await _store_contents(b, rid)
-        finally:
-            await a.close()
-            await b.close()
-            await clock.aclose()
 
     fast = await crash_and_resume(False)
     slow = await crash_and_resume(True)

@@ -22,8 +22,8 @@ from flowtide.engine import (
     SignalRefused,
 )
 from flowtide.model import Flow
-from flowtide.store import EventRecord, MemoryStore, ParkStatus, TokenStatus
-from tests.engine.engine_helpers import T0, at, kinds, of_kind, running
+from flowtide.store import EventRecord, ParkStatus, TokenStatus
+from tests.engine.engine_helpers import T0, at, kinds, of_kind, running, two_engines
 
 calls: list[tuple[str, Any]] = []
 
@@ -296,14 +296,10 @@ async def test_ambiguous_and_not_parked_refusals_then_token_id() -> None:
 
 async def test_a_signal_to_a_token_another_engine_is_running_is_refused_as_not_parked() -> None:
     # Engine b does not hold the run (engine a does): the store says where its tokens are.
-    clock = VirtualClock(T0, autojump=False)
-    store = MemoryStore()
     flow = (
         FlowBuilder("urn:test:flow:busy").task("b", busy, {"done": "end"}).terminal("end").build()
     )
-    a = Engine(clock=clock, store=store)
-    b = Engine(clock=clock, store=store, flows=[flow])
-    try:
+    async with two_engines(flow, autojump=False) as (a, b, clock, store):
         handle = await a.start(flow)
         await clock.advance(timedelta(seconds=1))
         before = await store.history(handle.run_id)
@@ -317,10 +313,6 @@ async def test_a_signal_to_a_token_another_engine_is_running_is_refused_as_not_p
         assert await store.history(handle.run_id) == before
         await clock.advance(timedelta(minutes=1))
         assert (await handle.result()).lifecycle is Lifecycle.COMPLETED
-    finally:
-        await a.close()
-        await b.close()
-        await clock.aclose()
 
 
 SELF_SIGNALS: list[RefusalReason] = []
