@@ -25,7 +25,7 @@ import inspect
 import os
 import random
 import uuid
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,6 +34,7 @@ from typing import Any
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.authoring.nodes import registry as default_registry
 from flowtide.clock import Clock, SystemClock, VirtualClock, isoformat
+from flowtide.engine.ends import RecentEnds
 from flowtide.engine.errors import (
     EngineError,
     RefusalReason,
@@ -230,9 +231,8 @@ class Engine:
         self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._eager: dict[str, EagerRun] = {}
         """Runs whose first attempt runs right now in ``run()``'s task (see fastpark)."""
-        self._ends: OrderedDict[str, RunResult] = OrderedDict()
-        """The last :data:`ENDS_KEPT` results of runs that ended here, oldest first (ordered:
-        dropping the oldest of a plain dict walks past every slot deleted before it)."""
+        self._ends = RecentEnds(ENDS_KEPT)
+        """The last :data:`ENDS_KEPT` results of runs that ended here."""
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
                 self.register_flow(f)
@@ -908,10 +908,7 @@ class Engine:
             self._resolve(self._settle_waiters, result.run_id, result)
 
     def _ended(self, result: RunResult) -> None:
-        ends = self._ends
-        ends[result.run_id] = result
-        if len(ends) > ENDS_KEPT:
-            ends.popitem(last=False)
+        self._ends.add(result)
         self._resolve(self._settle_waiters, result.run_id, result)
         self._resolve(self._end_waiters, result.run_id, result)
 
