@@ -75,6 +75,42 @@ async def test_expect_makes_a_commit_conditional_and_all_or_nothing() -> None:
     assert await store.history("r") == []
 
 
+async def test_a_run_with_one_token_then_several_reads_and_checks_each_of_them() -> None:
+    # A run's one token is kept as its row alone, a second makes a dict of them: every read, and
+    # every expectation, sees the same tokens either way, through both commit paths.
+    store = await new_store("r", "other")
+    assert await store.tokens("r") == [] and await store.token("r", "r.1") is None
+    first = TokenRecord("r.1", "r", "a", TokenStatus.RUNNING)
+    await store.commit(Commit("r", tokens=[first]))  # (the short path)
+    first.status = TokenStatus.PARKED
+    await store.commit(Commit("r", tokens=[first], expect={"r.1": TokenStatus.RUNNING}))
+    assert [t.id for t in await store.tokens("r")] == ["r.1"]
+    assert await store.token("r", "r.2") is None
+    with pytest.raises(StoreConflict, match=r"'r\.2' of run 'r' is missing"):
+        await store.commit(Commit("r", expect={"r.2": TokenStatus.RUNNING}))
+    second = TokenRecord("r.2", "r", "b", TokenStatus.RUNNING)
+    third = TokenRecord("r.3", "r", "c", TokenStatus.DONE)
+    await store.commit(Commit("r", tokens=[second]))
+    await store.commit(Commit("r", tokens=[third], expect={"r.1": TokenStatus.PARKED}))
+    first.status = TokenStatus.DONE
+    await store.commit(Commit("r", tokens=[first]))
+    assert [(t.id, t.status) for t in await store.tokens("r")] == [
+        ("r.1", TokenStatus.DONE),
+        ("r.2", TokenStatus.RUNNING),
+        ("r.3", TokenStatus.DONE),
+    ]
+    assert [t.id for t in await store.tokens("r", [TokenStatus.RUNNING])] == ["r.2"]
+    found = await store.token("r", "r.2")
+    assert found is not None and found.placement == "b"
+    with pytest.raises(StoreConflict, match=r"'r\.3' of run 'r' is done, not running"):
+        await store.commit(Commit("r", expect={"r.3": TokenStatus.RUNNING}))
+    assert await store.tokens("other") == []  # another run's tokens are its own
+    with pytest.raises(UnknownRunError):
+        await store.tokens("nope")
+    with pytest.raises(UnknownRunError):
+        await store.token("nope", "r.1")
+
+
 async def test_due_index_next_due_and_claims_in_batches_in_instant_order() -> None:
     store = await new_store("r", "s")
     await store.commit(Commit("r", due=[DueEntry(t(30), "r", "r.1"), DueEntry(t(10), "r", "r.2")]))
@@ -278,8 +314,7 @@ async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
     rows: list[object] = [
         store._runs["r"],
         store._states["r"],
-        store._tokens["r"],
-        *store._tokens["r"].values(),
+        store._tokens["r"],  # (the run's one token row itself: no container of its own)
         store._parks["r.1#1"],
         store._parks_by_run["r"],
         store._parks_by_key["k"],
@@ -528,7 +563,7 @@ async def test_a_parked_or_ended_run_is_untracked_by_its_first_young_collection(
         store._runs["r"],
         store._history["r"],
         store._parks["r.1#1"],
-        *store._tokens["r"].values(),
+        store._tokens["r"],
     ]
     assert [row for row in kept if gc.is_tracked(row)] == []
     assert (await store.get_run("r")).result == run.result

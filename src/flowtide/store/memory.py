@@ -28,7 +28,7 @@ import copy
 import heapq
 import itertools
 import marshal
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, overload
@@ -63,8 +63,12 @@ class MemoryStore(Store):
         self._runs: dict[str, tuple[Any, ...]] = {}
         """run id -> the run's fields (:func:`_run_row`)."""
         self._states: dict[str, dict[str, Any]] = {}
-        self._tokens: dict[str, dict[str, tuple[Any, ...]]] = {}
-        """run id -> token id -> the token's fields (:func:`_token_row`)."""
+        self._tokens: dict[str, _TokenRows] = {}
+        """run id -> its tokens' fields (:func:`_token_row`): the one token's row itself while
+        the run has made one token (most runs), else token id -> row. No object of its own per
+        run, then: a dict of rows would be tracked by the collector from its first write until
+        a full collection, and so count, for every run that parks or ends, towards the
+        survivors that start the next full collection (:func:`_put_token`)."""
         self._history: dict[str, list[Any] | tuple[Any, ...]] = {}
         """run id -> its events' fields, :data:`_EVENT_FIELDS` items each, in order, in one flat
         list: a list is always tracked, but then it is the only tracked object of a run's
@@ -92,7 +96,6 @@ class MemoryStore(Store):
             raise StoreError(f"run {run.id!r} already exists")
         self._runs[run.id] = _run_row(run)
         self._states[run.id] = dict(state)
-        self._tokens[run.id] = {}
         self._history[run.id] = []
         if commit is None:
             return ()
@@ -121,10 +124,10 @@ class MemoryStore(Store):
         ):
             return self._apply(c)
         # The common shape of a step (tokens, events, perhaps state keys), as _apply does it.
-        tokens = self._tokens[run_id]
+        tokens = self._tokens
         for t in c.tokens:
             # Copied (_token_row, inline): the engine goes on mutating its token records.
-            tokens[t.id] = (
+            row = (
                 t.id,
                 t.run_id,
                 t.placement,
@@ -138,6 +141,13 @@ class MemoryStore(Store):
                 _pack(t.data) if t.data else None,
                 t.epoch,
             )
+            # (_put_token, inline: a step's token is most often the run's only one, whose id is
+            # the very string its row holds.)
+            mine = tokens.get(run_id)
+            if type(mine) is tuple and mine[0] is t.id:
+                tokens[run_id] = row
+            else:
+                _put_token(tokens, run_id, mine, row)
         if c.state is not None or c.state_deleted:
             state = self._states[run_id]
             if c.state:
@@ -159,11 +169,12 @@ class MemoryStore(Store):
         # Every part of a commit is optional: each is looked at only when present (most steps
         # carry a token or two, events and perhaps state keys).
         run_id = c.run_id
-        tokens = self._tokens[run_id]
+        tokens = self._tokens
         if c.expect:
+            mine = tokens.get(run_id)
             for token_id, wanted in c.expect.items():
                 expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
-                row = tokens.get(token_id)
+                row = _row_of(mine, token_id)
                 # Checked on the row's fields: no record built for it.
                 why = (
                     expect.mismatch(row[_STATUS], row[_EPOCH], row[_DEADLINE])
@@ -180,7 +191,7 @@ class MemoryStore(Store):
             self._runs[run_id] = _run_row(c.run)
         for t in c.tokens:
             # Copied: the engine goes on mutating its token records.
-            tokens[t.id] = _token_row(t)
+            _put_token(tokens, run_id, tokens.get(run_id), _token_row(t))
         if c.state is not None or c.state_deleted:
             state = self._states[run_id]
             if c.state:
@@ -293,14 +304,14 @@ class MemoryStore(Store):
     async def tokens(
         self, run_id: str, statuses: Sequence[TokenStatus] | None = None
     ) -> Sequence[TokenRecord]:
-        rows = self._tokens.get(run_id)
-        if rows is None:
+        if run_id not in self._runs:
             raise UnknownRunError(run_id)
+        rows = _rows(self._tokens.get(run_id))
         if statuses is None:
-            return [_token_record(t) for t in rows.values()]
+            return [_token_record(t) for t in rows]
         # Members of a StrEnum hash and compare as their values: the set matches stored ones.
         wanted = set(statuses)
-        return [_token_record(t) for t in rows.values() if t[_STATUS] in wanted]
+        return [_token_record(t) for t in rows if t[_STATUS] in wanted]
 
     async def history(self, run_id: str, after: int = 0) -> Sequence[EventRecord]:
         rows = self._history.get(run_id)
@@ -324,9 +335,9 @@ class MemoryStore(Store):
         ]
 
     async def token(self, run_id: str, token_id: str) -> TokenRecord | None:
-        if run_id not in self._tokens:
+        if run_id not in self._runs:
             raise UnknownRunError(run_id)
-        found = self._tokens[run_id].get(token_id)
+        found = _row_of(self._tokens.get(run_id), token_id)
         return _token_record(found) if found is not None else None
 
     async def waiting_run(self, run_id: str, token_id: str) -> WaitingRun:
@@ -341,7 +352,7 @@ class MemoryStore(Store):
             if p[2] == token_id and p[_PARK_STATUS] == _OPEN:
                 park = _park_record(p)
                 break
-        live = [_token_record(t) for t in self._tokens[run_id].values() if t[_STATUS] in _LIVE]
+        live = [_token_record(t) for t in _rows(self._tokens.get(run_id)) if t[_STATUS] in _LIVE]
         return WaitingRun(
             _run_record(row),
             park,
@@ -624,6 +635,40 @@ def _copied(state: dict[str, Any]) -> dict[str, Any]:
     if _ATOMS.issuperset(map(type, state.values())):
         return dict(state)  # nothing mutable to copy (most states of parked runs)
     return copy.deepcopy(state)
+
+
+_TokenRows = tuple[Any, ...] | dict[str, tuple[Any, ...]]
+"""A run's token rows as :attr:`MemoryStore._tokens` keeps them: one row, or rows by token id."""
+
+
+def _put_token(
+    tokens: dict[str, _TokenRows], run_id: str, mine: _TokenRows | None, row: tuple[Any, ...]
+) -> None:
+    """Store ``row`` (a token of ``run_id``, whose rows were ``mine``) in ``tokens``."""
+    if mine is None or (isinstance(mine, tuple) and mine[0] == row[0]):
+        tokens[run_id] = row
+    elif isinstance(mine, tuple):
+        tokens[run_id] = {mine[0]: mine, row[0]: row}  # a second token: a dict from now on
+    else:
+        mine[row[0]] = row
+
+
+def _rows(mine: _TokenRows | None) -> Iterable[tuple[Any, ...]]:
+    """A run's token rows, in the order they were first written."""
+    if mine is None:
+        return ()
+    if isinstance(mine, tuple):
+        return (mine,)
+    return mine.values()
+
+
+def _row_of(mine: _TokenRows | None, token_id: str) -> tuple[Any, ...] | None:
+    """The row of ``token_id`` among a run's token rows, or None."""
+    if mine is None:
+        return None
+    if isinstance(mine, tuple):
+        return mine if mine[0] == token_id else None
+    return mine.get(token_id)
 
 
 def _token_row(t: TokenRecord) -> tuple[Any, ...]:
