@@ -539,7 +539,7 @@ async def test_a_parked_or_ended_run_is_untracked_by_its_first_young_collection(
 
     store = MemoryStore()
     run = RunRecord("r", "urn:f", "1", "running", T0, options={"entrypoint": None})
-    await store.create_run(run, {})
+    await store.create_run(run, {"order": {"lines": [{"sku": "A", "qty": 2}]}, "n": 1})
     token = TokenRecord("r.1", "r", "p", TokenStatus.PARKED, created_at=T0)
     token.data["window"] = {"anchor": "park", "deadline": t(10).isoformat(), "timers": [0, 1]}
     run.lifecycle = "parked"
@@ -557,19 +557,56 @@ async def test_a_parked_or_ended_run_is_untracked_by_its_first_young_collection(
     )
     run.lifecycle = "completed"
     run.result = {"state": {"a": [1, {"b": [2]}]}, "errors": [], "terminals": ["end"]}
-    await store.commit(Commit("r", run=run, events=[EventRecord("run_finished", "r", t(1))]))
+    gc.collect(0)
+    assert not gc.is_tracked(store._states["r"])  # while it waits
+    finished = EventRecord("run_finished", "r", t(1))
+    await store.commit(Commit("r", run=run, state={"paid": {"by": "card"}}, events=[finished]))
     gc.collect(0)
     kept = [
         store._runs["r"],
+        store._states["r"],
         store._history["r"],
         store._parks["r.1#1"],
         store._tokens["r"],
     ]
     assert [row for row in kept if gc.is_tracked(row)] == []
     assert (await store.get_run("r")).result == run.result
+    assert await store.get_state("r") == {
+        "order": {"lines": [{"sku": "A", "qty": 2}]},
+        "n": 1,
+        "paid": {"by": "card"},
+    }
     assert (await store.history("r"))[0].data == data
     assert (await store.tokens("r"))[0].data == token.data
     assert (await store.parks(run_id="r"))[0].payload == {"url": "u", "l": [1]}
+
+
+async def test_a_waiting_runs_state_is_packed_read_as_copies_and_opened_by_a_write() -> None:
+    async def parked_with(state: dict[str, Any]) -> MemoryStore:
+        store = MemoryStore()
+        run = RunRecord("r", "urn:f", "1", "running", T0)
+        await store.create_run(run, state)
+        run.lifecycle = "parked"
+        await store.commit(Commit("r", run=run, events=[EventRecord("parked", "r", T0)]))
+        return store
+
+    store = await parked_with({"order": {"lines": [1, 2]}, "seen": {3}, "t": (4, 5)})
+    assert isinstance(store._states["r"], bytes)
+    first = await store.get_state("r")
+    first["order"]["lines"].append("changed by the caller")
+    assert await store.get_state("r") == {"order": {"lines": [1, 2]}, "seen": {3}, "t": (4, 5)}
+    # The next write opens it again; the change lands on what was kept.
+    await store.commit(Commit("r", state={"more": [6]}, state_deleted=["seen"]))
+    assert isinstance(store._states["r"], dict)
+    assert await store.get_state("r") == {"order": {"lines": [1, 2]}, "t": (4, 5), "more": [6]}
+    # Plain values only: nothing for the collector to walk, nothing to pack.
+    assert isinstance((await parked_with({"a": 1, "b": "x"}))._states["r"], dict)
+    # What marshal does not take stays as it is, and still comes out as a deep copy.
+    odd = await parked_with({"at": [T0]})
+    assert isinstance(odd._states["r"], dict)
+    copied = await odd.get_state("r")
+    copied["at"].append(T0)
+    assert await odd.get_state("r") == {"at": [T0]}
 
 
 async def test_values_marshal_does_not_take_are_frozen_and_come_back_as_they_went_in() -> None:

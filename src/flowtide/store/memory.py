@@ -62,7 +62,9 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self._runs: dict[str, tuple[Any, ...]] = {}
         """run id -> the run's fields (:func:`_run_row`)."""
-        self._states: dict[str, dict[str, Any]] = {}
+        self._states: dict[str, dict[str, Any] | bytes] = {}
+        """run id -> its state; marshalled while the run waits or once it ended after waiting,
+        when it holds containers (:func:`_settled_state`), and opened again by its next write."""
         self._tokens: dict[str, _TokenRows] = {}
         """run id -> its tokens' fields (:func:`_token_row`): the one token's row itself while
         the run has made one token (most runs), else token id -> row. No object of its own per
@@ -150,6 +152,8 @@ class MemoryStore(Store):
                 _put_token(tokens, run_id, mine, row)
         if c.state is not None or c.state_deleted:
             state = self._states[run_id]
+            if isinstance(state, bytes):
+                state = self._states[run_id] = _loads(state)
             if c.state:
                 state.update(c.state)
             for key in c.state_deleted:
@@ -194,6 +198,8 @@ class MemoryStore(Store):
             _put_token(tokens, run_id, tokens.get(run_id), _token_row(t))
         if c.state is not None or c.state_deleted:
             state = self._states[run_id]
+            if isinstance(state, bytes):
+                state = self._states[run_id] = _loads(state)
             if c.state:
                 state.update(c.state)
             for key in c.state_deleted:
@@ -233,13 +239,15 @@ class MemoryStore(Store):
                 items[record.index] = replace(record)
         history = self._history[run_id]
         parked_before = not isinstance(history, list)  # compacted when it parked, unchanged since
+        settling = c.run is not None and (
+            c.run.lifecycle == _PARKED_RUN or (parked_before and c.run.lifecycle in _ENDED_RUN)
+        )
+        if settling:
+            self._states[run_id] = _settled_state(self._states[run_id])
         # Compacted after this commit (see _compacted), whose events are then packed with the
         # rest: packing them one by one first would be done twice.
         compacting = (
-            c.run is not None
-            and (
-                c.run.lifecycle == _PARKED_RUN or (parked_before and c.run.lifecycle in _ENDED_RUN)
-            )
+            settling
             and len(history) + len(c.events) * _EVENT_FIELDS <= _COMPACTED_EVENTS * _EVENT_FIELDS
         )
         stored: Sequence[EventRecord] = ()
@@ -631,10 +639,28 @@ def _compacted(history: list[Any]) -> list[Any] | tuple[Any, ...]:
     return tuple(history)
 
 
-def _copied(state: dict[str, Any]) -> dict[str, Any]:
+def _copied(state: dict[str, Any] | bytes) -> dict[str, Any]:
+    if isinstance(state, bytes):
+        copied: dict[str, Any] = _loads(state)  # (new objects throughout)
+        return copied
     if _ATOMS.issuperset(map(type, state.values())):
         return dict(state)  # nothing mutable to copy (most states of parked runs)
     return copy.deepcopy(state)
+
+
+def _settled_state(state: dict[str, Any] | bytes) -> dict[str, Any] | bytes:
+    """The state of a run that parks, or ends after waiting, as the store keeps it until its
+    next write: marshalled when it holds containers. A dict of plain values is not tracked by
+    the collector; one that holds containers is, and so are they, until the run's next write:
+    for a run that waits, that is a survivor per container into the oldest generation, which
+    each full collection then walks for as long as the run waits. Kept as it is when marshal
+    does not take it (a datetime, an enum member, any object): copies of those are deep ones."""
+    if type(state) is not dict or _ATOMS.issuperset(map(type, state.values())):
+        return state
+    try:
+        return _dumps(state, _MARSHAL_VERSION)
+    except ValueError:
+        return state
 
 
 _TokenRows = tuple[Any, ...] | dict[str, tuple[Any, ...]]
