@@ -37,11 +37,26 @@ def test_a_plain_result_is_untracked_by_the_collector_at_its_first_young_collect
     assert not gc.is_tracked(ends._kept["r"])
 
 
-def test_results_marshal_cannot_take_are_kept_as_they_are() -> None:
+def test_any_type_pickle_takes_reads_back_as_that_type() -> None:
+    ends = RecentEnds(10)
+    state = {
+        "at": datetime(2026, 1, 1, tzinfo=UTC),
+        "lifecycle": Lifecycle.PARKED,
+        "blob": bytearray(b"\x00\x01"),
+        "shared": [[1], [1]],
+    }
+    state["same"] = [state["shared"], state["shared"]]
+    ends.add(ended("r", state))
+    back = ends.get("r")
+    assert back is not None and back.state == state
+    assert type(back.state["blob"]) is bytearray and back.state["lifecycle"] is Lifecycle.PARKED
+    assert back.state["same"][0] is back.state["same"][1]  # shared inside the value, still
+
+
+def test_results_with_more_to_say_or_a_state_pickle_refuses_are_kept_as_they_are() -> None:
     ends = RecentEnds(10)
     odd = [
-        ended("dated", {"at": datetime(2026, 1, 1, tzinfo=UTC)}),
-        ended("enum", {"lifecycle": Lifecycle.PARKED}),
+        ended("unpicklable", {"f": lambda: None}),
         ended("failed", {}, errors=(ErrorInfo("ValueError", "boom", "p"),)),
         ended("warned", {}, warnings=("late",)),
     ]

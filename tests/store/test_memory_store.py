@@ -601,18 +601,46 @@ async def test_a_waiting_runs_state_is_packed_read_as_copies_and_opened_by_a_wri
     assert await store.get_state("r") == {"order": {"lines": [1, 2]}, "t": (4, 5), "more": [6]}
     # Plain values only: nothing for the collector to walk, nothing to pack.
     assert isinstance((await parked_with({"a": 1, "b": "x"}))._states["r"], dict)
-    # What marshal does not take stays as it is, and still comes out as a deep copy.
-    odd = await parked_with({"at": [T0]})
+
+    # What pickle refuses stays as it is, and still comes out as a deep copy.
+    def local() -> None: ...
+
+    odd = await parked_with({"at": [T0], "f": [local]})
     assert isinstance(odd._states["r"], dict)
     copied = await odd.get_state("r")
     copied["at"].append(T0)
-    assert await odd.get_state("r") == {"at": [T0]}
+    assert await odd.get_state("r") == {"at": [T0], "f": [local]}
 
 
-async def test_values_marshal_does_not_take_are_frozen_and_come_back_as_they_went_in() -> None:
+async def test_every_kept_value_comes_back_as_the_type_it_went_in() -> None:
+    # A buffer (a bytearray here; an array, a NumPy array) must not come back as plain bytes,
+    # wherever the store keeps it: a waiting run's state, a park's payload, a token's data, an
+    # event's data, a run's result.
+    store = MemoryStore()
+    run = RunRecord("r", "urn:f", "1", "running", T0)
+    await store.create_run(run, {"blob": bytearray(b"s"), "nested": {"b": [bytearray(b"n")]}})
+    token = TokenRecord("r.1", "r", "p", TokenStatus.PARKED, created_at=T0)
+    token.data["blob"] = bytearray(b"t")
+    park = ParkRecord("r.1#1", "r", "r.1", "p", 1, 1, T0, None, "k", {"blob": bytearray(b"p")})
+    run.lifecycle = "parked"
+    parked = EventRecord("parked", "r", T0, "p", 1, "r.1", {"blob": [bytearray(b"e")]})
+    await store.commit(Commit("r", run=run, tokens=[token], events=[parked], parks=[park]))
+    run.lifecycle = "completed"
+    run.result = {"state": {"blob": bytearray(b"r")}}
+    await store.commit(Commit("r", run=run, events=[EventRecord("run_finished", "r", t(1))]))
+    state = await store.get_state("r")
+    assert type(state["blob"]) is bytearray and type(state["nested"]["b"][0]) is bytearray
+    assert type((await store.tokens("r"))[0].data["blob"]) is bytearray
+    assert type((await store.parks(run_id="r"))[0].payload["blob"]) is bytearray
+    assert type((await store.history("r"))[0].data["blob"][0]) is bytearray
+    result = (await store.get_run("r")).result
+    assert result is not None and type(result["state"]["blob"]) is bytearray
+
+
+async def test_values_pickle_refuses_are_frozen_and_come_back_as_they_went_in() -> None:
     from enum import StrEnum
 
-    class Colour(StrEnum):
+    class Colour(StrEnum):  # (local: pickle cannot find it again by its name)
         RED = "red"
 
     store = MemoryStore()

@@ -1,32 +1,30 @@
 """The results of the runs that ended here last, so that ``Engine.wait`` answers them without a
 store read: :class:`RecentEnds`.
 
-A result is kept packed when it can be: a tuple of plain values with the state marshalled to
-bytes. The collector stops tracking such a tuple at its first young collection, so keeping
-thousands of recent ends costs it nothing. A kept :class:`RunResult` (an instance with slots,
-whose state dict is tracked as well) would survive into the oldest generation, and CPython starts
-a full collection once those survivors reach a quarter of what that generation holds: with the
-rest of the heap quiet (a store whose rows are untracked), every few thousand ends would cost a
-full collection, a pause of tens of milliseconds for everything on the loop, sweeper included.
+A result is kept packed when it can be: a tuple of plain values with the state pickled to bytes
+(:mod:`flowtide.packing`). The collector stops tracking such a tuple at its first young
+collection, so keeping thousands of recent ends costs it nothing. A kept :class:`RunResult` (an
+instance with slots, whose state dict is tracked as well) would survive into the oldest
+generation, and CPython starts a full collection once those survivors reach a quarter of what
+that generation holds: with the rest of the heap quiet (a store whose rows are untracked), every
+few thousand ends would cost a full collection, a pause of tens of milliseconds for everything
+on the loop, sweeper included.
 """
 
 from __future__ import annotations
 
-import marshal
 from collections import OrderedDict
 
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import RunResult, run_result
+from flowtide.packing import pack, unpack
 
 __all__ = ["RecentEnds"]
 
 _Packed = tuple[str, str | None, bytes]
-"""(lifecycle, outcome, (state, terminals) marshalled) of a result with nothing else to say:
+"""(lifecycle, outcome, (state, terminals) packed) of a result with nothing else to say:
 plain values only, which the collector does not track (a tuple of terminals kept as it is may
 still be tracked, and so keep the packed tuple tracked)."""
-
-_MARSHAL_VERSION = 2
-"""No references and no interning: the fastest both ways for small dicts."""
 
 
 class RecentEnds:
@@ -57,18 +55,16 @@ class RecentEnds:
         if kept is None or isinstance(kept, RunResult):
             return kept
         lifecycle, outcome, packed = kept
-        state, terminals = marshal.loads(packed)
+        state, terminals = unpack(packed)
         return run_result(run_id, Lifecycle(lifecycle), outcome, state, terminals=terminals)
 
 
 def _pack(result: RunResult) -> RunResult | _Packed:
     """``result`` packed, or as it is when it has errors, an interruption, parked tokens or
-    warnings (rare, and made of records that marshal does not take) or a state that marshal
-    refuses (a datetime, an enum member, any object that is not a plain value)."""
+    warnings (rare: kept as they are) or a state that pickle refuses."""
     if result.errors or result.interrupted_at or result.parked or result.warnings:
         return result
-    try:
-        packed = marshal.dumps((result.state, result.terminals), _MARSHAL_VERSION)
-    except ValueError:
+    packed = pack((result.state, result.terminals))
+    if packed is None:
         return result
     return (result.lifecycle._value_, result.outcome, packed)

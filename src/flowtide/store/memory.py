@@ -5,8 +5,8 @@ tasks. Records are copied on the way in and out, so the engine cannot change sto
 mutating its own objects (as with a real database).
 
 Runs, tokens, events, parks and due entries are kept as plain tuples of their fields (enum
-members as their values, mappings and lists packed: marshalled to bytes by :func:`_pack`, or
-frozen into tuples by :func:`_freeze` when they hold something marshal does not take), and
+members as their values, mappings and lists packed: pickled to bytes by :func:`_pack`
+(:mod:`flowtide.packing`), or frozen into tuples by :func:`_freeze` when pickle refuses them), and
 records are built again on the way out. A tuple holding only such values is one the cyclic
 garbage collector stops tracking at its first collection, so the many parked and ended runs a
 process keeps cost the collector little, and a run that parks or ends moves nothing into the
@@ -24,15 +24,15 @@ nothing, where its history list of 20-odd fields cost about 0.6 µs.
 
 from __future__ import annotations
 
-import copy
 import heapq
 import itertools
-import marshal
+import pickle
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, overload
 
+from flowtide.packing import PROTOCOL, deep_copy, pack, unpack
 from flowtide.store.base import (
     LIVE_TOKEN_STATUSES,
     Commit,
@@ -63,7 +63,7 @@ class MemoryStore(Store):
         self._runs: dict[str, tuple[Any, ...]] = {}
         """run id -> the run's fields (:func:`_run_row`)."""
         self._states: dict[str, dict[str, Any] | bytes] = {}
-        """run id -> its state; marshalled while the run waits or once it ended after waiting,
+        """run id -> its state; packed while the run waits or once it ended after waiting,
         when it holds containers (:func:`_settled_state`), and opened again by its next write."""
         self._tokens: dict[str, _TokenRows] = {}
         """run id -> its tokens' fields (:func:`_token_row`): the one token's row itself while
@@ -153,7 +153,7 @@ class MemoryStore(Store):
         if c.state is not None or c.state_deleted:
             state = self._states[run_id]
             if isinstance(state, bytes):
-                state = self._states[run_id] = _loads(state)
+                state = self._states[run_id] = unpack(state)
             if c.state:
                 state.update(c.state)
             for key in c.state_deleted:
@@ -199,7 +199,7 @@ class MemoryStore(Store):
         if c.state is not None or c.state_deleted:
             state = self._states[run_id]
             if isinstance(state, bytes):
-                state = self._states[run_id] = _loads(state)
+                state = self._states[run_id] = unpack(state)
             if c.state:
                 state.update(c.state)
             for key in c.state_deleted:
@@ -549,15 +549,15 @@ _PARK_STATUS = 10
 
 
 def _pack(value: Any) -> Any:
-    """``value`` (a dict, a list) as the store keeps it: marshalled bytes, which the collector
-    never tracks, or, if it holds something marshal does not take (a datetime, an enum member,
-    any other object), frozen by :func:`_freeze`. Bytes also keep the row or history tuple that
-    holds them from being tracked past its first collection: a frozen value nests tuples, and the
-    collector untracks those one level per collection, so each one (and the row holding it) used
-    to be moved to the older generations, whose collections then came sooner and took longer."""
+    """``value`` (a dict, a list) as the store keeps it: pickled bytes, which the collector never
+    tracks, or, if pickle refuses it (a lambda, a lock, an object of a local class), frozen by
+    :func:`_freeze`. Bytes also keep the row or history tuple that holds them from being tracked
+    past its first collection: a frozen value nests tuples, and the collector untracks those one
+    level per collection, so each one (and the row holding it) used to be moved to the older
+    generations, whose collections then came sooner and took longer."""
     try:
-        return _dumps(value, _MARSHAL_VERSION)
-    except ValueError:
+        return _dumps(value, PROTOCOL)  # (flowtide.packing.pack, inline: it is on every park)
+    except Exception:
         return _freeze(value)
 
 
@@ -565,22 +565,19 @@ def _unpack(value: Any) -> Any:
     """The value :func:`_pack` was given (new dicts and lists); anything else as it is."""
     t = type(value)
     if t is bytes:
-        return _loads(value)
+        return unpack(value)
     if t is tuple:
         return _thaw(value)
     return value
 
 
-_dumps = marshal.dumps
-_loads = marshal.loads
-_MARSHAL_VERSION = 2
-"""No references and no interning: the fastest both ways for the small dicts kept here."""
+_dumps = pickle.dumps
 
 
 def _freeze(value: Any) -> Any:
     """A value without dicts or lists, which the collector can stop tracking: a dict becomes
     ``(_DICT, key, value, key, value, ...)``, a list ``(_LIST, item, ...)``, anything else is
-    kept (the engine keeps its data JSON-like). What :func:`_pack` falls back on."""
+    kept as it is. What :func:`_pack` falls back on."""
     t = type(value)
     if t is dict:
         out: list[Any] = [_DICT]
@@ -641,26 +638,23 @@ def _compacted(history: list[Any]) -> list[Any] | tuple[Any, ...]:
 
 def _copied(state: dict[str, Any] | bytes) -> dict[str, Any]:
     if isinstance(state, bytes):
-        copied: dict[str, Any] = _loads(state)  # (new objects throughout)
+        copied: dict[str, Any] = unpack(state)  # (new objects throughout)
         return copied
     if _ATOMS.issuperset(map(type, state.values())):
         return dict(state)  # nothing mutable to copy (most states of parked runs)
-    return copy.deepcopy(state)
+    copied = deep_copy(state)
+    return copied
 
 
 def _settled_state(state: dict[str, Any] | bytes) -> dict[str, Any] | bytes:
     """The state of a run that parks, or ends after waiting, as the store keeps it until its
-    next write: marshalled when it holds containers. A dict of plain values is not tracked by
-    the collector; one that holds containers is, and so are they, until the run's next write:
-    for a run that waits, that is a survivor per container into the oldest generation, which
-    each full collection then walks for as long as the run waits. Kept as it is when marshal
-    does not take it (a datetime, an enum member, any object): copies of those are deep ones."""
+    next write: packed when it holds containers. A dict of plain values is not tracked by the
+    collector; one that holds containers is, and so are they, until the run's next write: for a
+    run that waits, that is a survivor per container into the oldest generation, which each full
+    collection then walks for as long as the run waits. Kept as it is when pickle refuses it."""
     if type(state) is not dict or _ATOMS.issuperset(map(type, state.values())):
         return state
-    try:
-        return _dumps(state, _MARSHAL_VERSION)
-    except ValueError:
-        return state
+    return pack(state) or state
 
 
 _TokenRows = tuple[Any, ...] | dict[str, tuple[Any, ...]]
