@@ -277,7 +277,7 @@ async def test_records_come_back_as_they_went_in() -> None:
 
 async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
     """The rows of a parked run hold plain values only, and so does its history (a tuple of its
-    events' fields, their data frozen): after a collection, the collector no longer tracks any
+    events' fields, their data packed): after a collection, the collector no longer tracks any
     of them (only its state, if that holds containers)."""
     import gc
 
@@ -336,7 +336,7 @@ async def test_a_parked_run_leaves_the_collector_little_to_walk() -> None:
 
 
 async def test_a_history_is_compacted_when_its_run_parks_and_when_it_ends_right_after() -> None:
-    # A run that ends without having waited just before keeps its list: freezing a short flow's
+    # A run that ends without having waited just before keeps its list: packing a short flow's
     # history at its end would cost every such run more than the collector saves.
     import gc
 
@@ -379,10 +379,10 @@ async def test_a_long_history_is_left_as_it_is_when_its_run_parks() -> None:
     assert [e.data for e in await store.history("r")] == [{"i": i} for i in range(100)]
 
 
-async def test_event_data_holding_containers_is_frozen_by_general_commits_and_read_back_whole() -> (
+async def test_event_data_holding_containers_is_packed_by_general_commits_and_read_back_whole() -> (
     None
 ):
-    """A run's start, park, signal or end commit (not a plain step's) freezes event data that
+    """A run's start, park, signal or end commit (not a plain step's) packs event data that
     holds lists or dicts: the history keeps no tracked item for it, and reading the history (or
     the events the commit returns) gives the data back equal, as new objects."""
     import gc
@@ -419,7 +419,7 @@ async def test_event_data_holding_containers_is_frozen_by_general_commits_and_re
 
 
 async def test_an_ended_run_row_keeps_its_result_untracked_and_gives_it_back_whole() -> None:
-    """A run's result (its state, errors, warnings, terminals: dicts and lists) is frozen in the
+    """A run's result (its state, errors, warnings, terminals: dicts and lists) is packed in the
     run's row, so the many ended runs a process keeps cost the collector nothing more than their
     history; reading the run gives the result back as it was stored, as new objects."""
     import gc

@@ -267,7 +267,7 @@ class MemoryStore(Store):
                     e.placement,
                     e.attempt,
                     e.token_id,
-                    e.data if compacting else _frozen_data(e.data),
+                    e.data if compacting else _packed_data(e.data),
                 )
             # The stored events (new records, with their seqs) are built when asked for.
             stored = _Stored(history, start, start + len(c.events))
@@ -529,7 +529,7 @@ _EMPTY: dict[type, tuple[str]] = {dict: (_DICT,), list: (_LIST,)}
 _PARKED_RUN = "parked"
 _ENDED_RUN = frozenset({"completed", "failed", "cancelled", "timed_out"})
 _COMPACTED_EVENTS = 64
-"""The longest history :func:`_compacted` freezes."""
+"""The longest history :func:`_compacted` packs."""
 _EVENT_FIELDS = 7
 """kind, run id, at, placement, attempt, token id, data (the seq is the position)."""
 _CONTAINERS = (dict, list)
@@ -610,7 +610,7 @@ def _thaw(value: Any) -> Any:
     return value
 
 
-def _frozen_data(data: dict[str, Any]) -> Any:
+def _packed_data(data: dict[str, Any]) -> Any:
     """An event's data as the history keeps it from a general commit: packed if it holds a dict
     or a list, else the engine's own dict (a dict of plain values is not tracked anyway)."""
     for v in data.values():
@@ -747,8 +747,8 @@ def _run_row(r: RunRecord) -> tuple[Any, ...]:
 
 _NO_ENTRYPOINT_DATA: dict[str, Any] = {"entrypoint": None}
 _NO_ENTRYPOINT = _pack(_NO_ENTRYPOINT_DATA)
-"""The options of most runs (started at the flow's default entrypoint), frozen once: a
-comparison costs less than freezing them again on every run row."""
+"""The options of most runs (started at the flow's default entrypoint), packed once: a
+comparison costs less than packing them again on every run row."""
 
 
 def _run_record(r: tuple[Any, ...]) -> RunRecord:
