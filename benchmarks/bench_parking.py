@@ -283,10 +283,12 @@ async def bench_sweeper_few_due(n: int, due: int = 1000, freeze: bool = False) -
         gc.freeze()
     # 1,000 more, 50 every 100 ms, each due 2 s after it parked: 500 due per second.
     flow = parking_flow("PT2S")
+    fired = engine.sweeper.statistics().fired
     ids: list[str] = []
     for _ in range(due // 50):
         ids += await park_many(engine, flow, 50)
         await asyncio.sleep(0.1)
+    await until_fired(engine, fired + due)
     await wait_done(engine, ids)
     late = await lateness(engine, ids)
     stats = engine.sweeper.statistics()
