@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import random
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,7 +34,6 @@ from typing import Any
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.authoring.nodes import registry as default_registry
 from flowtide.clock import Clock, SystemClock, VirtualClock, isoformat
-from flowtide.engine.ends import RecentEnds
 from flowtide.engine.errors import (
     EngineError,
     RefusalReason,
@@ -43,8 +42,6 @@ from flowtide.engine.errors import (
 )
 from flowtide.engine.events import EventKind, Hook
 from flowtide.engine.explain import Explanation, explain_token
-from flowtide.engine.fastpark import EagerRun, park_at_once
-from flowtide.engine.letgo import end_by_signal, end_by_timeout
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
@@ -52,7 +49,6 @@ from flowtide.engine.result import ParkedToken, RunResult
 from flowtide.engine.run import RunExecutor, refusal
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
-from flowtide.engine.threads import WorkerPool
 from flowtide.model.durations import parse_duration
 from flowtide.model.flow import Flow
 from flowtide.store.base import (
@@ -72,11 +68,7 @@ from flowtide.store.base import (
 )
 from flowtide.store.memory import MemoryStore
 
-__all__ = ["DEFER_UNFIREABLE", "ENDS_KEPT", "Engine", "RunHandle", "SignalReceipt"]
-
-ENDS_KEPT = 16_384
-"""How many results of runs that ended in this engine it keeps, so that ``wait`` answers them
-without reading the store (an ended run's result never changes)."""
+__all__ = ["DEFER_UNFIREABLE", "Engine", "RunHandle", "SignalReceipt"]
 
 FIRE_SLICE = 50
 """How many due entries the sweeper fires before it lets the loop run other work."""
@@ -148,48 +140,6 @@ class SignalReceipt:
         )
 
 
-_new = object.__new__
-# The slots' setters: a frozen dataclass's __init__ sets each field through a call to
-# object.__setattr__ by name, which is slower than the slot descriptor itself.
-_sr_setters = tuple(
-    SignalReceipt.__dict__[name].__set__
-    for name in (
-        "run_id",
-        "token_id",
-        "placement",
-        "output",
-        "at",
-        "park",
-        "idempotency_key",
-        "duplicate",
-    )
-)
-
-
-def _receipt(
-    run_id: str,
-    token_id: str,
-    placement: str,
-    output: str | None,
-    at: datetime,
-    park: str,
-    idempotency_key: str | None,
-) -> SignalReceipt:
-    """``SignalReceipt(...)`` of a signal that applied, built without the dataclass's
-    __init__ (one per resume)."""
-    receipt = _new(SignalReceipt)
-    s_run, s_token, s_placement, s_output, s_at, s_park, s_key, s_duplicate = _sr_setters
-    s_run(receipt, run_id)
-    s_token(receipt, token_id)
-    s_placement(receipt, placement)
-    s_output(receipt, output)
-    s_at(receipt, at)
-    s_park(receipt, park)
-    s_key(receipt, idempotency_key)
-    s_duplicate(receipt, False)
-    return receipt
-
-
 class Engine:
     """Runs flows.
 
@@ -221,18 +171,11 @@ class Engine:
         self._plans: dict[str, FlowPlan] = {}
         self._runs: dict[str, RunExecutor] = {}
         self._max_threads = max_threads
-        self._threads: WorkerPool | None = None
+        self._threads: ThreadPoolExecutor | None = None
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
-        self._ending: dict[str, asyncio.Future[None] | None] = {}
-        """Let-go runs the fast path is ending (``flowtide.engine.letgo``): nothing else here
-        rebuilds them meanwhile. The future (made when someone waits) is done when it ends."""
         self._end_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
-        self._eager: dict[str, EagerRun] = {}
-        """Runs whose first attempt runs right now in ``run()``'s task (see fastpark)."""
-        self._ends = RecentEnds(ENDS_KEPT)
-        """The last :data:`ENDS_KEPT` results of runs that ended here."""
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
                 self.register_flow(f)
@@ -269,10 +212,10 @@ class Engine:
         return plan
 
     @property
-    def threads(self) -> WorkerPool:
-        """The worker threads of sync nodes (started lazily; see :mod:`flowtide.engine.threads`)."""
+    def threads(self) -> ThreadPoolExecutor:
+        """The worker threads of sync nodes (started on first use)."""
         if self._threads is None:
-            self._threads = WorkerPool(self._max_threads, "flowtide-node")
+            self._threads = ThreadPoolExecutor(self._max_threads, "flowtide-node")
         return self._threads
 
     @property
@@ -303,23 +246,11 @@ class Engine:
         :meth:`wait` (or ``start(...)`` and ``handle.result()``) to wait for the end."""
         self._ready()
         plan, run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
-        if not self.hooks:
-            fast = plan.fast_entry(plan.entry_target(entrypoint))
-            if fast is not None:
-                # The entry node runs in this task; a park is one commit (see fastpark).
-                out = await park_at_once(self, plan, fast, run, state)
-                if isinstance(out, RunResult):
-                    return out
-                if out is not None:
-                    return await out
         await self._launch(plan, run, state, entrypoint)
         return await self._settle_future(run.id)
 
     async def wait(self, run_id: str) -> RunResult:
         """The run's result once it has ended (at once if it already has)."""
-        ended = self._ends.get(run_id)
-        if ended is not None:
-            return ended
         fut = self._end_future(run_id)
         if not fut.done():
             await self._check_ended(run_id, fut)
@@ -397,23 +328,14 @@ class Engine:
             flow_id = flow
         plan = self.plan(flow_id)
         now = self.clock.now()
-        # (By position, as every run makes one: id, flow id and version, lifecycle, created,
-        # deadline, started, finished, parent run and token, depth, outcome, result, options.)
         run = RunRecord(
-            run_id or new_run_id(),
-            flow_id,
-            plan.flow.version,
-            _PENDING,
-            now,
-            _deadline(deadline if deadline is not None else plan.flow.deadline, now),
-            None,
-            None,
-            None,
-            None,
-            0,
-            None,
-            None,
-            {"entrypoint": entrypoint},
+            id=run_id or uuid.uuid4().hex,
+            flow_id=flow_id,
+            flow_version=plan.flow.version,
+            lifecycle=_PENDING,
+            created_at=now,
+            deadline=_deadline(deadline if deadline is not None else plan.flow.deadline, now),
+            options={"entrypoint": entrypoint},
         )
         return plan, run, copy_state(input or {})
 
@@ -464,7 +386,7 @@ class Engine:
         """
         self._ready()
         end = self._end_future(run_id)
-        if run_id in self._runs or run_id in self._eager:
+        if run_id in self._runs:
             return RunHandle(self, run_id, end)
         ex = await self._executor(run_id, rearm=True)
         if ex is None and not end.done():
@@ -473,12 +395,6 @@ class Engine:
 
     async def _executor(self, run_id: str, *, rearm: bool = False) -> RunExecutor | None:
         """The run's executor: in memory, or rebuilt from the store (None: the run ended)."""
-        while run_id in self._ending:
-            # The fast path is ending it: rebuild (or not) once it is done.
-            ending = self._ending[run_id]
-            if ending is None:
-                ending = self._ending[run_id] = asyncio.get_running_loop().create_future()
-            await asyncio.shield(ending)
         ex = self._runs.get(run_id)
         if ex is not None:
             return ex
@@ -558,34 +474,6 @@ class Engine:
         payload = dict(payload or {})
         for _ in range(5):
             park = await self._find_park(run_id, placement, key, token_id)
-            if output is not None and not self.hooks and self._lets_go(park.run_id):
-                # A let-go run whose token the output takes to a terminal: one commit.
-                try:
-                    applied = await end_by_signal(
-                        self,
-                        park,
-                        payload=payload,
-                        output=output,
-                        idempotency_key=idempotency_key,
-                    )
-                except DuplicateSignal:
-                    assert idempotency_key is not None
-                    known = await self.store.signal_answer(idempotency_key)
-                    assert known is not None
-                    return SignalReceipt.from_answer(known.answer, duplicate=True)
-                except StoreConflict:
-                    continue  # another engine moved the token first: look again
-                if applied is not None:
-                    # The receipt from_answer would give, without the round trip through text.
-                    return _receipt(
-                        park.run_id,
-                        park.token_id,
-                        park.placement,
-                        output,
-                        applied,
-                        park.id,
-                        idempotency_key,
-                    )
             ex = await self._executor(park.run_id)
             if ex is None:
                 latest = await self.store.parks(run_id=park.run_id)
@@ -688,18 +576,12 @@ class Engine:
     async def cancel(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run, parked (and let go) or not; False if it had already ended."""
         self._ready()
-        eager = self._eager.get(run_id)
-        if eager is not None:
-            return eager.executor().cancel(reason)
         ex = await self._executor(run_id)
         if ex is None:
             return False
         return ex.cancel(reason)
 
     def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:
-        eager = self._eager.get(run_id)
-        if eager is not None:
-            return eager.executor().cancel(reason)
         ex = self._runs.get(run_id)
         if ex is not None and not ex.released:
             return ex.cancel(reason)
@@ -762,7 +644,8 @@ class Engine:
             await self._scheduler.close()
             self._scheduler = None
         if self._threads is not None:
-            self._threads.close()  # does not wait for a node that never returns
+            # Does not wait for a node that never returns (its result is dropped).
+            self._threads.shutdown(wait=False, cancel_futures=True)
             self._threads = None
         await asyncio.sleep(0)
 
@@ -778,25 +661,6 @@ class Engine:
         if isinstance(self.clock, VirtualClock):
             self.clock.start_autojump()
         _ = self.sweeper
-
-    def _lets_go(self, run_id: str) -> bool:
-        """Nothing of the run is in memory here (not held, not being rebuilt or ended)."""
-        return (
-            run_id not in self._runs and run_id not in self._loading and run_id not in self._ending
-        )
-
-    def _claim_end(self, run_id: str) -> bool:
-        """Hold a let-go run for the fast path to end it (False: this engine holds it already);
-        :meth:`_executor` waits until :meth:`_unclaim_end`."""
-        if not self._lets_go(run_id):
-            return False
-        self._ending[run_id] = None  # (no future unless someone waits: most ends do not yield)
-        return True
-
-    def _unclaim_end(self, run_id: str) -> None:
-        waiting = self._ending.pop(run_id)
-        if waiting is not None:
-            waiting.set_result(None)
 
     def _known_plan(self, flow_id: str) -> FlowPlan | None:
         """The flow's plan, if the flow is registered here."""
@@ -818,24 +682,12 @@ class Engine:
     async def _fire_batch(self, entries: Sequence[DueEntry]) -> None:
         """Fire due entries (from the sweeper): each through its run's executor.
 
-        Every :data:`FIRE_SLICE` firings the loop gets a turn: a let-go run's end is a commit
-        made right here, and a batch of them would otherwise hold the loop (and every other run
-        on it) for the whole batch."""
+        Every :data:`FIRE_SLICE` firings the loop gets a turn, so that a large batch does not
+        hold up the other runs on the loop."""
         for n, entry in enumerate(entries, 1):
             if n % FIRE_SLICE == 0:
                 await asyncio.sleep(0)
             ex = self._runs.get(entry.run_id)
-            if ex is None and entry.purpose == "timeout" and not self.hooks:
-                # A park deadline of a let-go run that ends it: one commit, no rebuild.
-                try:
-                    view = await self.store.waiting_run(entry.run_id, entry.token_id)
-                except UnknownRunError:
-                    continue
-                if view.run.lifecycle in _ENDED:
-                    continue
-                if await end_by_timeout(self, view, entry):
-                    continue
-                ex = self._runs.get(entry.run_id)
             if ex is None or ex.released:
                 try:
                     ex = await self._executor(entry.run_id)
@@ -908,7 +760,6 @@ class Engine:
             self._resolve(self._settle_waiters, result.run_id, result)
 
     def _ended(self, result: RunResult) -> None:
-        self._ends.add(result)
         self._resolve(self._settle_waiters, result.run_id, result)
         self._resolve(self._end_waiters, result.run_id, result)
 
@@ -944,8 +795,6 @@ class Engine:
 
 
 _PENDING = Lifecycle.PENDING.value
-_ENDED = frozenset(lc.value for lc in Lifecycle if lc.terminal)
-"""The lifecycles of a run that has ended, as stored."""
 
 
 def _where(
@@ -953,15 +802,6 @@ def _where(
 ) -> dict[str, Any]:
     """What a signal addressed (for its refusal)."""
     return {"run_id": run_id, "placement": placement, "token_id": token_id, "key": key}
-
-
-def new_run_id() -> str:
-    """A random run id, as ``uuid.uuid4().hex`` makes it, without building a UUID object (it is
-    on every run's start)."""
-    b = bytearray(os.urandom(16))
-    b[6] = (b[6] & 0x0F) | 0x40  # version 4
-    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
-    return b.hex()
 
 
 def _consume(task: asyncio.Task[Any]) -> None:

@@ -7,76 +7,19 @@ from dataclasses import dataclass, field
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.engine.deadlines import needs_node_anchor
-from flowtide.engine.reducers import StateMerger
 from flowtide.model.flow import Flow, node_ref
 from flowtide.model.graphs import reach
 from flowtide.model.placements import (
-    PARKED_OUTPUT,
     AnyPlacement,
     Join,
     JoinMode,
     PhaseKind,
-    Task,
-    Terminal,
 )
-from flowtide.model.settings import NodeSettings, TimeoutAnchor
+from flowtide.model.settings import NodeSettings
 
 Resolver = Callable[[str], NodeImplementation]
 
 _EMPTY = NodeSettings()
-
-
-@dataclass(frozen=True, slots=True)
-class FastMove:
-    """Where one output of a plain task leads when the move needs nothing but the token's
-    move: a single target that is a task with no window and no timers (the move also starts its
-    attempt), a terminal that does not fail (the move also records it) or a join (the token
-    then arrives there, as on the general path)."""
-
-    target: str
-    node: str | None
-    """The node the target task runs (None: the target is a terminal)."""
-    outcome: str | None
-    """The terminal's outcome (None: the target is a task or a join)."""
-    join: bool = False
-    """The target is a join (``node`` and ``outcome`` are None)."""
-
-
-@dataclass(frozen=True, slots=True)
-class FastTask:
-    """A plain task: its node runs on the loop (``async def``, or sync ``inline``) or in a worker
-    thread (sync ``thread``), and it has no window and no timers, so an attempt needs no deadline
-    timer, no anchor and no due entry.
-    The executor's fast path runs such a task's attempt and, for an output in ``moves``, its
-    token's move, in one function (see ``RunExecutor._fast_task``)."""
-
-    task: Task
-    impl: NodeImplementation
-    outputs: frozenset[str]
-    """The node's declared outputs but ``parked`` (which parks the token)."""
-    only: str | None
-    """The node's output when it declares exactly one (a node returning None takes it)."""
-    moves: dict[str, FastMove]
-    threaded: bool = False
-    """The node is sync and runs in a worker thread."""
-
-
-@dataclass(frozen=True, slots=True)
-class FastEntry:
-    """An entrypoint whose first attempt may run eagerly in ``Engine.run`` (see
-    :mod:`flowtide.engine.fastpark`): no pre phase, a task whose node runs on the loop
-    (``async def`` or sync ``inline``), with no timers and no node anchor, so that starting the
-    attempt needs nothing but the start commit, and a park needs nothing but the park commit."""
-
-    placement: Task
-    impl: NodeImplementation
-    settings: NodeSettings
-    merger: StateMerger
-    """The flow's reducers (a run's own merger holds nothing else)."""
-    from_instance: bool = False
-    """The window (if any) is anchored at the run's creation (else at the attempt or park)."""
-    timeout_s: float = 0.0
-    """The window's timeout in seconds (as its data records it)."""
 
 
 @dataclass(slots=True)
@@ -97,20 +40,9 @@ class FlowPlan:
     unarmed: frozenset[str] = frozenset()
     """Placements whose effective settings have no timeout and no timers: an attempt there
     has no window to resolve and nothing to arm."""
-    fast: dict[str, FastTask] = field(default_factory=dict)
-    """Plain tasks (see :class:`FastTask`), by placement id."""
     join_needs: dict[str, int] = field(default_factory=dict)
     """Join placement id -> how many branches fire it ``success``: 1 (``first``), the quorum;
     0 for ``all`` (every branch of the split: the split's count)."""
-    off_loop: frozenset[str] = frozenset()
-    """Placements whose node runs off the event loop (a worker thread, a subprocess): an
-    attempt there always suspends, so a branch reaching one is not started eagerly."""
-    threaded: frozenset[str] = frozenset()
-    """The placements of :attr:`off_loop` whose node runs in a worker thread: a branch starting
-    at one is driven by an :class:`~flowtide.engine.eager.Carrier`, not a task."""
-    started: dict[str, str] = field(default_factory=dict)
-    """Task placement id -> the node it runs, for the tasks with no window and no timers: an
-    attempt's start there is the token marked running and its ``node_started`` event."""
     anchored: bool = False
     """Some placement's window or timer is anchored at the first arrival: a run of this flow
     may have node anchors stored (else it never has any)."""
@@ -119,13 +51,6 @@ class FlowPlan:
     _joins: dict[str, frozenset[str]] = field(default_factory=dict)
     _split_joins: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
     _reaches: dict[tuple[str, ...], bool] = field(default_factory=dict)
-    _entries: dict[str, FastEntry | None] = field(default_factory=dict)
-    _started_nodes: dict[tuple[str, ...], tuple[str, ...] | None] = field(default_factory=dict)
-    signal_ends: dict[tuple[str, str], Terminal | None] = field(default_factory=dict)
-    """(placement id, output) -> the terminal that does not fail a signal with that valid output
-    takes the token to alone, else None: filled by :mod:`flowtide.engine.letgo` as signals come
-    (only outputs the node declares and the placement routes: a bounded set)."""
-
     @classmethod
     def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
         plan = cls(flow, {p.id: p for p in flow.placements})
@@ -161,15 +86,6 @@ class FlowPlan:
         )
         plan.anchored = any(needs_node_anchor(st) for st in plan.settings.values())
         plan.post = bool(flow.phases(PhaseKind.POST))
-        plan._plan_fast()
-        plan.off_loop = frozenset(
-            pid
-            for pid, impl in plan.impls.items()
-            if not impl.is_async and impl.execution in ("thread", "process")
-        )
-        plan.threaded = frozenset(
-            pid for pid in plan.off_loop if plan.impls[pid].execution == "thread"
-        )
         for p in flow.placements:
             if isinstance(p, Join):
                 if p.mode == JoinMode.ALL:
@@ -178,87 +94,16 @@ class FlowPlan:
                     plan.join_needs[p.id] = 1
                 else:
                     plan.join_needs[p.id] = p.quorum or 1
-            elif isinstance(p, Task) and p.id in plan.unarmed:
-                plan.started[p.id] = plan.impls[p.id].id
         succ = {p.id: p.successors() for p in flow.placements}
         for start, onward in succ.items():
             plan.reach[start] = frozenset(reach(succ, onward))
         return plan
-
-    def _plan_fast(self) -> None:
-        for p in self.flow.placements:
-            if not isinstance(p, Task) or p.id not in self.unarmed:
-                continue
-            impl = self.impls[p.id]
-            threaded = not impl.is_async and impl.execution == "thread"
-            if not (impl.is_async or impl.execution == "inline" or threaded):
-                continue
-            moves: dict[str, FastMove] = {}
-            for output, targets in p.route_map().items():
-                if len(targets) != 1:
-                    continue
-                q = self.placements.get(targets[0])
-                if isinstance(q, Task) and q.id in self.unarmed:
-                    moves[output] = FastMove(q.id, self.impls[q.id].id, None)
-                elif isinstance(q, Terminal) and not q.fails:
-                    moves[output] = FastMove(q.id, None, q.outcome)
-                elif isinstance(q, Join):
-                    moves[output] = FastMove(q.id, None, None, join=True)
-            # ``parked`` is not a plain output: returning it parks the token.
-            plain = frozenset(impl.outputs) - {PARKED_OUTPUT}
-            only = impl.outputs[0] if len(impl.outputs) == 1 and plain else None
-            self.fast[p.id] = FastTask(p, impl, plain, only, moves, threaded)
 
     def entry_target(self, entry: str | None) -> str:
         """The placement a run started at ``entry`` (a label or a placement id) begins at."""
         if entry is not None and entry in self.flow.entrypoints:
             return self.flow.entrypoints[entry]
         return entry or self.flow.main_entrypoint
-
-    def fast_entry(self, target: str) -> FastEntry | None:
-        """The entry placement ``target`` as a :class:`FastEntry`, or None (decided once)."""
-        try:
-            return self._entries[target]
-        except KeyError:
-            pass
-        found = self._entries[target] = self._fast_entry(target)
-        return found
-
-    def _fast_entry(self, target: str) -> FastEntry | None:
-        if self.flow.phases(PhaseKind.PRE):
-            return None
-        p = self.placements.get(target)
-        if not isinstance(p, Task):
-            return None
-        impl = self.impls[p.id]
-        if impl.execution != "inline":
-            return None  # a worker thread or a process: the executor holds it
-        settings = self.settings[p.id]
-        if settings.timers or needs_node_anchor(settings):
-            return None
-        timeout = settings.timeout
-        return FastEntry(
-            p,
-            impl,
-            settings,
-            StateMerger(self.flow.reducers),
-            settings.timeout_anchor is TimeoutAnchor.INSTANCE,
-            timeout.total_seconds() if timeout is not None else 0.0,
-        )
-
-    def started_nodes(self, targets: Sequence[str]) -> tuple[str, ...] | None:
-        """The node each of a split's ``targets`` runs, when every one is in :attr:`started`
-        (else None; computed once per list of targets)."""
-        key = tuple(targets)
-        try:
-            return self._started_nodes[key]
-        except KeyError:
-            pass
-        started = self.started
-        found = self._started_nodes[key] = (
-            tuple(started[t] for t in key) if all(t in started for t in key) else None
-        )
-        return found
 
     def can_reach(self, source: str, target: str) -> bool:
         return target in self.reach.get(source, frozenset())

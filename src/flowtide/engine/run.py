@@ -1,10 +1,7 @@
 """The run executor: drives one run's tokens through its flow on the event loop.
 
-Each live token is driven by one asyncio task, placement after placement. A parallel split
-starts its branches in order, each eagerly in the splitting task (see
-:mod:`flowtide.engine.eager`): a branch that runs to its end without suspending needs no task;
-one that suspends (or whose node runs in a thread or a process) gets a task of its own, so
-independent branches really run at the same time. Waiting
+Each live token is driven by one asyncio task, placement after placement; a parallel split
+gives each new branch a task of its own, so independent branches run at the same time. Waiting
 tokens (waits, retry backoffs) and parked tokens have no task at all: their due instants (a
 wait, a backoff, a park deadline, escalation timers) are in the store, and the engine's sweeper
 hands them back here when they are due; a signal hands a parked token back too.
@@ -19,28 +16,23 @@ it taken) and then commits with ``Commit.expect`` (status ``parked`` and the par
 signal also "deadline still ahead"), so the store refuses the loser across processes too.
 
 Every step goes through :meth:`RunExecutor.commit` (one store commit: token records, state
-keys, events), under the run's commit lock, then the events go to the hooks in order. Plain tasks
-(see :class:`~flowtide.engine.plan.FastTask`) take a fast path when no hook is registered
-(:meth:`RunExecutor._fast_task`): one function per step, building the same commit under the same
-lock.
+keys, events), under the run's commit lock, then the events go to the hooks in order.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
+import contextvars
 import functools
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from flowtide.authoring.nodes import NodeImplementation
-from flowtide.clock import Clock, SystemClock, isoformat
-from flowtide.engine import eager as eager_start
+from flowtide.clock import isoformat
 from flowtide.engine.context import NodeContext
 from flowtide.engine.deadlines import (
     attempt_deadline,
@@ -48,8 +40,6 @@ from flowtide.engine.deadlines import (
     resolve_window,
     timer_due,
 )
-from flowtide.engine.eager import Carrier
-from flowtide.engine.eager import start as start_eager
 from flowtide.engine.errors import (
     Cancelled,
     DrainedWithoutTerminal,
@@ -68,7 +58,7 @@ from flowtide.engine.events import EventKind
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.output import Output, Park
 from flowtide.engine.paths import get_path, set_path
-from flowtide.engine.plan import FastTask, FlowPlan
+from flowtide.engine.plan import FlowPlan
 from flowtide.engine.process import run_in_process
 from flowtide.engine.reducers import StateMerger, copy_state
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult, run_result
@@ -115,13 +105,6 @@ _AT_NODE = frozenset({S.RUNNING, S.PARKED, S.WAITING})
 _KIND_NAMES = {k: k.value for k in EventKind}
 _COMPUTE: Any = object()
 _NO_UPDATE: Mapping[str, Any] = MappingProxyType({})
-_new_context = object.__new__
-_new_record = object.__new__
-"""The fast paths make their contexts, most common events and a split's tokens without an
-``__init__`` call (a frame per record): they set every field themselves (tests check that the
-field lists stay in step)."""
-
-
 @dataclass(slots=True)
 class Attempt:
     """How one run of a node's code ended."""
@@ -134,58 +117,6 @@ class Attempt:
     error: BaseException | None = None
     cancellation: Cancellation | None = None
     deadline: datetime | None = None
-
-
-class _StepLock:
-    """The run's commit lock: like ``asyncio.Lock`` (first come, first served), but taking a
-    free lock is a plain call, not a coroutine (it is taken on every step)."""
-
-    __slots__ = ("_busy", "_waiters")
-
-    def __init__(self) -> None:
-        self._busy = False
-        self._waiters: collections.deque[asyncio.Future[None]] | None = None
-        """Created on first contention (most runs never wait)."""
-
-    def try_acquire(self) -> bool:
-        if self._busy or self._waiters:
-            return False
-        self._busy = True
-        return True
-
-    async def acquire(self) -> None:
-        if self.try_acquire():
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self._waiters is None:
-            self._waiters = collections.deque()
-        self._waiters.append(fut)
-        try:
-            await fut
-        except BaseException:
-            if fut.done() and not fut.cancelled():
-                self._handoff()  # it was handed to us: pass it on
-            else:
-                self._waiters.remove(fut)
-            raise
-        # Handed over by release(): _busy stayed True.
-
-    def release(self) -> None:
-        self._handoff()
-
-    def _handoff(self) -> None:
-        while self._waiters:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)
-                return
-        self._busy = False
-
-    async def __aenter__(self) -> None:
-        await self.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.release()
 
 
 @dataclass(slots=True)
@@ -226,12 +157,6 @@ class RunExecutor:
         self.run = run
         self.state = state
         self.clock = engine.clock
-        self._now: Callable[[], datetime] = (
-            functools.partial(datetime.now, UTC)  # SystemClock.now, without its frame
-            if type(self.clock) is SystemClock
-            else self.clock.now
-        )
-        """The clock's ``now`` (the fast paths read it once per step)."""
         self.merger = StateMerger(self.flow.reducers)
         self.root = CancelScope(parent_scope)
         self.root.on_cancel(self._root_cancelled)
@@ -246,15 +171,9 @@ class RunExecutor:
         is not registered in ``_running`` yet: an interrupting timer firing then is kept for the
         scope (``token.data["interrupt"]``) instead of being lost."""
         self._joins: dict[tuple[str, str], _JoinGroup] = {}
-        self._queue: collections.deque[TokenRecord] = collections.deque()
-        """Tokens waiting for their eager start, in the order their tasks would have run."""
-        self._home: asyncio.Task[Any] | None = None
-        """The task draining ``_queue`` while it does (see :meth:`_start_branches`)."""
-        self._carried: tuple[asyncio.Handle, list[Carrier]] | None = None
-        """The last loop callback :meth:`_carry` scheduled, and the carriers it starts."""
         self._visits: dict[str, int] = {}
         self._ids = itertools.count(1)
-        self._lock = _StepLock()
+        self._lock = asyncio.Lock()
         self._end: _End | None = None
         self._outcome: str | None = None
         self._terminals: list[str] = []
@@ -285,10 +204,7 @@ class RunExecutor:
         """Parks closed by this executor, by park id (to tell a late signal why it is refused)."""
         self.released = False
         """The engine let go of this executor (quiescent): it must not be used any more."""
-        # The loop this run lives on, known once: asking asyncio for the running loop costs a
-        # getpid() system call on Python 3.11.
-        self._loop = asyncio.get_running_loop()
-        self.done: asyncio.Future[RunResult] = self._loop.create_future()
+        self.done: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
         self.item: Any = run.options.get("item")
         """The scatter item this (child) run works on, passed to its nodes as ``ctx.item``."""
 
@@ -345,10 +261,7 @@ class RunExecutor:
         the step's state change in memory and puts it on the commit, so that a step skipped
         because the run ended (or ``token`` was cancelled meanwhile) never touches the run state.
         """
-        lock = self._lock
-        if not lock.try_acquire():
-            await lock.acquire()
-        try:
+        async with self._lock:
             if unless_ended and (self._end is not None or self._closed):
                 return False
             if token is not None and token.status is S.CANCELLED:
@@ -382,8 +295,6 @@ class RunExecutor:
                 self.engine.sweeper.wake(min(e.when for e in c.due))
             if events and self.engine.hooks:
                 await self.engine.dispatch(events)
-        finally:
-            lock.release()
         return True
 
     def _new_token(self, placement: str, lineage: tuple[tuple[str, int, int], ...]) -> TokenRecord:
@@ -402,90 +313,12 @@ class RunExecutor:
     def _split_tokens(
         self, token: TokenRecord, targets: Sequence[str], split: str
     ) -> list[TokenRecord]:
-        """``token`` (done) and the new tokens of its split, one per target, as
-        :meth:`_new_token` makes them (in one pass: the split's tokens are made at one instant)."""
-        run_id = self.run.id
-        now = self.clock.now()
-        ids = self._ids
-        visits = self._visits
-        tokens = self.tokens
-        lineage = token.lineage
+        """``token`` (done) and the new tokens of its split, one per target."""
         n = len(targets)
-        ready = S.READY
-        moved = [token]
-        for i, target in enumerate(targets):
-            visit = visits.get(target, 0) + 1
-            visits[target] = visit
-            t = TokenRecord(
-                f"{run_id}.{next(ids)}",
-                run_id,
-                target,
-                ready,
-                1,
-                visit,
-                (*lineage, (split, i, n)),
-                None,
-                None,
-                now,
-                {},
-                0,
-            )
-            tokens[t.id] = t
-            moved.append(t)
-        return moved
-
-    def _split_started(
-        self, token: TokenRecord, targets: Sequence[str], split: str, nodes: Sequence[str]
-    ) -> tuple[list[TokenRecord], list[EventRecord]]:
-        """:meth:`_split_tokens`, each new token with its attempt started at its target (a task
-        with no window and no timers, running the node in ``nodes`` at the same index): the
-        tokens, and their ``node_started`` events (what :meth:`_route` does for each, in one
-        pass)."""
-        run_id = self.run.id
-        now = self._now()
-        at = self._now()  # the events' instant is taken after the tokens' (as _route)
-        ids = self._ids
-        visits = self._visits
-        tokens = self.tokens
-        starting = self._starting
-        lineage = token.lineage
-        n = len(targets)
-        running = S.RUNNING
-        new = _new_record
-        moved = [token]
-        events = []
-        for i, target in enumerate(targets):
-            visit = visits.get(target, 0) + 1
-            visits[target] = visit
-            tid = f"{run_id}.{next(ids)}"
-            # TokenRecord(...) and EventRecord(...), without the calls' frames.
-            t = new(TokenRecord)
-            t.id = tid
-            t.run_id = run_id
-            t.placement = target
-            t.status = running
-            t.attempt = 1
-            t.visit = visit
-            t.lineage = (*lineage, (split, i, n))
-            t.deadline = None
-            t.due = None
-            t.created_at = now
-            t.data = {}
-            t.epoch = 0
-            tokens[tid] = t
-            starting.add(tid)
-            moved.append(t)
-            e = new(EventRecord)
-            e.kind = "node_started"
-            e.run_id = run_id
-            e.at = at
-            e.placement = target
-            e.attempt = 1
-            e.token_id = tid
-            e.data = {"visit": visit, "node": nodes[i], "deadline": None}
-            e.seq = 0
-            events.append(e)
-        return moved, events
+        return [
+            token,
+            *(self._new_token(t, (*token.lineage, (split, i, n))) for i, t in enumerate(targets)),
+        ]
 
     def _next_visit(self, placement: str) -> int:
         n = self._visits.get(placement, 0) + 1
@@ -493,11 +326,6 @@ class RunExecutor:
         return n
 
     def spawn(self, token: TokenRecord) -> None:
-        if self._home is not None:
-            # Branches are being started eagerly in this task (_start_branches): queued behind
-            # them, as this task would have been on the loop.
-            self._queue.append(token)
-            return
         task = asyncio.get_running_loop().create_task(self._drive(token))
         self._tasks.add(task)
 
@@ -533,7 +361,7 @@ class RunExecutor:
 
     async def main(self, entry: str | None) -> None:
         """Start the run: lifecycle running, pre phases, then the entrypoint's token."""
-        task = eager_start.current_task(self._loop)
+        task = asyncio.current_task()
         assert task is not None
         try:
             if self._end is not None:
@@ -753,7 +581,7 @@ class RunExecutor:
         self._maybe_drained()
 
     async def _finalize(self) -> None:
-        me = eager_start.current_task(self._loop)
+        me = asyncio.current_task()
         while True:
             pending = [t for t in self._tasks if t is not me and not t.done()]
             if not pending:
@@ -853,20 +681,13 @@ class RunExecutor:
     # ------------------------------------------------------------------------------------------
     # driving tokens
 
-    async def _drive(self, token: TokenRecord | None, eager: bool = False) -> None:
-        """Drive ``token`` placement after placement. ``eager``: started by
-        :meth:`_start_branches` (the task it may end in is not this coroutine's to discard)."""
-        plan = self.plan
-        placements = plan.placements
-        fasts = plan.fast
+    async def _drive(self, token: TokenRecord | None) -> None:
+        """Drive ``token`` placement after placement."""
+        placements = self.plan.placements
         try:
             while token is not None:
                 if self._end is not None or token.status is S.CANCELLED:
                     return
-                fast = fasts.get(token.placement)
-                if fast is not None and token.id in self._prestarted and not self.engine.hooks:
-                    token = await self._fast_task(token, fast.task, fast)  # as _task would
-                    continue
                 p = placements[token.placement]
                 token = await _HANDLERS[p.kind](self, token, p)
         except asyncio.CancelledError:
@@ -878,102 +699,9 @@ class RunExecutor:
             placement = token.placement if token is not None else None
             self._request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, placement)])
         finally:
-            if not eager:
-                self._tasks.discard(eager_start.current_task(self._loop))
+            self._tasks.discard(asyncio.current_task())
             if not self._tasks:  # else _maybe_drained has nothing to do
                 self._maybe_drained()
-
-    def _branch_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        self._maybe_drained()
-
-    def _start_branches(self, tokens: Sequence[TokenRecord]) -> None:
-        """Start the branches of a split eagerly in this task (see :mod:`flowtide.engine.eager`):
-        a branch runs until it ends or first suspends, and only a branch that suspends gets a
-        task of its own, which its node's cancel scope is bound to.
-
-        The order is the one spawning gave: the first branch goes on at once (it went on in the
-        splitting task), the others are queued behind what is already queued (their tasks ran
-        in creation order). A queue drained by the outermost call in this task stands for the
-        loop's ready queue: a branch that splits again, or a join that fires, queues behind
-        it, as its task would have been (see :meth:`spawn`).
-        """
-        queue = self._queue
-        queue.extend(tokens[1:])
-        home = self._home
-        if home is not None:
-            # Within a drain (this task, synchronously): it starts the queued ones in turn.
-            self._start_branch(tokens[0], home)
-            return
-        home = self._home = eager_start.current_task(self._loop)
-        try:
-            self._start_branch(tokens[0], home)
-            while queue:
-                if self._closed:
-                    break
-                self._start_branch(queue.popleft(), home)
-        finally:
-            self._home = None
-            queue.clear()
-
-    def _start_branch(self, t: TokenRecord, home: asyncio.Task[Any] | None) -> None:
-        if t.placement in self.plan.off_loop:
-            # Its node always suspends (a thread, a process): not started eagerly, but where a
-            # task of its own would start it; for a thread, a carrier stands for that task.
-            if t.placement in self.plan.threaded:
-                self._carry(t, self._loop)
-            else:
-                self._tasks.add(self._loop.create_task(self._drive(t)))
-            return
-        try:
-            task = start_eager(self._drive(t, True), self._loop, home)
-        except asyncio.CancelledError:
-            return  # the node raised it itself: a spawned branch would end so, silently
-        if task is None:
-            return
-        self._tasks.add(task)
-        task.add_done_callback(self._branch_done)
-        # Nothing ran since the branch suspended: its node's scope, bound to this task during
-        # the first step, is bound to the task that runs the node from now on.
-        attempt = self._running.get(t.id)
-        if attempt is not None and attempt[1]._task is home:
-            attempt[1]._task = task
-
-    def _carry(self, t: TokenRecord, loop: asyncio.AbstractEventLoop) -> None:
-        """``create_task(self._drive(t))``, with a carrier for the task (see
-        :class:`~flowtide.engine.eager.Carrier`): cheaper to make, and its first step runs where
-        the task's would, in a loop callback scheduled now. Carriers made one after the other,
-        with nothing scheduled on the loop in between, share that callback (their tasks' first
-        steps would have run back to back)."""
-        carrier = Carrier.of(self._drive(t), loop)
-        self._tasks.add(carrier)
-        carried = self._carried
-        if carried is not None:
-            ready = getattr(loop, "_ready", None)  # the loop's ready queue (asyncio's own loop)
-            if ready and ready[-1] is carried[0]:
-                carried[1].append(carrier)
-                return
-        carriers = [carrier]
-        self._carried = (loop.call_soon(self._first_steps, carriers), carriers)
-
-    def _first_steps(self, carriers: list[Carrier]) -> None:
-        """The loop callback of :meth:`_carry`: the carriers' first steps, in order."""
-        carried = self._carried
-        if carried is not None and carried[1] is carriers:
-            self._carried = None
-        pool = self.engine._threads
-        burst = pool.burst() if pool is not None else contextlib.nullcontext()
-        with burst:  # each branch submits its node: one worker wake-up for all, after them
-            for i, carrier in enumerate(carriers):
-                try:
-                    carrier._context.run(carrier.step)  # carrier.start(), inline
-                except BaseException:
-                    # KeyboardInterrupt, SystemExit: the others start in a later callback, as
-                    # their tasks' steps would still be ready.
-                    rest = carriers[i + 1 :]
-                    if rest:
-                        carrier.get_loop().call_soon(self._first_steps, rest)
-                    raise
 
     async def _route(
         self,
@@ -987,13 +715,9 @@ class RunExecutor:
         extra_events: Sequence[EventRecord] = (),
         due_cleared: Sequence[str] = (),
         answers: Sequence[Any] = (),
-        eager: bool = False,
     ) -> TokenRecord | None:
-        """Move ``token`` along ``output`` (a split makes new tokens), committing it all.
-
-        ``eager``: the caller drives ``token`` (a placement handler): the branches of a split
-        are started here, eagerly and in order, and None is returned. Otherwise the first moved
-        token is returned to go on with and the others get tasks of their own.
+        """Move ``token`` along ``output`` (a split makes new tokens), committing it all: the
+        first moved token is returned to go on with and the others get tasks of their own.
 
         The token's due entries (park deadline, timers, backoff) are dropped, its open park is
         closed (as moved on, unless the caller closed it already), and node anchors are released
@@ -1011,7 +735,6 @@ class RunExecutor:
             self._close_park(token, ParkStatus.SIGNALLED, "moved")
         released = self._releases(token, p, output, targets) if self._anchors else []
         moved: list[TokenRecord]
-        started: list[EventRecord] = []
         split_id: str | None = None
         if len(targets) == 1:
             move_token(token, targets[0], self._next_visit(targets[0]))
@@ -1023,31 +746,15 @@ class RunExecutor:
             token.status = S.DONE
             self.tokens.pop(token.id, None)
             self._expect_joins(split, n, token.lineage, targets)
-            nodes = None if released else self.plan.started_nodes(targets)
-            if nodes is not None:
-                open_splits = self._open_splits(split_id)
-                if open_splits and any(f[0] in open_splits for f in token.lineage):
-                    nodes = None
-            if nodes is not None:
-                # Every branch arrives at a task with no window and no timers, and no open
-                # join acts on it: each token is made with its attempt started, as the loop
-                # below would start it, in one pass.
-                moved, started = self._split_started(token, targets, split, nodes)
-            else:
-                moved = self._split_tokens(token, targets, split)
+            moved = self._split_tokens(token, targets, split)
         event.data["to"] = list(targets)
         events = [event, *extra_events]
         anchors: list[NodeAnchor] = []
         due: list[DueEntry] = []
         prestarted: list[str] = []
-        if started:
-            events.extend(started)
-            nxt = moved[1:]
-            prestarted = [t.id for t in nxt]
-        else:
-            nxt = [t for t in moved if t.status is S.READY]
+        nxt = [t for t in moved if t.status is S.READY]
         ending: list[tuple[TokenRecord, Terminal]] = []
-        if not self._joins and not started:
+        if not self._joins:
             # A move to a (non-failing) terminal also records the terminal, in the same commit.
             for t in nxt:
                 q = self.plan.placements[t.placement]
@@ -1058,34 +765,12 @@ class RunExecutor:
                 for t, q in ending:
                     events.append(terminal_event(self.run.id, self.clock.now(), t, q))
                 nxt = [t for t in nxt if t.status is S.READY]
-        if not released and not started:
+        if not released:
             # One commit per step: the move also starts the next attempt of each moved token
             # that arrives at a task (unless a join may still act on it, see _prestartable).
             open_splits = self._open_splits(split_id)
-            started_at = self.plan.started
-            now = self.clock.now()
             for t in nxt:
-                node = started_at.get(t.placement)
-                if node is not None and (
-                    not open_splits or not any(f[0] in open_splits for f in t.lineage)
-                ):
-                    # What _start does for a task with no window and no timers.
-                    t.status = S.RUNNING
-                    self._starting.add(t.id)
-                    t.deadline = None
-                    events.append(
-                        EventRecord(
-                            "node_started",
-                            self.run.id,
-                            now,
-                            t.placement,
-                            t.attempt,
-                            t.id,
-                            {"visit": t.visit, "node": node, "deadline": None},
-                        )
-                    )
-                    prestarted.append(t.id)
-                elif self._prestartable(t, open_splits):
+                if self._prestartable(t, open_splits):
                     q = self.plan.placements[t.placement]
                     impl = self.plan.impls[q.id]
                     begun, new_anchors, new_due = self._start(
@@ -1132,11 +817,6 @@ class RunExecutor:
             or not self.plan.reaches_joins(targets)
             or any(g.split != split_id for g in self._joins.values())
         )
-        if eager and len(nxt) > 1:
-            if note and self._note_moves(nxt):
-                await self._evaluate_joins()
-            self._start_branches(nxt)
-            return None
         for other in nxt[1:]:
             self.spawn(other)
         if note and self._note_moves(nxt):
@@ -1235,11 +915,8 @@ class RunExecutor:
                     elif impl.execution == "inline":
                         value = impl.fn(ctx)
                     elif impl.execution == "thread":
-                        if type(self.clock).hold is Clock.hold:  # nothing to hold (SystemClock)
-                            value = await self.engine.threads.submit(impl.fn, ctx)
-                        else:
-                            with self.clock.hold():
-                                value = await self.engine.threads.submit(impl.fn, ctx)
+                        with self.clock.hold():  # the clock cannot see a thread's work
+                            value = await self._in_thread(impl.fn, ctx)
                     else:
 
                         def started(pid: int) -> None:
@@ -1274,6 +951,13 @@ class RunExecutor:
         return self._attempt_end(
             impl, placement, scope, window, deadline, value, error, final_state, token is not None
         )
+
+    async def _in_thread(self, fn: Callable[[NodeContext], Any], ctx: NodeContext) -> Any:
+        """``fn(ctx)`` in one of the engine's worker threads, in a copy of this context (as
+        ``asyncio.to_thread``)."""
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, fn, ctx)
+        return await loop.run_in_executor(self.engine.threads, call)
 
     def _attempt_end(
         self,
@@ -1449,7 +1133,6 @@ class RunExecutor:
         settings: NodeSettings,
         base: Mapping[str, Any],
         attempt: Attempt,
-        eager: bool = False,
     ) -> TokenRecord | None:
         request = attempt.park
         assert request is not None
@@ -1458,7 +1141,7 @@ class RunExecutor:
         if token.deadline is not None and token.deadline <= now:
             timeout = Attempt("timeout", deadline=token.deadline)
             return await self._after_attempt(
-                token, p, node_id, settings, base, timeout, eager=eager
+                token, p, node_id, settings, base, timeout
             )
         token.status = S.PARKED
         token.epoch += 1
@@ -1710,293 +1393,9 @@ class RunExecutor:
     # placement kinds
 
     async def _task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
-        fast = self.plan.fast.get(p.id)
-        if fast is not None and token.id in self._prestarted and not self.engine.hooks:
-            return await self._fast_task(token, fast.task, fast)
         impl = self.plan.impls[p.id]
         settings = self.plan.settings[p.id]
         return await self._node_step(token, p, impl, settings)
-
-    async def _fast_task(self, token: TokenRecord, p: Task, fast: FastTask) -> TokenRecord | None:
-        """The fast path of plain tasks (see :class:`~flowtide.engine.plan.FastTask`) whose
-        attempt was started by the commit that moved the token there, when no hook is
-        registered: step after step while the token goes from plain task to plain task.
-
-        Each step does what :meth:`_node_step`, :meth:`invoke`, :meth:`_after_attempt`,
-        :meth:`_route` and :meth:`commit` do for this case, in one function: the node runs in its
-        own child scope of the run's root scope (registered in ``_running``, bound to the task
-        running it: this one, or the one an eager start hands a suspended branch to; so a run
-        deadline or an abort cancels it as on the general path), and the
-        ``node_finished`` event, the state change, the token's move and the next attempt's start
-        (or the terminal reached, or, for a move to a join, the token's arrival there: what
-        :meth:`_join` would commit next, when nothing is judged in between) go in one commit.
-        Anything else (a failure, a cancel, a park, an output without a fast move, a move to a
-        task or a terminal while joins are open, node anchors, parks to close, compare-and-set
-        conditions, a parked run, a hook, a busy commit lock) is handed to the general path
-        where it arises, with the same values, so the history and the state are the same
-        either way. Returns what :meth:`_drive` goes on with, as a placement handler does.
-        """
-        # The task this runs in: another one only after an eager start handed it over.
-        loop = self._loop
-        task = eager_start.home or eager_start.current_task(loop)
-        handoffs = eager_start.handoffs
-        plan = self.plan
-        running = self._running
-        prestarted = self._prestarted
-        starting = self._starting
-        lock = self._lock
-        root = self.root
-        tid = token.id
-        # A clock that does not watch for work outside the loop needs no hold (SystemClock).
-        hold = type(self.clock).hold is not Clock.hold
-        while True:
-            prestarted.discard(tid)
-            impl = fast.impl
-            pid = p.id
-            base = dict(self.state)
-            # -- the attempt (invoke) --
-            starting.discard(tid)
-            scope = CancelScope(root, pid)
-            children = root._children
-            assert children is not None  # the scope is one of them
-            if scope.cancellation is not None:
-                scope.close()
-                attempt = Attempt("cancelled", cancellation=scope.cancellation)
-                return await self._after_attempt(
-                    token, p, impl.id, plan.settings[pid], base, attempt, eager=True
-                )
-            state = copy_state(base) if base else {}
-            # NodeContext(state, run_id, ...), without the call's frame.
-            ctx = _new_context(NodeContext)
-            ctx.state = state
-            ctx.run_id = self.run.id
-            ctx.placement = pid
-            ctx.attempt = token.attempt
-            ctx.visit = token.visit
-            ctx.item = self.item
-            ctx.clock = self.clock
-            ctx._scope = scope
-            ctx.signal = None
-            value: Any = None
-            error: BaseException | None = None
-            running[tid] = (pid, scope)
-            try:
-                # ``with scope.bind():``, spelled out (see CancelScope.bind). The scope is
-                # bound to the task running this step; when the step was started eagerly and the
-                # node suspends, it is bound to the task that takes over (_start_branches), so
-                # the task to release is the one bound at the end.
-                if eager_start.handoffs != handoffs:
-                    task = eager_start.current_task(loop)
-                    handoffs = eager_start.handoffs
-                scope._task = task
-                try:
-                    try:
-                        if impl.is_async:
-                            value = await impl.fn(ctx)
-                        elif fast.threaded:
-                            if hold:
-                                with self.clock.hold():
-                                    value = await self.engine.threads.submit(impl.fn, ctx, loop)
-                            else:
-                                value = await self.engine.threads.submit(impl.fn, ctx, loop)
-                        else:
-                            value = impl.fn(ctx)
-                    except Exception as exc:
-                        error = exc
-                    except Cancelled:
-                        pass
-                except asyncio.CancelledError:
-                    bound = scope._task
-                    scope._task = None
-                    if bound is None or not scope._release(bound):
-                        raise
-                    scope.cancelled_caught = True
-                else:
-                    bound = scope._task
-                    scope._task = None
-                    if scope._cancelled_by_us and bound is not None:
-                        scope._release(bound)
-                    scope.cancelled_caught = scope.cancellation is not None
-            finally:
-                scope._task = None
-                children.discard(scope)  # scope.close(), inline
-                running.pop(tid, None)
-            if scope.cancellation is not None:
-                attempt = Attempt("cancelled", cancellation=scope.cancellation)
-                return await self._after_attempt(
-                    token, p, impl.id, plan.settings[pid], base, attempt, eager=True
-                )
-            if error is not None:
-                attempt = Attempt("error", error=error)
-                return await self._after_attempt(
-                    token, p, impl.id, plan.settings[pid], base, attempt, eager=True
-                )
-            update: Mapping[str, Any] = _NO_UPDATE
-            if value is None and fast.only is not None:
-                name = fast.only
-            elif type(value) is str and value in fast.outputs:
-                name = value
-            else:
-                try:
-                    name, update, park = self._interpret(impl, pid, value, state)
-                except UndeclaredOutputError as exc:
-                    attempt = Attempt("error", error=exc)
-                    return await self._after_attempt(
-                        token, p, impl.id, plan.settings[pid], base, attempt, eager=True
-                    )
-                if park is not None:
-                    attempt = Attempt("park", state=state, update=update, park=park)
-                    return await self._after_attempt(
-                        token, p, impl.id, plan.settings[pid], base, attempt, eager=True
-                    )
-            # -- the move (_after_attempt, _route, commit) --
-            if self._end is not None or token.status is S.CANCELLED:
-                return None
-            move = fast.moves.get(name)
-            if (
-                move is None
-                or token.data
-                or (self._joins and not move.join)
-                or self._anchors
-                or self._closing
-                or self._expect
-                or tid in self._parks
-                or self._closed
-                or self.run.lifecycle == _PARKED
-                or self.engine.hooks
-                or lock._busy  # lock.try_acquire(), inline
-                or lock._waiters
-            ):
-                ok = Attempt("ok", output=name, state=state, update=update)
-                ev = self.event(EventKind.NODE_FINISHED, token, data={"output": name})
-                self._last = [pid]
-                return await self._route(
-                    token,
-                    p,
-                    name,
-                    event=ev,
-                    update=functools.partial(self.state_update, base, ok),
-                    eager=True,
-                )
-            lock._busy = True
-            try:
-                self._last = [pid]
-                run_id = self.run.id
-                now = self._now()
-                target = move.target
-                # EventRecord("node_finished", ...), without the call's frame.
-                finished = _new_record(EventRecord)
-                finished.kind = "node_finished"
-                finished.run_id = run_id
-                finished.at = now
-                finished.placement = pid
-                finished.attempt = token.attempt
-                finished.token_id = tid
-                finished.data = {"output": name, "to": [target]}
-                finished.seq = 0
-                events = [finished]
-                token.epoch += 1
-                token.placement = target
-                visit = self._visits.get(target, 0) + 1
-                self._visits[target] = visit
-                token.visit = visit
-                token.attempt = 1
-                token.deadline = None
-                token.due = None
-                if move.node is not None:
-                    token.status = S.RUNNING
-                    starting.add(tid)
-                    # EventRecord("node_started", ...), without the call's frame.
-                    begun = _new_record(EventRecord)
-                    begun.kind = "node_started"
-                    begun.run_id = run_id
-                    begun.at = now
-                    begun.placement = target
-                    begun.attempt = 1
-                    begun.token_id = tid
-                    begun.data = {"visit": visit, "node": move.node, "deadline": None}
-                    begun.seq = 0
-                    events.append(begun)
-                elif move.join:
-                    # The token arrives at the join in the same commit, as _join records
-                    # it (nothing is evaluated between the move and the arrival).
-                    arrival = self._arrive_unnoted(token, target) if token.lineage else None
-                    if arrival is not None:
-                        # EventRecord("join_arrived", ...), without the call's frame.
-                        arrived = _new_record(EventRecord)
-                        arrived.kind = "join_arrived"
-                        arrived.run_id = run_id
-                        arrived.at = now
-                        arrived.placement = target
-                        arrived.attempt = 1
-                        arrived.token_id = tid
-                        arrived.data = arrival
-                        arrived.seq = 0
-                        events.append(arrived)
-                    else:
-                        token.status = S.READY  # it arrives at the join in the next step
-                else:
-                    token.status = S.DONE
-                    data = {"outcome": move.outcome}
-                    events.append(
-                        EventRecord("terminal_reached", run_id, now, target, 1, tid, data)
-                    )
-                c = Commit(run_id, None, [token], None, (), events)
-                if base or state or update:
-                    changed, deleted = self.merger.changes(base, state)
-                    if changed or deleted or update:
-                        written, removed = self.merger.apply(
-                            self.state, base, changed, deleted, update
-                        )
-                        if written:
-                            c.state = written
-                        if removed:
-                            c.state_deleted = removed
-                # It has events: its last seq is read when needed (_last_seq).
-                self._stored = await self.engine.store.commit(c)
-            finally:
-                if lock._waiters:
-                    lock._handoff()
-                else:
-                    lock._busy = False  # lock.release(), inline
-            self._route_ok = True
-            if move.join:
-                if token.status is S.ARRIVED:
-                    # What _join does after its commit, when judging can change anything: a
-                    # group has what it needs, or is to be judged again (``dirty``). Otherwise
-                    # _evaluate_joins would pass over every group, as it does after each
-                    # arrival at an ``all`` join until the last one.
-                    if self._end is None:
-                        needs = plan.join_needs
-                        for group in self._joins.values():
-                            if (
-                                group.dirty
-                                or group.fired
-                                or len(group.branches) >= (needs.get(group.join) or group.count)
-                            ):
-                                await self._evaluate_joins()
-                                break
-                    return None
-                # What _route does after a move to a join, then back to _drive, which goes on
-                # to _join.
-                if self._joins and self._note_moves((token,)):
-                    await self._evaluate_joins()
-                return token
-            if move.node is None:
-                self.tokens.pop(tid, None)
-                self._terminals.append(target)
-                if self._outcome is None:
-                    self._outcome = move.outcome
-                return None
-            prestarted.add(tid)
-            # What _drive and _task check before the next step.
-            if self._end is not None or token.status is S.CANCELLED:
-                return None
-            p_next = plan.placements[target]
-            fast_next = plan.fast.get(target)
-            if fast_next is None or self.engine.hooks or not isinstance(p_next, Task):
-                return token
-            p, fast = p_next, fast_next
 
     async def _phase_in_flow(self, token: TokenRecord, p: Phase) -> TokenRecord | None:
         # A phase reached by a route (validation should prevent it): run it like a dead end.
@@ -2047,7 +1446,7 @@ class RunExecutor:
             deadline=token.deadline,
             signal=signal,
         )
-        return await self._after_attempt(token, p, impl.id, settings, base, attempt, eager=True)
+        return await self._after_attempt(token, p, impl.id, settings, base, attempt)
 
     def _start(
         self, token: TokenRecord, placement: str, impl: NodeImplementation, settings: NodeSettings
@@ -2085,9 +1484,8 @@ class RunExecutor:
         settings: NodeSettings,
         base: Mapping[str, Any],
         attempt: Attempt,
-        eager: bool = False,
     ) -> TokenRecord | None:
-        """What follows a finished attempt; ``eager``: see :meth:`_route`."""
+        """What follows a finished attempt."""
         if self._end is not None or token.status is S.CANCELLED:
             return None
         if attempt.kind == "cancelled":
@@ -2100,10 +1498,10 @@ class RunExecutor:
                     data={"purpose": "timer", **interrupt, "interrupting": True},
                 )
                 self._last = [p.id]
-                return await self._route(token, p, interrupt["output"], event=ev, eager=eager)
+                return await self._route(token, p, interrupt["output"], event=ev)
             return None
         if attempt.kind == "park":
-            return await self._park(token, p, node_id, settings, base, attempt, eager)
+            return await self._park(token, p, node_id, settings, base, attempt)
         if attempt.kind == "ok":
             assert attempt.output is not None
             ev = self.event(EventKind.NODE_FINISHED, token, data={"output": attempt.output})
@@ -2114,7 +1512,6 @@ class RunExecutor:
                 attempt.output,
                 event=ev,
                 update=lambda: self.state_update(base, attempt),
-                eager=eager,
             )
         if attempt.kind == "timeout":
             budget = settings.timeout
@@ -2131,7 +1528,7 @@ class RunExecutor:
                 return None
             if routed:
                 self._last = [p.id]
-                return await self._route(token, p, TIMEOUT_OUTPUT, event=ev, eager=eager)
+                return await self._route(token, p, TIMEOUT_OUTPUT, event=ev)
             token.status = S.FAILED
             if not await self.commit(
                 Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
@@ -2220,7 +1617,7 @@ class RunExecutor:
         if token.data.get("fired") == "wait":
             ev = self.event(EventKind.TIMER_FIRED, token, data={"purpose": "wait"})
             self._last = [p.id]
-            return await self._route(token, p, "elapsed", event=ev, eager=True)
+            return await self._route(token, p, "elapsed", event=ev)
         now = self.clock.now()
         due = p.until if p.until is not None else now + (p.duration or (now - now))
         token.status = S.WAITING
@@ -2261,7 +1658,7 @@ class RunExecutor:
     async def _join(self, token: TokenRecord, p: Join) -> TokenRecord | None:
         if not token.lineage:
             ev = self.event(EventKind.JOIN_FIRED, token, data={"output": "success", "arrived": 1})
-            return await self._route(token, p, "success", event=ev, eager=True)
+            return await self._route(token, p, "success", event=ev)
         ev = self.event(EventKind.JOIN_ARRIVED, token, data=self._arrive(token, p.id))
         if not await self.commit(
             Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
@@ -2478,7 +1875,6 @@ class RunExecutor:
             output,
             event=ev,
             update=lambda: self.merger.apply(self.state, base, {}, [], update),
-            eager=True,
         )
 
     async def _subflow(self, token: TokenRecord, p: Subflow) -> TokenRecord | None:
@@ -2507,7 +1903,7 @@ class RunExecutor:
             deadline=token.deadline,
         )
         if attempt.kind != "ok" or result is None:
-            return await self._after_attempt(token, p, p.flow, settings, base, attempt, eager=True)
+            return await self._after_attempt(token, p, p.flow, settings, base, attempt)
         fin = self.event(
             EventKind.SUBFLOW_FINISHED,
             token,
@@ -2527,12 +1923,11 @@ class RunExecutor:
                 "success",
                 event=fin,
                 update=lambda: self.merger.apply(self.state, base, {}, [], update),
-                eager=True,
             )
         fin.data["output"] = "error"
         if "error" in p.route_map():
             self._last = [p.id]
-            return await self._route(token, p, "error", event=fin, eager=True)
+            return await self._route(token, p, "error", event=fin)
         await self.commit(Commit(self.run.id, events=[fin]), unless_ended=True)
         message = result.errors[0].message if result.errors else result.lifecycle.value
         own = SubflowFailedError(p.id, result.run_id, result.lifecycle.value, message)
