@@ -26,7 +26,7 @@ import random
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,6 +34,9 @@ from typing import Any
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.authoring.nodes import registry as default_registry
 from flowtide.clock import Clock, SystemClock, VirtualClock, isoformat
+from flowtide.engine._executor import RunExecutor
+from flowtide.engine._host import ChildRun
+from flowtide.engine._signals import refusal
 from flowtide.engine.errors import (
     EngineError,
     RefusalReason,
@@ -46,7 +49,6 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import ParkedToken, RunResult
-from flowtide.engine.run import RunExecutor, refusal
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
 from flowtide.model.durations import parse_duration
@@ -175,6 +177,7 @@ class Engine:
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
         self._end_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
+        self._host = _EngineHost(self)
         self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
@@ -342,15 +345,13 @@ class Engine:
     async def _launch(
         self, plan: FlowPlan, run: RunRecord, state: dict[str, Any], entrypoint: str | None
     ) -> None:
-        """Store the new run and start its executor (the general path)."""
-        await self.store.create_run(run, state)
-        ex = RunExecutor(self, plan, run, state)
-        self._runs[run.id] = ex
+        """Store the new run and start its executor."""
+        ex = await self._create(plan, run, state, None)
         ex.launch(entrypoint)
 
     async def _start_child(
         self,
-        parent: RunExecutor,
+        parent: RunRecord,
         flow_id: str,
         state: dict[str, Any],
         scope: CancelScope,
@@ -366,15 +367,26 @@ class Engine:
             lifecycle=_PENDING,
             created_at=now,
             deadline=_deadline(plan.flow.deadline, now),
-            parent_run_id=parent.run.id,
+            parent_run_id=parent.id,
             parent_token_id=token.id if token is not None else None,
-            depth=parent.run.depth + 1,
+            depth=parent.depth + 1,
             options={"item": item} if item is not None else {},
         )
-        await self.store.create_run(run, state)
-        ex = RunExecutor(self, plan, run, state, parent_scope=scope)
-        self._runs[run.id] = ex
+        ex = await self._create(plan, run, state, scope)
         ex.launch(None)
+        return ex
+
+    async def _create(
+        self,
+        plan: FlowPlan,
+        run: RunRecord,
+        state: dict[str, Any],
+        parent_scope: CancelScope | None,
+    ) -> RunExecutor:
+        """The one place a run is created in the store, and its executor held here."""
+        await self.store.create_run(run, state)
+        ex = RunExecutor(self._host, plan, run, state, parent_scope=parent_scope)
+        self._runs[run.id] = ex
         return ex
 
     async def resume(self, run_id: str) -> RunHandle:
@@ -429,7 +441,7 @@ class Engine:
         # Only the history after the run's resume checkpoint (all of it without one).
         seen = run.resume["seq"] if run.resume is not None else 0
         history = await self.store.history(run_id, after=seen)
-        ex = RunExecutor(self, plan, run, state)
+        ex = RunExecutor(self._host, plan, run, state)
         self._runs[run_id] = ex
         if run.lifecycle == Lifecycle.PENDING:
             ex.launch(run.options.get("entrypoint"))
@@ -440,7 +452,7 @@ class Engine:
         if dues and rearm:
             await self.store.commit(Commit(run_id, due=dues))
             self.sweeper.wake()
-        ex._maybe_drained()
+        ex.maybe_drained()
         return ex
 
     # -- signals, cancel, explain ------------
@@ -666,18 +678,16 @@ class Engine:
         """The flow's plan, if the flow is registered here."""
         return self.plan(flow_id) if flow_id in self._flows else None
 
-    def _forget(self, ex: RunExecutor) -> None:
-        if self._runs.get(ex.run.id) is ex:
-            del self._runs[ex.run.id]
+    def _forget(self, ex: object) -> None:
+        for run_id, held in list(self._runs.items()):
+            if held is ex:
+                del self._runs[run_id]
 
-    def _let_go(self, ex: RunExecutor) -> None:
-        """A quiescent run: nothing of it stays in memory (a signal or the sweeper rebuilds it)."""
-        self._forget(ex)
-
-    def _discard(self, ex: RunExecutor) -> None:
+    def _discard(self, ex: object) -> None:
         """What this executor knows is stale (another process moved the run): drop it."""
         self._forget(ex)
-        ex.close(notify=False)
+        if isinstance(ex, RunExecutor):
+            ex.close(notify=False)
 
     async def _fire_batch(self, entries: Sequence[DueEntry]) -> None:
         """Fire due entries (from the sweeper): each through its run's executor.
@@ -763,8 +773,10 @@ class Engine:
         self._resolve(self._settle_waiters, result.run_id, result)
         self._resolve(self._end_waiters, result.run_id, result)
 
-    async def dispatch(self, events: Sequence[EventRecord]) -> None:
+    async def _dispatch(self, events: Sequence[EventRecord]) -> None:
         """Hand committed events to the hooks, in order; a failing hook is recorded."""
+        if not self.hooks:
+            return
         for event in events:
             for hook in list(self.hooks):
                 try:
@@ -792,6 +804,61 @@ class Engine:
                             ],
                         )
                     )
+
+
+class _EngineHost:
+    """What the engine gives each of its run executors (see :class:`RunHost`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    @property
+    def store(self) -> Store:
+        return self._engine.store
+
+    @property
+    def clock(self) -> Clock:
+        return self._engine.clock
+
+    @property
+    def random(self) -> random.Random | None:
+        return self._engine.random
+
+    @property
+    def threads(self) -> Executor:
+        return self._engine.threads
+
+    def wake_sweeper(self, when: datetime | None = None) -> None:
+        self._engine.sweeper.wake(when)
+
+    async def deliver(self, events: Sequence[EventRecord]) -> None:
+        await self._engine._dispatch(events)
+
+    async def start_child(
+        self,
+        parent: RunRecord,
+        flow_id: str,
+        state: dict[str, Any],
+        scope: CancelScope,
+        token: TokenRecord | None,
+        item: Any,
+    ) -> ChildRun:
+        return await self._engine._start_child(parent, flow_id, state, scope, token, item)
+
+    def let_go(self, executor: object) -> None:
+        self._engine._forget(executor)
+
+    def discard(self, executor: object) -> None:
+        self._engine._discard(executor)
+
+    def forget(self, executor: object) -> None:
+        self._engine._forget(executor)
+
+    def settled(self, result: RunResult) -> None:
+        self._engine._settled(result)
+
+    def ended(self, result: RunResult) -> None:
+        self._engine._ended(result)
 
 
 _PENDING = Lifecycle.PENDING.value

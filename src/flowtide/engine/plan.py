@@ -51,6 +51,7 @@ class FlowPlan:
     _joins: dict[str, frozenset[str]] = field(default_factory=dict)
     _split_joins: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
     _reaches: dict[tuple[str, ...], bool] = field(default_factory=dict)
+
     @classmethod
     def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
         plan = cls(flow, {p.id: p for p in flow.placements})

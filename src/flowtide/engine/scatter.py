@@ -39,7 +39,7 @@ from flowtide.store.base import Commit, ScatterItemRecord, TokenRecord
 
 if TYPE_CHECKING:
     from flowtide.clock import TimerHandle
-    from flowtide.engine.run import RunExecutor
+    from flowtide.engine._subflows import Subflows
 
 _END = object()
 
@@ -66,7 +66,7 @@ class _Source:
 
 
 class ScatterRun:
-    def __init__(self, ex: RunExecutor, token: TokenRecord, p: Scatter) -> None:
+    def __init__(self, ex: Subflows, token: TokenRecord, p: Scatter) -> None:
         self.ex = ex
         self.token = token
         self.p = p
@@ -92,11 +92,11 @@ class ScatterRun:
     async def run(self, base: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
         ex, p = self.ex, self.p
         top = 0
-        for r in await ex.engine.store.scatter_items(ex.run.id, self.progress_id):
+        for r in await ex.host.store.scatter_items(ex.run.id, self.progress_id):
             self.records[r.index] = r
             top = max(top, r.order)
         self._order = itertools.count(top + 1)
-        ex._running[self.token.id] = (p.id, self.scope)
+        ex.running[self.token.id] = (p.id, self.scope)
         try:
             source = get_path(base, p.source)
             if source is not None:
@@ -107,7 +107,7 @@ class ScatterRun:
             while self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
         finally:
-            ex._running.pop(self.token.id, None)
+            ex.running.pop(self.token.id, None)
             self.scope.close()
         if self.scope.cancellation is not None:
             return None, {}
@@ -200,11 +200,11 @@ class ScatterRun:
         self.started += 1
         task = asyncio.get_running_loop().create_task(self._item(base, index, item, key))
         self._tasks.add(task)
-        self.ex._tasks.add(task)
+        self.ex.tasks.add(task)
 
         def done(t: asyncio.Task[None]) -> None:
             self._tasks.discard(t)
-            self.ex._tasks.discard(t)
+            self.ex.tasks.discard(t)
             slots.release()
 
         task.add_done_callback(done)

@@ -1,0 +1,231 @@
+"""Running a node's code once: its own cancel scope, its window, where it runs (the loop, a worker
+thread, a process), and what it returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from flowtide.authoring.nodes import NodeImplementation
+from flowtide.engine._core import COMPUTE, RunCore
+from flowtide.engine.context import NodeContext
+from flowtide.engine.deadlines import (
+    attempt_deadline,
+)
+from flowtide.engine.errors import (
+    Cancelled,
+    EngineError,
+    UndeclaredOutputError,
+)
+from flowtide.engine.events import EventKind
+from flowtide.engine.output import Output, Park
+from flowtide.engine.process import run_in_process
+from flowtide.engine.reducers import copy_state
+from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
+from flowtide.model.placements import (
+    PARKED_OUTPUT,
+)
+from flowtide.model.settings import NodeSettings
+from flowtide.store.base import (
+    Commit,
+    TokenRecord,
+)
+
+
+@dataclass(slots=True)
+class Attempt:
+    """How one run of a node's code ended."""
+
+    kind: Literal["ok", "error", "timeout", "cancelled", "park"]
+    output: str | None = None
+    park: Park | None = None
+    state: dict[str, Any] | None = None
+    update: Mapping[str, Any] = field(default_factory=dict)
+    error: BaseException | None = None
+    cancellation: Cancellation | None = None
+    deadline: datetime | None = None
+
+
+class Attempts(RunCore):
+    """Node attempts."""
+
+    async def invoke(
+        self,
+        impl: NodeImplementation,
+        settings: NodeSettings,
+        placement: str,
+        state: Mapping[str, Any],
+        *,
+        parent: CancelScope,
+        key: str,
+        attempt: int,
+        visit: int,
+        item: Any = None,
+        token: TokenRecord | None = None,
+        deadline: datetime | None = COMPUTE,
+        signal: Any = None,
+    ) -> Attempt:
+        """Run the node's code once in its own child scope, bounded by its window.
+
+        ``deadline``: the attempt's window end, when the caller has already resolved (and
+        stored) it; computed here otherwise.
+        """
+        now = self.clock.now()
+        if token is not None:
+            self.starting.discard(token.id)
+            if "interrupt" in token.data:
+                # An interrupting timer fired since this attempt's start was committed.
+                cancelled = Cancellation(CancelReason.TIMER, now, placement)
+                return Attempt("cancelled", cancellation=cancelled)
+        if deadline is COMPUTE:
+            deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
+            if token is not None:
+                token.deadline = deadline
+        if deadline is not None and deadline <= now:
+            return Attempt("timeout", deadline=deadline)
+        scope = CancelScope(parent, placement)
+        if scope.cancellation is not None:
+            scope.close()
+            return Attempt("cancelled", cancellation=scope.cancellation)
+        window = ScopeDeadline(self.clock, scope, deadline)
+        ctx = NodeContext(
+            state=copy_state(state),
+            run_id=self.run.id,
+            placement=placement,
+            attempt=attempt,
+            visit=visit,
+            item=item if item is not None else self.item,
+            clock=self.clock,
+            scope=scope,
+            signal=signal,
+        )
+        value: Any = None
+        final_state: dict[str, Any] = ctx.state
+        error: BaseException | None = None
+        self.running[key] = (placement, scope)
+        try:
+            with scope.bind():
+                try:
+                    if impl.is_async:
+                        value = await impl.fn(ctx)
+                    elif impl.execution == "inline":
+                        value = impl.fn(ctx)
+                    elif impl.execution == "thread":
+                        with self.clock.hold():  # the clock cannot see a thread's work
+                            value = await self.in_thread(impl.fn, ctx)
+                    else:
+
+                        def started(pid: int) -> None:
+                            if token is not None:
+                                self.spawn_aux(
+                                    self.commit(
+                                        Commit(
+                                            self.run.id,
+                                            events=[
+                                                self.event(
+                                                    EventKind.PROCESS_STARTED,
+                                                    token,
+                                                    placement=placement,
+                                                    data={"pid": pid},
+                                                )
+                                            ],
+                                        )
+                                    )
+                                )
+
+                        value, final_state = await run_in_process(
+                            impl, ctx, scope, self.clock, started
+                        )
+                except Exception as exc:
+                    error = exc
+                except Cancelled:
+                    pass
+        finally:
+            window.disarm()
+            scope.close()
+            self.running.pop(key, None)
+        return self.attempt_end(
+            impl, placement, scope, window, deadline, value, error, final_state, token is not None
+        )
+
+    async def in_thread(self, fn: Callable[[NodeContext], Any], ctx: NodeContext) -> Any:
+        """``fn(ctx)`` in one of the engine's worker threads, in a copy of this context (as
+        ``asyncio.to_thread``)."""
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, fn, ctx)
+        return await loop.run_in_executor(self.host.threads, call)
+
+    def attempt_end(
+        self,
+        impl: NodeImplementation,
+        placement: str,
+        scope: CancelScope,
+        window: ScopeDeadline,
+        deadline: datetime | None,
+        value: Any,
+        error: BaseException | None,
+        state: dict[str, Any],
+        parkable: bool,
+    ) -> Attempt:
+        """How an attempt whose scope is closed ended: its cancellation (a timeout when its
+        window fired), its error, or what its value asks for (``parkable``: a park request is
+        allowed here)."""
+        if scope.cancellation is not None:
+            if window.fired:
+                return Attempt("timeout", deadline=deadline, cancellation=scope.cancellation)
+            return Attempt("cancelled", cancellation=scope.cancellation)
+        if error is not None:
+            return Attempt("error", error=error, deadline=deadline)
+        try:
+            name, update, park = self.interpret(impl, placement, value, state)
+        except UndeclaredOutputError as exc:
+            return Attempt("error", error=exc)
+        if park is not None:
+            if not parkable:
+                err = EngineError(f"node {impl.id!r} at {placement!r} parked where it cannot")
+                return Attempt("error", error=err)
+            return Attempt("park", state=state, update=update, park=park, deadline=deadline)
+        return Attempt("ok", output=name, state=state, update=update, deadline=deadline)
+
+    def interrupted_before_start(self, token: TokenRecord) -> bool:
+        """The attempt's scope is about to be registered: True if an interrupting timer fired
+        since its start was committed (the attempt is cancelled at once, reason ``timer``)."""
+        self.starting.discard(token.id)
+        return "interrupt" in token.data
+
+    @staticmethod
+    def interpret(
+        impl: NodeImplementation, placement: str, value: Any, state: Mapping[str, Any]
+    ) -> tuple[str, Mapping[str, Any], Park | None]:
+        update: Mapping[str, Any] = {}
+        if isinstance(value, Park):
+            return PARKED_OUTPUT, update, value
+        if isinstance(value, Output):
+            name: Any = value.name
+            update = value.update
+        elif value is None and len(impl.outputs) == 1:
+            name = impl.outputs[0]
+        else:
+            name = value
+        if name == PARKED_OUTPUT:
+            key = update.get("correlation_key", state.get("correlation_key"))
+            return name, update, Park(key=str(key) if key is not None else None)
+        if not isinstance(name, str) or name not in impl.outputs:
+            raise UndeclaredOutputError(impl.id, placement, name, impl.outputs)
+        return name, update, None
+
+    def state_update(
+        self, base: Mapping[str, Any], attempt: Attempt
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Merge a finished attempt's changes into the run state (returns what to commit)."""
+        assert attempt.state is not None
+        changed, deleted = self.merger.changes(base, attempt.state)
+        if not changed and not deleted and not attempt.update:
+            return {}, []
+        return self.merger.apply(self.state, base, changed, deleted, attempt.update)

@@ -1,0 +1,333 @@
+"""The executor's core: a run's in-memory view, the one place its steps are committed, and
+its tasks.
+
+The executor is built in layers, one module each, every layer a subclass of the one below:
+core, attempts (running node code), arming (windows, timers, anchors), routing, joins, tasks
+(task, wait and terminal placements, parks, retries), parking (signals and due instants),
+subflows (child runs and phases), driving (a run's start, settling, end) and the executor
+(resume from the store). What a lower layer needs from a higher one is declared here, abstract."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from flowtide.engine._host import RunHost
+from flowtide.engine._records import JoinGroup, RunEnd
+from flowtide.engine.events import EventKind
+from flowtide.engine.lifecycle import Lifecycle, transition
+from flowtide.engine.plan import FlowPlan
+from flowtide.engine.reducers import StateMerger
+from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
+from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
+from flowtide.store.base import (
+    Commit,
+    EventRecord,
+    Expect,
+    ParkRecord,
+    ParkStatus,
+    RunRecord,
+    StoreConflict,
+    TokenRecord,
+    TokenStatus,
+)
+
+S = TokenStatus
+PARKED_LIFECYCLE = Lifecycle.PARKED.value
+AT_NODE = frozenset({S.RUNNING, S.PARKED, S.WAITING})
+"""Statuses of a token that is still at its placement (escalation timers may fire)."""
+KIND_NAMES = {k: k.value for k in EventKind}
+COMPUTE: Any = object()
+"""A deadline not resolved by the caller: the attempt resolves it."""
+
+
+class RunCore(ABC):
+    """One run's view and commits; the layers above add what each placement kind does."""
+
+    def __init__(
+        self,
+        host: RunHost,
+        plan: FlowPlan,
+        run: RunRecord,
+        state: dict[str, Any],
+        *,
+        parent_scope: CancelScope | None = None,
+    ) -> None:
+        self.host = host
+        self.plan = plan
+        self.flow = plan.flow
+        self.run = run
+        self.state = state
+        self.clock = host.clock
+        self.merger = StateMerger(self.flow.reducers)
+        self.root = CancelScope(parent_scope)
+        self.root.on_cancel(self.on_root_cancelled)
+        self.tokens: dict[str, TokenRecord] = {}
+        self.tasks: set[asyncio.Future[Any]] = set()
+        """What drives the run's tokens: tasks, and carriers (see :meth:`_carry`)."""
+        self.running: dict[str, tuple[str, CancelScope]] = {}
+        self.starting: set[str] = set()
+        self.prestarted: set[str] = set()
+        """Tokens whose move to a task also started its attempt (in the same commit)."""
+        """Tokens whose attempt start is committed (or being committed) but whose cancel scope
+        is not registered in ``_running`` yet: an interrupting timer firing then is kept for the
+        scope (``token.data["interrupt"]``) instead of being lost."""
+        self.joins: dict[tuple[str, str], JoinGroup] = {}
+        self.visits: dict[str, int] = {}
+        self.ids = itertools.count(1)
+        self.lock = asyncio.Lock()
+        self.end: RunEnd | None = None
+        self.outcome: str | None = None
+        self.terminals: list[str] = []
+        self.warnings: list[str] = []
+        self.last_placements: list[str] = []
+        self.started = False
+        self.closed = False
+        self.deadline_timer: Any = None
+        self.finalizer: asyncio.Task[None] | None = None
+        self.anchors: dict[tuple[str, str | None], datetime] = {}
+        """Stored node anchors of this run: (placement, item) -> first arrival."""
+        self.parks: dict[str, ParkRecord] = {}
+        """Open parks by token id."""
+        self.closing_parks: list[ParkRecord] = []
+        """Parks closed in memory (a cancelled token), written with the next commit."""
+        self.settling: asyncio.Task[None] | None = None
+        self.pins = 0
+        self.seq = 0
+        """The seq of the last history event this executor committed (or restored), unless
+        ``_stored`` is set (see :meth:`_last_seq`)."""
+        self.stored_events: Sequence[EventRecord] | None = None
+        """The events of the last commit, until their last seq is read (most runs never ask)."""
+        self.expect: dict[str, Expect] = {}
+        """Compare-and-set conditions for the next commit that writes these tokens."""
+        self.route_ok = False
+        """Whether the last :meth:`_route` committed (it returns None also for a join or split)."""
+        self.recent_parks: dict[str, ParkRecord] = {}
+        """Parks closed by this executor, by park id (to tell a late signal why it is refused)."""
+        self.released = False
+        """The engine let go of this executor (quiescent): it must not be used any more."""
+        self.done: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
+        self.item: Any = run.options.get("item")
+        """The scatter item this (child) run works on, passed to its nodes as ``ctx.item``."""
+
+    @property
+    def run_id(self) -> str:
+        return self.run.id
+
+    @property
+    def ended(self) -> bool:
+        return self.end is not None
+
+    def event(
+        self,
+        kind: EventKind,
+        token: TokenRecord | None = None,
+        placement: str | None = None,
+        data: dict[str, Any] | None = None,
+        attempt: int | None = None,
+    ) -> EventRecord:
+        return EventRecord(
+            KIND_NAMES[kind],
+            self.run.id,
+            self.clock.now(),
+            placement if placement is not None else (token.placement if token else None),
+            attempt if attempt is not None else (token.attempt if token else None),
+            token.id if token else None,
+            data if data is not None else {},
+        )
+
+    def last_seq(self) -> int:
+        """The seq of the last history event this executor committed (or restored)."""
+        stored = self.stored_events
+        if stored is not None:
+            if stored:
+                self.seq = stored[-1].seq
+            self.stored_events = None
+        return self.seq
+
+    async def commit(
+        self,
+        c: Commit,
+        *,
+        unless_ended: bool = False,
+        prepare: Callable[[Commit], None] | None = None,
+        token: TokenRecord | None = None,
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+    ) -> bool:
+        """Commit one step and hand its events to the hooks; False if skipped (run ended).
+
+        ``prepare`` runs under the commit lock, once the step is known to go ahead: it applies
+        the step's state change in memory and puts it on the commit, so that a step skipped
+        because the run ended (or ``token`` was cancelled meanwhile) never touches the run state.
+        """
+        async with self.lock:
+            if unless_ended and (self.end is not None or self.closed):
+                return False
+            if token is not None and token.status is S.CANCELLED:
+                return False
+            if prepare is not None:
+                prepare(c)
+            if update is not None:
+                # The step's state change, applied in memory and put on the commit.
+                written, removed = update()
+                if written:
+                    c.state = written
+                if removed:
+                    c.state_deleted = removed
+            if self.closing_parks:
+                c.parks = [*c.parks, *self.closing_parks]
+                self.closing_parks = []
+            if self.expect:
+                for t in c.tokens:
+                    expected = self.expect.pop(t.id, None)
+                    if expected is not None:
+                        c.expect = {**c.expect, t.id: expected}
+            if self.run.lifecycle == PARKED_LIFECYCLE and self.end is None:
+                # Something moves again: the run is running.
+                self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.RUNNING).value
+                if c.run is None:
+                    c.run = self.run
+            events = await self.host.store.commit(c)
+            if events:
+                self.stored_events = events
+            if c.due:
+                self.host.wake_sweeper(min(e.when for e in c.due))
+            if events:
+                await self.host.deliver(events)
+        return True
+
+    def new_token(self, placement: str, lineage: tuple[tuple[str, int, int], ...]) -> TokenRecord:
+        t = TokenRecord(
+            id=f"{self.run.id}.{next(self.ids)}",
+            run_id=self.run.id,
+            placement=placement,
+            status=S.READY,
+            visit=self.next_visit(placement),
+            lineage=lineage,
+            created_at=self.clock.now(),
+        )
+        self.tokens[t.id] = t
+        return t
+
+    def split_tokens(
+        self, token: TokenRecord, targets: Sequence[str], split: str
+    ) -> list[TokenRecord]:
+        """``token`` (done) and the new tokens of its split, one per target."""
+        n = len(targets)
+        return [
+            token,
+            *(self.new_token(t, (*token.lineage, (split, i, n))) for i, t in enumerate(targets)),
+        ]
+
+    def next_visit(self, placement: str) -> int:
+        n = self.visits.get(placement, 0) + 1
+        self.visits[placement] = n
+        return n
+
+    def spawn(self, token: TokenRecord) -> None:
+        task = asyncio.get_running_loop().create_task(self.drive(token))
+        self.tasks.add(task)
+
+    def spawn_aux(self, coro: Awaitable[Any]) -> None:
+        async def wrapper() -> None:
+            try:
+                await coro
+            except StoreConflict:
+                # Another engine on the same store moved the token first (its commit won the
+                # compare-and-set): what this executor knows is stale.
+                self.host.discard(self)
+            except asyncio.CancelledError:
+                if not self.closed:
+                    raise
+            except Exception as exc:
+                self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc)])
+
+        task = asyncio.get_running_loop().create_task(wrapper())
+        self.tasks.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self.tasks.discard(t)
+            self.maybe_drained()
+
+        task.add_done_callback(done)
+
+    def request_end(
+        self,
+        lifecycle: Lifecycle,
+        errors: Sequence[ErrorInfo] = (),
+        interrupted: InterruptedAt | None = None,
+        *,
+        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
+    ) -> None:
+        if self.end is not None or self.closed:
+            return
+        self.end = RunEnd(lifecycle, list(errors), interrupted)
+        if self.deadline_timer is not None:
+            self.deadline_timer.cancel()
+        if cancel_reason is not None:
+            self.root.cancel(cancel_reason, self.clock.now())
+        self.finalizer = asyncio.get_running_loop().create_task(self.finalize())
+
+    def fail_token(
+        self, token: TokenRecord, exc: BaseException, interrupted: InterruptedAt | None = None
+    ) -> None:
+        token.status = S.FAILED
+        self.tokens.pop(token.id, None)
+        self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, token.placement)], interrupted)
+
+    def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None:
+        park = self.parks.pop(token.id, None)
+        if park is None:
+            return
+        park.status = status
+        park.closed_at = self.clock.now()
+        park.closed_by = by
+        self.recent_parks[park.id] = park
+        self.closing_parks.append(park)
+
+    def park_record(self, park_id: str) -> ParkRecord | None:
+        """The park as this executor knows it (open, or closed by it), else None."""
+        for park in self.parks.values():
+            if park.id == park_id:
+                return park
+        return self.recent_parks.get(park_id)
+
+    # -- what the layers above provide ------------
+
+    @abstractmethod
+    async def drive(self, token: TokenRecord | None) -> None:
+        """Drive ``token`` placement after placement (the driving layer)."""
+
+    @abstractmethod
+    async def finalize(self) -> None:
+        """End the run as :attr:`end` says (the driving layer)."""
+
+    @abstractmethod
+    def on_root_cancelled(self, c: Cancellation) -> None:
+        """The run's root scope was cancelled: end the run (the driving layer)."""
+
+    @abstractmethod
+    def maybe_drained(self) -> None:
+        """Settle or end the run if nothing drives it any more (the driving layer)."""
+
+    @abstractmethod
+    def note_moves(self, tokens: Sequence[TokenRecord], ended: bool = False) -> bool:
+        """Mark the join groups these moves may settle (the joins layer)."""
+
+    @abstractmethod
+    async def evaluate_joins(self) -> None:
+        """Fire the join groups that can fire (the joins layer)."""
+
+    @abstractmethod
+    def expect_joins(
+        self,
+        split: str,
+        count: int,
+        lineage: tuple[tuple[str, int, int], ...],
+        placements: Sequence[str],
+    ) -> None:
+        """Open the join groups a new split's branches may arrive at (the joins layer)."""

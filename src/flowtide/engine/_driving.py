@@ -1,0 +1,408 @@
+"""Driving a run: its start, its tokens' tasks, the run deadline and cancel, settling when only
+waits are left, and its end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from flowtide.clock import isoformat
+from flowtide.engine._records import end_reason, end_result, finish
+from flowtide.engine._subflows import Subflows
+from flowtide.engine.errors import (
+    DrainedWithoutTerminal,
+)
+from flowtide.engine.events import EventKind
+from flowtide.engine.lifecycle import Lifecycle, transition
+from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
+from flowtide.engine.scatter import ScatterRun
+from flowtide.engine.scope import Cancellation, CancelReason
+from flowtide.model.placements import (
+    PhaseKind,
+    Scatter,
+)
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    NodeAnchor,
+    ParkStatus,
+    StoreConflict,
+    TokenRecord,
+    TokenStatus,
+)
+
+S = TokenStatus
+
+
+class Driving(Subflows):
+    """A run from its start to its end."""
+
+    def launch(self, entry: str | None) -> None:
+        """Start :meth:`main` in its own task (held until it ends)."""
+        self.tasks.add(asyncio.get_running_loop().create_task(self.main(entry)))
+
+    async def main(self, entry: str | None) -> None:
+        """Start the run: lifecycle running, pre phases, then the entrypoint's token."""
+        task = asyncio.current_task()
+        assert task is not None
+        try:
+            if self.end is not None:
+                return
+            self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.RUNNING).value
+            self.run.started_at = self.clock.now()
+            self.started = True
+            pre = self.flow.phases(PhaseKind.PRE)
+            first: list[TokenRecord] = []
+            events = [
+                self.event(
+                    EventKind.RUN_STARTED,
+                    data={
+                        "flow": self.flow.id,
+                        "version": self.flow.version,
+                        "deadline": isoformat(self.run.deadline) if self.run.deadline else None,
+                    },
+                )
+            ]
+            anchors: list[NodeAnchor] = []
+            due: list[DueEntry] = []
+            if not pre:
+                # No pre phase: the entrypoint's token is created in the same commit, and its
+                # first attempt started there too when it is a task.
+                token = self.new_token(self.entry_target(entry), ())
+                first = [token]
+                q = self.plan.placements.get(token.placement)
+                if q is not None and q.kind == "task":
+                    started, anchors, due = self.start_attempt(
+                        token, q.id, self.plan.impls[q.id], self.plan.settings[q.id]
+                    )
+                    events.append(started)
+                    self.prestarted.add(token.id)
+            await self.commit(
+                Commit(
+                    self.run.id, run=self.run, tokens=first, events=events, anchors=anchors, due=due
+                )
+            )
+            self.arm_deadline()
+            if self.end is not None:
+                return
+            if first:
+                await self.drive(first[0])  # in this task: no task of its own
+                return
+            for phase in pre:
+                err = await self.run_phase(phase)
+                if self.end is not None:
+                    return
+                if err is not None:
+                    self.request_end(Lifecycle.FAILED, [err])
+                    return
+            token = self.new_token(self.entry_target(entry), ())
+            await self.commit(Commit(self.run.id, tokens=[token]))
+            self.spawn(token)
+        except Exception as exc:
+            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc)])
+        finally:
+            self.tasks.discard(task)
+            self.maybe_drained()
+
+    def entry_target(self, entry: str | None) -> str:
+        if entry is not None and entry in self.flow.entrypoints:
+            return self.flow.entrypoints[entry]
+        return entry or self.flow.main_entrypoint
+
+    def arm_deadline(self) -> None:
+        if self.run.deadline is None or self.end is not None:
+            return
+        deadline = self.run.deadline
+
+        def fire() -> None:
+            self.root.cancel(CancelReason.RUN_DEADLINE, deadline)
+
+        self.deadline_timer = self.clock.call_at(deadline, fire)
+
+    def cancel(self, reason: str | None = None) -> bool:
+        """The caller's cancel: every running node is cancelled; lifecycle ``cancelled``."""
+        if self.end is not None:
+            return False
+        return self.root.cancel(CancelReason.ABORT, self.clock.now(), reason)
+
+    def on_root_cancelled(self, c: Cancellation) -> None:
+        if self.end is not None:
+            return
+        timeout = c.reason in (CancelReason.RUN_DEADLINE, CancelReason.NODE_TIMEOUT)
+        lifecycle = Lifecycle.TIMED_OUT if timeout else Lifecycle.CANCELLED
+        reason = "timeout" if timeout else "abort"
+        nodes = tuple(dict.fromkeys(p for p, _ in self.running.values()))
+        if not nodes:
+            nodes = tuple(dict.fromkeys(t.placement for t in self.tokens.values()))
+        if not nodes and not self.started:
+            nodes = (self.flow.main_entrypoint,)
+        interrupted = InterruptedAt(reason, nodes[0] if nodes else None, c.at, nodes)
+        errors = []
+        if c.message:
+            errors.append(ErrorInfo("RunCancelled", c.message, None))
+        self.request_end(lifecycle, errors, interrupted, cancel_reason=None)
+
+    def maybe_drained(self) -> None:
+        if self.end is not None or self.closed or self.tasks or not self.started:
+            return
+        if self.released:
+            return
+        if self.pins:
+            return
+        if any(t.status in (S.WAITING, S.PARKED) for t in self.tokens.values()):
+            settling = self.settling is not None and not self.settling.done()
+            if not settling and self.quiescent():
+                self.settling = asyncio.get_running_loop().create_task(self.settle())
+            return
+        if self.tokens:
+            stuck = sorted({t.placement for t in self.tokens.values()})
+            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(DrainedWithoutTerminal(stuck))])
+        elif self.terminals:
+            self.request_end(Lifecycle.COMPLETED)
+        else:
+            self.request_end(
+                Lifecycle.FAILED, [ErrorInfo.of(DrainedWithoutTerminal(self.last_placements))]
+            )
+
+    def quiescent(self) -> bool:
+        """Only waiting/parked (and join-arrived) tokens are left, and nothing runs."""
+        if self.end is not None or self.closed or self.tasks or self.pins:
+            return False
+        statuses = {t.status for t in self.tokens.values()}
+        return bool(statuses & {S.WAITING, S.PARKED}) and not statuses & {S.READY, S.RUNNING}
+
+    def parked_tokens(self) -> tuple[ParkedToken, ...]:
+        out = []
+        for t in self.tokens.values():
+            park = self.parks.get(t.id)
+            if t.status is S.PARKED and park is not None:
+                out.append(
+                    ParkedToken(
+                        t.id, t.placement, park.key, t.deadline, park.payload, park.parked_at
+                    )
+                )
+        return tuple(out)
+
+    def snapshot(self) -> RunResult:
+        """The run as it is now (lifecycle ``parked`` at a quiescent point)."""
+        return RunResult(
+            run_id=self.run.id,
+            lifecycle=Lifecycle(self.run.lifecycle),
+            outcome=None,
+            state=dict(self.state),
+            parked=self.parked_tokens(),
+            warnings=tuple(self.warnings),
+            terminals=tuple(self.terminals),
+        )
+
+    async def settle(self) -> None:
+        """The run is quiescent: lifecycle ``parked``, tell who waits, and let go of it."""
+        await asyncio.sleep(0)
+        async with self.lock:
+            if not self.quiescent():
+                return
+            c = Commit(self.run.id)
+            if self.run.lifecycle != Lifecycle.PARKED.value:
+                self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.PARKED).value
+                c.run = self.run
+            let_go = self.run.parent_run_id is None
+            if let_go and self.run.deadline is not None:
+                # Nothing holds the run's deadline timer any more: the sweeper will.
+                c.due = [DueEntry(self.run.deadline, self.run.id, self.run.id, "deadline")]
+            if let_go:
+                # What a rebuild needs beyond the tokens, so that it reads no older history.
+                # (Tuples of plain values: a parked run held in memory costs the collector less.)
+                self.run.resume = {
+                    "seq": self.last_seq(),
+                    "visits": tuple(self.visits.items()),
+                    "terminals": tuple(self.terminals),
+                    "outcome": self.outcome,
+                }
+                c.run = self.run
+            if c.run is not None or c.due:
+                await self.host.store.commit(c)
+                if c.due:
+                    self.host.wake_sweeper(c.due[0].when)
+            if not self.quiescent():
+                return
+            result = self.snapshot()
+            if let_go:
+                self.released = True
+                if self.deadline_timer is not None:
+                    self.deadline_timer.cancel()
+                    self.deadline_timer = None
+                self.root.close()
+                self.host.let_go(self)
+        self.host.settled(result)
+
+    def pin(self) -> bool:
+        """Keep the executor from being let go while a signal or a firing works on it; False if
+        it has already been let go (rebuild one from the store)."""
+        if self.released or self.closed:
+            return False
+        self.pins += 1
+        return True
+
+    def unpin(self) -> None:
+        self.pins -= 1
+        self.maybe_drained()
+
+    async def finalize(self) -> None:
+        me = asyncio.current_task()
+        while True:
+            pending = [t for t in self.tasks if t is not me and not t.done()]
+            if not pending:
+                break
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self.closed:
+            return
+        end = self.end
+        assert end is not None
+        try:
+            leftovers = list(self.tokens.values())
+            self.tokens.clear()
+            why = end_reason(end)
+            for t in leftovers:
+                t.status = S.CANCELLED
+                t.epoch += 1
+                self.close_park(t, ParkStatus.CANCELLED, why)
+            events = [
+                self.event(EventKind.TOKEN_CANCELLED, t, data={"reason": "run_ended"})
+                for t in leftovers
+            ]
+            released = list(self.anchors)
+            self.anchors.clear()
+            if leftovers or released or self.closing_parks:
+                await self.commit(
+                    Commit(
+                        self.run.id,
+                        tokens=leftovers,
+                        events=events,
+                        due_cleared=[t.id for t in leftovers],
+                        anchors_released=released,
+                    )
+                )
+            if self.started and self.plan.post:
+                for phase in self.flow.phases(PhaseKind.POST):
+                    err = await self.run_phase(phase, post=True)
+                    if err is not None:
+                        msg = f"post phase {phase.id!r} failed: {err.type}: {err.message}"
+                        self.warnings.append(msg)
+                        await self.commit(
+                            Commit(
+                                self.run.id,
+                                events=[
+                                    self.event(
+                                        EventKind.WARNING, placement=phase.id, data={"message": msg}
+                                    )
+                                ],
+                            )
+                        )
+            result = end_result(
+                self.run.id,
+                end.lifecycle,
+                dict(self.state),
+                self.terminals,
+                self.outcome,
+                errors=end.errors,
+                interrupted=end.interrupted,
+                warnings=self.warnings,
+            )
+            finished = finish(self.run, result, self.clock.now())
+            await self.commit(
+                Commit(
+                    self.run.id,
+                    run=self.run,
+                    due_cleared=[self.run.id] if self.run.deadline is not None else (),
+                    events=[finished],
+                )
+            )
+        except BaseException as exc:
+            if not self.done.done():
+                self.done.set_exception(exc)
+            raise
+        finally:
+            self.root.close()
+            self.host.forget(self)
+        if not self.done.done():
+            self.done.set_result(result)
+        self.host.ended(result)
+
+    def close(self, notify: bool = True) -> None:
+        """Stop driving this run without recording anything (the engine is closing)."""
+        self.closed = True
+        if self.deadline_timer is not None:
+            self.deadline_timer.cancel()
+        for task in list(self.tasks):
+            task.cancel()
+        if self.finalizer is not None:
+            self.finalizer.cancel()
+        if not self.done.done():
+            from flowtide.engine.errors import EngineError
+
+            self.done.set_exception(
+                EngineError(f"the engine was closed; resume run {self.run.id!r} to finish it")
+            )
+            self.done.exception()  # retrieved: nobody may be waiting
+
+    async def drive(self, token: TokenRecord | None) -> None:
+        """Drive ``token`` placement after placement."""
+        placements = self.plan.placements
+        try:
+            while token is not None:
+                if self.end is not None or token.status is S.CANCELLED:
+                    return
+                p = placements[token.placement]
+                token = await _HANDLERS[p.kind](self, token, p)
+        except asyncio.CancelledError:
+            if not self.closed:
+                raise
+        except StoreConflict:
+            self.host.discard(self)  # another engine moved this token first
+        except Exception as exc:
+            placement = token.placement if token is not None else None
+            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, placement)])
+        finally:
+            self.tasks.discard(asyncio.current_task())
+            if not self.tasks:  # else _maybe_drained has nothing to do
+                self.maybe_drained()
+
+    async def at_scatter(self, token: TokenRecord, p: Scatter) -> TokenRecord | None:
+
+        token.status = S.RUNNING
+        started = self.event(
+            EventKind.NODE_STARTED, token, data={"visit": token.visit, "scatter": True}
+        )
+        if not await self.commit(
+            Commit(self.run.id, tokens=[token], events=[started]), unless_ended=True
+        ):
+            return None
+        base = dict(self.state)
+        runner = ScatterRun(self, token, p)
+        output, update = await runner.run(base)
+        if output is None or self.end is not None or token.status is S.CANCELLED:
+            return None
+        ev = self.event(EventKind.NODE_FINISHED, token, data={"output": output, **runner.summary()})
+        self.last_placements = [p.id]
+        return await self.route(
+            token,
+            p,
+            output,
+            event=ev,
+            update=lambda: self.merger.apply(self.state, base, {}, [], update),
+        )
+
+
+_Handler = Callable[[Driving, TokenRecord, Any], Awaitable[TokenRecord | None]]
+_HANDLERS: dict[str, _Handler] = {
+    "task": Driving.at_task,
+    "wait": Driving.at_wait,
+    "join": Driving.at_join,
+    "scatter": Driving.at_scatter,
+    "subflow": Driving.at_subflow,
+    "terminal": Driving.at_terminal,
+    "phase": Driving.at_phase,
+}
+"""What drives a token at each kind of placement."""

@@ -1,0 +1,110 @@
+"""The run executor: drives one run's tokens through its flow on the event loop.
+
+Each live token is driven by one asyncio task, placement after placement; a parallel split
+gives each new branch a task of its own, so independent branches run at the same time. Waiting
+tokens (waits, retry backoffs) and parked tokens have no task at all: their due instants (a
+wait, a backoff, a park deadline, escalation timers) are in the store, and the engine's sweeper
+hands them back here when they are due; a signal hands a parked token back too.
+
+When a run has only waiting and parked tokens left it is *quiescent*: its lifecycle becomes
+``parked`` and, unless it is a child run (its parent is waiting on it), the executor lets go of
+it: the engine forgets it, and a signal or the sweeper rebuilds an executor from the store
+(:meth:`RunExecutor.restore`).
+
+A parked token is moved by exactly one of {signal, park timeout, interrupting timer, cancel}:
+each first claims the token in memory (synchronously, so a second claimant in this process sees
+it taken) and then commits with ``Commit.expect`` (status ``parked`` and the park's epoch; for a
+signal also "deadline still ahead"), so the store refuses the loser across processes too.
+
+The executor is built in layers (see :mod:`flowtide.engine._core`)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from flowtide.engine._driving import Driving
+from flowtide.engine._records import JoinGroup, first_branch
+from flowtide.engine.events import EventKind
+from flowtide.store.base import (
+    DueEntry,
+    EventRecord,
+    TokenRecord,
+    TokenStatus,
+)
+
+S = TokenStatus
+
+
+class RunExecutor(Driving):
+    """One run, driven from its start or rebuilt from the store."""
+
+    def restore(self, tokens: Sequence[TokenRecord], history: Sequence[EventRecord]) -> None:
+        """Rebuild in-memory bookkeeping from stored tokens and history (before resuming):
+        ``history`` is what follows the run's resume checkpoint (all of it without one)."""
+        self.started = True
+        self.stored_events = None
+        top = 0
+        checkpoint = self.run.resume
+        if checkpoint is not None:
+            self.seq = int(checkpoint["seq"])
+            self.visits.update(dict(checkpoint["visits"]))
+            self.terminals.extend(checkpoint["terminals"])
+            self.outcome = checkpoint["outcome"]
+        if history:
+            self.seq = history[-1].seq
+        for e in history:
+            if e.kind == EventKind.NODE_STARTED and e.placement is not None:
+                visit = e.data.get("visit")
+                if isinstance(visit, int):
+                    self.visits[e.placement] = max(self.visits.get(e.placement, 0), visit)
+            if e.kind == EventKind.TERMINAL_REACHED and e.placement is not None:
+                self.terminals.append(e.placement)
+                if self.outcome is None and e.data.get("outcome") != "failed":
+                    self.outcome = e.data.get("outcome")
+        for t in tokens:
+            suffix = t.id.rpartition(".")[2]
+            if suffix.isdigit():
+                top = max(top, int(suffix))
+            if not t.status.live:
+                continue
+            self.tokens[t.id] = t
+            self.visits[t.placement] = max(self.visits.get(t.placement, 0), t.visit)
+            if t.status is S.ARRIVED and t.lineage:
+                split, _, count = t.lineage[-1]
+                group = self.joins.setdefault(
+                    (t.placement, split), JoinGroup(t.placement, split, count)
+                )
+                group.arrived.append(t)
+                group.branches.add(first_branch(t, split))
+        for t in self.tokens.values():
+            if t.status is not S.ARRIVED and t.lineage:
+                split, _, count = t.lineage[-1]
+                for join in self.plan.joins_from(t.placement):
+                    self.joins.setdefault(
+                        (join, split), JoinGroup(join, split, count, lineage=t.lineage[:-1])
+                    )
+        self.ids = itertools.count(top + 1)
+
+    async def load_extras(self) -> None:
+        """Read the run's node anchors and open parks from the store (before resuming)."""
+        store = self.host.store
+        if self.plan.anchored:  # (a run of a flow without node anchors has none stored)
+            for anchor in await store.node_anchors(self.run.id):
+                self.anchors[(anchor.placement, anchor.item)] = anchor.at
+        for park in await store.parks(run_id=self.run.id, open_only=True):
+            token = self.tokens.get(park.token_id)
+            if token is not None and token.status is S.PARKED and token.epoch == park.epoch:
+                self.parks[park.token_id] = park
+
+    def resume_tokens(self) -> list[DueEntry]:
+        """Start driving restored tokens; returns the due entries to re-arm."""
+        dues = []
+        for t in list(self.tokens.values()):
+            if t.status in (S.READY, S.RUNNING):
+                t.status = S.READY
+                self.spawn(t)
+            elif t.status is S.WAITING and t.due is not None:
+                dues.append(DueEntry(t.due, self.run.id, t.id))
+        self.arm_deadline()
+        return dues

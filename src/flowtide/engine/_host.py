@@ -1,0 +1,78 @@
+"""What a run executor needs from the engine that holds it.
+
+The engine gives each executor a host: the store, the clock, where sync nodes run, the sweeper
+to wake, the hooks, and the engine's bookkeeping of the runs it holds. The executor knows the
+engine only through this protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from datetime import datetime
+from typing import Any, Protocol
+
+from flowtide.clock import Clock
+from flowtide.engine.result import RunResult
+from flowtide.engine.scope import CancelScope
+from flowtide.store.base import EventRecord, RunRecord, Store, TokenRecord
+
+
+class ChildRun(Protocol):
+    """A child run started for a subflow or a scatter item."""
+
+    @property
+    def run(self) -> RunRecord: ...
+
+    @property
+    def done(self) -> asyncio.Future[RunResult]: ...
+
+
+class RunHost(Protocol):
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def random(self) -> random.Random | None:
+        """The random source of jittered backoffs (None: the module's)."""
+
+    @property
+    def threads(self) -> Executor:
+        """Where sync nodes run."""
+
+    def wake_sweeper(self, when: datetime | None = None) -> None:
+        """A due instant was written: the sweeper looks again (by ``when`` at the latest)."""
+
+    async def deliver(self, events: Sequence[EventRecord]) -> None:
+        """Hand committed events to the hooks, in order."""
+
+    async def start_child(
+        self,
+        parent: RunRecord,
+        flow_id: str,
+        state: dict[str, Any],
+        scope: CancelScope,
+        token: TokenRecord | None,
+        item: Any,
+    ) -> ChildRun:
+        """Create and start a child run of ``parent`` in ``scope``."""
+
+    def let_go(self, executor: object) -> None:
+        """The run is quiescent: nothing of it stays in memory."""
+
+    def discard(self, executor: object) -> None:
+        """What this executor knows is stale (another actor moved the run): drop it."""
+
+    def forget(self, executor: object) -> None:
+        """The run has ended: the engine stops holding it."""
+
+    def settled(self, result: RunResult) -> None:
+        """The run reached a quiescent point."""
+
+    def ended(self, result: RunResult) -> None:
+        """The run ended with ``result``."""

@@ -1,0 +1,246 @@
+"""Parked and waiting tokens moved from outside the run: signals, park deadlines, escalation timers
+and due waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flowtide.engine._attempts import Attempt
+from flowtide.engine._core import AT_NODE
+from flowtide.engine._records import end_reason
+from flowtide.engine._signals import invalid_output, refusal, signal_answer, signalled_data
+from flowtide.engine._tasks import Tasks
+from flowtide.engine.errors import (
+    UnroutedOutputError,
+)
+from flowtide.engine.events import EventKind
+from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.result import ErrorInfo
+from flowtide.engine.scope import CancelReason
+from flowtide.model.placements import (
+    AnyPlacement,
+)
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    EventRecord,
+    Expect,
+    ParkRecord,
+    ParkStatus,
+    SignalAnswer,
+    StoreConflict,
+    TokenRecord,
+    TokenStatus,
+)
+
+S = TokenStatus
+
+
+class Parking(Tasks):
+    """Signals and due instants."""
+
+    async def signal(
+        self,
+        park: ParkRecord,
+        *,
+        payload: Mapping[str, Any],
+        output: str | None,
+        idempotency_key: str | None,
+    ) -> dict[str, Any]:
+        """Apply a signal to ``park`` (still open in this executor); returns the answer."""
+        now = self.clock.now()
+        token = self.tokens.get(park.token_id)
+        mine = self.parks.get(park.token_id)
+        if token is None or token.status is not S.PARKED or mine is None or mine.id != park.id:
+            raise refusal(self.park_record(park.id) or park, now, live=token)
+        if token.deadline is not None and token.deadline <= now:
+            raise refusal(mine, now)
+        p = self.plan.placements[token.placement]
+        if output is not None:
+            invalid = invalid_output(self.plan, p, output, token.id, park)
+            if invalid is not None:
+                raise invalid
+        epoch = token.epoch
+        token.status = S.READY  # claimed
+        self.close_park(token, ParkStatus.SIGNALLED, "signal")
+        self.expect[token.id] = Expect(S.PARKED, epoch, alive_at=now)
+        answer = signal_answer(park, output, now, idempotency_key)
+        answers = [SignalAnswer(idempotency_key, self.run.id, answer)] if idempotency_key else []
+        ev = self.event(
+            EventKind.SIGNALLED,
+            token,
+            data=signalled_data(park, output, payload, idempotency_key),
+        )
+        base = dict(self.state)
+
+        def update() -> tuple[dict[str, Any], list[str]]:
+            return self.merger.apply(self.state, base, {}, [], payload) if payload else ({}, [])
+
+        try:
+            if output is not None:
+                self.last_placements = [p.id]
+                self.route_ok = False
+                nxt = await self.route(token, p, output, event=ev, update=update, answers=answers)
+                if nxt is not None:
+                    self.spawn(nxt)
+                if self.route_ok:
+                    return answer
+            else:
+                token.data = {k: v for k, v in token.data.items() if k in ("fired_timers",)}
+                token.data["signal"] = dict(payload)
+                token.epoch += 1
+                ok = await self.commit(
+                    Commit(
+                        self.run.id,
+                        tokens=[token],
+                        events=[ev],
+                        due_dropped=[(token.id, "timeout")],
+                        signal_answers=answers,
+                    ),
+                    unless_ended=True,
+                    update=update,
+                    token=token,
+                )
+                if ok:
+                    self.spawn(token)
+                    return answer
+        except StoreConflict:
+            self.expect.pop(token.id, None)
+            raise
+        # The run ended (a cancel, a failure elsewhere) before the signal could commit.
+        self.expect.pop(token.id, None)
+        closed = self.recent_parks.get(park.id) or park
+        closed.status = ParkStatus.CANCELLED
+        closed.closed_by = end_reason(self.end) if self.end is not None else "run_ended"
+        if closed not in self.closing_parks:
+            self.closing_parks.append(closed)
+        raise refusal(closed, now)
+
+    def fire_due(self, entry: DueEntry) -> None:
+        """The sweeper says this due entry has come (see :class:`~flowtide.store.DueEntry`)."""
+        if self.end is not None or self.closed:
+            return
+        purpose = entry.purpose
+        if purpose == "deadline":
+            if self.run.deadline is not None:
+                self.root.cancel(CancelReason.RUN_DEADLINE, self.run.deadline)
+            return
+        token = self.tokens.get(entry.token_id)
+        if token is None:
+            return
+        if purpose == "":
+            # Not yet due (the entry is stale: the token waits again, for a later instant).
+            if token.status is not S.WAITING or (token.due is not None and token.due > entry.when):
+                return
+            token.data["fired"] = token.data.get("purpose", "wait")
+            token.status = S.READY
+            self.expect[token.id] = Expect(S.WAITING, token.epoch)
+            self.spawn(token)
+        elif purpose == "timeout":
+            # The token's own deadline must have passed by the entry's instant; an entry fired
+            # late (or deferred by an engine that could not fire it) still counts.
+            if (
+                token.status is not S.PARKED
+                or token.deadline is None
+                or token.deadline > entry.when
+            ):
+                return
+            epoch = token.epoch
+            token.status = S.READY  # claimed
+            self.close_park(token, ParkStatus.TIMED_OUT, "timeout")
+            self.expect[token.id] = Expect(S.PARKED, epoch)
+            self.spawn_aux(self.park_timeout(token))
+        elif purpose.startswith("timer:"):
+            _, visit, index = purpose.split(":")
+            if (
+                token.visit != int(visit)
+                or token.status not in AT_NODE
+                or index not in token.data.get("timers", {})
+            ):
+                return
+            self.fire_timer(token, int(index))
+
+    async def park_timeout(self, token: TokenRecord) -> None:
+        p = self.plan.placements[token.placement]
+        impl = self.plan.impls.get(p.id)
+        settings = self.plan.settings[p.id]
+        attempt = Attempt("timeout", deadline=token.deadline)
+        token.status = S.RUNNING
+        nxt = await self.after_attempt(
+            token, p, impl.id if impl else p.id, settings, dict(self.state), attempt
+        )
+        if nxt is not None:
+            self.spawn(nxt)
+
+    def fire_timer(self, token: TokenRecord, index: int) -> None:
+        p = self.plan.placements[token.placement]
+        timer = (self.plan.settings[p.id].timers or ())[index]
+        running = self.running.get(token.id)
+        if (
+            timer.interrupting
+            and token.status is S.RUNNING
+            and running is None
+            and token.id not in self.starting
+        ):
+            # The node's code has already returned and its step is being committed: the timer
+            # has not fired (a park arms it again; a move drops it).
+            return
+        armed = dict(token.data.get("timers", {}))
+        armed.pop(str(index), None)
+        token.data["timers"] = armed
+        token.data["fired_timers"] = [*token.data.get("fired_timers", ()), index]
+        info = {"output": timer.output, "index": index, "anchor": timer.anchor.value}
+        if timer.interrupting:
+            if token.status is S.RUNNING:
+                token.data["interrupt"] = info
+                if running is not None:
+                    running[1].cancel(CancelReason.TIMER, self.clock.now())
+                # else: its scope is not registered yet; it is cancelled as soon as it is.
+                return
+            was = token.status
+            token.status = S.READY  # claimed
+            self.close_park(token, ParkStatus.INTERRUPTED, f"timer:{timer.output}")
+            self.expect[token.id] = Expect(was, token.epoch)
+            ev = self.event(
+                EventKind.TIMER_FIRED,
+                token,
+                data={"purpose": "timer", **info, "interrupting": True},
+            )
+
+            async def move() -> None:
+                self.last_placements = [p.id]
+                nxt = await self.route(token, p, timer.output, event=ev)
+                if nxt is not None:
+                    self.spawn(nxt)
+
+            self.spawn_aux(move())
+            return
+        self.expect[token.id] = Expect(token.status, token.epoch)
+        ev = self.event(
+            EventKind.TIMER_FIRED, token, data={"purpose": "timer", **info, "interrupting": False}
+        )
+        self.spawn_aux(self.side_tokens(token, p, timer.output, ev))
+
+    async def side_tokens(
+        self, token: TokenRecord, p: AnyPlacement, output: str, ev: EventRecord
+    ) -> None:
+        """A non-interrupting timer: new tokens start on ``output``; ``token`` stays."""
+        targets = p.route_map().get(output)
+        if not targets:
+            err = UnroutedOutputError(p.id, output, list(p.route_map()))
+            await self.commit(Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True)
+            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(err, p.id)])
+            return
+        new = [self.new_token(t, token.lineage) for t in targets]
+        ev.data["to"] = list(targets)
+        ok = await self.commit(
+            Commit(self.run.id, tokens=[token, *new], events=[ev]), unless_ended=True, token=token
+        )
+        if not ok:
+            for t in new:
+                self.tokens.pop(t.id, None)
+            return
+        for t in new:
+            self.spawn(t)

@@ -1,0 +1,149 @@
+"""Records of a run's progress that every layer of the executor builds: ends, join groups, token
+moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from flowtide.clock import isoformat
+from flowtide.engine.lifecycle import Lifecycle, transition
+from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult, run_result
+from flowtide.model.placements import (
+    Terminal,
+)
+from flowtide.store.base import (
+    EventRecord,
+    RunRecord,
+    TokenRecord,
+    TokenStatus,
+)
+
+S = TokenStatus
+
+
+@dataclass(slots=True)
+class RunEnd:
+    lifecycle: Lifecycle
+    errors: list[ErrorInfo]
+    interrupted: InterruptedAt | None
+
+
+@dataclass(slots=True)
+class JoinGroup:
+    join: str
+    split: str
+    count: int
+    arrived: list[TokenRecord] = field(default_factory=list)
+    branches: set[int] = field(default_factory=set)
+    fired: bool = False
+    dirty: bool = True
+    """A branch may have been lost (ended or moved where it cannot reach the join): the next
+    evaluation scans the live tokens. Otherwise an arrival only counts branches (O(1))."""
+    lineage: tuple[tuple[str, int, int], ...] = ()
+    """The lineage of the token that split (what a token leaving by ``empty`` carries)."""
+
+
+def timed_out_data(budget: timedelta, deadline: datetime, routed: bool) -> dict[str, Any]:
+    """The data of a ``node_timed_out`` event (a move adds ``to``)."""
+    return {"budget": budget.total_seconds(), "deadline": isoformat(deadline), "routed": routed}
+
+
+def move_token(token: TokenRecord, target: str, visit: int) -> None:
+    """``token`` leaves its placement for ``target`` (a single target): a fresh attempt there."""
+    token.epoch += 1
+    token.placement = target
+    token.visit = visit
+    token.attempt = 1
+    token.status = S.READY
+    token.deadline = None
+    token.due = None
+    token.data = {}
+
+
+def terminal_event(run_id: str, at: datetime, token: TokenRecord, q: Terminal) -> EventRecord:
+    """``terminal_reached`` for ``token``, which has moved to ``q``."""
+    return EventRecord(
+        "terminal_reached", run_id, at, q.id, token.attempt, token.id, {"outcome": q.outcome}
+    )
+
+
+def end_result(
+    run_id: str,
+    lifecycle: Lifecycle,
+    state: dict[str, Any],
+    terminals: Sequence[str],
+    outcome: str | None,
+    *,
+    errors: Sequence[ErrorInfo] = (),
+    interrupted: InterruptedAt | None = None,
+    warnings: Sequence[str] = (),
+) -> RunResult:
+    """A run's result at its end (``outcome``: of the first terminal reached, if any)."""
+    if lifecycle is not Lifecycle.COMPLETED:
+        failed = lifecycle is Lifecycle.FAILED and terminals and outcome is None
+        outcome = "failed" if failed else None
+    return run_result(
+        run_id,
+        lifecycle,
+        outcome,
+        state,
+        tuple(errors),
+        interrupted,
+        (),
+        tuple(warnings),
+        tuple(terminals),
+    )
+
+
+def finish(run: RunRecord, result: RunResult, now: datetime) -> EventRecord:
+    """Record ``result`` on ``run`` (lifecycle, end instant, outcome, result) and return the
+    ``run_finished`` event."""
+    run.lifecycle = transition(run.lifecycle, result.lifecycle)._value_
+    run.finished_at = now
+    run.outcome = result.outcome
+    run.result = result.to_dict()
+    return EventRecord(
+        "run_finished",
+        run.id,
+        now,
+        None,
+        None,
+        None,
+        {
+            "lifecycle": result.lifecycle._value_,
+            "outcome": result.outcome,
+            "errors": [e.to_dict() for e in result.errors],
+        },
+    )
+
+
+def end_reason(end: RunEnd) -> str:
+    if end.lifecycle is Lifecycle.CANCELLED:
+        return "run_cancelled"
+    if end.lifecycle is Lifecycle.TIMED_OUT:
+        return "run_deadline"
+    return "run_ended"
+
+
+def arrived_branches(tokens: Sequence[TokenRecord], split: str) -> list[int]:
+    """:func:`first_branch` of each token (a join's arrivals), in one call."""
+    out = []
+    for t in tokens:
+        for f in t.lineage:
+            if f[0] == split:
+                out.append(f[1])
+                break
+        else:
+            out.append(-1)
+    return out
+
+
+def first_branch(token: TokenRecord, split: str) -> int:
+    for f in token.lineage:
+        if f[0] == split:
+            return f[1]
+    return -1

@@ -1,0 +1,173 @@
+"""Moving a token along an output: one commit for the move, the next attempt's start, anchors
+released and due entries dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from flowtide.engine._arming import Arming
+from flowtide.engine._records import move_token, terminal_event
+from flowtide.engine.errors import (
+    UnroutedOutputError,
+)
+from flowtide.model.placements import (
+    AnyPlacement,
+    Terminal,
+)
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    EventRecord,
+    NodeAnchor,
+    ParkStatus,
+    TokenRecord,
+    TokenStatus,
+)
+
+S = TokenStatus
+
+
+class Routing(Arming):
+    """Routes."""
+
+    async def route(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        output: str,
+        *,
+        event: EventRecord,
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+        extra: Sequence[TokenRecord] = (),
+        extra_events: Sequence[EventRecord] = (),
+        due_cleared: Sequence[str] = (),
+        answers: Sequence[Any] = (),
+    ) -> TokenRecord | None:
+        """Move ``token`` along ``output`` (a split makes new tokens), committing it all: the
+        first moved token is returned to go on with and the others get tasks of their own.
+
+        The token's due entries (park deadline, timers, backoff) are dropped, its open park is
+        closed (as moved on, unless the caller closed it already), and node anchors are released
+        when ``output`` is in the placement's ``release_on`` or is ``timeout``, or when the move
+        leaves an anchored placement's loop.
+        """
+        targets = p.route_map().get(output)
+        if not targets:
+            err = UnroutedOutputError(p.id, output, list(p.route_map()))
+            await self.commit(Commit(self.run.id, events=[event, *extra_events]), unless_ended=True)
+            self.fail_token(token, err)
+            return None
+        if token.data or token.id in self.parks:
+            due_cleared = [*due_cleared, token.id]
+            self.close_park(token, ParkStatus.SIGNALLED, "moved")
+        released = self.releases(token, p, output, targets) if self.anchors else []
+        moved: list[TokenRecord]
+        split_id: str | None = None
+        if len(targets) == 1:
+            move_token(token, targets[0], self.next_visit(targets[0]))
+            moved = [token]
+        else:
+            token.epoch += 1
+            split = split_id = f"{token.id}/{p.id}#{token.visit}"
+            n = len(targets)
+            token.status = S.DONE
+            self.tokens.pop(token.id, None)
+            self.expect_joins(split, n, token.lineage, targets)
+            moved = self.split_tokens(token, targets, split)
+        event.data["to"] = list(targets)
+        events = [event, *extra_events]
+        anchors: list[NodeAnchor] = []
+        due: list[DueEntry] = []
+        prestarted: list[str] = []
+        nxt = [t for t in moved if t.status is S.READY]
+        ending: list[tuple[TokenRecord, Terminal]] = []
+        if not self.joins:
+            # A move to a (non-failing) terminal also records the terminal, in the same commit.
+            for t in nxt:
+                q = self.plan.placements[t.placement]
+                if isinstance(q, Terminal) and not q.fails:
+                    t.status = S.DONE
+                    ending.append((t, q))
+            if ending:
+                for t, q in ending:
+                    events.append(terminal_event(self.run.id, self.clock.now(), t, q))
+                nxt = [t for t in nxt if t.status is S.READY]
+        if not released:
+            # One commit per step: the move also starts the next attempt of each moved token
+            # that arrives at a task (unless a join may still act on it, see _prestartable).
+            open_splits = self.open_splits(split_id)
+            for t in nxt:
+                if self.prestartable(t, open_splits):
+                    q = self.plan.placements[t.placement]
+                    impl = self.plan.impls[q.id]
+                    begun, new_anchors, new_due = self.start_attempt(
+                        t, q.id, impl, self.plan.settings[q.id]
+                    )
+                    events.append(begun)
+                    anchors.extend(new_anchors)
+                    due.extend(new_due)
+                    prestarted.append(t.id)
+        ok = await self.commit(
+            Commit(
+                self.run.id,
+                tokens=[*moved, *extra],
+                events=events,
+                due_cleared=due_cleared,
+                due=due,
+                anchors=anchors,
+                anchors_released=released,
+                signal_answers=answers,
+            ),
+            unless_ended=True,
+            token=token,
+            update=update,
+        )
+        self.route_ok = ok
+        if not ok:
+            for t_id in prestarted:
+                self.starting.discard(t_id)
+            for t, _ in ending:
+                t.status = S.READY
+            return None
+        self.prestarted.update(prestarted)
+        for t, q in ending:
+            self.tokens.pop(t.id, None)
+            self.terminals.append(q.id)
+            if self.outcome is None:
+                self.outcome = q.outcome
+        for key in released:
+            self.anchors.pop(key, None)
+        # A split whose every branch can reach every join it opened marks none of those
+        # groups: the others (of enclosing splits) are looked at as for any move.
+        note = bool(self.joins) and (
+            split_id is None
+            or not self.plan.reaches_joins(targets)
+            or any(g.split != split_id for g in self.joins.values())
+        )
+        for other in nxt[1:]:
+            self.spawn(other)
+        if note and self.note_moves(nxt):
+            await self.evaluate_joins()
+        return nxt[0] if nxt else None
+
+    def open_splits(self, new_split: str | None) -> set[str]:
+        """The splits of the open join groups but ``new_split`` (the split a move made, whose
+        fresh groups cannot fire by it): what :meth:`_prestartable` looks at."""
+        if not self.joins:
+            return set()
+        open_splits = {g.split for g in self.joins.values()}
+        if new_split is not None:
+            open_splits.discard(new_split)
+        return open_splits
+
+    def prestartable(self, t: TokenRecord, open_splits: set[str]) -> bool:
+        """Whether ``t``'s move may also start its next attempt: it arrives at a task, and no
+        open join group (``open_splits``, see :meth:`_open_splits`) can act on it when the move
+        is evaluated."""
+        if self.plan.placements[t.placement].kind != "task":
+            return False
+        if not open_splits or not t.lineage:
+            return True
+        return not any(f[0] in open_splits for f in t.lineage)

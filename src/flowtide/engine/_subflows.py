@@ -1,0 +1,267 @@
+"""Child runs (subflow placements and scatter bodies that are flows) and pre and post phases."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from flowtide.engine._attempts import Attempt
+from flowtide.engine._core import COMPUTE
+from flowtide.engine._parking import Parking
+from flowtide.engine.deadlines import (
+    attempt_deadline,
+)
+from flowtide.engine.errors import (
+    NodeTimeoutError,
+    PrePhaseError,
+    RecursionDepthError,
+    SubflowFailedError,
+)
+from flowtide.engine.events import EventKind
+from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.paths import get_path, set_path
+from flowtide.engine.reducers import copy_state
+from flowtide.engine.result import ErrorInfo, RunResult
+from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
+from flowtide.model.placements import (
+    Phase,
+    Subflow,
+)
+from flowtide.model.settings import NodeSettings
+from flowtide.store.base import (
+    Commit,
+    TokenRecord,
+    TokenStatus,
+)
+
+S = TokenStatus
+
+
+class Subflows(Parking):
+    """Child runs and phases."""
+
+    async def at_subflow(self, token: TokenRecord, p: Subflow) -> TokenRecord | None:
+        settings = self.plan.settings[p.id]
+        token.status = S.RUNNING
+        self.starting.add(token.id)
+        anchors, due = self.arm(token, p.id, settings, self.clock.now())
+        started = self.event(
+            EventKind.NODE_STARTED, token, data={"visit": token.visit, "subflow": p.flow}
+        )
+        if not await self.commit(
+            Commit(self.run.id, tokens=[token], events=[started], anchors=anchors, due=due),
+            unless_ended=True,
+        ):
+            return None
+        base = dict(self.state)
+        child_state = map_input(base, p.input)
+        attempt, result = await self.run_child(
+            p.id,
+            p.flow,
+            child_state,
+            settings,
+            key=token.id,
+            item=None,
+            token=token,
+            deadline=token.deadline,
+        )
+        if attempt.kind != "ok" or result is None:
+            return await self.after_attempt(token, p, p.flow, settings, base, attempt)
+        fin = self.event(
+            EventKind.SUBFLOW_FINISHED,
+            token,
+            data={
+                "child": result.run_id,
+                "lifecycle": result.lifecycle.value,
+                "outcome": result.outcome,
+            },
+        )
+        if result.lifecycle is Lifecycle.COMPLETED:
+            update = map_output(result.state, p.output, self.state)
+            fin.data["output"] = "success"
+            self.last_placements = [p.id]
+            return await self.route(
+                token,
+                p,
+                "success",
+                event=fin,
+                update=lambda: self.merger.apply(self.state, base, {}, [], update),
+            )
+        fin.data["output"] = "error"
+        if "error" in p.route_map():
+            self.last_placements = [p.id]
+            return await self.route(token, p, "error", event=fin)
+        await self.commit(Commit(self.run.id, events=[fin]), unless_ended=True)
+        message = result.errors[0].message if result.errors else result.lifecycle.value
+        own = SubflowFailedError(p.id, result.run_id, result.lifecycle.value, message)
+        token.status = S.FAILED
+        self.tokens.pop(token.id, None)
+        self.request_end(Lifecycle.FAILED, [*result.errors, ErrorInfo.of(own, p.id)])
+        return None
+
+    async def run_child(
+        self,
+        placement: str,
+        flow_id: str,
+        state: dict[str, Any],
+        settings: NodeSettings,
+        *,
+        key: str,
+        item: Any,
+        token: TokenRecord | None,
+        parent: CancelScope | None = None,
+        deadline: datetime | None = COMPUTE,
+    ) -> tuple[Attempt, RunResult | None]:
+        """Run ``flow_id`` as a child run in a child scope bounded by ``settings``' window
+        (``deadline``: already resolved by the caller)."""
+        depth = self.run.depth + 1
+        if depth > self.flow.max_depth:
+            err = RecursionDepthError(placement, flow_id, self.flow.max_depth)
+            return Attempt("error", error=err), None
+        now = self.clock.now()
+        if token is not None and self.interrupted_before_start(token):
+            cancelled = Cancellation(CancelReason.TIMER, now, placement)
+            return Attempt("cancelled", cancellation=cancelled), None
+        if deadline is COMPUTE:
+            deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
+        if deadline is not None and deadline <= now:
+            return Attempt("timeout", deadline=deadline), None
+        scope = (parent or self.root).child(placement)
+        window = ScopeDeadline(self.clock, scope, deadline)
+        self.running[key] = (placement, scope)
+        try:
+            child = await self.host.start_child(self.run, flow_id, state, scope, token, item)
+            if token is not None:
+                await self.commit(
+                    Commit(
+                        self.run.id,
+                        events=[
+                            self.event(
+                                EventKind.SUBFLOW_STARTED, token, data={"child": child.run.id}
+                            )
+                        ],
+                    ),
+                    unless_ended=True,
+                )
+            result = await asyncio.shield(child.done)
+        except Exception as exc:
+            return Attempt("error", error=exc), None
+        finally:
+            window.disarm()
+            scope.close()
+            self.running.pop(key, None)
+        if scope.cancellation is not None:
+            if window.fired:
+                return Attempt("timeout", deadline=deadline), result
+            return Attempt("cancelled", cancellation=scope.cancellation), result
+        return Attempt("ok", output="success"), result
+
+    async def run_phase(self, phase: Phase, *, post: bool = False) -> ErrorInfo | None:
+        impl = self.plan.impls[phase.id]
+        settings = self.plan.settings[phase.id]
+        token = TokenRecord(
+            id=f"{self.run.id}.{next(self.ids)}",
+            run_id=self.run.id,
+            placement=phase.id,
+            status=S.RUNNING,
+            visit=self.next_visit(phase.id),
+            created_at=self.clock.now(),
+        )
+        base = dict(self.state)
+        token.deadline = attempt_deadline(
+            settings, now=self.clock.now(), run_created_at=self.run.created_at
+        )
+        await self.commit(
+            Commit(
+                self.run.id,
+                tokens=[token],
+                events=[
+                    self.event(
+                        EventKind.NODE_STARTED,
+                        token,
+                        data={"visit": token.visit, "phase": phase.phase.value, "node": impl.id},
+                    )
+                ],
+            )
+        )
+        scope = CancelScope(None) if post else self.root
+        attempt = await self.invoke(
+            impl,
+            settings,
+            phase.id,
+            base,
+            parent=scope,
+            key=token.id,
+            attempt=1,
+            visit=token.visit,
+            token=token,
+        )
+        token.status = S.DONE
+        if attempt.kind == "ok":
+            written, removed = self.state_update(base, attempt)
+            await self.commit(
+                Commit(
+                    self.run.id,
+                    tokens=[token],
+                    state=written or None,
+                    state_deleted=removed,
+                    events=[
+                        self.event(EventKind.NODE_FINISHED, token, data={"output": attempt.output})
+                    ],
+                )
+            )
+            return None
+        if attempt.kind == "cancelled":
+            return None
+        token.status = S.FAILED
+        if attempt.kind == "timeout":
+            assert settings.timeout is not None
+            exc: BaseException = NodeTimeoutError(impl.id, phase.id, settings.timeout)
+            ev = self.event(
+                EventKind.NODE_TIMED_OUT,
+                token,
+                data={"budget": settings.timeout.total_seconds(), "routed": False},
+            )
+        else:
+            assert attempt.error is not None
+            exc = attempt.error
+            ev = self.event(
+                EventKind.NODE_FAILED,
+                token,
+                data={"error": {"type": type(exc).__name__, "message": str(exc)}},
+            )
+        await self.commit(Commit(self.run.id, tokens=[token], events=[ev]))
+        if post:
+            return ErrorInfo.of(exc, phase.id)
+        pre = PrePhaseError(phase.id, f"{type(exc).__name__}: {exc}")
+        return ErrorInfo(type(exc).__name__, str(pre), phase.id)
+
+
+def map_input(state: Mapping[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
+    """A child's state: a copy of ``state``, or only the mapped paths (child <- parent)."""
+    if not mapping:
+        return copy_state(state)
+    out: dict[str, Any] = {}
+    for child_path, parent_path in mapping.items():
+        set_path(out, child_path, copy_state({"v": get_path(state, parent_path)})["v"])
+    return out
+
+
+def map_output(
+    child: Mapping[str, Any], mapping: Mapping[str, str], parent: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Top-level parent keys to set from a child's final state (parent path <- child path)."""
+    out: dict[str, Any] = {}
+    for parent_path, child_path in mapping.items():
+        value = get_path(child, child_path)
+        head, _, rest = parent_path.partition(".")
+        if rest:
+            if head not in out:
+                current = parent.get(head)
+                out[head] = copy_state(current) if isinstance(current, dict) else {}
+            set_path(out[head], rest, value)
+        else:
+            out[head] = value
+    return out

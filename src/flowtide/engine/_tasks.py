@@ -1,0 +1,334 @@
+"""Task, wait and terminal placements: an attempt's start, what follows it (a move, a park, a
+retry, a timeout, a failure), waits and terminals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from flowtide.authoring.nodes import NodeImplementation
+from flowtide.clock import isoformat
+from flowtide.engine._attempts import Attempt
+from flowtide.engine._joins import Joins
+from flowtide.engine._records import timed_out_data
+from flowtide.engine.errors import (
+    FailedTerminalError,
+    NodeTimeoutError,
+    UndeclaredOutputError,
+)
+from flowtide.engine.events import EventKind
+from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.result import ErrorInfo, InterruptedAt
+from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
+from flowtide.engine.scope import CancelReason
+from flowtide.model.placements import (
+    TIMEOUT_OUTPUT,
+    AnyPlacement,
+    Phase,
+    Task,
+    Terminal,
+    Wait,
+)
+from flowtide.model.settings import NodeSettings
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    EventRecord,
+    ParkRecord,
+    TokenRecord,
+    TokenStatus,
+)
+
+S = TokenStatus
+
+
+class Tasks(Joins):
+    """Placements that run a node or wait."""
+
+    async def at_task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
+        impl = self.plan.impls[p.id]
+        settings = self.plan.settings[p.id]
+        return await self.node_step(token, p, impl, settings)
+
+    async def at_phase(self, token: TokenRecord, p: Phase) -> TokenRecord | None:
+        # A phase reached by a route (validation should prevent it): run it like a dead end.
+        self.last_placements.append(p.id)
+        token.status = S.DONE
+        self.tokens.pop(token.id, None)
+        await self.commit(Commit(self.run.id, tokens=[token]), unless_ended=True)
+        if self.joins and self.note_moves([token], ended=True):
+            await self.evaluate_joins()
+        return None
+
+    async def node_step(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        impl: NodeImplementation,
+        settings: NodeSettings,
+    ) -> TokenRecord | None:
+        signal = None
+        if token.id in self.prestarted:
+            # The commit that moved the token here also started this attempt.
+            self.prestarted.discard(token.id)
+        else:
+            fired = token.data.pop("fired", None)
+            signal = token.data.pop("signal", None)
+            events = []
+            if fired == "retry":
+                events.append(self.event(EventKind.TIMER_FIRED, token, data={"purpose": "retry"}))
+            started, anchors, due = self.start_attempt(token, p.id, impl, settings)
+            events.append(started)
+            if not await self.commit(
+                Commit(self.run.id, tokens=[token], events=events, anchors=anchors, due=due),
+                unless_ended=True,
+            ):
+                self.starting.discard(token.id)
+                return None
+        base = dict(self.state)
+        attempt = await self.invoke(
+            impl,
+            settings,
+            p.id,
+            base,
+            parent=self.root,
+            key=token.id,
+            attempt=token.attempt,
+            visit=token.visit,
+            token=token,
+            deadline=token.deadline,
+            signal=signal,
+        )
+        return await self.after_attempt(token, p, impl.id, settings, base, attempt)
+
+    async def after_attempt(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        node_id: str,
+        settings: NodeSettings,
+        base: Mapping[str, Any],
+        attempt: Attempt,
+    ) -> TokenRecord | None:
+        """What follows a finished attempt."""
+        if self.end is not None or token.status is S.CANCELLED:
+            return None
+        if attempt.kind == "cancelled":
+            interrupt = token.data.pop("interrupt", None)
+            c = attempt.cancellation
+            if interrupt is not None and c is not None and c.reason is CancelReason.TIMER:
+                ev = self.event(
+                    EventKind.TIMER_FIRED,
+                    token,
+                    data={"purpose": "timer", **interrupt, "interrupting": True},
+                )
+                self.last_placements = [p.id]
+                return await self.route(token, p, interrupt["output"], event=ev)
+            return None
+        if attempt.kind == "park":
+            return await self.park(token, p, node_id, settings, base, attempt)
+        if attempt.kind == "ok":
+            assert attempt.output is not None
+            ev = self.event(EventKind.NODE_FINISHED, token, data={"output": attempt.output})
+            self.last_placements = [p.id]
+            return await self.route(
+                token,
+                p,
+                attempt.output,
+                event=ev,
+                update=lambda: self.state_update(base, attempt),
+            )
+        if attempt.kind == "timeout":
+            budget = settings.timeout
+            assert budget is not None and attempt.deadline is not None
+            timeout_err = NodeTimeoutError(node_id, p.id, budget)
+            routed = TIMEOUT_OUTPUT in p.route_map()
+            ev = self.event(
+                EventKind.NODE_TIMED_OUT,
+                token,
+                data=timed_out_data(budget, attempt.deadline, routed),
+            )
+            if self.retry_allowed(token, settings, timeout_err, explicit_only=True):
+                await self.schedule_retry(token, settings, timeout_err, ev)
+                return None
+            if routed:
+                self.last_placements = [p.id]
+                return await self.route(token, p, TIMEOUT_OUTPUT, event=ev)
+            token.status = S.FAILED
+            if not await self.commit(
+                Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
+            ):
+                return None
+            self.fail_token(
+                token, timeout_err, InterruptedAt("timeout", p.id, attempt.deadline, (p.id,))
+            )
+            return None
+        exc = attempt.error
+        assert exc is not None
+        ev = self.event(
+            EventKind.NODE_FAILED,
+            token,
+            data={"error": {"type": type(exc).__name__, "message": str(exc)}},
+        )
+        if not isinstance(exc, UndeclaredOutputError) and self.retry_allowed(token, settings, exc):
+            await self.schedule_retry(token, settings, exc, ev)
+            return None
+        token.status = S.FAILED
+        if not await self.commit(
+            Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
+        ):
+            return None
+        self.fail_token(token, exc)
+        return None
+
+    async def park(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        node_id: str,
+        settings: NodeSettings,
+        base: Mapping[str, Any],
+        attempt: Attempt,
+    ) -> TokenRecord | None:
+        request = attempt.park
+        assert request is not None
+        now = self.clock.now()
+        anchors, due = self.arm(token, p.id, settings, now)
+        if token.deadline is not None and token.deadline <= now:
+            timeout = Attempt("timeout", deadline=token.deadline)
+            return await self.after_attempt(token, p, node_id, settings, base, timeout)
+        token.status = S.PARKED
+        token.epoch += 1
+        park = ParkRecord(
+            f"{token.id}#{token.epoch}",
+            self.run.id,
+            token.id,
+            p.id,
+            token.visit,
+            token.epoch,
+            now,
+            token.deadline,
+            request.key,
+            request.payload,
+        )
+        if token.deadline is not None:
+            # First in the commit: at the same instant as a timer, the timeout is claimed first.
+            due.insert(0, DueEntry(token.deadline, self.run.id, token.id, "timeout"))
+        ev = self.event(
+            EventKind.PARKED,
+            token,
+            data={
+                "key": request.key,
+                "deadline": isoformat(token.deadline) if token.deadline else None,
+                "park": park.id,
+            },
+        )
+        self.parks[token.id] = park
+        ok = await self.commit(
+            Commit(
+                self.run.id, tokens=[token], events=[ev], due=due, anchors=anchors, parks=[park]
+            ),
+            unless_ended=True,
+            update=lambda: self.state_update(base, attempt),
+            token=token,
+        )
+        if not ok:
+            self.parks.pop(token.id, None)
+        return None
+
+    def retry_allowed(
+        self,
+        token: TokenRecord,
+        settings: NodeSettings,
+        exc: BaseException,
+        explicit_only: bool = False,
+    ) -> bool:
+        policy = settings.retry
+        if policy is None:
+            return False
+        if explicit_only and not (policy.retry_on and matches_retry_on(exc, policy.retry_on)):
+            return False
+        return should_retry(policy, exc, token.attempt)
+
+    async def schedule_retry(
+        self, token: TokenRecord, settings: NodeSettings, exc: BaseException, ev: EventRecord
+    ) -> None:
+        policy = settings.retry
+        assert policy is not None
+
+        prev = token.data.get("backoff")
+        delay = backoff_delay(
+            policy,
+            token.attempt,
+            previous=timedelta(seconds=prev) if prev is not None else None,
+            rng=self.host.random,
+        )
+        due = self.clock.now() + delay
+        failed_attempt = token.attempt
+        token.attempt += 1
+        token.status = S.WAITING
+        token.due = due
+        token.deadline = None
+        token.data = {"purpose": "retry", "backoff": delay.total_seconds()}
+        retried = self.event(
+            EventKind.NODE_RETRIED,
+            token,
+            attempt=failed_attempt,
+            data={
+                "due": isoformat(due),
+                "next_attempt": token.attempt,
+                "delay": delay.total_seconds(),
+                "error": type(exc).__name__,
+            },
+        )
+        if await self.commit(
+            Commit(
+                self.run.id,
+                tokens=[token],
+                events=[ev, retried],
+                due=[DueEntry(due, self.run.id, token.id)],
+            ),
+            unless_ended=True,
+        ):
+            self.host.wake_sweeper(due)
+
+    async def at_wait(self, token: TokenRecord, p: Wait) -> TokenRecord | None:
+        if token.data.get("fired") == "wait":
+            ev = self.event(EventKind.TIMER_FIRED, token, data={"purpose": "wait"})
+            self.last_placements = [p.id]
+            return await self.route(token, p, "elapsed", event=ev)
+        now = self.clock.now()
+        due = p.until if p.until is not None else now + (p.duration or (now - now))
+        token.status = S.WAITING
+        token.due = due
+        token.data = {"purpose": "wait"}
+        if await self.commit(
+            Commit(
+                self.run.id,
+                tokens=[token],
+                events=[self.event(EventKind.WAIT_STARTED, token, data={"due": isoformat(due)})],
+                due=[DueEntry(due, self.run.id, token.id)],
+            ),
+            unless_ended=True,
+        ):
+            self.host.wake_sweeper(due)
+        return None
+
+    async def at_terminal(self, token: TokenRecord, p: Terminal) -> TokenRecord | None:
+        token.status = S.DONE
+        self.tokens.pop(token.id, None)
+        ev = self.event(EventKind.TERMINAL_REACHED, token, data={"outcome": p.outcome})
+        if not await self.commit(
+            Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
+        ):
+            return None
+        self.terminals.append(p.id)
+        if p.fails:
+            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(FailedTerminalError(p.id))])
+        elif self.outcome is None:
+            self.outcome = p.outcome
+        if self.joins and self.note_moves([token], ended=True):
+            await self.evaluate_joins()
+        return None
