@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from flowtide.engine._commit import commit_step
 from flowtide.engine._host import RunHost
 from flowtide.engine._records import JoinGroup, RunEnd
+from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.events import EventKind
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.plan import FlowPlan
@@ -37,6 +40,7 @@ from flowtide.store.base import (
 )
 
 S = TokenStatus
+log = logging.getLogger("flowtide.engine")
 PARKED_LIFECYCLE = Lifecycle.PARKED.value
 AT_NODE = frozenset({S.RUNNING, S.PARKED, S.WAITING})
 """Statuses of a token that is still at its placement (escalation timers may fire)."""
@@ -191,14 +195,18 @@ class RunCore(ABC):
                 self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.RUNNING).value
                 if c.run is None:
                     c.run = self.run
-            events = await self.host.store.commit(c)
+            events = await commit_step(self.host.store, c, self.clock)
             if events:
                 self.stored_events = events
             if c.due:
                 self.host.wake_sweeper(min(e.when for e in c.due))
-            if events:
-                await self.host.deliver(events)
+            self.host.publish(events)
         return True
+
+    def let_go_unavailable(self, exc: StoreUnavailableError) -> None:
+        """The store kept failing: let go of the run as the store has it (for recovery)."""
+        log.error("%s", exc)
+        self.host.unavailable(self, exc)
 
     def new_token(self, placement: str, lineage: tuple[tuple[str, int, int], ...]) -> TokenRecord:
         t = TokenRecord(
@@ -240,6 +248,8 @@ class RunCore(ABC):
                 # Another engine on the same store moved the token first (its commit won the
                 # compare-and-set): what this executor knows is stale.
                 self.host.discard(self)
+            except StoreUnavailableError as exc:
+                self.let_go_unavailable(exc)
             except asyncio.CancelledError:
                 if not self.closed:
                     raise

@@ -9,10 +9,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from flowtide.clock import isoformat
+from flowtide.engine._commit import commit_step
 from flowtide.engine._records import end_reason, end_result, finish
 from flowtide.engine._subflows import Subflows
 from flowtide.engine.errors import (
     DrainedWithoutTerminal,
+    StoreUnavailableError,
 )
 from flowtide.engine.events import EventKind
 from flowtide.engine.lifecycle import Lifecycle, transition
@@ -222,7 +224,7 @@ class Driving(Subflows):
                 }
                 c.run = self.run
             if c.run is not None or c.due:
-                await self.host.store.commit(c)
+                await commit_step(self.host.store, c, self.clock)
                 if c.due:
                     self.host.wake_sweeper(c.due[0].when)
             if not self.quiescent():
@@ -361,6 +363,8 @@ class Driving(Subflows):
                 raise
         except StoreConflict:
             self.host.discard(self)  # another engine moved this token first
+        except StoreUnavailableError as exc:
+            self.let_go_unavailable(exc)
         except Exception as exc:
             placement = token.placement if token is not None else None
             self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, placement)])

@@ -48,8 +48,8 @@ class RunHost(Protocol):
     def wake_sweeper(self, when: datetime | None = None) -> None:
         """A due instant was written: the sweeper looks again (by ``when`` at the latest)."""
 
-    async def deliver(self, events: Sequence[EventRecord]) -> None:
-        """Hand committed events to the hooks, in order."""
+    def publish(self, events: Sequence[EventRecord]) -> None:
+        """Committed events, for the hooks (delivered in order, outside the run's steps)."""
 
     async def start_child(
         self,
@@ -67,6 +67,10 @@ class RunHost(Protocol):
 
     def discard(self, executor: object) -> None:
         """What this executor knows is stale (another actor moved the run): drop it."""
+
+    def unavailable(self, executor: object, error: Exception) -> None:
+        """The store kept failing: drop the executor; whoever waits on the run gets ``error``
+        (the run stays in the store as it was, to be resumed)."""
 
     def forget(self, executor: object) -> None:
         """The run has ended: the engine stops holding it."""

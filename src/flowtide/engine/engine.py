@@ -21,7 +21,6 @@ after :meth:`Engine.close`) with :meth:`Engine.resume`.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import random
 import uuid
 from collections import defaultdict
@@ -34,7 +33,9 @@ from typing import Any
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.authoring.nodes import registry as default_registry
 from flowtide.clock import Clock, SystemClock, VirtualClock, isoformat
+from flowtide.engine._commit import commit_step
 from flowtide.engine._executor import RunExecutor
+from flowtide.engine._hooks import HookDelivery
 from flowtide.engine._host import ChildRun
 from flowtide.engine._signals import refusal
 from flowtide.engine.errors import (
@@ -178,6 +179,7 @@ class Engine:
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
         self._end_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         self._host = _EngineHost(self)
+        self._hooks = HookDelivery(self.hooks, self._hook_failed)
         self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
@@ -250,14 +252,18 @@ class Engine:
         self._ready()
         plan, run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
         await self._launch(plan, run, state, entrypoint)
-        return await self._settle_future(run.id)
+        result = await self._settle_future(run.id)
+        await self._hooks.caught_up()
+        return result
 
     async def wait(self, run_id: str) -> RunResult:
         """The run's result once it has ended (at once if it already has)."""
         fut = self._end_future(run_id)
         if not fut.done():
             await self._check_ended(run_id, fut)
-        return await asyncio.shield(fut)
+        result = await asyncio.shield(fut)
+        await self._hooks.caught_up()
+        return result
 
     async def wait_parked(self, run_id: str) -> RunResult:
         """The run at its next quiescent point parked on the outside world, or its end."""
@@ -292,7 +298,9 @@ class Engine:
                             ),
                         ),
                     )
-        return await asyncio.shield(fut)
+        result = await asyncio.shield(fut)
+        await self._hooks.caught_up()
+        return result
 
     async def start(
         self,
@@ -450,7 +458,7 @@ class Engine:
         await ex.load_extras()
         dues = ex.resume_tokens()
         if dues and rearm:
-            await self.store.commit(Commit(run_id, due=dues))
+            await commit_step(self.store, Commit(run_id, due=dues), self.clock)
             self.sweeper.wake()
         ex.maybe_drained()
         return ex
@@ -652,6 +660,7 @@ class Engine:
                         )
                         fut.exception()
             waiters.clear()
+        await self._hooks.close()
         if self._scheduler is not None:
             await self._scheduler.close()
             self._scheduler = None
@@ -682,6 +691,15 @@ class Engine:
         for run_id, held in list(self._runs.items()):
             if held is ex:
                 del self._runs[run_id]
+
+    def _unavailable(self, ex: object, error: Exception) -> None:
+        """The store kept failing under this executor: drop it and tell who waits on its run."""
+        self._discard(ex)
+        if isinstance(ex, RunExecutor):
+            for waiters in (self._end_waiters, self._settle_waiters):
+                for fut in waiters.pop(ex.run.id, ()):
+                    if not fut.done():
+                        fut.set_exception(error)
 
     def _discard(self, ex: object) -> None:
         """What this executor knows is stale (another process moved the run): drop it."""
@@ -732,7 +750,9 @@ class Engine:
             },
         )
         deferred = DueEntry(later, entry.run_id, entry.token_id, entry.purpose)
-        await self.store.commit(Commit(entry.run_id, events=[warning], due=[deferred]))
+        await commit_step(
+            self.store, Commit(entry.run_id, events=[warning], due=[deferred]), self.clock
+        )
 
     # -- waiting for runs ------------
 
@@ -773,37 +793,22 @@ class Engine:
         self._resolve(self._settle_waiters, result.run_id, result)
         self._resolve(self._end_waiters, result.run_id, result)
 
-    async def _dispatch(self, events: Sequence[EventRecord]) -> None:
-        """Hand committed events to the hooks, in order; a failing hook is recorded."""
-        if not self.hooks:
-            return
-        for event in events:
-            for hook in list(self.hooks):
-                try:
-                    out = hook(event)
-                    if inspect.isawaitable(out):
-                        await out
-                except Exception as exc:
-                    await self.store.commit(
-                        Commit(
-                            event.run_id,
-                            events=[
-                                EventRecord(
-                                    EventKind.HOOK_FAILED.value,
-                                    event.run_id,
-                                    self.clock.now(),
-                                    event.placement,
-                                    event.attempt,
-                                    event.token_id,
-                                    {
-                                        "hook": getattr(hook, "__qualname__", repr(hook)),
-                                        "event": event.kind,
-                                        "error": f"{type(exc).__name__}: {exc}",
-                                    },
-                                )
-                            ],
-                        )
-                    )
+    async def _hook_failed(self, hook: Hook, event: EventRecord, exc: Exception) -> None:
+        """Record a hook's failure in the run's history (it is not delivered to hooks)."""
+        failed = EventRecord(
+            EventKind.HOOK_FAILED.value,
+            event.run_id,
+            self.clock.now(),
+            event.placement,
+            event.attempt,
+            event.token_id,
+            {
+                "hook": getattr(hook, "__qualname__", repr(hook)),
+                "event": event.kind,
+                "error": f"{type(exc).__name__}: {exc}",
+            },
+        )
+        await commit_step(self.store, Commit(event.run_id, events=[failed]), self.clock)
 
 
 class _EngineHost:
@@ -831,8 +836,8 @@ class _EngineHost:
     def wake_sweeper(self, when: datetime | None = None) -> None:
         self._engine.sweeper.wake(when)
 
-    async def deliver(self, events: Sequence[EventRecord]) -> None:
-        await self._engine._dispatch(events)
+    def publish(self, events: Sequence[EventRecord]) -> None:
+        self._engine._hooks.publish(events)
 
     async def start_child(
         self,
@@ -853,6 +858,9 @@ class _EngineHost:
 
     def forget(self, executor: object) -> None:
         self._engine._forget(executor)
+
+    def unavailable(self, executor: object, error: Exception) -> None:
+        self._engine._unavailable(executor, error)
 
     def settled(self, result: RunResult) -> None:
         self._engine._settled(result)

@@ -35,6 +35,20 @@ class EngineError(FlowtideError):
     """The engine was asked something it cannot do."""
 
 
+class StoreUnavailableError(EngineError):
+    """A step could not be committed: the store kept failing. The run is left in the store as
+    it was, for this engine or another to resume."""
+
+    def __init__(self, run_id: str, attempts: int, cause: BaseException) -> None:
+        self.run_id = run_id
+        self.attempts = attempts
+        self.cause = cause
+        super().__init__(
+            f"run {run_id!r}: the store failed {attempts} times in a row "
+            f"({type(cause).__name__}: {cause}); the run is left in the store as it was"
+        )
+
+
 class UnknownFlowError(EngineError, LookupError):
     def __init__(self, flow_id: str) -> None:
         self.flow_id = flow_id
