@@ -31,7 +31,8 @@ class FlakyStore(MemoryStore):
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         await asyncio.sleep(0)
         self.sent += 1
-        if self.sent in self.failing or (self.fail_from is not None and self.sent >= self.fail_from):
+        down = self.fail_from is not None and self.sent >= self.fail_from
+        if self.sent in self.failing or down:
             raise StoreError(f"connection lost (commit {self.sent})")
         return await super().commit(commit)
 
