@@ -68,12 +68,6 @@ def of_kind(events: Sequence[EventRecord], kind: str) -> list[EventRecord]:
     return [e for e in events if e.kind == kind]
 
 
-def no_op_hooks(hooked: bool) -> list[Callable[[EventRecord], None]]:
-    """A hook that does nothing, or none: a hook turns the engine's fast paths off, so a test
-    run with and without one compares the fast path with the general one."""
-    return [lambda e: None] if hooked else []
-
-
 def comparable(result: RunResult, history: Sequence[EventRecord]) -> Any:
     """What two runs of one flow must agree on (run ids, which differ, masked): the result and
     every event but its seq, which must count from 1."""
@@ -106,14 +100,21 @@ def comparable(result: RunResult, history: Sequence[EventRecord]) -> Any:
     )
 
 
-async def run_comparable(flow: Flow, *, hooked: bool, **options: Any) -> tuple[Any, list[str]]:
-    """Run ``flow`` once (``hooked``: with a hook, so on the general path; ``options``: the
-    engine's): what it must agree on (:func:`comparable`), and the placements whose attempts
-    started. A hook sees every event the history holds, in its order."""
+async def run_comparable(
+    flow: Flow,
+    *,
+    hooked: bool,
+    deadline: timedelta | datetime | str | int | None = None,
+    **options: Any,
+) -> tuple[Any, list[str]]:
+    """Run ``flow`` once (``hooked``: with a hook that records every event; ``deadline``: the
+    run's; ``options``: the engine's): what two runs of it must agree on (:func:`comparable`),
+    and the placements whose attempts started. A hook sees every event the history holds, in
+    its order."""
     seen: list[str] = []
     hooks: list[Callable[[EventRecord], None]] = [lambda e: seen.append(e.kind)] if hooked else []
     async with running(hooks=hooks, **options) as (engine, _clock):
-        result = await engine.run(flow)
+        result = await engine.run(flow, deadline=deadline)
         history = list(await engine.history(result.run_id))
     if hooked:
         assert seen == [e.kind for e in history]

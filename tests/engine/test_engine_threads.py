@@ -1,9 +1,13 @@
 """Sync nodes in worker threads (``execution="thread"``, the default for sync nodes).
 
-A plain threaded task takes the executor's fast path like an async or inline one; registering
-a hook (one that does nothing) sends every step through the general path, so running a flow with
-and without one compares the two paths. Waits on threads are bounded by generous timeouts: safety
-nets against a hang, never timing assertions.
+A threaded node's result, failure or park reaches the run as an async node's would; its
+cancellation (a join it lost, an abort, a run deadline, its own timeout) is a flag it sees,
+and whatever it returns after it is dropped. ``max_threads`` bounds the workers, a threaded
+node runs in its worker thread's own ``contextvars`` context, and closing the engine does not
+wait for a node that never returns. A split's branches whose node runs in a thread go on in
+their own context and arrive after the branches on the loop. A hook changes nothing of it.
+Waits on threads are bounded by generous timeouts: safety nets against a hang, never timing
+assertions.
 """
 
 from __future__ import annotations
@@ -12,19 +16,18 @@ import asyncio
 import contextvars
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from flowtide.authoring import FlowBuilder, node
-from flowtide.engine import Lifecycle, NodeContext, Output, Park
-from flowtide.engine.errors import EngineError
-from flowtide.engine.result import ErrorInfo
+from flowtide.authoring.nodes import NodeImplementation
+from flowtide.engine import Engine, EngineError, Lifecycle, NodeContext, Output, Park
 from flowtide.model import Flow
-from tests.engine.conftest import BranchTasks
-from tests.engine.engine_helpers import comparable, no_op_hooks, run_comparable, running
+from flowtide.store import EventRecord
+from tests.engine.engine_helpers import run_comparable, running
 
 WAIT = 10.0
 
@@ -58,9 +61,17 @@ def quiet(ctx: NodeContext) -> None:
     ctx.state.pop("at_b", None)
 
 
+class TracedError(ValueError):
+    """Its message names the functions of its traceback, as they are when the engine reads it."""
+
+    def __str__(self) -> str:
+        frames = [f.name for f in traceback.extract_tb(self.__traceback__)]
+        return f"thread said no (in {', '.join(frames)})"
+
+
 @node(outputs=["next"])
 def explode(ctx: NodeContext) -> str:
-    raise ValueError("thread said no")
+    raise TracedError
 
 
 @node(outputs=["next"])
@@ -165,43 +176,46 @@ def split(mode: str) -> Flow:
     )
 
 
-@pytest.mark.parametrize(
-    ("make", "general"),
-    [
-        (chain, []),
-        (failing, []),
-        (undeclared, []),
-        (parking, []),
-        (lambda: split("all"), []),
-        (lambda: split("first"), []),
-    ],
-    ids=["chain", "failing", "undeclared", "parking", "all", "first"],
-)
-async def test_threaded_nodes_give_the_same_history_and_state_on_both_paths(
-    make: Callable[[], Flow], general: list[str], general_steps: list[str]
-) -> None:
-    flow = make()
-    losers = [("b2", True), ("b3", True)] if "first" in flow.id else []
-    # One worker: branches that run to their end finish in the order they started, on a busy
-    # machine too (a first join's winner waits for the losers to be running: it needs three).
-    threads = 32 if losers else 1
-    LOSERS.clear()
-    _drain(LOSER_STARTED)
-    fast = (await run_comparable(flow, hooked=False, max_threads=threads))[0]
-    await asyncio.to_thread(_until, lambda: losers == sorted(LOSERS))
-    assert general_steps == general
-    LOSERS.clear()
-    _drain(LOSER_STARTED)
-    slow = (await run_comparable(flow, hooked=True, max_threads=threads))[0]
-    await asyncio.to_thread(_until, lambda: losers == sorted(LOSERS))
-    assert fast == slow
+@node(outputs=["next"])
+def explodes_once_both_run(ctx: NodeContext) -> str:
+    # Both other branches are in their nodes (in other workers) when this one fails: the run's
+    # failure cancels them, whatever the machine's speed.
+    assert LOSER_STARTED.acquire(timeout=WAIT) and LOSER_STARTED.acquire(timeout=WAIT)
+    raise ValueError("thread said no")
 
 
-async def test_a_threaded_chain_runs_on_the_fast_path(general_steps: list[str]) -> None:
+def failing_split() -> Flow:
+    b = FlowBuilder("urn:test:flow:thread-split-failing").task(
+        "a", start, {"next": ["b1", "b2", "b3"]}
+    )
+    b.task("b1", waits_to_lose, {"done": "j"}).task("b2", explodes_once_both_run, {"next": "j"})
+    b.task("b3", waits_to_lose, {"done": "j"})
+    return b.join("j", "all", {"success": "end"}).terminal("end").build()
+
+
+def _drain(semaphore: threading.Semaphore) -> None:
+    while semaphore.acquire(blocking=False):
+        pass
+
+
+def _until(predicate: Callable[[], bool]) -> None:
+    event = threading.Event()
+    for _ in range(int(WAIT * 1000)):
+        if predicate():
+            return
+        event.wait(0.001)
+    raise AssertionError("condition not reached")
+
+
+def _reset_losers() -> None:
+    LOSERS.clear()
+    _drain(LOSER_STARTED)
+
+
+async def test_a_chain_of_threaded_nodes_runs_to_its_terminal() -> None:
     async with running() as (engine, _clock):
         result = await engine.run(chain())
         history = await engine.history(result.run_id)
-    assert general_steps == []
     assert result.lifecycle is Lifecycle.COMPLETED and result.outcome == "shipped"
     assert result.state == {
         "visited": ["start", "b", "f"],
@@ -213,23 +227,68 @@ async def test_a_threaded_chain_runs_on_the_fast_path(general_steps: list[str]) 
     assert finished == ["a", "b", "c", "c", "c", "d", "e", "f"]
 
 
+async def test_a_threaded_nodes_undeclared_output_fails_the_run_at_its_placement() -> None:
+    async with running() as (engine, _clock):
+        result = await engine.run(undeclared())
+    assert result.lifecycle is Lifecycle.FAILED
+    assert [(e.type, e.placement) for e in result.errors] == [("UndeclaredOutputError", "w")]
+
+
+async def test_a_threaded_node_parks() -> None:
+    async with running() as (engine, _clock):
+        result = await engine.run(parking())
+        await engine.cancel(result.run_id)
+    assert result.lifecycle is Lifecycle.PARKED
+    assert result.state == {"visited": ["start", "b"], "at_b": 1}
+    assert [(p.placement, p.key, p.payload) for p in result.parked] == [
+        ("p", f"asks-{result.run_id}", {"q": 2})
+    ]
+
+
+async def test_a_threaded_nodes_exception_reaches_the_engine_with_its_traceback() -> None:
+    # The error's message lists its traceback's functions when the engine reads it: the
+    # node's own frame is there.
+    async with running() as (engine, _clock):
+        result = await engine.run(failing())
+    assert result.lifecycle is Lifecycle.FAILED
+    ((kind, message, placement),) = [(e.type, e.message, e.placement) for e in result.errors]
+    assert (kind, placement) == ("TracedError", "x")
+    assert message.startswith("thread said no (in ") and "explode" in message
+
+
 async def test_a_join_loser_in_a_thread_sees_its_cancellation_and_its_result_is_dropped() -> None:
-    for hooked in (False, True):
-        LOSERS.clear()
-        _drain(LOSER_STARTED)
-        async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
-            result = await engine.run(split("first"))
-            history = await engine.history(result.run_id)
-            await asyncio.to_thread(_until, lambda: len(LOSERS) == 2)
-        assert result.lifecycle is Lifecycle.COMPLETED
-        assert sorted(LOSERS) == [("b2", True), ("b3", True)]
-        assert "loser_wrote" not in result.state
-        cancelled = [
-            (e.placement, e.data["reason"]) for e in history if e.kind == "token_cancelled"
-        ]
-        assert sorted(cancelled) == [("b2", "join_loser"), ("b3", "join_loser")]
-        finished = [e.placement for e in history if e.kind == "node_finished"]
-        assert "b2" not in finished and "b3" not in finished
+    _reset_losers()
+    async with running() as (engine, _clock):
+        result = await engine.run(split("first"))
+        history = await engine.history(result.run_id)
+        await asyncio.to_thread(_until, lambda: len(LOSERS) == 2)
+        await asyncio.sleep(0)
+        assert await engine.history(result.run_id) == history
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert sorted(LOSERS) == [("b2", True), ("b3", True)]
+    assert "loser_wrote" not in result.state
+    cancelled = [(e.placement, e.data["reason"]) for e in history if e.kind == "token_cancelled"]
+    assert sorted(cancelled) == [("b2", "join_loser"), ("b3", "join_loser")]
+    finished = [e.placement for e in history if e.kind == "node_finished"]
+    assert "b2" not in finished and "b3" not in finished
+
+
+async def test_a_threaded_branchs_failure_cancels_the_other_threaded_branches() -> None:
+    _reset_losers()
+    async with running() as (engine, _clock):
+        result = await engine.run(failing_split())
+        history = await engine.history(result.run_id)
+        await asyncio.to_thread(_until, lambda: len(LOSERS) == 2)
+        await asyncio.sleep(0)
+        assert await engine.history(result.run_id) == history
+    assert result.lifecycle is Lifecycle.FAILED
+    assert [(e.type, e.message, e.placement) for e in result.errors] == [
+        ("ValueError", "thread said no", "b2")
+    ]
+    assert sorted(LOSERS) == [("b1", True), ("b3", True)]
+    assert "loser_wrote" not in result.state
+    finished = [e.placement for e in history if e.kind == "node_finished"]
+    assert finished == ["a"]
 
 
 HELD = threading.Event()
@@ -255,13 +314,10 @@ def holding() -> Flow:
     )
 
 
-@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
-async def test_an_abort_cancels_a_threaded_node_and_drops_its_late_result(
-    hooked: bool, general_steps: list[str]
-) -> None:
+async def test_an_abort_cancels_a_threaded_node_and_drops_its_late_result() -> None:
     HELD.clear()
     SEEN.clear()
-    async with running(autojump=False, hooks=no_op_hooks(hooked)) as (engine, _clock):
+    async with running(autojump=False) as (engine, _clock):
         handle = await engine.start(holding())
         await asyncio.to_thread(HELD.wait, WAIT)
         assert handle.cancel(reason="stop")
@@ -271,36 +327,22 @@ async def test_an_abort_cancels_a_threaded_node_and_drops_its_late_result(
         await asyncio.to_thread(_until, lambda: bool(SEEN))
         await asyncio.sleep(0)
         assert await engine.history(result.run_id) == history
-    assert general_steps == (["a", "h"] if hooked else [])
     assert SEEN == ["cancelled=True reason=abort"]
     assert result.lifecycle is Lifecycle.CANCELLED
     assert result.state == {"visited": ["start"]}
     assert [e.kind for e in history if e.placement == "h"] == ["node_started", "token_cancelled"]
 
 
-def _drain(semaphore: threading.Semaphore) -> None:
-    while semaphore.acquire(blocking=False):
-        pass
-
-
-def _until(predicate: Callable[[], bool]) -> None:
-    event = threading.Event()
-    for _ in range(int(WAIT * 1000)):
-        if predicate():
-            return
-        event.wait(0.001)
-    raise AssertionError("condition not reached")
-
-
 async def test_closing_the_engine_does_not_wait_for_a_node_that_never_returns() -> None:
     HELD.clear()
-    SEEN.clear()
     release = threading.Event()
+    returned = threading.Event()
 
     @node(id="test:thread:stuck", outputs=["done"])
     def stuck(ctx: NodeContext) -> str:
         HELD.set()
         release.wait(WAIT)  # ignores its cancellation
+        returned.set()
         return "done"
 
     flow = (
@@ -314,8 +356,11 @@ async def test_closing_the_engine_does_not_wait_for_a_node_that_never_returns() 
             handle = await engine.start(flow)
             await asyncio.to_thread(HELD.wait, WAIT)
             pool = engine.threads
-            await engine.close()  # returns while the node is still in its thread
-            assert pool.closed
+            await engine.close()
+            # close() returned while the node is still in its thread; the workers take no more.
+            assert not returned.is_set()
+            with pytest.raises(RuntimeError):
+                pool.submit(int)
             with pytest.raises(EngineError, match="closed"):
                 await handle.result()
             # The run is left in the store, to be resumed.
@@ -323,19 +368,22 @@ async def test_closing_the_engine_does_not_wait_for_a_node_that_never_returns() 
     finally:
         release.set()
     await asyncio.to_thread(pool.shutdown, wait=True)
+    assert returned.is_set()
 
 
 CONCURRENT = [0, 0]
 CONCURRENT_LOCK = threading.Lock()
 PAIRS = threading.Barrier(2, timeout=WAIT)
+WORKERS: set[int] = set()
 
 
 @node(outputs=["next"])
 def pairs(ctx: NodeContext) -> str:
     with CONCURRENT_LOCK:
+        WORKERS.add(threading.get_ident())
         CONCURRENT[0] += 1
         CONCURRENT[1] = max(CONCURRENT[1], CONCURRENT[0])
-    PAIRS.wait()  # two branches at a time: the pool must run two at once, and no more
+    PAIRS.wait()  # two branches at a time: the workers must run two at once, and no more
     with CONCURRENT_LOCK:
         CONCURRENT[0] -= 1
     return "next"
@@ -343,6 +391,7 @@ def pairs(ctx: NodeContext) -> str:
 
 async def test_max_threads_bounds_the_worker_threads() -> None:
     CONCURRENT[:] = [0, 0]
+    WORKERS.clear()
     PAIRS.reset()
     b = FlowBuilder("urn:test:flow:thread-bound").task(
         "a", start, {"next": [f"b{i}" for i in range(8)]}
@@ -352,9 +401,9 @@ async def test_max_threads_bounds_the_worker_threads() -> None:
     flow = b.join("j", "all", {"success": "end"}).terminal("end").build()
     async with running(max_threads=2) as (engine, _clock):
         result = await engine.run(flow)
-        assert engine.threads.threads == 2
     assert result.lifecycle is Lifecycle.COMPLETED
     assert CONCURRENT[1] == 2
+    assert len(WORKERS) == 2
 
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
@@ -373,9 +422,9 @@ def reads_var_inline(ctx: NodeContext) -> str:
     return "next"
 
 
-@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
-async def test_a_threaded_node_does_not_see_the_callers_context(hooked: bool) -> None:
-    # As before (loop.run_in_executor): the node runs in its worker thread's own context.
+async def test_a_threaded_node_sees_a_copy_of_its_runs_context() -> None:
+    # As with asyncio.to_thread: the node runs in a copy of the context of the task that
+    # drives it (itself a copy of the caller's), like an async or inline node.
     CONTEXTS.clear()
     flow = (
         FlowBuilder("urn:test:flow:thread-context")
@@ -386,40 +435,143 @@ async def test_a_threaded_node_does_not_see_the_callers_context(hooked: bool) ->
     )
     token = VAR.set("caller")
     try:
-        async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
+        async with running() as (engine, _clock):
             result = await engine.run(flow)
     finally:
         VAR.reset(token)
     assert result.lifecycle is Lifecycle.COMPLETED
-    assert CONTEXTS == [("inline", "caller"), ("thread", "unset")]
+    assert CONTEXTS == [("inline", "caller"), ("thread", "caller")]
 
 
-@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
-async def test_a_threaded_nodes_exception_reaches_the_engine_with_its_traceback(
-    hooked: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    caught: list[BaseException] = []
-    original = ErrorInfo.of.__func__  # type: ignore[attr-defined]
+@node(outputs=["next"])
+async def sets_var(ctx: NodeContext) -> str:
+    CONTEXTS.append((ctx.placement, VAR.get()))
+    VAR.set(ctx.placement)
+    return "next"
 
-    def spy(cls: type[ErrorInfo], exc: BaseException, placement: str | None = None) -> ErrorInfo:
-        caught.append(exc)
-        result: ErrorInfo = original(cls, exc, placement)
-        return result
 
-    monkeypatch.setattr(ErrorInfo, "of", classmethod(spy))
-    async with running(hooks=no_op_hooks(hooked)) as (engine, _clock):
-        result = await engine.run(failing())
-    assert result.lifecycle is Lifecycle.FAILED
-    assert [(e.type, e.message, e.placement) for e in result.errors] == [
-        ("ValueError", "thread said no", "x")
+def context_split() -> Flow:
+    b = FlowBuilder("urn:test:flow:thread-split-context").task(
+        "a", start, {"next": ["b1", "b2", "b3"]}
+    )
+    for i in (1, 2, 3):
+        b.task(f"b{i}", reads_var_in_thread, {"next": f"s{i}"})
+        b.task(f"s{i}", sets_var, {"next": f"r{i}"})
+        b.task(f"r{i}", sets_var, {"next": "j"})
+    return b.join("j", "all", {"success": "end"}).terminal("end").build()
+
+
+async def test_after_its_threaded_node_a_branch_goes_on_in_its_own_context() -> None:
+    # Each branch starts from the caller's context: what a node on the loop sets there is seen
+    # by the next node of the same branch, never by another branch.
+    CONTEXTS.clear()
+    token = VAR.set("caller")
+    try:
+        async with running() as (engine, _clock):
+            result = await engine.run(context_split())
+    finally:
+        VAR.reset(token)
+    assert result.lifecycle is Lifecycle.COMPLETED
+    on_loop = sorted(c for c in CONTEXTS if c[0] != "thread")
+    assert on_loop == [
+        ("r1", "s1"),
+        ("r2", "s2"),
+        ("r3", "s3"),
+        ("s1", "caller"),
+        ("s2", "caller"),
+        ("s3", "caller"),
     ]
-    errors = [e for e in caught if isinstance(e, ValueError)]
-    assert errors
-    frames = [f.name for f in traceback.extract_tb(errors[0].__traceback__)]
-    assert "explode" in frames
 
 
-# -- a split's threaded branches: carriers stand for their tasks ---------------------------------
+# -- a split's threaded branches among others ----------------------------------------------------
+
+
+@node(outputs=["done"])
+async def instant(ctx: NodeContext) -> Output:
+    return Output("done", update={"visited": [ctx.placement]})
+
+
+@node(outputs=["done"], execution="inline")
+def inline(ctx: NodeContext) -> Output:
+    return Output("done", update={"visited": [ctx.placement]})
+
+
+@node(outputs=["done"])
+async def sleeps(ctx: NodeContext) -> Output:
+    """Waits 2 s on the virtual clock (which does not move while a node runs in a thread)."""
+    await ctx.clock.sleep(timedelta(seconds=2))
+    return Output("done", update={"visited": [ctx.placement]})
+
+
+@node(outputs=["done"])
+def threaded(ctx: NodeContext) -> Output:
+    return Output("done", update={"visited": [ctx.placement]})
+
+
+@node(outputs=["done"], execution="inline")
+def mark(ctx: NodeContext) -> Output:
+    return Output("done", update={"visited": [ctx.placement]})
+
+
+def split_of(kinds: list[NodeImplementation], mode: str = "all", quorum: int | None = None) -> Flow:
+    """A split into one branch per node of ``kinds`` (placements ``b0``, ``b1``, ...), joined by
+    ``mode``, then a task and a terminal."""
+    names = [f"b{i}" for i in range(len(kinds))]
+    shape = "-".join(k.id.rsplit(":", 1)[-1] for k in kinds)
+    b = FlowBuilder(f"urn:test:flow:thread-branches-{mode}-{shape}")
+    b.task("fork", mark, {"done": names})
+    for name, impl in zip(names, kinds, strict=True):
+        b.task(name, impl, {"done": "j"})
+    b.join("j", mode, {"success": "after"}, quorum=quorum)
+    b.task("after", mark, {"done": "end"})
+    return b.terminal("end").reducer("visited", "extend").build()
+
+
+THREADED_MIX: list[NodeImplementation] = [instant, threaded, sleeps, threaded, inline, threaded]
+
+
+def _branches_finished(history: Sequence[EventRecord]) -> list[str]:
+    """The branches (``b0``, ``b1``, ...) whose node finished, in order."""
+    return [
+        e.placement
+        for e in history
+        if e.kind == "node_finished" and e.placement is not None and e.placement.startswith("b")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mode", "quorum", "expected"),
+    [
+        ("all", None, ["b0", "b4", "b1", "b3", "b5", "b2"]),
+        ("first", None, ["b0"]),
+        ("quorum", 3, ["b0", "b4", "b1"]),
+    ],
+    ids=["all", "first", "q3"],
+)
+async def test_threaded_branches_arrive_after_the_branches_on_the_loop(
+    mode: str, quorum: int | None, expected: list[str]
+) -> None:
+    # One worker: the threaded branches finish in the order they started, on a busy machine
+    # too. The sleeper wakes only once no node runs in a thread.
+    async with running(max_threads=1) as (engine, _clock):
+        result = await engine.run(split_of(THREADED_MIX, mode, quorum))
+        history = await engine.history(result.run_id)
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert _branches_finished(history) == expected
+    assert result.state["visited"] == ["fork", *expected, "after"]
+
+
+async def test_with_several_workers_too_the_branches_on_the_loop_arrive_first() -> None:
+    async with running() as (engine, _clock):
+        result = await engine.run(split_of([instant, threaded, sleeps, inline, threaded]))
+        history = await engine.history(result.run_id)
+    assert result.lifecycle is Lifecycle.COMPLETED
+    finished = _branches_finished(history)
+    assert finished[:2] == ["b0", "b3"]
+    assert sorted(finished[2:4]) == ["b1", "b4"] and finished[4:] == ["b2"]
+
+
+# -- threaded branches blocked in their node when the run is interrupted --------------------------
 
 
 BLOCKED = threading.Semaphore(0)
@@ -459,7 +611,7 @@ def blocked_split(kinds: list[Any], name: str) -> Flow:
     )
 
 
-async def _finished(engine: Any, run_id: str, placements: set[str]) -> None:
+async def _finished(engine: Engine, run_id: str, placements: set[str]) -> None:
     """Wait (a bounded real-time poll, as :func:`_until`) until the run's history has a
     ``node_finished`` event at each of ``placements``."""
     for _ in range(int(WAIT * 1000)):
@@ -470,8 +622,10 @@ async def _finished(engine: Any, run_id: str, placements: set[str]) -> None:
     raise AssertionError(f"{sorted(placements)} did not finish")
 
 
-async def _interrupted(how: str, hooked: bool) -> Any:
-    """A split into threaded branches, some blocked in their node when ``how`` happens."""
+@pytest.mark.parametrize("how", ["timeout", "abort", "deadline", "close"])
+async def test_threaded_branches_blocked_in_their_node_are_cancelled(how: str) -> None:
+    """A split into threaded branches, some blocked in their node when their node times out
+    (only that one), the run is cancelled, its deadline passes or the engine is closed."""
     OBSERVED.clear()
     _drain(BLOCKED)
     UNBLOCK.clear()
@@ -481,7 +635,7 @@ async def _interrupted(how: str, hooked: bool) -> Any:
     else:
         flow = blocked_split([blocks, visit, blocks, blocks], how)
         blocked, free = 3, {"b1"}
-    async with running(autojump=False, hooks=no_op_hooks(hooked)) as (engine, clock):
+    async with running(autojump=False) as (engine, clock):
         deadline = timedelta(seconds=5) if how == "deadline" else None
         handle = await engine.start(flow, deadline=deadline)
         for _ in range(blocked):
@@ -489,19 +643,11 @@ async def _interrupted(how: str, hooked: bool) -> Any:
         # The branches that do not block finish first (their threads may be slow to run on a
         # busy machine): what happens next meets only the blocked ones.
         await _finished(engine, handle.run_id, free)
-        if how == "abort":
-            assert handle.cancel(reason="stop")
-        elif how == "timeout":
-            await clock.advance(timedelta(seconds=2))
-        elif how == "deadline":
-            await clock.advance(timedelta(seconds=5))
         if how == "close":
-            drivers = list(engine._runs[handle.run_id]._tasks)
             pool = engine.threads
             await engine.close()
-            # The blocked branches' drivers ended with the engine (their nodes go on in their
-            # threads); the run is left as it was in the store, to be resumed.
-            assert len(drivers) == 3 and all(d.done() for d in drivers)
+            # The blocked nodes go on in their threads; the run is left as it was in the
+            # store, to be resumed.
             with pytest.raises(EngineError, match="closed"):
                 await handle.result()
             run = await engine.store.get_run(handle.run_id)
@@ -509,106 +655,85 @@ async def _interrupted(how: str, hooked: bool) -> Any:
             history = list(await engine.history(handle.run_id))
             UNBLOCK.set()
             await asyncio.to_thread(pool.shutdown, wait=True)
-            return [(e.kind, e.placement, e.at) for e in history]
+            assert list(await engine.history(handle.run_id)) == history
+            assert sorted(OBSERVED) == [("b0", None), ("b2", None), ("b3", None)]
+            return
+        if how == "abort":
+            assert handle.cancel(reason="stop")
+        elif how == "timeout":
+            await clock.advance(timedelta(seconds=2))
+        elif how == "deadline":
+            await clock.advance(timedelta(seconds=5))
         result = await handle.result()
         history = list(await engine.history(result.run_id))
         await asyncio.to_thread(_until, lambda: len(OBSERVED) == blocked)
         await asyncio.sleep(0)
         assert await engine.history(result.run_id) == history  # the late results are dropped
-    return comparable(result, history), sorted(OBSERVED)
-
-
-@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
-@pytest.mark.parametrize("how", ["timeout", "abort", "deadline", "close"])
-async def test_carried_branches_are_cancelled_as_their_tasks_were(
-    how: str, hooked: bool, branch_tasks: BranchTasks
-) -> None:
-    carried = await _interrupted(how, hooked)
-    assert branch_tasks.carried == ["b0", "b1", "b2", "b3"]
-    branch_tasks(True)
-    tasks = await _interrupted(how, hooked)
-    assert carried == tasks
-    if how == "close":
-        return
-    (lifecycle, _outcome, state, *_rest, events), observed = carried
-    assert "late" not in state
-    cancelled = [(e[2], e[0]) for e in events if e[2] in ("b0", "b1", "b2", "b3")]
+    assert "late" not in result.state
     if how == "timeout":
-        assert lifecycle is Lifecycle.COMPLETED
-        assert observed == [("b1", "node_timeout")]
-        assert ("b1", "node_timed_out") in cancelled
-        assert state["visited"] == ["start", "b0", "b2", "k"]
+        assert result.lifecycle is Lifecycle.COMPLETED
+        assert OBSERVED == [("b1", "node_timeout")]
+        assert ("node_timed_out", "b1") in [(e.kind, e.placement) for e in history]
+        assert result.state["visited"] == ["start", "b0", "b2", "k"]
     else:
         reason = {"abort": "abort", "deadline": "run_deadline"}[how]
-        assert observed == [("b0", reason), ("b2", reason), ("b3", reason)]
-        assert lifecycle is (Lifecycle.CANCELLED if how == "abort" else Lifecycle.TIMED_OUT)
+        assert sorted(OBSERVED) == [("b0", reason), ("b2", reason), ("b3", reason)]
+        expected = Lifecycle.CANCELLED if how == "abort" else Lifecycle.TIMED_OUT
+        assert result.lifecycle is expected
 
 
-@node(outputs=["next"])
-def explodes_once_both_run(ctx: NodeContext) -> str:
-    # Both other branches are in their nodes (in other workers) when this one fails: the run's
-    # failure cancels them, whatever the machine's speed.
-    assert LOSER_STARTED.acquire(timeout=WAIT) and LOSER_STARTED.acquire(timeout=WAIT)
-    raise ValueError("thread said no")
+# -- a hook changes nothing ------------------------------------------------------------------------
 
 
-def failing_split() -> Flow:
-    b = FlowBuilder("urn:test:flow:thread-split-failing").task(
-        "a", start, {"next": ["b1", "b2", "b3"]}
-    )
-    b.task("b1", waits_to_lose, {"done": "j"}).task("b2", explodes_once_both_run, {"next": "j"})
-    b.task("b3", waits_to_lose, {"done": "j"})
-    return b.join("j", "all", {"success": "end"}).terminal("end").build()
-
-
-@node(outputs=["next"])
-async def sets_var(ctx: NodeContext) -> str:
-    # After its threaded node, a branch goes on in its own context: what it sets stays there.
-    CONTEXTS.append((ctx.placement, VAR.get()))
-    VAR.set(ctx.placement)
-    return "next"
-
-
-def context_split() -> Flow:
-    b = FlowBuilder("urn:test:flow:thread-split-context").task(
-        "a", start, {"next": ["b1", "b2", "b3"]}
-    )
-    for i in (1, 2, 3):
-        b.task(f"b{i}", reads_var_in_thread, {"next": f"s{i}"})
-        b.task(f"s{i}", sets_var, {"next": f"r{i}"})
-        b.task(f"r{i}", sets_var, {"next": "j"})
-    return b.join("j", "all", {"success": "end"}).terminal("end").build()
-
-
-@pytest.mark.parametrize("hooked", [False, True], ids=["fast", "general"])
 @pytest.mark.parametrize(
     "make",
-    [lambda: split("all"), lambda: split("first"), failing_split, context_split],
-    ids=["all", "first", "failing", "context"],
+    [
+        chain,
+        failing,
+        undeclared,
+        parking,
+        lambda: split("all"),
+        lambda: split("first"),
+        failing_split,
+        context_split,
+        lambda: split_of(THREADED_MIX),
+        lambda: split_of(THREADED_MIX, "first"),
+        lambda: split_of(THREADED_MIX, "quorum", 3),
+    ],
+    ids=[
+        "chain",
+        "failing",
+        "undeclared",
+        "parking",
+        "all",
+        "first",
+        "failing-split",
+        "context-split",
+        "mix-all",
+        "mix-first",
+        "mix-q3",
+    ],
 )
-async def test_carried_branches_give_the_histories_their_tasks_gave(
-    make: Callable[[], Flow], hooked: bool, branch_tasks: BranchTasks
+async def test_a_hook_changes_nothing_in_the_history_of_threaded_nodes(
+    make: Callable[[], Flow],
 ) -> None:
-    async def once() -> Any:
-        LOSERS.clear()
-        _drain(LOSER_STARTED)
+    flow = make()
+    # Branches that all run to their end arrive in the order their threads finish: one worker
+    # makes that the order they started in, on a busy machine too. (A first join's winner and
+    # the failing branch wait for the two others to be running: they need three.)
+    waiting = flow.id.endswith(("split-first", "split-failing"))
+    threads = 32 if waiting else 1
+
+    async def once(hooked: bool) -> Any:
+        _reset_losers()
         CONTEXTS.clear()
-        flow = make()
-        # Branches that all run to their end arrive in the order their threads finish: one
-        # worker makes that the order they started in, on a busy machine too. (A first join's
-        # winner, and the failing branch, wait for the others to be running: they need three.)
-        waiting = "first" in flow.id or "failing" in flow.id
         token = VAR.set("caller")
         try:
-            threads = 32 if waiting else 1
-            outcome = (await run_comparable(flow, hooked=hooked, max_threads=threads))[0]
+            outcome, _ = await run_comparable(flow, hooked=hooked, max_threads=threads)
         finally:
             VAR.reset(token)
         if waiting:
             await asyncio.to_thread(_until, lambda: len(LOSERS) == 2)
         return outcome, sorted(LOSERS), sorted(CONTEXTS)
 
-    carried = await once()
-    assert len(branch_tasks.carried) == 3
-    branch_tasks(True)
-    assert carried == await once()
+    assert await once(hooked=True) == await once(hooked=False)

@@ -38,6 +38,10 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
+YIELD_EVERY = 64
+"""A token's task gives the event loop a turn after this many steps in a row."""
+
+
 class Driving(Subflows):
     """A run from its start to its end."""
 
@@ -352,12 +356,18 @@ class Driving(Subflows):
     async def drive(self, token: TokenRecord | None) -> None:
         """Drive ``token`` placement after placement."""
         placements = self.plan.placements
+        steps = 0
         try:
             while token is not None:
                 if self.end is not None or token.status is S.CANCELLED:
                     return
                 p = placements[token.placement]
                 token = await _HANDLERS[p.kind](self, token, p)
+                steps += 1
+                if steps % YIELD_EVERY == 0:
+                    # A node that never awaits (a hot loop back to itself) must not starve the
+                    # run's deadline, other runs or the sweeper.
+                    await asyncio.sleep(0)
         except asyncio.CancelledError:
             if not self.closed:
                 raise
