@@ -229,7 +229,8 @@ async def end_by_signal(
     the store refuses the commit."""
     if output is None:
         return None
-    if not engine._claim_end(park.run_id):
+    run_id = park.run_id
+    if not engine._claim_end(run_id):
         return None
     try:
         now = engine.clock.now()
@@ -291,7 +292,7 @@ async def end_by_signal(
         )
         return now
     finally:
-        engine._unclaim_end(run.id)
+        engine._unclaim_end(run_id)
 
 
 async def end_by_timeout(engine: Engine, view: WaitingRun, entry: DueEntry) -> bool:
