@@ -533,7 +533,7 @@ async def test_a_rebuild_reads_only_the_history_after_the_let_go_checkpoint() ->
     assert result.lifecycle is Lifecycle.COMPLETED and result.terminals == ("end",)
     # Visits go on counting across rebuilds (idempotency keys stay distinct).
     assert keys_seen == ["p:1:1", "p:2:1", "p:3:1"]
-    # Each rebuild (the two "again" signals) read the history from its checkpoint on, never
-    # from the start; the last signal ends the run on the fast path, which reads no history.
-    assert len(reads) == 2 and all(after > 0 for after in reads)
+    # Each rebuild (the two "again" signals), and each look at whether a signal may end the let-go
+    # run in one commit, read the history from the checkpoint on, never from the start.
+    assert reads and all(after > 0 for after in reads)
     assert stored.resume is not None and dict(stored.resume["visits"])["p"] == 3

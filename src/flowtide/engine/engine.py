@@ -44,7 +44,7 @@ from flowtide.engine.errors import (
 from flowtide.engine.events import EventKind, Hook
 from flowtide.engine.explain import Explanation, explain_token
 from flowtide.engine.fastpark import EagerRun, park_at_once
-from flowtide.engine.letgo import end_by_signal, end_by_timeout
+from flowtide.engine.letgo import end_by_signal, end_by_timeout, read_waiting_run
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
@@ -828,7 +828,7 @@ class Engine:
             if ex is None and entry.purpose == "timeout" and not self.hooks:
                 # A park deadline of a let-go run that ends it: one commit, no rebuild.
                 try:
-                    view = await self.store.waiting_run(entry.run_id, entry.token_id)
+                    view = await read_waiting_run(self.store, entry.run_id, entry.token_id)
                 except UnknownRunError:
                     continue
                 if view.run.lifecycle in _ENDED:

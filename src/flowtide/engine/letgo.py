@@ -29,6 +29,7 @@ valid or does not lead to one terminal that does not fail, the timeout may be re
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,7 @@ from flowtide.engine.run import (
 )
 from flowtide.model.placements import TIMEOUT_OUTPUT, AnyPlacement, Terminal
 from flowtide.store.base import (
+    LIVE_TOKEN_STATUSES,
     Commit,
     DueEntry,
     EventRecord,
@@ -59,20 +61,50 @@ from flowtide.store.base import (
     ParkStatus,
     RunRecord,
     SignalAnswer,
+    Store,
     StoreConflict,
     TokenRecord,
     TokenStatus,
-    WaitingRun,
 )
 
 if TYPE_CHECKING:
     from flowtide.engine.engine import Engine
 
-__all__ = ["end_by_signal", "end_by_timeout"]
+__all__ = ["WaitingRun", "end_by_signal", "end_by_timeout", "read_waiting_run"]
 
 _PARKED = Lifecycle.PARKED.value
 _RUNNING = Lifecycle.RUNNING.value
 _SIGNALLED = EventKind.SIGNALLED.value
+
+
+@dataclass(slots=True)
+class WaitingRun:
+    """A run read together with what ending it from one parked token needs
+    (:func:`read_waiting_run`): the signal or deadline that ends a let-go run decides from this
+    alone, then commits with ``Commit.expect`` on the token."""
+
+    run: RunRecord
+    park: ParkRecord | None
+    """The token's open park (None: it has none)."""
+    live: Sequence[TokenRecord]
+    """The run's live tokens (``LIVE_TOKEN_STATUSES``), in creation order."""
+    last_seq: int
+    """The seq of the run's last event (its checkpoint's, when nothing followed it)."""
+    state: dict[str, Any]
+    """A copy of the run's state."""
+
+
+async def read_waiting_run(store: Store, run_id: str, token_id: str) -> WaitingRun:
+    """The run (raises ``UnknownRunError``), the open park of its token ``token_id``, its live
+    tokens, the seq of its last event and a copy of its state, through the store's reads."""
+    run = await store.get_run(run_id)
+    parks = await store.parks(run_id=run_id, open_only=True)
+    park = next((p for p in parks if p.token_id == token_id), None)
+    live = await store.tokens(run_id, LIVE_TOKEN_STATUSES)
+    after = run.resume["seq"] if run.resume is not None else 0
+    events = await store.history(run_id, after=after)
+    last_seq = events[-1].seq if events else after
+    return WaitingRun(run, park, live, last_seq, await store.get_state(run_id))
 
 
 @dataclass(slots=True)
@@ -234,7 +266,7 @@ async def end_by_signal(
         return None
     try:
         now = engine.clock.now()
-        view = await engine.store.waiting_run(park.run_id, park.token_id)
+        view = await read_waiting_run(engine.store, park.run_id, park.token_id)
         if view.park is None or view.park.id != park.id:
             return None  # (closed since it was found: the general path says why)
         run, park = view.run, view.park
