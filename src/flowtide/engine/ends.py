@@ -1,9 +1,9 @@
 """The results of the runs that ended here last, so that ``Engine.wait`` answers them without a
 store read: :class:`RecentEnds`.
 
-A result is kept packed when it can be: a tuple of plain values with the state pickled to bytes
-(:mod:`flowtide.packing`). The collector stops tracking such a tuple at its first young
-collection, so keeping thousands of recent ends costs it nothing. A kept :class:`RunResult` (an
+A result is kept packed when it can be: a tuple of plain values with the state pickled to bytes.
+The collector stops tracking such a tuple at its first young collection, so keeping thousands of
+recent ends costs it nothing. A kept :class:`RunResult` (an
 instance with slots, whose state dict is tracked as well) would survive into the oldest
 generation, and CPython starts a full collection once those survivors reach a quarter of what
 that generation holds: with the rest of the heap quiet (a store whose rows are untracked), every
@@ -13,11 +13,11 @@ on the loop, sweeper included.
 
 from __future__ import annotations
 
+import pickle
 from collections import OrderedDict
 
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import RunResult, run_result
-from flowtide.packing import pack, unpack
 
 __all__ = ["RecentEnds"]
 
@@ -55,7 +55,7 @@ class RecentEnds:
         if kept is None or isinstance(kept, RunResult):
             return kept
         lifecycle, outcome, packed = kept
-        state, terminals = unpack(packed)
+        state, terminals = pickle.loads(packed)
         return run_result(run_id, Lifecycle(lifecycle), outcome, state, terminals=terminals)
 
 
@@ -64,7 +64,8 @@ def _pack(result: RunResult) -> RunResult | _Packed:
     warnings (rare: kept as they are) or a state that pickle refuses."""
     if result.errors or result.interrupted_at or result.parked or result.warnings:
         return result
-    packed = pack((result.state, result.terminals))
-    if packed is None:
+    try:
+        packed = pickle.dumps((result.state, result.terminals), pickle.HIGHEST_PROTOCOL)
+    except Exception:  # whatever a value's own pickling raises: kept as it is
         return result
     return (result.lifecycle._value_, result.outcome, packed)
