@@ -46,6 +46,7 @@ from flowtide.engine.run import Attempt, RunExecutor
 from flowtide.engine.scope import CancelScope, ScopeDeadline
 from flowtide.model.settings import TimeoutAnchor
 from flowtide.store.base import (
+    Checkpoint,
     Commit,
     DueEntry,
     EventRecord,
@@ -63,9 +64,6 @@ __all__ = ["park_at_once"]
 
 _RUNNING = Lifecycle.RUNNING.value
 _PARKED = Lifecycle.PARKED.value
-_VISITED_ONCE: dict[str, tuple[tuple[str, int]]] = {}
-"""placement id -> the checkpoint's visit counters of a run that parked at its first visit
-there (shared: a tuple, and one the collector does not track once it is old)."""
 
 
 async def park_at_once(
@@ -291,10 +289,7 @@ def _park(
             c.state_deleted = removed
     run.lifecycle = _PARKED
     # Current to the ``parked`` event: a run's events are numbered 1, 2, 3, ... in its history.
-    visits = _VISITED_ONCE.get(pid)
-    if visits is None:
-        visits = _VISITED_ONCE[pid] = ((pid, 1),)
-    run.resume = {"seq": seq + 1, "visits": visits, "terminals": (), "outcome": None}
+    run.checkpoint = Checkpoint(seq + 1, {pid: 1}, [], None)
     return c, deadline, now
 
 

@@ -101,7 +101,7 @@ async def read_waiting_run(store: Store, run_id: str, token_id: str) -> WaitingR
     parks = await store.parks(run_id=run_id, open_only=True)
     park = next((p for p in parks if p.token_id == token_id), None)
     live = await store.tokens(run_id, LIVE_TOKEN_STATUSES)
-    after = run.resume["seq"] if run.resume is not None else 0
+    after = run.checkpoint.seq if run.checkpoint is not None else 0
     events = await store.history(run_id, after=after)
     last_seq = events[-1].seq if events else after
     return WaitingRun(run, park, live, last_seq, await store.get_state(run_id))
@@ -124,7 +124,7 @@ def _let_go(engine: Engine, run: RunRecord, park: ParkRecord, now: datetime) -> 
     if (
         engine.hooks
         or run.lifecycle != _PARKED
-        or run.resume is None
+        or run.checkpoint is None
         or run.parent_run_id is not None
         or (run.deadline is not None and run.deadline <= now)
     ):
@@ -141,7 +141,7 @@ def _parked_token(g: _LetGo, view: WaitingRun) -> TokenRecord | None:
     """The run's only live token, parked at the park's epoch, with no history after the
     checkpoint; None: take the general path."""
     run, park = g.run, g.park
-    assert run.resume is not None
+    assert run.checkpoint is not None
     if len(view.live) != 1:
         return None
     token = view.live[0]
@@ -149,7 +149,7 @@ def _parked_token(g: _LetGo, view: WaitingRun) -> TokenRecord | None:
         return None
     if token.epoch != park.epoch:
         return None
-    if view.last_seq > run.resume["seq"]:
+    if view.last_seq > run.checkpoint.seq:
         return None  # events after the checkpoint (a warning, a failed hook): rebuild
     g.token = token
     return token
@@ -166,11 +166,8 @@ def _terminal(p: AnyPlacement, plan: FlowPlan, output: str) -> Terminal | None:
 
 def _visit(run: RunRecord, placement: str) -> int:
     """The next visit of ``placement`` (the checkpoint's counters are current: no history)."""
-    assert run.resume is not None
-    for name, count in run.resume["visits"]:
-        if name == placement:
-            return int(count) + 1
-    return 1
+    assert run.checkpoint is not None
+    return run.checkpoint.visits.get(placement, 0) + 1
 
 
 async def _end(
@@ -237,9 +234,9 @@ async def _end(
 
 def _terminals(run: RunRecord, q: Terminal | None) -> tuple[list[str], str | None]:
     """The terminals reached and the outcome once ``q`` (if any) is reached too."""
-    assert run.resume is not None
-    terminals = list(run.resume["terminals"])
-    outcome: str | None = run.resume["outcome"]
+    assert run.checkpoint is not None
+    terminals = list(run.checkpoint.terminals)
+    outcome = run.checkpoint.outcome
     if q is not None:
         terminals.append(q.id)
         if outcome is None:

@@ -91,6 +91,7 @@ from flowtide.model.placements import (
 )
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import (
+    Checkpoint,
     Commit,
     DueEntry,
     EventRecord,
@@ -716,13 +717,9 @@ class RunExecutor:
                 c.due = [DueEntry(self.run.deadline, self.run.id, self.run.id, "deadline")]
             if let_go:
                 # What a rebuild needs beyond the tokens, so that it reads no older history.
-                # (Tuples of plain values: a parked run held in memory costs the collector less.)
-                self.run.resume = {
-                    "seq": self._last_seq(),
-                    "visits": tuple(self._visits.items()),
-                    "terminals": tuple(self._terminals),
-                    "outcome": self._outcome,
-                }
+                self.run.checkpoint = Checkpoint(
+                    self._last_seq(), dict(self._visits), list(self._terminals), self._outcome
+                )
                 c.run = self.run
             if c.run is not None or c.due:
                 await self.engine.store.commit(c)
@@ -2687,12 +2684,12 @@ class RunExecutor:
         self._started = True
         self._stored = None
         top = 0
-        checkpoint = self.run.resume
+        checkpoint = self.run.checkpoint
         if checkpoint is not None:
-            self._seq = int(checkpoint["seq"])
-            self._visits.update(dict(checkpoint["visits"]))
-            self._terminals.extend(checkpoint["terminals"])
-            self._outcome = checkpoint["outcome"]
+            self._seq = checkpoint.seq
+            self._visits.update(checkpoint.visits)
+            self._terminals.extend(checkpoint.terminals)
+            self._outcome = checkpoint.outcome
         if history:
             self._seq = history[-1].seq
         for e in history:
