@@ -536,4 +536,4 @@ async def test_a_rebuild_reads_only_the_history_after_the_let_go_checkpoint() ->
     # Each rebuild (one per signal) read the history from its checkpoint on, never from the
     # start.
     assert len(reads) == 3 and all(after > 0 for after in reads)
-    assert stored.resume is not None and dict(stored.resume["visits"])["p"] == 3
+    assert stored.checkpoint is not None and stored.checkpoint.visits["p"] == 3

@@ -26,6 +26,7 @@ from flowtide.model.placements import (
     Scatter,
 )
 from flowtide.store.base import (
+    Checkpoint,
     Commit,
     DueEntry,
     NodeAnchor,
@@ -219,13 +220,9 @@ class Driving(Subflows):
                 c.due = [DueEntry(self.run.deadline, self.run.id, self.run.id, "deadline")]
             if let_go:
                 # What a rebuild needs beyond the tokens, so that it reads no older history.
-                # (Tuples of plain values: a parked run held in memory costs the collector less.)
-                self.run.resume = {
-                    "seq": self.last_seq(),
-                    "visits": tuple(self.visits.items()),
-                    "terminals": tuple(self.terminals),
-                    "outcome": self.outcome,
-                }
+                self.run.checkpoint = Checkpoint(
+                    self.last_seq(), dict(self.visits), list(self.terminals), self.outcome
+                )
                 c.run = self.run
             if c.run is not None or c.due:
                 await commit_step(self.host.store, c, self.clock)

@@ -45,12 +45,12 @@ class RunExecutor(Driving):
         self.started = True
         self.stored_events = None
         top = 0
-        checkpoint = self.run.resume
+        checkpoint = self.run.checkpoint
         if checkpoint is not None:
-            self.seq = int(checkpoint["seq"])
-            self.visits.update(dict(checkpoint["visits"]))
-            self.terminals.extend(checkpoint["terminals"])
-            self.outcome = checkpoint["outcome"]
+            self.seq = checkpoint.seq
+            self.visits.update(checkpoint.visits)
+            self.terminals.extend(checkpoint.terminals)
+            self.outcome = checkpoint.outcome
         if history:
             self.seq = history[-1].seq
         for e in history:

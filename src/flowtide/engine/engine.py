@@ -447,7 +447,7 @@ class Engine:
         state = await self.store.get_state(run_id)
         tokens = await self.store.tokens(run_id)
         # Only the history after the run's resume checkpoint (all of it without one).
-        seen = run.resume["seq"] if run.resume is not None else 0
+        seen = run.checkpoint.seq if run.checkpoint is not None else 0
         history = await self.store.history(run_id, after=seen)
         ex = RunExecutor(self._host, plan, run, state)
         self._runs[run_id] = ex

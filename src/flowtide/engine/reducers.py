@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flowtide.model.flow import BUILTIN_REDUCERS
-from flowtide.packing import deep_copy
 
 _IMMUTABLE: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes})
 _MISSING = object()
@@ -38,7 +37,7 @@ def copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
         if t in _IMMUTABLE:
             out[k] = v
         elif t is list or t is dict or t is set:
-            out[k] = deep_copy(v)  # (through pickle: several times faster than deepcopy)
+            out[k] = copy.deepcopy(v)
         else:
             try:
                 out[k] = copy.deepcopy(v)

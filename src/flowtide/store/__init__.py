@@ -1,6 +1,8 @@
-"""Where runs live: the store interface and the in-memory store."""
+"""Where runs live: the store interface, JSON values and the in-memory store."""
 
 from flowtide.store.base import (
+    LIVE_TOKEN_STATUSES,
+    Checkpoint,
     Commit,
     DueEntry,
     DuplicateSignal,
@@ -18,11 +20,13 @@ from flowtide.store.base import (
     TokenRecord,
     TokenStatus,
     UnknownRunError,
-    WaitingRun,
 )
+from flowtide.store.jsonvalues import NotJSONError, check_json
 from flowtide.store.memory import MemoryStore
 
 __all__ = [
+    "LIVE_TOKEN_STATUSES",
+    "Checkpoint",
     "Commit",
     "DueEntry",
     "DuplicateSignal",
@@ -30,6 +34,7 @@ __all__ = [
     "Expect",
     "MemoryStore",
     "NodeAnchor",
+    "NotJSONError",
     "ParkRecord",
     "ParkStatus",
     "RunRecord",
@@ -41,5 +46,5 @@ __all__ = [
     "TokenRecord",
     "TokenStatus",
     "UnknownRunError",
-    "WaitingRun",
+    "check_json",
 ]

@@ -3,7 +3,8 @@
 The engine keeps no state that a restart could not rebuild from a store:
 
 * **runs** - one :class:`RunRecord` per run (flow id and version, lifecycle, creation instant,
-  absolute deadline, the parent run for a subflow child, the final result);
+  absolute deadline, the parent run for a subflow child, the final result, the
+  :class:`Checkpoint` a rebuild starts from);
 * **run state** - the run's state mapping (top-level keys are the unit of change);
 * **tokens** - one :class:`TokenRecord` per token (placement, status, attempt, visit, split
   lineage, the stored absolute deadline of its current attempt, the due instant it waits for);
@@ -27,6 +28,11 @@ step conditional on token records (compare-and-set on status, epoch and "deadlin
 so racing steps (a signal, a park timeout, a timer, a cancel) are decided by the store: the first
 to commit wins, the others get :class:`StoreConflict`. Instants are always passed in by the
 engine (from its clock), never read by the store.
+
+Run state, token and event data, park payloads, scatter results and keys, run results and
+options, signal answers and checkpoints are JSON on every store (:mod:`flowtide.store.jsonvalues`):
+a store refuses a value that is not JSON with :class:`~flowtide.store.jsonvalues.NotJSONError`,
+and gives back what JSON gives back (a tuple comes back as a list), as new objects on every read.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from flowtide.errors import FlowtideError
 
 __all__ = [
     "LIVE_TOKEN_STATUSES",
+    "Checkpoint",
     "Commit",
     "DueEntry",
     "DuplicateSignal",
@@ -59,7 +66,6 @@ __all__ = [
     "TokenRecord",
     "TokenStatus",
     "UnknownRunError",
-    "WaitingRun",
 ]
 
 
@@ -127,6 +133,35 @@ Lineage = tuple[tuple[str, int, int], ...]
 
 
 @dataclass(slots=True)
+class Checkpoint:
+    """What rebuilding a run from the store needs beyond its tokens, as of history event seq."""
+
+    seq: int
+    visits: dict[str, int]
+    terminals: list[str]
+    outcome: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The checkpoint as the JSON object a store keeps."""
+        return {
+            "seq": self.seq,
+            "visits": dict(self.visits),
+            "terminals": list(self.terminals),
+            "outcome": self.outcome,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Checkpoint:
+        """The checkpoint a store kept as :meth:`to_json` gave it."""
+        return cls(
+            int(data["seq"]),
+            {str(k): int(v) for k, v in data["visits"].items()},
+            [str(t) for t in data["terminals"]],
+            data["outcome"],
+        )
+
+
+@dataclass(slots=True)
 class RunRecord:
     id: str
     flow_id: str
@@ -144,10 +179,9 @@ class RunRecord:
     """The JSON form of the run's result, once it has ended."""
     options: dict[str, Any] = field(default_factory=dict)
     """What the run was started with (entrypoint, ...), for resuming."""
-    resume: dict[str, Any] | None = None
-    """What a rebuild needs beyond the tokens, as of history event ``seq``: ``{"seq": n,
-    "visits": [(placement, count), ...], "terminals": [...], "outcome": ...}`` (written when
-    the engine lets go of a parked run), so a rebuild reads only the history after ``seq``."""
+    checkpoint: Checkpoint | None = None
+    """Written when the engine lets go of a parked run, so that a rebuild reads only the history
+    after ``checkpoint.seq``."""
 
 
 @dataclass(slots=True)
@@ -269,9 +303,8 @@ class Expect:
     def mismatch(self, status: str, epoch: int, deadline: datetime | None) -> str | None:
         """:meth:`check` of a token with these fields (``status``: a member or its value), for
         a store that keeps them without a record."""
-        wanted = self.status
-        if not (status in wanted if type(wanted) is frozenset else status == wanted):
-            wanted = wanted if isinstance(wanted, frozenset) else frozenset({wanted})
+        wanted = self.status if isinstance(self.status, frozenset) else frozenset({self.status})
+        if status not in wanted:
             return f"{status}, not {'/'.join(sorted(s.value for s in wanted))}"
         if self.epoch is not None and epoch != self.epoch:
             return f"at epoch {epoch}, not {self.epoch}"
@@ -306,10 +339,11 @@ class Commit:
     state: Mapping[str, Any] | None = None
     """Top-level state keys to set."""
     state_deleted: Sequence[str] = ()
+    """Top-level state keys to delete (a key the state does not have is ignored)."""
     events: Sequence[EventRecord] = ()
     """Appended to the run's history, in this order."""
     due: Sequence[DueEntry] = ()
-    """Due instants to set (one per token: a new one replaces the old)."""
+    """Due instants to set (one per token and purpose: a new one replaces the old)."""
     due_cleared: Sequence[str] = ()
     """Token ids whose due entries (every purpose) are dropped; applied before ``due``."""
     due_dropped: Sequence[tuple[str, str]] = ()
@@ -319,69 +353,73 @@ class Commit:
     anchors_released: Sequence[tuple[str, str | None]] = ()
     """(placement, item) node anchors of this run to drop."""
     scatter: Sequence[ScatterItemRecord] = ()
+    """Scatter item records to insert or replace (by run, token and index)."""
     parks: Sequence[ParkRecord] = ()
     """Park records to insert or replace."""
     signal_answers: Sequence[SignalAnswer] = ()
-    """Answers to record; a key that already has one fails the commit with DuplicateSignal."""
+    """Answers to record; a key that already has one (or comes twice) fails the commit with
+    :class:`DuplicateSignal`."""
     expect: Mapping[str, TokenStatus | Expect] = field(default_factory=dict)
     """Token id -> what it must be for the commit to apply (else ``StoreConflict``)."""
 
 
-@dataclass(slots=True)
-class WaitingRun:
-    """A run read together with what ending it from one parked token needs
-    (:meth:`Store.waiting_run`): the signal or deadline that ends a let-go run decides from this
-    alone, then commits with ``Commit.expect`` on the token."""
-
-    run: RunRecord
-    park: ParkRecord | None
-    """The token's open park (None: it has none)."""
-    live: Sequence[TokenRecord]
-    """The run's live tokens (``LIVE_TOKEN_STATUSES``), in creation order."""
-    last_seq: int
-    """The seq of the run's last event (0: it has none)."""
-    state: dict[str, Any]
-    """A copy of the run's state."""
-
-
 class Store(ABC):
     """Where runs live. Every method is a coroutine; implementations must be safe to call from
-    many tasks of one event loop (and, for the database stores, many processes)."""
+    many tasks of one event loop (and, for the database stores, many processes).
+
+    Every store passes :func:`flowtide.testing.check_store`, the behaviour below as checks.
+    Reads give new records and values every time: changing what a read returned (or a record
+    after it was written) changes nothing stored. A value that is not JSON where JSON is kept
+    is refused with :class:`~flowtide.store.jsonvalues.NotJSONError` and nothing is written.
+    """
 
     @abstractmethod
     async def create_run(
         self, run: RunRecord, state: Mapping[str, Any], commit: Commit | None = None
     ) -> Sequence[EventRecord]:
-        """Insert a new run with its initial state, and apply ``commit`` with it."""
+        """Insert a new run with its initial state, and apply ``commit`` (a commit of this run)
+        with it, all or nothing; returns the commit's events as :meth:`commit` does. A run id
+        that exists already raises :class:`StoreError`."""
 
     @abstractmethod
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
-        """Apply one step atomically; returns its events with their ``seq`` filled in."""
+        """Apply one step, all or nothing; returns its events with their ``seq`` filled in.
+
+        Nothing is applied when the run is unknown (:class:`UnknownRunError`), an expectation
+        does not hold (:class:`StoreConflict`), a signal key is answered already
+        (:class:`DuplicateSignal`) or a value is not JSON. Otherwise, in this order: the run
+        record, tokens, state keys set then deleted, events (numbered on from the run's last
+        ``seq``), due entries cleared by token, dropped by purpose, then set, node anchors stored
+        then released, scatter items, parks and signal answers."""
 
     @abstractmethod
     async def get_run(self, run_id: str) -> RunRecord:
         """The run (raises :class:`UnknownRunError`)."""
 
     @abstractmethod
-    async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]: ...
+    async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
+        """Every run, or those whose lifecycle is ``lifecycle`` (in no promised order)."""
 
     @abstractmethod
     async def get_state(self, run_id: str) -> dict[str, Any]:
-        """A copy of the run's state."""
+        """A copy of the run's state (raises :class:`UnknownRunError`)."""
 
     @abstractmethod
     async def tokens(
         self, run_id: str, statuses: Sequence[TokenStatus] | None = None
     ) -> Sequence[TokenRecord]:
-        """The run's tokens (optionally only those in ``statuses``), in creation order."""
+        """The run's tokens (optionally only those in ``statuses``), in the order they were
+        first written (raises :class:`UnknownRunError`)."""
 
     @abstractmethod
     async def history(self, run_id: str, after: int = 0) -> Sequence[EventRecord]:
-        """The run's events with ``seq > after``, in order."""
+        """The run's events with ``seq > after``, in order: a run's events are numbered 1, 2,
+        3, ... as they are committed (raises :class:`UnknownRunError`)."""
 
     @abstractmethod
     async def token(self, run_id: str, token_id: str) -> TokenRecord | None:
-        """One token of a run (None if the run has no such token)."""
+        """One token of a run (None if the run has no such token; raises
+        :class:`UnknownRunError`)."""
 
     @abstractmethod
     async def next_due(self) -> datetime | None:
@@ -389,7 +427,9 @@ class Store(ABC):
 
     @abstractmethod
     async def claim_due(self, now: datetime, limit: int = 100) -> Sequence[DueEntry]:
-        """Remove and return up to ``limit`` due entries with ``when <= now``, earliest first."""
+        """Remove and return up to ``limit`` due entries with ``when <= now``, earliest first;
+        entries of one instant in the order they were set (a commit's in its order). An entry
+        is claimed once, whoever claims it."""
 
     @abstractmethod
     async def node_anchor(self, run_id: str, placement: str, item: str | None) -> datetime | None:
@@ -408,8 +448,9 @@ class Store(ABC):
         placement: str | None = None,
         open_only: bool = False,
     ) -> Sequence[ParkRecord]:
-        """Park records matching every given filter, oldest first (at least one of ``run_id``
-        and ``key`` is required; ``open_only``: only those still parked)."""
+        """Park records matching every given filter, in the order they were first written (at
+        least one of ``run_id`` and ``key`` is required, else :class:`StoreError`;
+        ``open_only``: only those still parked)."""
 
     @abstractmethod
     async def signal_answer(self, key: str) -> SignalAnswer | None:
@@ -418,16 +459,3 @@ class Store(ABC):
     @abstractmethod
     async def scatter_items(self, run_id: str, token_id: str) -> Sequence[ScatterItemRecord]:
         """The recorded items of one scatter visit (its token), by index."""
-
-    async def waiting_run(self, run_id: str, token_id: str) -> WaitingRun:
-        """The run (raises :class:`UnknownRunError`), the open park of its token ``token_id``,
-        its live tokens, the seq of its last event and a copy of its state, read together: one
-        call (one query, for a database store) for each signal or deadline that ends a let-go
-        run. This default composes the other reads; a store may answer it more directly."""
-        run = await self.get_run(run_id)
-        parks = await self.parks(run_id=run_id, open_only=True)
-        park = next((p for p in parks if p.token_id == token_id), None)
-        live = await self.tokens(run_id, LIVE_TOKEN_STATUSES)
-        history = await self.history(run_id)
-        last_seq = history[-1].seq if history else 0
-        return WaitingRun(run, park, live, last_seq, await self.get_state(run_id))

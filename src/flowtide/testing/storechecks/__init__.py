@@ -1,0 +1,63 @@
+"""The checks every store must pass, by topic; :data:`CHECKS` lists them in the order they run."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from flowtide.store.base import Store
+from flowtide.testing.storechecks.commits import (
+    a_commit_applies_every_part,
+    a_refused_commit_applies_nothing,
+    compare_and_set_conflicts,
+    create_run_is_all_or_nothing,
+    duplicate_signal_keys,
+    history_is_numbered_per_run,
+    runs_are_listed_by_lifecycle,
+    state_keys_are_set_and_deleted,
+    unknown_runs,
+)
+from flowtide.testing.storechecks.due import (
+    due_entries_are_claimed_earliest_first,
+    due_entries_are_claimed_once,
+    due_entries_are_one_per_token_and_purpose,
+)
+from flowtide.testing.storechecks.parking import (
+    node_anchors_are_stored_and_released,
+    parks_are_found_by_filters_in_order,
+)
+from flowtide.testing.storechecks.records import (
+    checkpoints_round_trip,
+    json_values_round_trip,
+    records_are_copies,
+    scatter_items_are_kept_by_index,
+    tokens_are_filtered_by_status,
+    values_that_are_not_json_are_refused,
+)
+
+__all__ = ["CHECKS", "StoreCheck"]
+
+StoreCheck = Callable[[Store], Awaitable[None]]
+"""One check: given a fresh, empty store, it returns, or raises ``AssertionError`` saying why."""
+
+CHECKS: tuple[StoreCheck, ...] = (
+    a_commit_applies_every_part,
+    a_refused_commit_applies_nothing,
+    create_run_is_all_or_nothing,
+    compare_and_set_conflicts,
+    duplicate_signal_keys,
+    unknown_runs,
+    state_keys_are_set_and_deleted,
+    history_is_numbered_per_run,
+    runs_are_listed_by_lifecycle,
+    due_entries_are_claimed_earliest_first,
+    due_entries_are_claimed_once,
+    due_entries_are_one_per_token_and_purpose,
+    node_anchors_are_stored_and_released,
+    parks_are_found_by_filters_in_order,
+    tokens_are_filtered_by_status,
+    scatter_items_are_kept_by_index,
+    checkpoints_round_trip,
+    json_values_round_trip,
+    values_that_are_not_json_are_refused,
+    records_are_copies,
+)
