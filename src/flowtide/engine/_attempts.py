@@ -36,6 +36,7 @@ from flowtide.store.base import (
     Commit,
     TokenRecord,
 )
+from flowtide.store.jsonvalues import NotJSONError, check_json
 
 
 @dataclass(slots=True)
@@ -184,7 +185,12 @@ class Attempts(RunCore):
             return Attempt("error", error=error, deadline=deadline)
         try:
             name, update, park = self.interpret(impl, placement, value, state)
-        except UndeclaredOutputError as exc:
+            # What a step commits is JSON on every store: refused here, at the node that made it.
+            check_json(state, "state")
+            check_json(dict(update), "update")
+            if park is not None:
+                check_json(park.payload, "park payload")
+        except (UndeclaredOutputError, NotJSONError) as exc:
             return Attempt("error", error=exc)
         if park is not None:
             if not parkable:
