@@ -4,6 +4,7 @@ step, named, and nothing of that step is committed."""
 from __future__ import annotations
 
 from flowtide.authoring import FlowBuilder, node
+from flowtide.authoring.nodes import NodeImplementation
 from flowtide.engine import Lifecycle, NodeContext, Output, Park
 from flowtide.model import Flow
 from tests.engine.engine_helpers import running
@@ -31,7 +32,7 @@ async def parks_with_a_set(ctx: NodeContext) -> Park:
     return Park(payload={"ids": {1, 2}})
 
 
-def flow(second: object) -> Flow:
+def flow(second: NodeImplementation) -> Flow:
     return (
         FlowBuilder("urn:test:flow:json-state")
         .task("first", fine, {"next": "second"})
