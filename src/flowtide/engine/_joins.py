@@ -145,15 +145,16 @@ class Joins(Routing):
                 self.event(t, TokenCancelled(reason=CancelReason.JOIN_LOSER.value, join=p.id))
             )
         came = group.arrived
+        # Read before the joined token leaves the split (else its own branch reads as -1).
+        fired = JoinFired(
+            output=output, arrived=len(came), branches=arrived_branches(came, group.split)
+        )
         first = arrived[0]
         for t in arrived[1:]:
             t.status = S.DONE
             self.tokens.pop(t.id, None)
         cont = first
         cont.lineage = tuple(f for f in cont.lineage if f[0] != group.split)
-        fired = JoinFired(
-            output=output, arrived=len(came), branches=arrived_branches(came, group.split)
-        )
         nxt = await self.route(
             cont,
             p,
