@@ -15,6 +15,7 @@ from flowtide.engine.deadlines import (
     resolve_window,
     timer_due,
 )
+from flowtide.engine.event_types import NodeStarted, event_record
 from flowtide.model.placements import (
     TIMEOUT_OUTPUT,
     AnyPlacement,
@@ -52,14 +53,13 @@ class Arming(Attempts):
             anchors, due = self.arm(token, placement, settings, now)
             deadline = token.deadline
             when = isoformat(deadline) if deadline is not None else None
-        started = EventRecord(
-            "node_started",
+        started = event_record(
+            NodeStarted(visit=token.visit, kind="task", deadline=when, node=impl.id),
             self.run.id,
             now,
-            placement,
-            token.attempt,
-            token.id,
-            {"visit": token.visit, "node": impl.id, "deadline": when},
+            placement=placement,
+            attempt=token.attempt,
+            token_id=token.id,
         )
         return started, anchors, due
 

@@ -23,7 +23,7 @@ from flowtide.engine.errors import (
     EngineError,
     UndeclaredOutputError,
 )
-from flowtide.engine.events import EventKind
+from flowtide.engine.event_types import ProcessStarted
 from flowtide.engine.output import Output, Park
 from flowtide.engine.process import run_in_process
 from flowtide.engine.reducers import copy_state
@@ -130,10 +130,9 @@ class Attempts(RunCore):
                                             self.run.id,
                                             events=[
                                                 self.event(
-                                                    EventKind.PROCESS_STARTED,
                                                     token,
+                                                    ProcessStarted(pid=pid),
                                                     placement=placement,
-                                                    data={"pid": pid},
                                                 )
                                             ],
                                         )

@@ -21,7 +21,7 @@ from flowtide.engine._commit import commit_step
 from flowtide.engine._host import RunHost
 from flowtide.engine._records import JoinGroup, RunEnd
 from flowtide.engine.errors import StoreUnavailableError
-from flowtide.engine.events import EventKind
+from flowtide.engine.event_types import EventPayload, event_record
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import StateMerger
@@ -44,7 +44,6 @@ log = logging.getLogger("flowtide.engine")
 PARKED_LIFECYCLE = Lifecycle.PARKED.value
 AT_NODE = frozenset({S.RUNNING, S.PARKED, S.WAITING})
 """Statuses of a token that is still at its placement (escalation timers may fire)."""
-KIND_NAMES = {k: k.value for k in EventKind}
 COMPUTE: Any = object()
 """A deadline not resolved by the caller: the attempt resolves it."""
 
@@ -128,20 +127,20 @@ class RunCore(ABC):
 
     def event(
         self,
-        kind: EventKind,
-        token: TokenRecord | None = None,
+        token: TokenRecord | None,
+        payload: EventPayload,
+        *,
         placement: str | None = None,
-        data: dict[str, Any] | None = None,
         attempt: int | None = None,
     ) -> EventRecord:
-        return EventRecord(
-            KIND_NAMES[kind],
+        """The event ``payload`` of ``token`` (its placement and attempt unless given), now."""
+        return event_record(
+            payload,
             self.run.id,
             self.clock.now(),
-            placement if placement is not None else (token.placement if token else None),
-            attempt if attempt is not None else (token.attempt if token else None),
-            token.id if token else None,
-            data if data is not None else {},
+            placement=placement if placement is not None else (token.placement if token else None),
+            attempt=attempt if attempt is not None else (token.attempt if token else None),
+            token_id=token.id if token else None,
         )
 
     def last_seq(self) -> int:

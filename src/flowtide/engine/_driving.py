@@ -16,7 +16,12 @@ from flowtide.engine.errors import (
     DrainedWithoutTerminal,
     StoreUnavailableError,
 )
-from flowtide.engine.events import EventKind
+from flowtide.engine.event_types import (
+    NodeStarted,
+    RunStarted,
+    RunWarning,
+    TokenCancelled,
+)
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.scatter import ScatterRun
@@ -64,12 +69,12 @@ class Driving(Subflows):
             first: list[TokenRecord] = []
             events = [
                 self.event(
-                    EventKind.RUN_STARTED,
-                    data={
-                        "flow": self.flow.id,
-                        "version": self.flow.version,
-                        "deadline": isoformat(self.run.deadline) if self.run.deadline else None,
-                    },
+                    None,
+                    RunStarted(
+                        flow=self.flow.id,
+                        version=self.flow.version,
+                        deadline=isoformat(self.run.deadline) if self.run.deadline else None,
+                    ),
                 )
             ]
             anchors: list[NodeAnchor] = []
@@ -271,10 +276,7 @@ class Driving(Subflows):
                 t.status = S.CANCELLED
                 t.epoch += 1
                 self.close_park(t, ParkStatus.CANCELLED, why)
-            events = [
-                self.event(EventKind.TOKEN_CANCELLED, t, data={"reason": "run_ended"})
-                for t in leftovers
-            ]
+            events = [self.event(t, TokenCancelled(reason="run_ended")) for t in leftovers]
             released = list(self.anchors)
             self.anchors.clear()
             if leftovers or released or self.closing_parks:
@@ -297,9 +299,7 @@ class Driving(Subflows):
                             Commit(
                                 self.run.id,
                                 events=[
-                                    self.event(
-                                        EventKind.WARNING, placement=phase.id, data={"message": msg}
-                                    )
+                                    self.event(None, RunWarning(message=msg), placement=phase.id)
                                 ],
                             )
                         )
@@ -383,8 +383,12 @@ class Driving(Subflows):
     async def at_scatter(self, token: TokenRecord, p: Scatter) -> TokenRecord | None:
 
         token.status = S.RUNNING
+        body = self.plan.impls[p.id].id if p.body.node is not None else None
         started = self.event(
-            EventKind.NODE_STARTED, token, data={"visit": token.visit, "scatter": True}
+            token,
+            NodeStarted(
+                visit=token.visit, kind="scatter", deadline=None, node=body, subflow=p.body.flow
+            ),
         )
         if not await self.commit(
             Commit(self.run.id, tokens=[token], events=[started]), unless_ended=True
@@ -395,13 +399,12 @@ class Driving(Subflows):
         output, update = await runner.run(base)
         if output is None or self.end is not None or token.status is S.CANCELLED:
             return None
-        ev = self.event(EventKind.NODE_FINISHED, token, data={"output": output, **runner.summary()})
         self.last_placements = [p.id]
         return await self.route(
             token,
             p,
             output,
-            event=ev,
+            event=runner.finished(output),
             update=lambda: self.merger.apply(self.state, base, {}, [], update),
         )
 

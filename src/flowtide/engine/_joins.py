@@ -5,11 +5,10 @@ join cancels the losers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from flowtide.engine._records import JoinGroup, arrived_branches, first_branch
 from flowtide.engine._routing import Routing
-from flowtide.engine.events import EventKind
+from flowtide.engine.event_types import JoinArrived, JoinFired, TokenCancelled
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
     Join,
@@ -30,9 +29,9 @@ class Joins(Routing):
 
     async def at_join(self, token: TokenRecord, p: Join) -> TokenRecord | None:
         if not token.lineage:
-            ev = self.event(EventKind.JOIN_FIRED, token, data={"output": "success", "arrived": 1})
-            return await self.route(token, p, "success", event=ev)
-        ev = self.event(EventKind.JOIN_ARRIVED, token, data=self.arrive(token, p.id))
+            alone = JoinFired(output="success", arrived=1, branches=[])
+            return await self.route(token, p, "success", event=alone)
+        ev = self.event(token, self.arrive(token, p.id))
         if not await self.commit(
             Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
         ):
@@ -40,9 +39,9 @@ class Joins(Routing):
         await self.evaluate_joins()
         return None
 
-    def arrive(self, token: TokenRecord, join: str) -> dict[str, Any]:
+    def arrive(self, token: TokenRecord, join: str) -> JoinArrived:
         """Count ``token`` (with a lineage) as arrived at ``join`` in its innermost split's group;
-        returns the ``join_arrived`` event's data."""
+        returns the ``join_arrived`` event's payload."""
         split, branch, count = token.lineage[-1]
         group = self.joins.get((join, split))
         if group is None:
@@ -50,7 +49,7 @@ class Joins(Routing):
         token.status = S.ARRIVED
         group.arrived.append(token)
         group.branches.add(branch)
-        return {"branch": branch, "split": split}
+        return JoinArrived(split=split, branch=branch)
 
     def expect_joins(
         self,
@@ -143,33 +142,24 @@ class Joins(Routing):
         for t in losers:
             self.kill(t, CancelReason.JOIN_LOSER)
             extra_events.append(
-                self.event(
-                    EventKind.TOKEN_CANCELLED,
-                    t,
-                    data={"reason": CancelReason.JOIN_LOSER.value, "join": p.id},
-                )
+                self.event(t, TokenCancelled(reason=CancelReason.JOIN_LOSER.value, join=p.id))
             )
         came = group.arrived
+        # Read before the joined token leaves the split (else its own branch reads as -1).
+        fired = JoinFired(
+            output=output, arrived=len(came), branches=arrived_branches(came, group.split)
+        )
         first = arrived[0]
         for t in arrived[1:]:
             t.status = S.DONE
             self.tokens.pop(t.id, None)
         cont = first
         cont.lineage = tuple(f for f in cont.lineage if f[0] != group.split)
-        ev = self.event(
-            EventKind.JOIN_FIRED,
-            cont,
-            data={
-                "output": output,
-                "arrived": len(came),
-                "branches": arrived_branches(came, group.split),
-            },
-        )
         nxt = await self.route(
             cont,
             p,
             output,
-            event=ev,
+            event=fired,
             extra=[*arrived[1:], *losers],
             extra_events=extra_events,
             due_cleared=[t.id for t in losers],

@@ -9,13 +9,13 @@ from typing import Any
 
 from flowtide.engine._attempts import Attempt
 from flowtide.engine._core import AT_NODE
-from flowtide.engine._records import end_reason
-from flowtide.engine._signals import invalid_output, refusal, signal_answer, signalled_data
+from flowtide.engine._records import end_reason, escalation
+from flowtide.engine._signals import invalid_output, refusal, signal_answer
 from flowtide.engine._tasks import Tasks
 from flowtide.engine.errors import (
     UnroutedOutputError,
 )
-from flowtide.engine.events import EventKind
+from flowtide.engine.event_types import Signalled, moving_to
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import ErrorInfo
 from flowtide.engine.scope import CancelReason
@@ -68,10 +68,8 @@ class Parking(Tasks):
         self.expect[token.id] = Expect(S.PARKED, epoch, alive_at=now)
         answer = signal_answer(park, output, now, idempotency_key)
         answers = [SignalAnswer(idempotency_key, self.run.id, answer)] if idempotency_key else []
-        ev = self.event(
-            EventKind.SIGNALLED,
-            token,
-            data=signalled_data(park, output, payload, idempotency_key),
+        signalled = Signalled(
+            output=output, idempotency_key=idempotency_key, keys=sorted(payload), park=park.id
         )
         base = dict(self.state)
 
@@ -82,7 +80,9 @@ class Parking(Tasks):
             if output is not None:
                 self.last_placements = [p.id]
                 self.route_ok = False
-                nxt = await self.route(token, p, output, event=ev, update=update, answers=answers)
+                nxt = await self.route(
+                    token, p, output, event=signalled, update=update, answers=answers
+                )
                 if nxt is not None:
                     self.spawn(nxt)
                 if self.route_ok:
@@ -95,7 +95,7 @@ class Parking(Tasks):
                     Commit(
                         self.run.id,
                         tokens=[token],
-                        events=[ev],
+                        events=[self.event(token, signalled)],
                         due_dropped=[(token.id, "timeout")],
                         signal_answers=answers,
                     ),
@@ -203,30 +203,27 @@ class Parking(Tasks):
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.INTERRUPTED, f"timer:{timer.output}")
             self.expect[token.id] = Expect(was, token.epoch)
-            ev = self.event(
-                EventKind.TIMER_FIRED,
-                token,
-                data={"purpose": "timer", **info, "interrupting": True},
-            )
+            fired = escalation(info, interrupting=True)
 
             async def move() -> None:
                 self.last_placements = [p.id]
-                nxt = await self.route(token, p, timer.output, event=ev)
+                nxt = await self.route(token, p, timer.output, event=fired)
                 if nxt is not None:
                     self.spawn(nxt)
 
             self.spawn_aux(move())
             return
         self.expect[token.id] = Expect(token.status, token.epoch)
-        ev = self.event(
-            EventKind.TIMER_FIRED, token, data={"purpose": "timer", **info, "interrupting": False}
-        )
+        side = escalation(info, interrupting=False)
+        targets = p.route_map().get(timer.output)
+        ev = self.event(token, moving_to(side, targets) if targets else side)
         self.spawn_aux(self.side_tokens(token, p, timer.output, ev))
 
     async def side_tokens(
         self, token: TokenRecord, p: AnyPlacement, output: str, ev: EventRecord
     ) -> None:
-        """A non-interrupting timer: new tokens start on ``output``; ``token`` stays."""
+        """A non-interrupting timer: new tokens start on ``output``; ``token`` stays. (``ev``,
+        its ``timer_fired``, already says where they go.)"""
         targets = p.route_map().get(output)
         if not targets:
             err = UnroutedOutputError(p.id, output, list(p.route_map()))
@@ -234,7 +231,6 @@ class Parking(Tasks):
             self.request_end(Lifecycle.FAILED, [ErrorInfo.of(err, p.id)])
             return
         new = [self.new_token(t, token.lineage) for t in targets]
-        ev.data["to"] = list(targets)
         ok = await self.commit(
             Commit(self.run.id, tokens=[token, *new], events=[ev]), unless_ended=True, token=token
         )

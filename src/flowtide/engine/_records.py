@@ -4,12 +4,19 @@ moves.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import isoformat
+from flowtide.engine.event_types import (
+    NodeTimedOut,
+    RunFinished,
+    TerminalReached,
+    TimerFired,
+    event_record,
+)
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult, run_result
 from flowtide.model.placements import (
@@ -47,9 +54,25 @@ class JoinGroup:
     """The lineage of the token that split (what a token leaving by ``empty`` carries)."""
 
 
-def timed_out_data(budget: timedelta, deadline: datetime, routed: bool) -> dict[str, Any]:
-    """The data of a ``node_timed_out`` event (a move adds ``to``)."""
-    return {"budget": budget.total_seconds(), "deadline": isoformat(deadline), "routed": routed}
+def timed_out(budget: timedelta, deadline: datetime | None, routed: bool) -> NodeTimedOut:
+    """The payload of a ``node_timed_out`` event (a move adds ``to``)."""
+    return NodeTimedOut(
+        budget=budget.total_seconds(),
+        deadline=isoformat(deadline) if deadline is not None else None,
+        routed=routed,
+    )
+
+
+def escalation(timer: Mapping[str, Any], interrupting: bool) -> TimerFired:
+    """The payload of an escalation timer's ``timer_fired`` (``timer``: its output, index and
+    anchor, as kept on the token)."""
+    return TimerFired(
+        purpose="timer",
+        output=timer["output"],
+        index=timer["index"],
+        anchor=timer["anchor"],
+        interrupting=interrupting,
+    )
 
 
 def move_token(token: TokenRecord, target: str, visit: int) -> None:
@@ -66,8 +89,13 @@ def move_token(token: TokenRecord, target: str, visit: int) -> None:
 
 def terminal_event(run_id: str, at: datetime, token: TokenRecord, q: Terminal) -> EventRecord:
     """``terminal_reached`` for ``token``, which has moved to ``q``."""
-    return EventRecord(
-        "terminal_reached", run_id, at, q.id, token.attempt, token.id, {"outcome": q.outcome}
+    return event_record(
+        TerminalReached(outcome=q.outcome),
+        run_id,
+        at,
+        placement=q.id,
+        attempt=token.attempt,
+        token_id=token.id,
     )
 
 
@@ -106,18 +134,14 @@ def finish(run: RunRecord, result: RunResult, now: datetime) -> EventRecord:
     run.finished_at = now
     run.outcome = result.outcome
     run.result = result.to_dict()
-    return EventRecord(
-        "run_finished",
+    return event_record(
+        RunFinished(
+            lifecycle=result.lifecycle._value_,
+            outcome=result.outcome,
+            errors=[e.to_dict() for e in result.errors],
+        ),
         run.id,
         now,
-        None,
-        None,
-        None,
-        {
-            "lifecycle": result.lifecycle._value_,
-            "outcome": result.outcome,
-            "errors": [e.to_dict() for e in result.errors],
-        },
     )
 
 

@@ -12,6 +12,7 @@ from flowtide.engine._records import move_token, terminal_event
 from flowtide.engine.errors import (
     UnroutedOutputError,
 )
+from flowtide.engine.event_types import Moving, moving_to
 from flowtide.model.placements import (
     AnyPlacement,
     Terminal,
@@ -38,7 +39,7 @@ class Routing(Arming):
         p: AnyPlacement,
         output: str,
         *,
-        event: EventRecord,
+        event: Moving,
         update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
         extra: Sequence[TokenRecord] = (),
         extra_events: Sequence[EventRecord] = (),
@@ -47,6 +48,7 @@ class Routing(Arming):
     ) -> TokenRecord | None:
         """Move ``token`` along ``output`` (a split makes new tokens), committing it all: the
         first moved token is returned to go on with and the others get tasks of their own.
+        ``event`` is recorded for the token as it is before the move, with where it went.
 
         The token's due entries (park deadline, timers, backoff) are dropped, its open park is
         closed (as moved on, unless the caller closed it already), and node anchors are released
@@ -56,9 +58,13 @@ class Routing(Arming):
         targets = p.route_map().get(output)
         if not targets:
             err = UnroutedOutputError(p.id, output, list(p.route_map()))
-            await self.commit(Commit(self.run.id, events=[event, *extra_events]), unless_ended=True)
+            unrouted = self.event(token, event)
+            await self.commit(
+                Commit(self.run.id, events=[unrouted, *extra_events]), unless_ended=True
+            )
             self.fail_token(token, err)
             return None
+        moving = self.event(token, moving_to(event, targets))
         if token.data or token.id in self.parks:
             due_cleared = [*due_cleared, token.id]
             self.close_park(token, ParkStatus.SIGNALLED, "moved")
@@ -76,8 +82,7 @@ class Routing(Arming):
             self.tokens.pop(token.id, None)
             self.expect_joins(split, n, token.lineage, targets)
             moved = self.split_tokens(token, targets, split)
-        event.data["to"] = list(targets)
-        events = [event, *extra_events]
+        events = [moving, *extra_events]
         anchors: list[NodeAnchor] = []
         due: list[DueEntry] = []
         prestarted: list[str] = []

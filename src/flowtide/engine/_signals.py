@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -110,16 +109,4 @@ def signal_answer(
         "at": isoformat(now),
         "park": park.id,
         "idempotency_key": idempotency_key,
-    }
-
-
-def signalled_data(
-    park: ParkRecord, output: str | None, payload: Mapping[str, Any], idempotency_key: str | None
-) -> dict[str, Any]:
-    """The data of a ``signalled`` event (a move adds ``to``)."""
-    return {
-        "output": output,
-        "idempotency_key": idempotency_key,
-        "keys": sorted(payload),
-        "park": park.id,
     }

@@ -7,9 +7,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from flowtide.clock import isoformat
 from flowtide.engine._attempts import Attempt
 from flowtide.engine._core import COMPUTE
 from flowtide.engine._parking import Parking
+from flowtide.engine._records import timed_out
 from flowtide.engine.deadlines import (
     attempt_deadline,
 )
@@ -19,7 +21,14 @@ from flowtide.engine.errors import (
     RecursionDepthError,
     SubflowFailedError,
 )
-from flowtide.engine.events import EventKind
+from flowtide.engine.event_types import (
+    NodeFailed,
+    NodeFinished,
+    NodeStarted,
+    SubflowFinished,
+    SubflowStarted,
+    error_data,
+)
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.reducers import copy_state
@@ -47,8 +56,9 @@ class Subflows(Parking):
         token.status = S.RUNNING
         self.starting.add(token.id)
         anchors, due = self.arm(token, p.id, settings, self.clock.now())
+        deadline = isoformat(token.deadline) if token.deadline is not None else None
         started = self.event(
-            EventKind.NODE_STARTED, token, data={"visit": token.visit, "subflow": p.flow}
+            token, NodeStarted(visit=token.visit, kind="subflow", deadline=deadline, subflow=p.flow)
         )
         if not await self.commit(
             Commit(self.run.id, tokens=[token], events=[started], anchors=anchors, due=due),
@@ -69,18 +79,15 @@ class Subflows(Parking):
         )
         if attempt.kind != "ok" or result is None:
             return await self.after_attempt(token, p, p.flow, settings, base, attempt)
-        fin = self.event(
-            EventKind.SUBFLOW_FINISHED,
-            token,
-            data={
-                "child": result.run_id,
-                "lifecycle": result.lifecycle.value,
-                "outcome": result.outcome,
-            },
+        completed = result.lifecycle is Lifecycle.COMPLETED
+        fin = SubflowFinished(
+            child=result.run_id,
+            lifecycle=result.lifecycle.value,
+            outcome=result.outcome,
+            output="success" if completed else "error",
         )
-        if result.lifecycle is Lifecycle.COMPLETED:
+        if completed:
             update = map_output(result.state, p.output, self.state)
-            fin.data["output"] = "success"
             self.last_placements = [p.id]
             return await self.route(
                 token,
@@ -89,11 +96,10 @@ class Subflows(Parking):
                 event=fin,
                 update=lambda: self.merger.apply(self.state, base, {}, [], update),
             )
-        fin.data["output"] = "error"
         if "error" in p.route_map():
             self.last_placements = [p.id]
             return await self.route(token, p, "error", event=fin)
-        await self.commit(Commit(self.run.id, events=[fin]), unless_ended=True)
+        await self.commit(Commit(self.run.id, events=[self.event(token, fin)]), unless_ended=True)
         message = result.errors[0].message if result.errors else result.lifecycle.value
         own = SubflowFailedError(p.id, result.run_id, result.lifecycle.value, message)
         token.status = S.FAILED
@@ -137,11 +143,7 @@ class Subflows(Parking):
                 await self.commit(
                     Commit(
                         self.run.id,
-                        events=[
-                            self.event(
-                                EventKind.SUBFLOW_STARTED, token, data={"child": child.run.id}
-                            )
-                        ],
+                        events=[self.event(token, SubflowStarted(child=child.run.id))],
                     ),
                     unless_ended=True,
                 )
@@ -179,9 +181,14 @@ class Subflows(Parking):
                 tokens=[token],
                 events=[
                     self.event(
-                        EventKind.NODE_STARTED,
                         token,
-                        data={"visit": token.visit, "phase": phase.phase.value, "node": impl.id},
+                        NodeStarted(
+                            visit=token.visit,
+                            kind="phase",
+                            deadline=isoformat(token.deadline) if token.deadline else None,
+                            node=impl.id,
+                            phase=phase.phase.value,
+                        ),
                     )
                 ],
             )
@@ -200,6 +207,7 @@ class Subflows(Parking):
         )
         token.status = S.DONE
         if attempt.kind == "ok":
+            assert attempt.output is not None
             written, removed = self.state_update(base, attempt)
             await self.commit(
                 Commit(
@@ -207,9 +215,7 @@ class Subflows(Parking):
                     tokens=[token],
                     state=written or None,
                     state_deleted=removed,
-                    events=[
-                        self.event(EventKind.NODE_FINISHED, token, data={"output": attempt.output})
-                    ],
+                    events=[self.event(token, NodeFinished(output=attempt.output))],
                 )
             )
             return None
@@ -219,19 +225,11 @@ class Subflows(Parking):
         if attempt.kind == "timeout":
             assert settings.timeout is not None
             exc: BaseException = NodeTimeoutError(impl.id, phase.id, settings.timeout)
-            ev = self.event(
-                EventKind.NODE_TIMED_OUT,
-                token,
-                data={"budget": settings.timeout.total_seconds(), "routed": False},
-            )
+            ev = self.event(token, timed_out(settings.timeout, attempt.deadline, routed=False))
         else:
             assert attempt.error is not None
             exc = attempt.error
-            ev = self.event(
-                EventKind.NODE_FAILED,
-                token,
-                data={"error": {"type": type(exc).__name__, "message": str(exc)}},
-            )
+            ev = self.event(token, NodeFailed(error=error_data(exc)))
         await self.commit(Commit(self.run.id, tokens=[token], events=[ev]))
         if post:
             return ErrorInfo.of(exc, phase.id)

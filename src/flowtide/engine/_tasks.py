@@ -12,13 +12,22 @@ from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import isoformat
 from flowtide.engine._attempts import Attempt
 from flowtide.engine._joins import Joins
-from flowtide.engine._records import timed_out_data
+from flowtide.engine._records import escalation, timed_out
 from flowtide.engine.errors import (
     FailedTerminalError,
     NodeTimeoutError,
     UndeclaredOutputError,
 )
-from flowtide.engine.events import EventKind
+from flowtide.engine.event_types import (
+    NodeFailed,
+    NodeFinished,
+    NodeRetried,
+    Parked,
+    TerminalReached,
+    TimerFired,
+    WaitStarted,
+    error_data,
+)
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import ErrorInfo, InterruptedAt
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
@@ -78,7 +87,7 @@ class Tasks(Joins):
             signal = token.data.pop("signal", None)
             events = []
             if fired == "retry":
-                events.append(self.event(EventKind.TIMER_FIRED, token, data={"purpose": "retry"}))
+                events.append(self.event(token, TimerFired(purpose="retry")))
             started, anchors, due = self.start_attempt(token, p.id, impl, settings)
             events.append(started)
             if not await self.commit(
@@ -119,25 +128,20 @@ class Tasks(Joins):
             interrupt = token.data.pop("interrupt", None)
             c = attempt.cancellation
             if interrupt is not None and c is not None and c.reason is CancelReason.TIMER:
-                ev = self.event(
-                    EventKind.TIMER_FIRED,
-                    token,
-                    data={"purpose": "timer", **interrupt, "interrupting": True},
-                )
                 self.last_placements = [p.id]
-                return await self.route(token, p, interrupt["output"], event=ev)
+                fired = escalation(interrupt, interrupting=True)
+                return await self.route(token, p, interrupt["output"], event=fired)
             return None
         if attempt.kind == "park":
             return await self.park(token, p, node_id, settings, base, attempt)
         if attempt.kind == "ok":
             assert attempt.output is not None
-            ev = self.event(EventKind.NODE_FINISHED, token, data={"output": attempt.output})
             self.last_placements = [p.id]
             return await self.route(
                 token,
                 p,
                 attempt.output,
-                event=ev,
+                event=NodeFinished(output=attempt.output),
                 update=lambda: self.state_update(base, attempt),
             )
         if attempt.kind == "timeout":
@@ -145,20 +149,17 @@ class Tasks(Joins):
             assert budget is not None and attempt.deadline is not None
             timeout_err = NodeTimeoutError(node_id, p.id, budget)
             routed = TIMEOUT_OUTPUT in p.route_map()
-            ev = self.event(
-                EventKind.NODE_TIMED_OUT,
-                token,
-                data=timed_out_data(budget, attempt.deadline, routed),
-            )
+            late = timed_out(budget, attempt.deadline, routed)
             if self.retry_allowed(token, settings, timeout_err, explicit_only=True):
-                await self.schedule_retry(token, settings, timeout_err, ev)
+                await self.schedule_retry(token, settings, timeout_err, self.event(token, late))
                 return None
             if routed:
                 self.last_placements = [p.id]
-                return await self.route(token, p, TIMEOUT_OUTPUT, event=ev)
+                return await self.route(token, p, TIMEOUT_OUTPUT, event=late)
             token.status = S.FAILED
             if not await self.commit(
-                Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
+                Commit(self.run.id, tokens=[token], events=[self.event(token, late)]),
+                unless_ended=True,
             ):
                 return None
             self.fail_token(
@@ -167,11 +168,7 @@ class Tasks(Joins):
             return None
         exc = attempt.error
         assert exc is not None
-        ev = self.event(
-            EventKind.NODE_FAILED,
-            token,
-            data={"error": {"type": type(exc).__name__, "message": str(exc)}},
-        )
+        ev = self.event(token, NodeFailed(error=error_data(exc)))
         if not isinstance(exc, UndeclaredOutputError) and self.retry_allowed(token, settings, exc):
             await self.schedule_retry(token, settings, exc, ev)
             return None
@@ -217,13 +214,12 @@ class Tasks(Joins):
             # First in the commit: at the same instant as a timer, the timeout is claimed first.
             due.insert(0, DueEntry(token.deadline, self.run.id, token.id, "timeout"))
         ev = self.event(
-            EventKind.PARKED,
             token,
-            data={
-                "key": request.key,
-                "deadline": isoformat(token.deadline) if token.deadline else None,
-                "park": park.id,
-            },
+            Parked(
+                key=request.key,
+                deadline=isoformat(token.deadline) if token.deadline else None,
+                park=park.id,
+            ),
         )
         self.parks[token.id] = park
         ok = await self.commit(
@@ -273,15 +269,14 @@ class Tasks(Joins):
         token.deadline = None
         token.data = {"purpose": "retry", "backoff": delay.total_seconds()}
         retried = self.event(
-            EventKind.NODE_RETRIED,
             token,
+            NodeRetried(
+                due=isoformat(due),
+                next_attempt=token.attempt,
+                delay=delay.total_seconds(),
+                error=type(exc).__name__,
+            ),
             attempt=failed_attempt,
-            data={
-                "due": isoformat(due),
-                "next_attempt": token.attempt,
-                "delay": delay.total_seconds(),
-                "error": type(exc).__name__,
-            },
         )
         if await self.commit(
             Commit(
@@ -296,9 +291,9 @@ class Tasks(Joins):
 
     async def at_wait(self, token: TokenRecord, p: Wait) -> TokenRecord | None:
         if token.data.get("fired") == "wait":
-            ev = self.event(EventKind.TIMER_FIRED, token, data={"purpose": "wait"})
             self.last_placements = [p.id]
-            return await self.route(token, p, "elapsed", event=ev)
+            fired = TimerFired(purpose="wait", output="elapsed")
+            return await self.route(token, p, "elapsed", event=fired)
         now = self.clock.now()
         due = p.until if p.until is not None else now + (p.duration or (now - now))
         token.status = S.WAITING
@@ -308,7 +303,7 @@ class Tasks(Joins):
             Commit(
                 self.run.id,
                 tokens=[token],
-                events=[self.event(EventKind.WAIT_STARTED, token, data={"due": isoformat(due)})],
+                events=[self.event(token, WaitStarted(due=isoformat(due)))],
                 due=[DueEntry(due, self.run.id, token.id)],
             ),
             unless_ended=True,
@@ -319,7 +314,7 @@ class Tasks(Joins):
     async def at_terminal(self, token: TokenRecord, p: Terminal) -> TokenRecord | None:
         token.status = S.DONE
         self.tokens.pop(token.id, None)
-        ev = self.event(EventKind.TERMINAL_REACHED, token, data={"outcome": p.outcome})
+        ev = self.event(token, TerminalReached(outcome=p.outcome))
         if not await self.commit(
             Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
         ):

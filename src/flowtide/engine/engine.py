@@ -44,7 +44,8 @@ from flowtide.engine.errors import (
     SignalRefused,
     UnknownFlowError,
 )
-from flowtide.engine.events import EventKind, Hook
+from flowtide.engine.event_types import HookFailed, RunWarning, event_record
+from flowtide.engine.events import Hook
 from flowtide.engine.explain import Explanation, explain_token
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
@@ -737,17 +738,16 @@ class Engine:
     async def _defer(self, entry: DueEntry, why: Exception) -> None:
         """Put a due entry this engine cannot fire back, :data:`DEFER_UNFIREABLE` later."""
         later = self.clock.now() + DEFER_UNFIREABLE
-        warning = EventRecord(
-            EventKind.WARNING.value,
+        warning = event_record(
+            RunWarning(
+                message=f"cannot fire a due {entry.purpose or 'wait'} here: {why}; "
+                f"retrying at {isoformat(later)}",
+                purpose=entry.purpose,
+                due=isoformat(entry.when),
+            ),
             entry.run_id,
             self.clock.now(),
             token_id=entry.token_id,
-            data={
-                "message": f"cannot fire a due {entry.purpose or 'wait'} here: {why}; "
-                f"retrying at {isoformat(later)}",
-                "purpose": entry.purpose,
-                "due": isoformat(entry.when),
-            },
         )
         deferred = DueEntry(later, entry.run_id, entry.token_id, entry.purpose)
         await commit_step(
@@ -795,18 +795,17 @@ class Engine:
 
     async def _hook_failed(self, hook: Hook, event: EventRecord, exc: Exception) -> None:
         """Record a hook's failure in the run's history (it is not delivered to hooks)."""
-        failed = EventRecord(
-            EventKind.HOOK_FAILED.value,
+        failed = event_record(
+            HookFailed(
+                hook=getattr(hook, "__qualname__", repr(hook)),
+                event=event.kind,
+                error=f"{type(exc).__name__}: {exc}",
+            ),
             event.run_id,
             self.clock.now(),
-            event.placement,
-            event.attempt,
-            event.token_id,
-            {
-                "hook": getattr(hook, "__qualname__", repr(hook)),
-                "event": event.kind,
-                "error": f"{type(exc).__name__}: {exc}",
-            },
+            placement=event.placement,
+            attempt=event.attempt,
+            token_id=event.token_id,
         )
         await commit_step(self.store, Commit(event.run_id, events=[failed]), self.clock)
 

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from flowtide.engine.deadlines import needs_node_anchor, resolve_window
-from flowtide.engine.events import EventKind
+from flowtide.engine.event_types import NodeFinished, ScatterItemFinished
 from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.reducers import copy_state, resolve_function
 from flowtide.engine.scope import CancelScope
@@ -80,14 +80,16 @@ class ScatterRun:
         self.progress_id = f"{token.id}@{token.visit}"
         """Progress is kept per visit: a scatter re-entered in a loop runs its items again."""
 
-    def summary(self) -> dict[str, Any]:
+    def finished(self, output: str) -> NodeFinished:
+        """The scatter's ``node_finished`` payload: its output and counts."""
         ok = sum(1 for r in self.records.values() if r.status == "done")
-        return {
-            "items": len(self.records),
-            "succeeded": ok,
-            "failed": len(self.records) - ok,
-            "started": self.started,
-        }
+        return NodeFinished(
+            output=output,
+            items=len(self.records),
+            succeeded=ok,
+            failed=len(self.records) - ok,
+            started=self.started,
+        )
 
     async def run(self, base: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
         ex, p = self.ex, self.p
@@ -306,10 +308,9 @@ class ScatterRun:
                 self._stop = True
         self.records[index] = record
         ev = ex.event(
-            EventKind.SCATTER_ITEM_FINISHED,
             self.token,
+            ScatterItemFinished(index=index, output=output, status=record.status),
             placement=p.id,
-            data={"index": index, "output": output, "status": record.status},
         )
         await ex.commit(Commit(ex.run.id, scatter=[record], events=[ev]), unless_ended=True)
 

@@ -1,0 +1,497 @@
+"""The typed payload of each event kind: one frozen dataclass per :class:`EventKind`.
+
+A payload is what an :class:`~flowtide.store.EventRecord` carries in its ``data``: the engine
+builds every event from one (:func:`event_record`), and :func:`payload_of` parses a stored
+record's ``data`` back. Fields are JSON-friendly (text, numbers, booleans, lists, small dicts);
+instants are ISO 8601 text and durations are seconds, as in the stored data.
+
+The stored form (:func:`data_of`) has one key per field, named as the field, except that an
+optional field (one that defaults to ``None``) is left out while it is ``None``: a task's
+``node_finished`` is ``{"output": ..., "to": [...]}`` and gains the scatter counts only for a
+scatter. :func:`payload_of` fills left-out optional fields with ``None``, ignores keys it does
+not know (a record written by a later Flowtide still parses; its ``data`` keeps them) and reads
+the older shapes of ``node_started`` (no ``kind``; ``scatter: true`` for a scatter) and of
+``join_fired`` (no ``branches`` for a token that came from no split).
+
+Hooks keep receiving the :class:`~flowtide.store.EventRecord` itself and call
+:func:`payload_of` when they want the typed payload: the record belongs to the store layer,
+which knows nothing of the engine, and an existing hook keeps working unchanged; a hook that
+only counts kinds pays nothing for parsing it does not use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, Literal, TypedDict, TypeVar, overload
+
+from flowtide.engine.events import EventKind
+from flowtide.store.base import EventRecord
+
+__all__ = [
+    "PAYLOADS",
+    "ErrorData",
+    "EventPayload",
+    "HookFailed",
+    "JoinArrived",
+    "JoinFired",
+    "Moving",
+    "NodeFailed",
+    "NodeFinished",
+    "NodeRetried",
+    "NodeStarted",
+    "NodeTimedOut",
+    "Parked",
+    "ProcessStarted",
+    "RunFinished",
+    "RunStarted",
+    "RunWarning",
+    "ScatterItemFinished",
+    "Signalled",
+    "SubflowFinished",
+    "SubflowStarted",
+    "TerminalReached",
+    "TimerFired",
+    "TokenCancelled",
+    "WaitStarted",
+    "data_of",
+    "error_data",
+    "event_record",
+    "moving_to",
+    "payload_of",
+]
+
+
+class ErrorData(TypedDict):
+    """An exception as an event records it."""
+
+    type: str
+    """The exception's class name."""
+    message: str
+    """``str()`` of the exception."""
+
+
+def error_data(exc: BaseException) -> ErrorData:
+    """``exc`` as an event records it."""
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+class EventPayload:
+    """Base of the payload classes; ``KIND`` is the event kind each one records."""
+
+    __slots__ = ()
+    KIND: ClassVar[EventKind]
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]  # each is a dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(EventPayload):
+    """The run's first event, committed with its first step.
+
+    ``flow`` and ``version``: the flow the run follows; ``deadline``: the run's deadline, if any.
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.RUN_STARTED
+    flow: str
+    version: str
+    deadline: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeStarted(EventPayload):
+    """A placement attempt starts: a task, a scatter, a subflow, or a pre or post phase.
+
+    ``visit``: how many times the run has reached this placement (1 the first time);
+    ``kind``: ``task``, ``scatter``, ``subflow`` or ``phase``; ``deadline``: the attempt's
+    deadline, if any (a scatter has none: its items have their own); ``node``: the node
+    implementation that runs (a task, a phase, a scatter whose body is a node); ``phase``:
+    ``pre`` or ``post`` for a phase; ``subflow``: the child flow of a subflow, or of a scatter
+    whose body is a flow. The attempt number is the record's ``attempt``.
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.NODE_STARTED
+    visit: int
+    kind: Literal["task", "scatter", "subflow", "phase"]
+    deadline: str | None
+    node: str | None = None
+    phase: str | None = None
+    subflow: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessStarted(EventPayload):
+    """A process-isolated node's subprocess runs; ``pid``: its process id."""
+
+    KIND: ClassVar[EventKind] = EventKind.PROCESS_STARTED
+    pid: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeFinished(EventPayload):
+    """An attempt returned an output (a task, a scatter, a phase).
+
+    ``output``: the output taken; ``to``: the placements the token moved to (``None`` for a
+    phase, which does not route, and for an output nothing routes: the run fails). A scatter
+    adds its counts: ``items`` (with a result), ``succeeded``, ``failed``, and ``started`` (items
+    started by this attempt; a resumed scatter does not start its finished items again).
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.NODE_FINISHED
+    output: str
+    to: list[str] | None = None
+    items: int | None = None
+    succeeded: int | None = None
+    failed: int | None = None
+    started: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeFailed(EventPayload):
+    """An attempt raised; ``error``: the exception. A ``node_retried`` follows if it retries."""
+
+    KIND: ClassVar[EventKind] = EventKind.NODE_FAILED
+    error: ErrorData
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeTimedOut(EventPayload):
+    """An attempt, or a park, ran past its deadline.
+
+    ``budget``: the node's timeout in seconds; ``deadline``: the instant it passed (absent
+    from a phase's record written before Flowtide recorded it); ``routed``: whether the
+    placement routes ``timeout`` (else the run fails, unless a retry follows); ``to``: where the
+    token moved by ``timeout``.
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.NODE_TIMED_OUT
+    budget: float
+    routed: bool
+    deadline: str | None = None
+    to: list[str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRetried(EventPayload):
+    """A failed or timed-out attempt will run again (the record's ``attempt`` is the failed one).
+
+    ``due``: the instant of the next attempt; ``next_attempt``: its number; ``delay``: the
+    backoff in seconds; ``error``: the failure's class name. A ``timer_fired`` with purpose
+    ``retry`` follows when the backoff is over.
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.NODE_RETRIED
+    due: str
+    next_attempt: int
+    delay: float
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WaitStarted(EventPayload):
+    """A token waits at a wait placement until ``due``."""
+
+    KIND: ClassVar[EventKind] = EventKind.WAIT_STARTED
+    due: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimerFired(EventPayload):
+    """A due instant came: a wait elapsed, a retry backoff ended, or an escalation timer fired.
+
+    ``purpose``: ``wait``, ``retry`` or ``timer``; ``output``: the output the token takes
+    (``elapsed`` for a wait, the timer's output for a timer, none for a retry); ``to``: where
+    the token (or, for a non-interrupting timer, each new token) moved. For a timer only:
+    ``index`` (its position in the node's timers), ``anchor`` (what its instant counts from)
+    and ``interrupting`` (true: the node stops and its token moves on; false: new tokens start
+    on the output and the node keeps waiting).
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.TIMER_FIRED
+    purpose: Literal["wait", "retry", "timer"]
+    output: str | None = None
+    index: int | None = None
+    anchor: str | None = None
+    interrupting: bool | None = None
+    to: list[str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinArrived(EventPayload):
+    """A branch of ``split`` (its index ``branch``) arrived at a join and waits for the others."""
+
+    KIND: ClassVar[EventKind] = EventKind.JOIN_ARRIVED
+    split: str
+    branch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinFired(EventPayload):
+    """A join fired.
+
+    ``output``: ``success``, ``error`` or ``empty``; ``arrived``: how many branches arrived;
+    ``branches``: the index of each, in arrival order (empty for a token from no split);
+    ``to``: where the joined token moved.
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.JOIN_FIRED
+    output: str
+    arrived: int
+    branches: list[int]
+    to: list[str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScatterItemFinished(EventPayload):
+    """One scatter item finished: ``index`` in the source, the ``output`` it took, and its
+    ``status`` (``done``, or ``failed``: an error or timeout output)."""
+
+    KIND: ClassVar[EventKind] = EventKind.SCATTER_ITEM_FINISHED
+    index: int
+    output: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubflowStarted(EventPayload):
+    """A subflow placement started its child run, ``child`` (its run id)."""
+
+    KIND: ClassVar[EventKind] = EventKind.SUBFLOW_STARTED
+    child: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubflowFinished(EventPayload):
+    """A subflow's child run ended.
+
+    ``child``: its run id; ``lifecycle`` and ``outcome``: how it ended; ``output``: what the
+    placement takes (``success`` or ``error``); ``to``: where the token moved.
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.SUBFLOW_FINISHED
+    child: str
+    lifecycle: str
+    outcome: str | None
+    output: str
+    to: list[str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TerminalReached(EventPayload):
+    """A token reached a terminal; ``outcome``: the terminal's outcome."""
+
+    KIND: ClassVar[EventKind] = EventKind.TERMINAL_REACHED
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenCancelled(EventPayload):
+    """A live token was cancelled.
+
+    ``reason``: ``run_ended`` (the run ended, was cancelled or ran out of time with the token
+    still live) or ``join_loser`` (a ``first`` or ``quorum`` join fired without it); ``join``:
+    that join.
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.TOKEN_CANCELLED
+    reason: str
+    join: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunWarning(EventPayload):
+    """Something went wrong that does not fail the run: a ``post`` phase failed, or the engine
+    could not fire a due instant (its flow is not registered there) and put it back.
+
+    ``message``: what happened; for a due instant put back, ``purpose`` (the due entry's
+    purpose, empty for a wait or backoff) and ``due`` (its instant).
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.WARNING
+    message: str
+    purpose: str | None = None
+    due: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookFailed(EventPayload):
+    """A hook raised on an event (this record is not passed to hooks).
+
+    ``hook``: the hook's qualified name; ``event``: the kind of the event it got; ``error``:
+    ``"<class>: <message>"``.
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.HOOK_FAILED
+    hook: str
+    event: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(EventPayload):
+    """The run's last event.
+
+    ``lifecycle``: how it ended; ``outcome``: the outcome of the first terminal reached, if
+    any; ``errors``: each as :meth:`ErrorInfo.to_dict <flowtide.engine.ErrorInfo.to_dict>`
+    gives it (``type``, ``message``, ``placement``, and ``data`` when there is some).
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.RUN_FINISHED
+    lifecycle: str
+    outcome: str | None
+    errors: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parked(EventPayload):
+    """A node parked its token until a signal, its deadline or an escalation timer.
+
+    ``key``: the correlation key a signal may address it by; ``deadline``: when the park times
+    out, if ever; ``park``: the park's id.
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.PARKED
+    key: str | None
+    deadline: str | None
+    park: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Signalled(EventPayload):
+    """A signal was accepted for park ``park``.
+
+    ``output``: the output the token takes (none: the node runs again, the signal's payload in
+    ``ctx.signal``); ``idempotency_key``: the signal's, if any; ``keys``: the state keys its
+    payload sets; ``to``: where the token moved.
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.SIGNALLED
+    output: str | None
+    idempotency_key: str | None
+    keys: list[str]
+    park: str
+    to: list[str] | None = None
+
+
+Moving = NodeFinished | NodeTimedOut | TimerFired | JoinFired | SubflowFinished | Signalled
+"""The payloads of events that move a token on (they say where, ``to``)."""
+
+PAYLOADS: dict[EventKind, type[EventPayload]] = {
+    cls.KIND: cls
+    for cls in (
+        RunStarted,
+        NodeStarted,
+        ProcessStarted,
+        NodeFinished,
+        NodeFailed,
+        NodeTimedOut,
+        NodeRetried,
+        WaitStarted,
+        TimerFired,
+        JoinArrived,
+        JoinFired,
+        ScatterItemFinished,
+        SubflowStarted,
+        SubflowFinished,
+        TerminalReached,
+        TokenCancelled,
+        RunWarning,
+        HookFailed,
+        RunFinished,
+        Parked,
+        Signalled,
+    )
+}
+"""The payload class of each event kind."""
+
+_FIELDS: dict[type[EventPayload], tuple[tuple[str, bool], ...]] = {
+    cls: tuple((f.name, f.default is None) for f in dataclasses.fields(cls))
+    for cls in PAYLOADS.values()
+}
+"""Each payload class's fields: (name, optional: left out of the stored data while ``None``)."""
+_KIND_NAMES: dict[type[EventPayload], str] = {cls: cls.KIND.value for cls in PAYLOADS.values()}
+
+P = TypeVar("P", bound=EventPayload)
+M = TypeVar("M", bound=Moving)
+
+
+def data_of(payload: EventPayload) -> dict[str, Any]:
+    """The ``data`` of an event record for ``payload`` (optional fields left out while None)."""
+    out: dict[str, Any] = {}
+    for name, optional in _FIELDS[type(payload)]:
+        value = getattr(payload, name)
+        if value is not None or not optional:
+            out[name] = value
+    return out
+
+
+def moving_to(payload: M, to: Sequence[str]) -> M:
+    """``payload`` saying where its token went."""
+    return dataclasses.replace(payload, to=list(to))
+
+
+@overload
+def payload_of(record: EventRecord) -> EventPayload: ...
+@overload
+def payload_of(record: EventRecord, expected: type[P]) -> P: ...
+def payload_of(record: EventRecord, expected: type[EventPayload] | None = None) -> EventPayload:
+    """The typed payload of a stored event ``record``.
+
+    With ``expected`` (a payload class), the record must be of its kind. Raises ``ValueError``
+    for a kind Flowtide does not know, another kind than expected, or a missing field.
+    """
+    try:
+        kind = EventKind(record.kind)
+    except ValueError:
+        raise ValueError(f"unknown event kind {record.kind!r}") from None
+    cls = PAYLOADS[kind]
+    if expected is not None and cls is not expected:
+        raise ValueError(f"a {record.kind!r} event is not a {expected.__name__}")
+    data = _upgraded(kind, record.data)
+    args: dict[str, Any] = {}
+    missing: list[str] = []
+    for name, optional in _FIELDS[cls]:
+        if name in data:
+            args[name] = data[name]
+        elif not optional:
+            missing.append(name)
+    if missing:
+        raise ValueError(f"a {record.kind!r} event without {', '.join(missing)}")
+    return cls(**args)
+
+
+def _upgraded(kind: EventKind, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` in the current shape (records written before the shapes were one per kind)."""
+    if kind is EventKind.NODE_STARTED and "kind" not in data:
+        if data.get("scatter"):
+            return {**data, "kind": "scatter", "deadline": None}
+        if "subflow" in data:
+            return {**data, "kind": "subflow", "deadline": None}
+        if "phase" in data:
+            return {**data, "kind": "phase", "deadline": None}
+        return {**data, "kind": "task"}
+    if kind is EventKind.JOIN_FIRED and "branches" not in data:
+        return {**data, "branches": []}
+    return data
+
+
+def event_record(
+    payload: EventPayload,
+    run_id: str,
+    at: datetime,
+    *,
+    placement: str | None = None,
+    attempt: int | None = None,
+    token_id: str | None = None,
+) -> EventRecord:
+    """The event record of ``payload``: every event Flowtide records is built here."""
+    return EventRecord(
+        _KIND_NAMES[type(payload)],
+        run_id,
+        at,
+        placement,
+        attempt,
+        token_id,
+        data_of(payload),
+    )
