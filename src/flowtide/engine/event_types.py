@@ -22,7 +22,6 @@ only counts kinds pays nothing for parsing it does not use.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Literal, TypedDict, TypeVar, overload
@@ -59,7 +58,6 @@ __all__ = [
     "data_of",
     "error_data",
     "event_record",
-    "moving_to",
     "payload_of",
 ]
 
@@ -413,7 +411,6 @@ _FIELDS: dict[type[EventPayload], tuple[tuple[str, bool], ...]] = {
 _KIND_NAMES: dict[type[EventPayload], str] = {cls: cls.KIND.value for cls in PAYLOADS.values()}
 
 P = TypeVar("P", bound=EventPayload)
-M = TypeVar("M", bound=Moving)
 
 
 def data_of(payload: EventPayload) -> dict[str, Any]:
@@ -424,11 +421,6 @@ def data_of(payload: EventPayload) -> dict[str, Any]:
         if value is not None or not optional:
             out[name] = value
     return out
-
-
-def moving_to(payload: M, to: Sequence[str]) -> M:
-    """``payload`` saying where its token went."""
-    return dataclasses.replace(payload, to=list(to))
 
 
 @overload
