@@ -10,12 +10,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import isoformat
+from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import (
     NodeTimedOut,
     RunFinished,
     TerminalReached,
     TimerFired,
-    event_record,
 )
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult, run_result
