@@ -25,6 +25,7 @@ from flowtide.engine.errors import (
     UnknownFlowError,
     UnroutedOutputError,
 )
+from flowtide.engine.event_data import data_of, payload_of
 from flowtide.engine.event_types import (
     ErrorData,
     EventPayload,
@@ -49,8 +50,6 @@ from flowtide.engine.event_types import (
     TimerFired,
     TokenCancelled,
     WaitStarted,
-    data_of,
-    payload_of,
 )
 from flowtide.engine.events import EventKind, Hook
 from flowtide.engine.explain import Explanation, TimerExplanation

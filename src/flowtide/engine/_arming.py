@@ -15,7 +15,8 @@ from flowtide.engine.deadlines import (
     resolve_window,
     timer_due,
 )
-from flowtide.engine.event_types import NodeStarted, event_record
+from flowtide.engine.event_data import event_record
+from flowtide.engine.event_types import NodeStarted
 from flowtide.model.placements import (
     TIMEOUT_OUTPUT,
     AnyPlacement,

@@ -21,7 +21,8 @@ from flowtide.engine._commit import commit_step
 from flowtide.engine._host import RunHost
 from flowtide.engine._records import JoinGroup, RunEnd
 from flowtide.engine.errors import StoreUnavailableError
-from flowtide.engine.event_types import EventPayload, event_record
+from flowtide.engine.event_data import event_record
+from flowtide.engine.event_types import EventPayload
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import StateMerger

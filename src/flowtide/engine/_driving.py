@@ -404,7 +404,7 @@ class Driving(Subflows):
             token,
             p,
             output,
-            event=runner.finished(output),
+            event=lambda to: runner.finished(output, to),
             update=lambda: self.merger.apply(self.state, base, {}, [], update),
         )
 

@@ -29,8 +29,12 @@ class Joins(Routing):
 
     async def at_join(self, token: TokenRecord, p: Join) -> TokenRecord | None:
         if not token.lineage:
-            alone = JoinFired(output="success", arrived=1, branches=[])
-            return await self.route(token, p, "success", event=alone)
+            return await self.route(
+                token,
+                p,
+                "success",
+                event=lambda to: JoinFired(output="success", arrived=1, branches=[], to=to),
+            )
         ev = self.event(token, self.arrive(token, p.id))
         if not await self.commit(
             Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
@@ -146,9 +150,7 @@ class Joins(Routing):
             )
         came = group.arrived
         # Read before the joined token leaves the split (else its own branch reads as -1).
-        fired = JoinFired(
-            output=output, arrived=len(came), branches=arrived_branches(came, group.split)
-        )
+        arrived_count, branches = len(came), arrived_branches(came, group.split)
         first = arrived[0]
         for t in arrived[1:]:
             t.status = S.DONE
@@ -159,7 +161,9 @@ class Joins(Routing):
             cont,
             p,
             output,
-            event=fired,
+            event=lambda to: JoinFired(
+                output=output, arrived=arrived_count, branches=branches, to=to
+            ),
             extra=[*arrived[1:], *losers],
             extra_events=extra_events,
             due_cleared=[t.id for t in losers],

@@ -15,7 +15,7 @@ from flowtide.engine._tasks import Tasks
 from flowtide.engine.errors import (
     UnroutedOutputError,
 )
-from flowtide.engine.event_types import Signalled, moving_to
+from flowtide.engine.event_types import Signalled
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import ErrorInfo
 from flowtide.engine.scope import CancelReason
@@ -68,9 +68,13 @@ class Parking(Tasks):
         self.expect[token.id] = Expect(S.PARKED, epoch, alive_at=now)
         answer = signal_answer(park, output, now, idempotency_key)
         answers = [SignalAnswer(idempotency_key, self.run.id, answer)] if idempotency_key else []
-        signalled = Signalled(
-            output=output, idempotency_key=idempotency_key, keys=sorted(payload), park=park.id
-        )
+        keys = sorted(payload)
+
+        def signalled(to: list[str] | None) -> Signalled:
+            return Signalled(
+                output=output, idempotency_key=idempotency_key, keys=keys, park=park.id, to=to
+            )
+
         base = dict(self.state)
 
         def update() -> tuple[dict[str, Any], list[str]]:
@@ -95,7 +99,7 @@ class Parking(Tasks):
                     Commit(
                         self.run.id,
                         tokens=[token],
-                        events=[self.event(token, signalled)],
+                        events=[self.event(token, signalled(None))],
                         due_dropped=[(token.id, "timeout")],
                         signal_answers=answers,
                     ),
@@ -203,20 +207,24 @@ class Parking(Tasks):
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.INTERRUPTED, f"timer:{timer.output}")
             self.expect[token.id] = Expect(was, token.epoch)
-            fired = escalation(info, interrupting=True)
 
             async def move() -> None:
                 self.last_placements = [p.id]
-                nxt = await self.route(token, p, timer.output, event=fired)
+                nxt = await self.route(
+                    token,
+                    p,
+                    timer.output,
+                    event=lambda to: escalation(info, interrupting=True, to=to),
+                )
                 if nxt is not None:
                     self.spawn(nxt)
 
             self.spawn_aux(move())
             return
         self.expect[token.id] = Expect(token.status, token.epoch)
-        side = escalation(info, interrupting=False)
         targets = p.route_map().get(timer.output)
-        ev = self.event(token, moving_to(side, targets) if targets else side)
+        to = list(targets) if targets else None
+        ev = self.event(token, escalation(info, interrupting=False, to=to))
         self.spawn_aux(self.side_tokens(token, p, timer.output, ev))
 
     async def side_tokens(

@@ -10,12 +10,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import isoformat
+from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import (
     NodeTimedOut,
     RunFinished,
     TerminalReached,
     TimerFired,
-    event_record,
 )
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult, run_result
@@ -54,24 +54,30 @@ class JoinGroup:
     """The lineage of the token that split (what a token leaving by ``empty`` carries)."""
 
 
-def timed_out(budget: timedelta, deadline: datetime | None, routed: bool) -> NodeTimedOut:
-    """The payload of a ``node_timed_out`` event (a move adds ``to``)."""
+def timed_out(
+    budget: timedelta, deadline: datetime | None, routed: bool, to: list[str] | None = None
+) -> NodeTimedOut:
+    """The payload of a ``node_timed_out`` event (``to``: where the token moved by it)."""
     return NodeTimedOut(
         budget=budget.total_seconds(),
         deadline=isoformat(deadline) if deadline is not None else None,
         routed=routed,
+        to=to,
     )
 
 
-def escalation(timer: Mapping[str, Any], interrupting: bool) -> TimerFired:
+def escalation(
+    timer: Mapping[str, Any], interrupting: bool, to: list[str] | None = None
+) -> TimerFired:
     """The payload of an escalation timer's ``timer_fired`` (``timer``: its output, index and
-    anchor, as kept on the token)."""
+    anchor, as kept on the token; ``to``: where its token, or its new tokens, went)."""
     return TimerFired(
         purpose="timer",
         output=timer["output"],
         index=timer["index"],
         anchor=timer["anchor"],
         interrupting=interrupting,
+        to=to,
     )
 
 

@@ -12,7 +12,7 @@ from flowtide.engine._records import move_token, terminal_event
 from flowtide.engine.errors import (
     UnroutedOutputError,
 )
-from flowtide.engine.event_types import Moving, moving_to
+from flowtide.engine.event_types import Moving
 from flowtide.model.placements import (
     AnyPlacement,
     Terminal,
@@ -28,6 +28,9 @@ from flowtide.store.base import (
 )
 
 S = TokenStatus
+MoveEvent = Callable[[list[str] | None], Moving]
+"""The payload of a move's event given where the token goes (None: its output routes nowhere).
+(A builder rather than a payload: the payload is made once, with ``to``, not copied.)"""
 
 
 class Routing(Arming):
@@ -39,7 +42,7 @@ class Routing(Arming):
         p: AnyPlacement,
         output: str,
         *,
-        event: Moving,
+        event: MoveEvent,
         update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
         extra: Sequence[TokenRecord] = (),
         extra_events: Sequence[EventRecord] = (),
@@ -48,7 +51,8 @@ class Routing(Arming):
     ) -> TokenRecord | None:
         """Move ``token`` along ``output`` (a split makes new tokens), committing it all: the
         first moved token is returned to go on with and the others get tasks of their own.
-        ``event`` is recorded for the token as it is before the move, with where it went.
+        ``event`` gives the move's event payload once the targets are known; it is recorded
+        for the token as it is before the move.
 
         The token's due entries (park deadline, timers, backoff) are dropped, its open park is
         closed (as moved on, unless the caller closed it already), and node anchors are released
@@ -58,13 +62,13 @@ class Routing(Arming):
         targets = p.route_map().get(output)
         if not targets:
             err = UnroutedOutputError(p.id, output, list(p.route_map()))
-            unrouted = self.event(token, event)
+            unrouted = self.event(token, event(None))
             await self.commit(
                 Commit(self.run.id, events=[unrouted, *extra_events]), unless_ended=True
             )
             self.fail_token(token, err)
             return None
-        moving = self.event(token, moving_to(event, targets))
+        moving = self.event(token, event(list(targets)))
         if token.data or token.id in self.parks:
             due_cleared = [*due_cleared, token.id]
             self.close_park(token, ParkStatus.SIGNALLED, "moved")

@@ -80,12 +80,16 @@ class Subflows(Parking):
         if attempt.kind != "ok" or result is None:
             return await self.after_attempt(token, p, p.flow, settings, base, attempt)
         completed = result.lifecycle is Lifecycle.COMPLETED
-        fin = SubflowFinished(
-            child=result.run_id,
-            lifecycle=result.lifecycle.value,
-            outcome=result.outcome,
-            output="success" if completed else "error",
-        )
+
+        def fin(to: list[str] | None) -> SubflowFinished:
+            return SubflowFinished(
+                child=result.run_id,
+                lifecycle=result.lifecycle.value,
+                outcome=result.outcome,
+                output="success" if completed else "error",
+                to=to,
+            )
+
         if completed:
             update = map_output(result.state, p.output, self.state)
             self.last_placements = [p.id]
@@ -99,7 +103,9 @@ class Subflows(Parking):
         if "error" in p.route_map():
             self.last_placements = [p.id]
             return await self.route(token, p, "error", event=fin)
-        await self.commit(Commit(self.run.id, events=[self.event(token, fin)]), unless_ended=True)
+        await self.commit(
+            Commit(self.run.id, events=[self.event(token, fin(None))]), unless_ended=True
+        )
         message = result.errors[0].message if result.errors else result.lifecycle.value
         own = SubflowFailedError(p.id, result.run_id, result.lifecycle.value, message)
         token.status = S.FAILED

@@ -129,19 +129,24 @@ class Tasks(Joins):
             c = attempt.cancellation
             if interrupt is not None and c is not None and c.reason is CancelReason.TIMER:
                 self.last_placements = [p.id]
-                fired = escalation(interrupt, interrupting=True)
-                return await self.route(token, p, interrupt["output"], event=fired)
+                return await self.route(
+                    token,
+                    p,
+                    interrupt["output"],
+                    event=lambda to: escalation(interrupt, interrupting=True, to=to),
+                )
             return None
         if attempt.kind == "park":
             return await self.park(token, p, node_id, settings, base, attempt)
         if attempt.kind == "ok":
-            assert attempt.output is not None
+            output = attempt.output
+            assert output is not None
             self.last_placements = [p.id]
             return await self.route(
                 token,
                 p,
-                attempt.output,
-                event=NodeFinished(output=attempt.output),
+                output,
+                event=lambda to: NodeFinished(output=output, to=to),
                 update=lambda: self.state_update(base, attempt),
             )
         if attempt.kind == "timeout":
@@ -149,13 +154,19 @@ class Tasks(Joins):
             assert budget is not None and attempt.deadline is not None
             timeout_err = NodeTimeoutError(node_id, p.id, budget)
             routed = TIMEOUT_OUTPUT in p.route_map()
-            late = timed_out(budget, attempt.deadline, routed)
+            deadline = attempt.deadline
+            late = timed_out(budget, deadline, routed)
             if self.retry_allowed(token, settings, timeout_err, explicit_only=True):
                 await self.schedule_retry(token, settings, timeout_err, self.event(token, late))
                 return None
             if routed:
                 self.last_placements = [p.id]
-                return await self.route(token, p, TIMEOUT_OUTPUT, event=late)
+                return await self.route(
+                    token,
+                    p,
+                    TIMEOUT_OUTPUT,
+                    event=lambda to: timed_out(budget, deadline, routed, to),
+                )
             token.status = S.FAILED
             if not await self.commit(
                 Commit(self.run.id, tokens=[token], events=[self.event(token, late)]),
@@ -292,8 +303,12 @@ class Tasks(Joins):
     async def at_wait(self, token: TokenRecord, p: Wait) -> TokenRecord | None:
         if token.data.get("fired") == "wait":
             self.last_placements = [p.id]
-            fired = TimerFired(purpose="wait", output="elapsed")
-            return await self.route(token, p, "elapsed", event=fired)
+            return await self.route(
+                token,
+                p,
+                "elapsed",
+                event=lambda to: TimerFired(purpose="wait", output="elapsed", to=to),
+            )
         now = self.clock.now()
         due = p.until if p.until is not None else now + (p.duration or (now - now))
         token.status = S.WAITING

@@ -44,7 +44,8 @@ from flowtide.engine.errors import (
     SignalRefused,
     UnknownFlowError,
 )
-from flowtide.engine.event_types import HookFailed, RunWarning, event_record
+from flowtide.engine.event_data import event_record
+from flowtide.engine.event_types import HookFailed, RunWarning
 from flowtide.engine.events import Hook
 from flowtide.engine.explain import Explanation, explain_token
 from flowtide.engine.lifecycle import Lifecycle

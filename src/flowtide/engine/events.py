@@ -4,7 +4,7 @@ Every transition of a run is an :class:`~flowtide.store.EventRecord` (run id, pl
 instant, token, data) committed to the store with the step that caused it; the store keeps them as
 the run's history. Each kind has one typed payload (:mod:`flowtide.engine.event_types`, which
 says what each field means): ``data`` holds its fields, optional ones (``?`` below) only when
-set, and :func:`~flowtide.engine.event_types.payload_of` reads a record's payload back. Each
+set, and :func:`~flowtide.engine.event_data.payload_of` reads a record's payload back. Each
 payload class is named after its kind (``node_started``: ``NodeStarted``), but ``warning``'s is
 ``RunWarning``. Instants are ISO 8601 text, durations seconds.
 

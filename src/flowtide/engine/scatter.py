@@ -80,11 +80,12 @@ class ScatterRun:
         self.progress_id = f"{token.id}@{token.visit}"
         """Progress is kept per visit: a scatter re-entered in a loop runs its items again."""
 
-    def finished(self, output: str) -> NodeFinished:
-        """The scatter's ``node_finished`` payload: its output and counts."""
+    def finished(self, output: str, to: list[str] | None) -> NodeFinished:
+        """The scatter's ``node_finished`` payload: its output, where it went, its counts."""
         ok = sum(1 for r in self.records.values() if r.status == "done")
         return NodeFinished(
             output=output,
+            to=to,
             items=len(self.records),
             succeeded=ok,
             failed=len(self.records) - ok,
