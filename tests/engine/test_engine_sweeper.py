@@ -133,21 +133,7 @@ async def test_the_store_decides_the_race_between_two_engines() -> None:
     assert set(winners) == {"signal", "timeout"}
 
 
-@pytest.mark.parametrize(
-    "two_engines",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                reason="both engines commit the run's end: commits do not yet check the run "
-                "record itself (only tokens), so the loser's end is not refused",
-                strict=True,
-            ),
-        ),
-    ],
-    ids=["one engine", "two engines"],
-)
+@pytest.mark.parametrize("two_engines", [False, True], ids=["one engine", "two engines"])
 async def test_a_signal_and_a_timeout_racing_on_a_store_that_yields_exactly_one_wins(
     two_engines: bool,
 ) -> None:

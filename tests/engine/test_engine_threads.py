@@ -557,8 +557,15 @@ async def test_threaded_branches_arrive_after_the_branches_on_the_loop(
         result = await engine.run(split_of(THREADED_MIX, mode, quorum))
         history = await engine.history(result.run_id)
     assert result.lifecycle is Lifecycle.COMPLETED
-    assert _branches_finished(history) == expected
-    assert result.state["visited"] == ["fork", *expected, "after"]
+    if mode == "all":
+        assert _branches_finished(history) == expected
+        assert result.state["visited"] == ["fork", *expected, "after"]
+        return
+    # The join's winners; other branches may have finished their node before it fired.
+    (fired,) = [e for e in history if e.kind == "join_fired"]
+    assert [f"b{b}" for b in fired.data["branches"]] == expected
+    assert _branches_finished(history)[: len(expected)] == expected
+    assert result.state["visited"][-1] == "after"
 
 
 async def test_with_several_workers_too_the_branches_on_the_loop_arrive_first() -> None:
@@ -698,7 +705,8 @@ async def test_threaded_branches_blocked_in_their_node_are_cancelled(how: str) -
         context_split,
         lambda: split_of(THREADED_MIX),
         lambda: split_of(THREADED_MIX, "first"),
-        lambda: split_of(THREADED_MIX, "quorum", 3),
+        # (Not a quorum of threaded branches: whether a loser's thread finishes before the
+        # quorum fires is up to the threads, hook or not.)
     ],
     ids=[
         "chain",
@@ -711,7 +719,6 @@ async def test_threaded_branches_blocked_in_their_node_are_cancelled(how: str) -
         "context-split",
         "mix-all",
         "mix-first",
-        "mix-q3",
     ],
 )
 async def test_a_hook_changes_nothing_in_the_history_of_threaded_nodes(
@@ -732,6 +739,12 @@ async def test_a_hook_changes_nothing_in_the_history_of_threaded_nodes(
             outcome, _ = await run_comparable(flow, hooked=hooked, max_threads=threads)
         finally:
             VAR.reset(token)
+        # Threads finish in their own order, which can differ from run to run: compare what
+        # happened, not in which order.
+        lifecycle, end, state, errors, interrupted, parked, terminals, events = outcome
+        state = {k: sorted(map(str, v)) if isinstance(v, list) else v for k, v in state.items()}
+        outcome = (lifecycle, end, state, errors, interrupted, parked, sorted(terminals))
+        outcome = (*outcome, sorted((k, p) for k, _at, p, *_rest in events))
         if waiting:
             await asyncio.to_thread(_until, lambda: len(LOSERS) == 2)
         return outcome, sorted(LOSERS), sorted(CONTEXTS)

@@ -3,6 +3,7 @@ running, fired once each per visit, cancelled when the token leaves."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -10,10 +11,12 @@ from typing import Any
 import pytest
 
 from flowtide.authoring import NodeRegistry, node
+from flowtide.clock import VirtualClock
 from flowtide.documents import load_flow
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park
 from flowtide.model import Flow
-from tests.engine.engine_helpers import at, of_kind, running
+from flowtide.store import Commit, EventRecord, MemoryStore
+from tests.engine.engine_helpers import T0, at, of_kind, running
 
 
 @node(outputs=["done"], register=False)
@@ -263,19 +266,29 @@ placements:
     )
 
 
+class _SlowStartStore(MemoryStore):
+    """The commit that starts ``work``'s attempt takes ``minutes`` of the clock (a slow store),
+    so the attempt's scope is registered only after that."""
+
+    def __init__(self, clock: VirtualClock, minutes: int) -> None:
+        super().__init__()
+        self.clock = clock
+        self.minutes = minutes
+        self.slowed = False
+
+    async def commit(self, commit: Commit) -> Sequence[EventRecord]:
+        starts = any(e.kind == "node_started" and e.placement == "work" for e in commit.events)
+        if starts and not self.slowed:
+            self.slowed = True
+            await self.clock.sleep(timedelta(minutes=self.minutes))
+        return await super().commit(commit)
+
+
 async def _start_then_pass_time(flow: Flow, minutes: int) -> tuple[Any, Any]:
-    """The clock passes ``minutes`` while the node's start is being committed (a hook), i.e.
-    before its cancel scope is registered."""
-    passed: list[bool] = []
-    clock_box: list[Any] = []
-
-    async def hook(event: Any) -> None:
-        if event.kind == "node_started" and event.placement == "work" and not passed:
-            passed.append(True)
-            await clock_box[0].advance(timedelta(minutes=minutes))
-
-    async with running(autojump=True, hooks=[hook]) as (engine, clock):
-        clock_box.append(clock)
+    """The clock passes ``minutes`` while the node's start is being committed, i.e. before its
+    cancel scope is registered."""
+    clock = VirtualClock(T0, autojump=True)
+    async with running(clock=clock, store=_SlowStartStore(clock, minutes)) as (engine, _clock):
         result = await engine.run(flow)
         history = await engine.history(result.run_id)
     return result, history

@@ -75,6 +75,13 @@ class IgnoringExpect(MemoryStore):
         return await super().commit(replace(commit, expect={}))
 
 
+class IgnoringTheRunsLifecycle(MemoryStore):
+    """Applies a commit whatever lifecycle its run is in."""
+
+    async def commit(self, commit: Commit) -> Sequence[EventRecord]:
+        return await super().commit(replace(commit, run_lifecycles=None))
+
+
 class ClaimingWithoutRemoving(MemoryStore):
     """Returns due entries without removing them: each may be fired again and again."""
 
@@ -106,6 +113,7 @@ class SharingState(MemoryStore):
         (PartialCommits, "a_refused_commit_applies_nothing"),
         (IgnoringExpect, "compare_and_set_conflicts"),
         (IgnoringExpect, "a_refused_commit_applies_nothing"),
+        (IgnoringTheRunsLifecycle, "run_lifecycle_conflicts"),
         (ClaimingWithoutRemoving, "due_entries_are_claimed_earliest_first"),
         (ClaimingWithoutRemoving, "due_entries_are_claimed_once"),
         (SharingState, "records_are_copies"),

@@ -1,5 +1,8 @@
 """The one place the engine writes a step to its store.
 
+A step's commit is shielded from cancellation: once sent, it is waited for to its end, and a
+cancelled caller sees its cancellation once the store has answered.
+
 A :class:`~flowtide.store.StoreConflict` means another actor won the step and is raised at
 once. Any other :class:`~flowtide.store.StoreError` means the store is unavailable for now: the
 commit is tried again after a backoff on the engine's clock, and if the store keeps failing,
@@ -9,6 +12,7 @@ which stays in the store as it was for recovery.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
@@ -51,11 +55,19 @@ async def commit_step(store: Store, commit: Commit, clock: Clock) -> Sequence[Ev
 
 
 async def _shielded(store: Store, commit: Commit) -> Sequence[EventRecord]:
-    """``store.commit(commit)``.
-
-    Not shielded yet: a commit sent from a task of its own costs a pass of the event loop, and
-    the executor does not yet hold every claim across such a pass (a timer and a park racing
-    at one instant, for one). Until it does, a cancelled caller may cancel a commit that the
-    store then refuses as a whole (stores apply a commit all or nothing).
-    """
-    return await store.commit(commit)
+    """``store.commit(commit)``, waited for to its end even if the caller is cancelled meanwhile
+    (the caller's cancellation is raised once the store has answered): a step's decision is in
+    memory before its commit is sent, and a store applies a commit whole or not at all."""
+    sending = asyncio.ensure_future(store.commit(commit))
+    cancelled = False
+    while not sending.done():
+        try:
+            await asyncio.shield(sending)
+        except asyncio.CancelledError:
+            if sending.cancelled():
+                raise
+            cancelled = True
+    events = sending.result()
+    if cancelled:
+        raise asyncio.CancelledError
+    return events

@@ -20,6 +20,7 @@ from typing import Any
 from flowtide.engine._commit import commit_step
 from flowtide.engine._host import RunHost
 from flowtide.engine._records import JoinGroup, RunEnd
+from flowtide.engine._steps import StepLock
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import EventPayload
@@ -45,6 +46,8 @@ log = logging.getLogger("flowtide.engine")
 PARKED_LIFECYCLE = Lifecycle.PARKED.value
 AT_NODE = frozenset({S.RUNNING, S.PARKED, S.WAITING})
 """Statuses of a token that is still at its placement (escalation timers may fire)."""
+LIVE_LIFECYCLES = frozenset(lc.value for lc in Lifecycle if not lc.terminal)
+"""What a run's stored lifecycle must be for a step of its executor to commit."""
 COMPUTE: Any = object()
 """A deadline not resolved by the caller: the attempt resolves it."""
 
@@ -83,7 +86,7 @@ class RunCore(ABC):
         self.joins: dict[tuple[str, str], JoinGroup] = {}
         self.visits: dict[str, int] = {}
         self.ids = itertools.count(1)
-        self.lock = asyncio.Lock()
+        self.steps = StepLock()
         self.end: RunEnd | None = None
         self.outcome: str | None = None
         self.terminals: list[str] = []
@@ -168,7 +171,7 @@ class RunCore(ABC):
         the step's state change in memory and puts it on the commit, so that a step skipped
         because the run ended (or ``token`` was cancelled meanwhile) never touches the run state.
         """
-        async with self.lock:
+        async with self.steps.hold():
             if unless_ended and (self.end is not None or self.closed):
                 return False
             if token is not None and token.status is S.CANCELLED:
@@ -195,6 +198,8 @@ class RunCore(ABC):
                 self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.RUNNING).value
                 if c.run is None:
                     c.run = self.run
+            if c.run_lifecycles is None:
+                c.run_lifecycles = LIVE_LIFECYCLES  # refused if another actor ended the run
             events = await commit_step(self.host.store, c, self.clock)
             if events:
                 self.stored_events = events

@@ -10,7 +10,8 @@ from typing import Any
 
 from flowtide.clock import isoformat
 from flowtide.engine._commit import commit_step
-from flowtide.engine._records import end_reason, end_result, finish
+from flowtide.engine._core import LIVE_LIFECYCLES
+from flowtide.engine._records import RunEnd, end_reason, end_result, finish
 from flowtide.engine._subflows import Subflows
 from flowtide.engine.errors import (
     DrainedWithoutTerminal,
@@ -42,10 +43,6 @@ from flowtide.store.base import (
 )
 
 S = TokenStatus
-
-
-YIELD_EVERY = 64
-"""A token's task gives the event loop a turn after this many steps in a row."""
 
 
 class Driving(Subflows):
@@ -212,7 +209,7 @@ class Driving(Subflows):
     async def settle(self) -> None:
         """The run is quiescent: lifecycle ``parked``, tell who waits, and let go of it."""
         await asyncio.sleep(0)
-        async with self.lock:
+        async with self.steps.hold():
             if not self.quiescent():
                 return
             c = Commit(self.run.id)
@@ -230,6 +227,7 @@ class Driving(Subflows):
                 )
                 c.run = self.run
             if c.run is not None or c.due:
+                c.run_lifecycles = LIVE_LIFECYCLES
                 await commit_step(self.host.store, c, self.clock)
                 if c.due:
                     self.host.wake_sweeper(c.due[0].when)
@@ -269,26 +267,7 @@ class Driving(Subflows):
         end = self.end
         assert end is not None
         try:
-            leftovers = list(self.tokens.values())
-            self.tokens.clear()
-            why = end_reason(end)
-            for t in leftovers:
-                t.status = S.CANCELLED
-                t.epoch += 1
-                self.close_park(t, ParkStatus.CANCELLED, why)
-            events = [self.event(t, TokenCancelled(reason="run_ended")) for t in leftovers]
-            released = list(self.anchors)
-            self.anchors.clear()
-            if leftovers or released or self.closing_parks:
-                await self.commit(
-                    Commit(
-                        self.run.id,
-                        tokens=leftovers,
-                        events=events,
-                        due_cleared=[t.id for t in leftovers],
-                        anchors_released=released,
-                    )
-                )
+            await self._cancel_leftovers(end)
             if self.started and self.plan.post:
                 for phase in self.flow.phases(PhaseKind.POST):
                     err = await self.run_phase(phase, post=True)
@@ -322,6 +301,21 @@ class Driving(Subflows):
                     events=[finished],
                 )
             )
+        except StoreConflict as exc:
+            # Another actor ended the run first (see LIVE_LIFECYCLES): its end is the run's.
+            if not self.done.done():
+                self.done.set_exception(exc)
+                self.done.exception()
+            self.root.close()
+            self.host.discard(self)
+            return
+        except StoreUnavailableError as exc:
+            if not self.done.done():
+                self.done.set_exception(exc)
+                self.done.exception()
+            self.root.close()
+            self.let_go_unavailable(exc)
+            return
         except BaseException as exc:
             if not self.done.done():
                 self.done.set_exception(exc)
@@ -332,6 +326,30 @@ class Driving(Subflows):
         if not self.done.done():
             self.done.set_result(result)
         self.host.ended(result)
+
+    async def _cancel_leftovers(self, end: RunEnd) -> None:
+        """The run's end, first step: its live tokens cancelled, its node anchors released."""
+        async with self.steps.hold():
+            leftovers = list(self.tokens.values())
+            self.tokens.clear()
+            why = end_reason(end)
+            for t in leftovers:
+                t.status = S.CANCELLED
+                t.epoch += 1
+                self.close_park(t, ParkStatus.CANCELLED, why)
+            events = [self.event(t, TokenCancelled(reason="run_ended")) for t in leftovers]
+            released = list(self.anchors)
+            self.anchors.clear()
+            if leftovers or released or self.closing_parks:
+                await self.commit(
+                    Commit(
+                        self.run.id,
+                        tokens=leftovers,
+                        events=events,
+                        due_cleared=[t.id for t in leftovers],
+                        anchors_released=released,
+                    )
+                )
 
     def close(self, notify: bool = True) -> None:
         """Stop driving this run without recording anything (the engine is closing)."""
@@ -353,18 +371,18 @@ class Driving(Subflows):
     async def drive(self, token: TokenRecord | None) -> None:
         """Drive ``token`` placement after placement."""
         placements = self.plan.placements
-        steps = 0
         try:
             while token is not None:
                 if self.end is not None or token.status is S.CANCELLED:
                     return
                 p = placements[token.placement]
-                token = await _HANDLERS[p.kind](self, token, p)
-                steps += 1
-                if steps % YIELD_EVERY == 0:
-                    # A node that never awaits (a hot loop back to itself) must not starve the
-                    # run's deadline, other runs or the sweeper.
-                    await asyncio.sleep(0)
+                if p.kind in _RUNS_CODE:
+                    token = await _HANDLERS[p.kind](self, token, p)
+                else:
+                    async with self.steps.hold():  # the whole placement is one step
+                        if self.end is not None or token.status is S.CANCELLED:
+                            return  # (decided by the step that held the lock before)
+                        token = await _HANDLERS[p.kind](self, token, p)
         except asyncio.CancelledError:
             if not self.closed:
                 raise
@@ -420,3 +438,6 @@ _HANDLERS: dict[str, _Handler] = {
     "phase": Driving.at_phase,
 }
 """What drives a token at each kind of placement."""
+_RUNS_CODE = frozenset({"task", "scatter", "subflow"})
+"""The kinds whose handler runs code (a node, items, a child run): it takes the step lock only
+for its steps, never while that code runs."""

@@ -49,12 +49,31 @@ class Parking(Tasks):
         output: str | None,
         idempotency_key: str | None,
     ) -> dict[str, Any]:
+        """Apply a signal to ``park``: one step, under the step lock; returns the answer."""
+        async with self.steps.hold():
+            return await self._signal_locked(
+                park, payload=payload, output=output, idempotency_key=idempotency_key
+            )
+
+    async def _signal_locked(
+        self,
+        park: ParkRecord,
+        *,
+        payload: Mapping[str, Any],
+        output: str | None,
+        idempotency_key: str | None,
+    ) -> dict[str, Any]:
         """Apply a signal to ``park`` (still open in this executor); returns the answer."""
         now = self.clock.now()
         token = self.tokens.get(park.token_id)
         mine = self.parks.get(park.token_id)
         if token is None or token.status is not S.PARKED or mine is None or mine.id != park.id:
-            raise refusal(self.park_record(park.id) or park, now, live=token)
+            known = self.park_record(park.id)
+            if known is None:
+                # This view never had that park open: it was read from the store before or
+                # after the park's step, not with it. Look again.
+                raise StoreConflict(f"park {park.id!r} is not as this view of the run has it")
+            raise refusal(known, now, live=token)
         if token.deadline is not None and token.deadline <= now:
             raise refusal(mine, now)
         p = self.plan.placements[token.placement]
@@ -123,48 +142,55 @@ class Parking(Tasks):
         raise refusal(closed, now)
 
     def fire_due(self, entry: DueEntry) -> None:
-        """The sweeper says this due entry has come (see :class:`~flowtide.store.DueEntry`)."""
+        """The sweeper says this due entry has come (see :class:`~flowtide.store.DueEntry`):
+        a step of its own, under the step lock."""
         if self.end is not None or self.closed:
             return
-        purpose = entry.purpose
-        if purpose == "deadline":
+        if entry.purpose == "deadline":
             if self.run.deadline is not None:
                 self.root.cancel(CancelReason.RUN_DEADLINE, self.run.deadline)
             return
-        token = self.tokens.get(entry.token_id)
-        if token is None:
-            return
-        if purpose == "":
-            # Not yet due (the entry is stale: the token waits again, for a later instant).
-            if token.status is not S.WAITING or (token.due is not None and token.due > entry.when):
+        self.spawn_aux(self._fire(entry))
+
+    async def _fire(self, entry: DueEntry) -> None:
+        async with self.steps.hold():
+            token = self.tokens.get(entry.token_id)
+            if token is None or self.end is not None or self.closed:
                 return
-            token.data["fired"] = token.data.get("purpose", "wait")
-            token.status = S.READY
-            self.expect[token.id] = Expect(S.WAITING, token.epoch)
-            self.spawn(token)
-        elif purpose == "timeout":
-            # The token's own deadline must have passed by the entry's instant; an entry fired
-            # late (or deferred by an engine that could not fire it) still counts.
-            if (
-                token.status is not S.PARKED
-                or token.deadline is None
-                or token.deadline > entry.when
-            ):
-                return
-            epoch = token.epoch
-            token.status = S.READY  # claimed
-            self.close_park(token, ParkStatus.TIMED_OUT, "timeout")
-            self.expect[token.id] = Expect(S.PARKED, epoch)
-            self.spawn_aux(self.park_timeout(token))
-        elif purpose.startswith("timer:"):
-            _, visit, index = purpose.split(":")
-            if (
-                token.visit != int(visit)
-                or token.status not in AT_NODE
-                or index not in token.data.get("timers", {})
-            ):
-                return
-            self.fire_timer(token, int(index))
+            purpose = entry.purpose
+            if purpose == "":
+                # Not yet due (the entry is stale: the token waits again, for a later instant).
+                if token.status is not S.WAITING or (
+                    token.due is not None and token.due > entry.when
+                ):
+                    return
+                token.data["fired"] = token.data.get("purpose", "wait")
+                token.status = S.READY
+                self.expect[token.id] = Expect(S.WAITING, token.epoch)
+                self.spawn(token)
+            elif purpose == "timeout":
+                # The token's own deadline must have passed by the entry's instant; an entry
+                # fired late (or deferred by an engine that could not fire it) still counts.
+                if (
+                    token.status is not S.PARKED
+                    or token.deadline is None
+                    or token.deadline > entry.when
+                ):
+                    return
+                epoch = token.epoch
+                token.status = S.READY  # claimed
+                self.close_park(token, ParkStatus.TIMED_OUT, "timeout")
+                self.expect[token.id] = Expect(S.PARKED, epoch)
+                await self.park_timeout(token)
+            elif purpose.startswith("timer:"):
+                _, visit, index = purpose.split(":")
+                if (
+                    token.visit != int(visit)
+                    or token.status not in AT_NODE
+                    or index not in token.data.get("timers", {})
+                ):
+                    return
+                await self.fire_timer(token, int(index))
 
     async def park_timeout(self, token: TokenRecord) -> None:
         p = self.plan.placements[token.placement]
@@ -178,7 +204,7 @@ class Parking(Tasks):
         if nxt is not None:
             self.spawn(nxt)
 
-    def fire_timer(self, token: TokenRecord, index: int) -> None:
+    async def fire_timer(self, token: TokenRecord, index: int) -> None:
         p = self.plan.placements[token.placement]
         timer = (self.plan.settings[p.id].timers or ())[index]
         running = self.running.get(token.id)
@@ -207,25 +233,21 @@ class Parking(Tasks):
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.INTERRUPTED, f"timer:{timer.output}")
             self.expect[token.id] = Expect(was, token.epoch)
-
-            async def move() -> None:
-                self.last_placements = [p.id]
-                nxt = await self.route(
-                    token,
-                    p,
-                    timer.output,
-                    event=lambda to: escalation(info, interrupting=True, to=to),
-                )
-                if nxt is not None:
-                    self.spawn(nxt)
-
-            self.spawn_aux(move())
+            self.last_placements = [p.id]
+            nxt = await self.route(
+                token,
+                p,
+                timer.output,
+                event=lambda to: escalation(info, interrupting=True, to=to),
+            )
+            if nxt is not None:
+                self.spawn(nxt)
             return
         self.expect[token.id] = Expect(token.status, token.epoch)
         targets = p.route_map().get(timer.output)
         to = list(targets) if targets else None
         ev = self.event(token, escalation(info, interrupting=False, to=to))
-        self.spawn_aux(self.side_tokens(token, p, timer.output, ev))
+        await self.side_tokens(token, p, timer.output, ev)
 
     async def side_tokens(
         self, token: TokenRecord, p: AnyPlacement, output: str, ev: EventRecord

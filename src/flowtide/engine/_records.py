@@ -136,13 +136,17 @@ def end_result(
 def finish(run: RunRecord, result: RunResult, now: datetime) -> EventRecord:
     """Record ``result`` on ``run`` (lifecycle, end instant, outcome, result) and return the
     ``run_finished`` event."""
-    run.lifecycle = transition(run.lifecycle, result.lifecycle)._value_
+    if run.lifecycle == Lifecycle.PARKED and result.lifecycle is Lifecycle.COMPLETED:
+        # A run rebuilt while parked whose last move ended it (a crash between the move and
+        # its end, say): it ran that move.
+        run.lifecycle = Lifecycle.RUNNING.value
+    run.lifecycle = transition(run.lifecycle, result.lifecycle).value
     run.finished_at = now
     run.outcome = result.outcome
     run.result = result.to_dict()
     return event_record(
         RunFinished(
-            lifecycle=result.lifecycle._value_,
+            lifecycle=result.lifecycle.value,
             outcome=result.outcome,
             errors=[e.to_dict() for e in result.errors],
         ),

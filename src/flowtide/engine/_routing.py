@@ -49,6 +49,33 @@ class Routing(Arming):
         due_cleared: Sequence[str] = (),
         answers: Sequence[Any] = (),
     ) -> TokenRecord | None:
+        """Move ``token`` along ``output``: one step, under the step lock."""
+        async with self.steps.hold():
+            return await self._route_locked(
+                token,
+                p,
+                output,
+                event=event,
+                update=update,
+                extra=extra,
+                extra_events=extra_events,
+                due_cleared=due_cleared,
+                answers=answers,
+            )
+
+    async def _route_locked(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        output: str,
+        *,
+        event: MoveEvent,
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+        extra: Sequence[TokenRecord] = (),
+        extra_events: Sequence[EventRecord] = (),
+        due_cleared: Sequence[str] = (),
+        answers: Sequence[Any] = (),
+    ) -> TokenRecord | None:
         """Move ``token`` along ``output`` (a split makes new tokens), committing it all: the
         first moved token is returned to go on with and the others get tasks of their own.
         ``event`` gives the move's event payload once the targets are known; it is recorded

@@ -83,19 +83,22 @@ class Tasks(Joins):
             # The commit that moved the token here also started this attempt.
             self.prestarted.discard(token.id)
         else:
-            fired = token.data.pop("fired", None)
-            signal = token.data.pop("signal", None)
-            events = []
-            if fired == "retry":
-                events.append(self.event(token, TimerFired(purpose="retry")))
-            started, anchors, due = self.start_attempt(token, p.id, impl, settings)
-            events.append(started)
-            if not await self.commit(
-                Commit(self.run.id, tokens=[token], events=events, anchors=anchors, due=due),
-                unless_ended=True,
-            ):
-                self.starting.discard(token.id)
-                return None
+            async with self.steps.hold():
+                if self.end is not None or token.status is S.CANCELLED:
+                    return None
+                fired = token.data.pop("fired", None)
+                signal = token.data.pop("signal", None)
+                events = []
+                if fired == "retry":
+                    events.append(self.event(token, TimerFired(purpose="retry")))
+                started, anchors, due = self.start_attempt(token, p.id, impl, settings)
+                events.append(started)
+                if not await self.commit(
+                    Commit(self.run.id, tokens=[token], events=events, anchors=anchors, due=due),
+                    unless_ended=True,
+                ):
+                    self.starting.discard(token.id)
+                    return None
         base = dict(self.state)
         attempt = await self.invoke(
             impl,
@@ -113,6 +116,19 @@ class Tasks(Joins):
         return await self.after_attempt(token, p, impl.id, settings, base, attempt)
 
     async def after_attempt(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        node_id: str,
+        settings: NodeSettings,
+        base: Mapping[str, Any],
+        attempt: Attempt,
+    ) -> TokenRecord | None:
+        """What follows a finished attempt: one step, under the step lock."""
+        async with self.steps.hold():
+            return await self._after_attempt_locked(token, p, node_id, settings, base, attempt)
+
+    async def _after_attempt_locked(
         self,
         token: TokenRecord,
         p: AnyPlacement,

@@ -708,6 +708,19 @@ class Engine:
         self._forget(ex)
         if isinstance(ex, RunExecutor):
             ex.close(notify=False)
+            run_id = ex.run.id
+            if self._end_waiters.get(run_id) or self._settle_waiters.get(run_id):
+                # Whoever waits here learns the run's end from the store, if another actor
+                # has ended it.
+                task = asyncio.get_running_loop().create_task(self._ended_elsewhere(run_id))
+                task.add_done_callback(_consume)
+
+    async def _ended_elsewhere(self, run_id: str) -> None:
+        run = await self.store.get_run(run_id)
+        if Lifecycle(run.lifecycle).terminal:
+            result = await self._stored(run)
+            self._resolve(self._settle_waiters, run_id, result)
+            self._resolve(self._end_waiters, run_id, result)
 
     async def _fire_batch(self, entries: Sequence[DueEntry]) -> None:
         """Fire due entries (from the sweeper): each through its run's executor.

@@ -113,7 +113,7 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
-            "lifecycle": self.lifecycle._value_,
+            "lifecycle": self.lifecycle.value,
             "outcome": self.outcome,
             "state": self.state,
             "errors": [e.to_dict() for e in self.errors],

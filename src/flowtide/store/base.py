@@ -361,6 +361,10 @@ class Commit:
     :class:`DuplicateSignal`."""
     expect: Mapping[str, TokenStatus | Expect] = field(default_factory=dict)
     """Token id -> what it must be for the commit to apply (else ``StoreConflict``)."""
+    run_lifecycles: frozenset[str] | None = None
+    """If given, the run's stored lifecycle must be one of these for the commit to apply (else
+    ``StoreConflict``): a step decided on a run that another actor has ended since is refused.
+    Checked against the run as stored before this commit (not its ``run``)."""
 
 
 class Store(ABC):

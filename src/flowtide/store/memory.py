@@ -91,6 +91,11 @@ class MemoryStore(Store):
         """``c`` checked and encoded: raises (having changed nothing) if it cannot apply."""
         if c.run is not None and c.run.id != c.run_id:
             raise ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
+        stored = self._runs.get(c.run_id)
+        lifecycle = stored.record.lifecycle if stored is not None else None
+        if c.run_lifecycles is not None and lifecycle not in c.run_lifecycles:
+            allowed = "/".join(sorted(c.run_lifecycles))
+            raise StoreConflict(f"run {c.run_id!r} is {lifecycle}, not {allowed}")
         tokens = self._tokens.get(c.run_id, {})
         for token_id, wanted in c.expect.items():
             expect = wanted if isinstance(wanted, Expect) else Expect(wanted)

@@ -163,6 +163,27 @@ async def compare_and_set_conflicts(store: Store) -> None:
     same((moved.status, moved.epoch) if moved else None, (TokenStatus.READY, 4), "the moved token")
 
 
+async def run_lifecycle_conflicts(store: Store) -> None:
+    """A commit that expects the run in some lifecycles is refused, whole, when it is not."""
+    run = await new_run(store)
+    live = frozenset({"pending", "running", "parked"})
+    await store.commit(Commit("r", state={"a": 1}, run_lifecycles=live))
+    ended = replace(run, lifecycle="completed")
+    await store.commit(Commit("r", run=ended, run_lifecycles=live))
+    late = Commit(
+        "r",
+        run=replace(run, lifecycle="failed"),
+        tokens=[token("r", 1, TokenStatus.DONE)],
+        state={"late": True},
+        run_lifecycles=live,
+    )
+    with raises(StoreConflict, "a commit expecting a live run, on a run that has ended"):
+        await store.commit(late)
+    same((await store.get_run("r")).lifecycle, "completed", "the run after a refused commit")
+    same(await store.get_state("r"), {"n": 1, "a": 1}, "the state after a refused commit")
+    same(list(await store.tokens("r")), [], "the tokens after a refused commit")
+
+
 async def duplicate_signal_keys(store: Store) -> None:
     await new_run(store)
     await new_run(store, "s")
