@@ -186,3 +186,60 @@ def test_retry_policy_defaults_are_sane() -> None:
     assert backoff_delay(p, 1) == timedelta(seconds=1)
     assert backoff_delay(p, 2) == timedelta(seconds=2)
     assert backoff_delay(p, 20) == timedelta(minutes=5)
+
+
+@node(outputs=["done"])
+async def slow_failure(ctx: NodeContext) -> str:
+    await ctx.clock.sleep(timedelta(seconds=8))
+    raise Flaky("gateway down")
+
+
+def window_during_backoff(anchor: str, routed: bool) -> Flow:
+    b = FlowBuilder(f"urn:test:flow:window-backoff-{anchor}-{routed}")
+    routes = {"done": "end", "timeout": "late"} if routed else {"done": "end"}
+    b.task(
+        "call",
+        slow_failure,
+        routes,
+        timeout="PT10S",
+        timeout_anchor=anchor,
+        retry={"backoff": "fixed", "initial": "PT4S", "max_attempts": 5},
+    )
+    b.terminal("end")
+    if routed:
+        b.terminal("late", "late")
+    return b.build()
+
+
+@pytest.mark.parametrize("anchor", ["node", "instance"])
+@pytest.mark.parametrize("routed", [True, False], ids=["routed", "unrouted"])
+async def test_a_window_that_ends_during_a_backoff_fires_at_its_end(
+    anchor: str, routed: bool
+) -> None:
+    # The first attempt fails at 8 s; the next would start at 12 s, but the window (10 s from
+    # the first arrival, or from the run's start) is over at 10 s: it fires then, and the next
+    # attempt never starts.
+    async with running() as (engine, _clock):
+        result = await engine.run(window_during_backoff(anchor, routed))
+        history = await engine.history(result.run_id)
+    timed = of_kind(history, "node_timed_out")
+    assert [e.at for e in timed] == [at(10)]
+    assert len(of_kind(history, "node_started")) == 1
+    assert len(of_kind(history, "node_retried")) == 1
+    if routed:
+        assert result.lifecycle is Lifecycle.COMPLETED and result.outcome == "late"
+    else:
+        assert result.lifecycle is Lifecycle.FAILED
+        assert result.errors[0].type == "NodeTimeoutError"
+        assert result.interrupted_at is not None and result.interrupted_at.at == at(10)
+    assert await engine.store.next_due() is None  # the backoff's due entry went with it
+
+
+async def test_a_park_anchored_window_is_rearmed_after_the_backoff() -> None:
+    # Each attempt gets ten fresh seconds: the 8 s attempts fail, none times out.
+    async with running() as (engine, _clock):
+        result = await engine.run(window_during_backoff("park", False))
+        history = await engine.history(result.run_id)
+    assert result.lifecycle is Lifecycle.FAILED and result.errors[0].type == "Flaky"
+    assert of_kind(history, "node_timed_out") == []
+    assert len(of_kind(history, "node_started")) == 5

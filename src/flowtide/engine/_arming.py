@@ -21,7 +21,7 @@ from flowtide.model.placements import (
     TIMEOUT_OUTPUT,
     AnyPlacement,
 )
-from flowtide.model.settings import NodeSettings
+from flowtide.model.settings import NodeSettings, TimeoutAnchor
 from flowtide.store.base import (
     Commit,
     DueEntry,
@@ -102,6 +102,20 @@ class Arming(Attempts):
                 due.append(DueEntry(when, self.run.id, token.id, f"timer:{token.visit}:{i}"))
             token.data["timers"] = armed
         return new, due
+
+    def fixed_window_end(
+        self, placement: str, settings: NodeSettings, now: datetime
+    ) -> datetime | None:
+        """The end of the placement's window when it does not move with each attempt (anchored
+        at the run's start or at the first arrival); None for a ``park`` anchor or no timeout."""
+        if settings.timeout is None or settings.anchor is TimeoutAnchor.PARK:
+            return None
+        return resolve_window(
+            settings,
+            now=now,
+            run_created_at=self.run.created_at,
+            node_anchor=self.anchors.get((placement, None)),
+        ).deadline
 
     async def item_anchor(self, placement: str, item: str) -> datetime:
         """The node anchor of one scatter item: stored on the item's first arrival."""

@@ -171,16 +171,18 @@ class Parking(Tasks):
             elif purpose == "timeout":
                 # The token's own deadline must have passed by the entry's instant; an entry
                 # fired late (or deferred by an engine that could not fire it) still counts.
+                # A parked token, or one waiting out a retry's backoff past its window's end.
+                backoff = token.status is S.WAITING and token.data.get("purpose") == "retry"
                 if (
-                    token.status is not S.PARKED
+                    not (token.status is S.PARKED or backoff)
                     or token.deadline is None
                     or token.deadline > entry.when
                 ):
                     return
-                epoch = token.epoch
+                was, epoch = token.status, token.epoch
                 token.status = S.READY  # claimed
                 self.close_park(token, ParkStatus.TIMED_OUT, "timeout")
-                self.expect[token.id] = Expect(S.PARKED, epoch)
+                self.expect[token.id] = Expect(was, epoch)
                 await self.park_timeout(token)
             elif purpose.startswith("timer:"):
                 _, visit, index = purpose.split(":")

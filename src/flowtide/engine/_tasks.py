@@ -172,7 +172,9 @@ class Tasks(Joins):
             routed = TIMEOUT_OUTPUT in p.route_map()
             deadline = attempt.deadline
             late = timed_out(budget, deadline, routed)
-            if self.retry_allowed(token, settings, timeout_err, explicit_only=True):
+            rearmed = self.fixed_window_end(p.id, settings, self.clock.now()) is None
+            # (A window that does not rearm is over for every later attempt too.)
+            if rearmed and self.retry_allowed(token, settings, timeout_err, explicit_only=True):
                 await self.schedule_retry(token, settings, timeout_err, self.event(token, late))
                 return None
             if routed:
@@ -185,7 +187,12 @@ class Tasks(Joins):
                 )
             token.status = S.FAILED
             if not await self.commit(
-                Commit(self.run.id, tokens=[token], events=[self.event(token, late)]),
+                Commit(
+                    self.run.id,
+                    tokens=[token],
+                    events=[self.event(token, late)],
+                    due_cleared=[token.id],
+                ),
                 unless_ended=True,
             ):
                 return None
@@ -288,13 +295,20 @@ class Tasks(Joins):
             previous=timedelta(seconds=prev) if prev is not None else None,
             rng=self.host.random,
         )
-        due = self.clock.now() + delay
+        now = self.clock.now()
+        due = now + delay
+        # A window anchored at the run's start or the first arrival does not wait for the next
+        # attempt: it ends when it ends, also during the backoff.
+        window_end = self.fixed_window_end(token.placement, settings, now)
         failed_attempt = token.attempt
         token.attempt += 1
         token.status = S.WAITING
         token.due = due
-        token.deadline = None
+        token.deadline = window_end
         token.data = {"purpose": "retry", "backoff": delay.total_seconds()}
+        dues = [DueEntry(due, self.run.id, token.id)]
+        if window_end is not None and window_end < due:
+            dues.insert(0, DueEntry(window_end, self.run.id, token.id, "timeout"))
         retried = self.event(
             token,
             NodeRetried(
@@ -310,11 +324,11 @@ class Tasks(Joins):
                 self.run.id,
                 tokens=[token],
                 events=[ev, retried],
-                due=[DueEntry(due, self.run.id, token.id)],
+                due=dues,
             ),
             unless_ended=True,
         ):
-            self.host.wake_sweeper(due)
+            self.host.wake_sweeper(dues[0].when)
 
     async def at_wait(self, token: TokenRecord, p: Wait) -> TokenRecord | None:
         if token.data.get("fired") == "wait":
