@@ -225,6 +225,40 @@ async def test_recursion_is_stopped_by_the_depth_limit_with_a_clear_error() -> N
     assert [e.type for e in result.errors[1:]] == ["SubflowFailedError"] * 3
 
 
+async def test_a_depth_limit_hit_takes_the_error_route_like_any_child_failure() -> None:
+    # The deepest subflow's child cannot start: its placement routes error to a terminal of
+    # its own; every level above then completes.
+    flow = (
+        FlowBuilder("urn:test:flow:recursive-routed")
+        .task("count", count_level, {"deeper": "again", "stop": "end"})
+        .subflow("again", "urn:test:flow:recursive-routed", {"success": "end", "error": "deep"})
+        .terminal("end")
+        .terminal("deep", "too-deep")
+        .build()
+        .model_copy(update={"max_depth": 3})
+    )
+    async with running() as (engine, _clock):
+        result = await engine.run(flow)
+        history = await engine.history(result.run_id)
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert result.outcome == "completed"  # the top level's own end
+    children = [e.data["child"] for e in history if e.kind == "subflow_started"]
+    assert len(children) == 1
+    deepest = children[0]
+    for _ in range(2):
+        child_history = await engine.history(deepest)
+        nested = [e.data["child"] for e in child_history if e.kind == "subflow_started"]
+        if not nested:
+            break
+        deepest = nested[0]
+    deepest_history = await engine.history(deepest)
+    (failed,) = [e for e in deepest_history if e.kind == "node_failed"]
+    assert failed.data["error"]["type"] == "RecursionDepthError"
+    assert failed.data["to"] == ["deep"]
+    deepest_result = await engine.wait(deepest)
+    assert deepest_result.outcome == "too-deep"
+
+
 async def test_subflow_timeout_setting_bounds_the_child() -> None:
     flow = (
         FlowBuilder("urn:test:flow:bounded-parent")

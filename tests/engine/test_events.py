@@ -52,7 +52,7 @@ SAMPLES: list[EventPayload] = [
     NodeStarted(visit=2, kind="scatter", deadline=AT, node="m:f", phase="pre", subflow="urn:child"),
     ProcessStarted(pid=4242),
     NodeFinished(output="ok", to=["a", "b"], items=3, succeeded=2, failed=1, started=3),
-    NodeFailed(error={"type": "ValueError", "message": "boom"}),
+    NodeFailed(error={"type": "ValueError", "message": "boom"}, to=["handled"]),
     NodeTimedOut(budget=60.0, routed=True, deadline=AT, to=["late"]),
     NodeRetried(due=AT, next_attempt=2, delay=10.0, error="ConnectionError"),
     WaitStarted(due=AT),

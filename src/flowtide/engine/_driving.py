@@ -400,18 +400,21 @@ class Driving(Subflows):
 
     async def at_scatter(self, token: TokenRecord, p: Scatter) -> TokenRecord | None:
 
-        token.status = S.RUNNING
         body = self.plan.impls[p.id].id if p.body.node is not None else None
-        started = self.event(
-            token,
-            NodeStarted(
-                visit=token.visit, kind="scatter", deadline=None, node=body, subflow=p.body.flow
-            ),
-        )
-        if not await self.commit(
-            Commit(self.run.id, tokens=[token], events=[started]), unless_ended=True
-        ):
-            return None
+        async with self.steps.hold():
+            if self.end is not None or token.status is S.CANCELLED:
+                return None
+            token.status = S.RUNNING
+            started = self.event(
+                token,
+                NodeStarted(
+                    visit=token.visit, kind="scatter", deadline=None, node=body, subflow=p.body.flow
+                ),
+            )
+            if not await self.commit(
+                Commit(self.run.id, tokens=[token], events=[started]), unless_ended=True
+            ):
+                return None
         base = dict(self.state)
         runner = ScatterRun(self, token, p)
         output, update = await runner.run(base)

@@ -53,18 +53,22 @@ class Subflows(Parking):
 
     async def at_subflow(self, token: TokenRecord, p: Subflow) -> TokenRecord | None:
         settings = self.plan.settings[p.id]
-        token.status = S.RUNNING
-        self.starting.add(token.id)
-        anchors, due = self.arm(token, p.id, settings, self.clock.now())
-        deadline = isoformat(token.deadline) if token.deadline is not None else None
-        started = self.event(
-            token, NodeStarted(visit=token.visit, kind="subflow", deadline=deadline, subflow=p.flow)
-        )
-        if not await self.commit(
-            Commit(self.run.id, tokens=[token], events=[started], anchors=anchors, due=due),
-            unless_ended=True,
-        ):
-            return None
+        async with self.steps.hold():
+            if self.end is not None or token.status is S.CANCELLED:
+                return None
+            token.status = S.RUNNING
+            self.starting.add(token.id)
+            anchors, due = self.arm(token, p.id, settings, self.clock.now())
+            deadline = isoformat(token.deadline) if token.deadline is not None else None
+            started = self.event(
+                token,
+                NodeStarted(visit=token.visit, kind="subflow", deadline=deadline, subflow=p.flow),
+            )
+            if not await self.commit(
+                Commit(self.run.id, tokens=[token], events=[started], anchors=anchors, due=due),
+                unless_ended=True,
+            ):
+                return None
         base = dict(self.state)
         child_state = map_input(base, p.input)
         attempt, result = await self.run_child(
@@ -77,6 +81,13 @@ class Subflows(Parking):
             token=token,
             deadline=token.deadline,
         )
+        if isinstance(attempt.error, RecursionDepthError) and "error" in p.route_map():
+            # The child could not start: routed like any failure of the child.
+            error = error_data(attempt.error)
+            self.last_placements = [p.id]
+            return await self.route(
+                token, p, "error", event=lambda to: NodeFailed(error=error, to=to)
+            )
         if attempt.kind != "ok" or result is None:
             return await self.after_attempt(token, p, p.flow, settings, base, attempt)
         completed = result.lifecycle is Lifecycle.COMPLETED

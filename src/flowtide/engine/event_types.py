@@ -129,10 +129,13 @@ class NodeFinished(EventPayload):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeFailed(EventPayload):
-    """An attempt raised; ``error``: the exception. A ``node_retried`` follows if it retries."""
+    """An attempt raised; ``error``: the exception. A ``node_retried`` follows if it retries.
+    ``to``: where the token moved by the placement's ``error`` route, when the failure takes it
+    (a subflow whose child could not start, its nesting too deep)."""
 
     KIND: ClassVar[EventKind] = EventKind.NODE_FAILED
     error: ErrorData
+    to: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -354,7 +357,9 @@ class Signalled(EventPayload):
     to: list[str] | None = None
 
 
-Moving = NodeFinished | NodeTimedOut | TimerFired | JoinFired | SubflowFinished | Signalled
+Moving = (
+    NodeFinished | NodeFailed | NodeTimedOut | TimerFired | JoinFired | SubflowFinished | Signalled
+)
 """The payloads of events that move a token on (they say where, ``to``)."""
 
 PAYLOADS: dict[EventKind, type[EventPayload]] = {
