@@ -191,6 +191,11 @@ class Attempts(RunCore):
                 check_json(park.payload, "park payload")
         except (UndeclaredOutputError, NotJSONError) as exc:
             return Attempt("error", error=exc)
+        contracts = self.host.output_contracts
+        if park is None and contracts is not None:
+            broken = contracts.check(self.flow, impl, placement, name, {**state, **update})
+            if broken is not None:
+                return Attempt("error", error=broken)
         if park is not None:
             if not parkable:
                 err = EngineError(f"node {impl.id!r} at {placement!r} parked where it cannot")

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from flowtide.clock import Clock
+from flowtide.engine.contracts import OutputContracts
 from flowtide.engine.result import RunResult
 from flowtide.engine.scope import CancelScope
 from flowtide.store.base import EventRecord, RunRecord, Store, TokenRecord
@@ -44,6 +45,10 @@ class RunHost(Protocol):
     @property
     def threads(self) -> Executor:
         """Where sync nodes run."""
+
+    @property
+    def output_contracts(self) -> OutputContracts | None:
+        """The output schemas to check outputs against (None: not checked)."""
 
     def wake_sweeper(self, when: datetime | None = None) -> None:
         """A due instant was written: the sweeper looks again (by ``when`` at the latest)."""

@@ -13,6 +13,7 @@ from flowtide.clock import isoformat
 from flowtide.engine._attempts import Attempt
 from flowtide.engine._joins import Joins
 from flowtide.engine._records import escalation, timed_out
+from flowtide.engine.contracts import OutputContractError
 from flowtide.engine.errors import (
     FailedTerminalError,
     NodeTimeoutError,
@@ -202,8 +203,15 @@ class Tasks(Joins):
             return None
         exc = attempt.error
         assert exc is not None
+        if isinstance(exc, OutputContractError) and "error" in p.route_map():
+            error = error_data(exc)
+            self.last_placements = [p.id]
+            return await self.route(
+                token, p, "error", event=lambda to: NodeFailed(error=error, to=to)
+            )
         ev = self.event(token, NodeFailed(error=error_data(exc)))
-        if not isinstance(exc, UndeclaredOutputError) and self.retry_allowed(token, settings, exc):
+        retryable = not isinstance(exc, UndeclaredOutputError | OutputContractError)
+        if retryable and self.retry_allowed(token, settings, exc):
             await self.schedule_retry(token, settings, exc, ev)
             return None
         token.status = S.FAILED

@@ -38,6 +38,7 @@ from flowtide.engine._executor import RunExecutor
 from flowtide.engine._hooks import HookDelivery
 from flowtide.engine._host import ChildRun
 from flowtide.engine._signals import refusal
+from flowtide.engine.contracts import OutputContracts
 from flowtide.engine.errors import (
     EngineError,
     RefusalReason,
@@ -153,7 +154,9 @@ class Engine:
     ``registry``: where node references are resolved (falls back to the process-wide registry,
     then to importing ``module:attribute``). ``hooks``: callables receiving every event (see
     :mod:`flowtide.engine.events`). ``random``: the random source of jittered backoffs.
-    ``max_threads``: the worker threads for sync nodes.
+    ``max_threads``: the worker threads for sync nodes. ``validate_outputs``: check the state
+    each output carries against the output's JSON Schema, where its node type declares one (see
+    :mod:`flowtide.engine.contracts`).
     """
 
     def __init__(
@@ -166,6 +169,7 @@ class Engine:
         hooks: Sequence[Hook] = (),
         random: random.Random | None = None,
         max_threads: int = 32,
+        validate_outputs: bool = False,
     ) -> None:
         self.store: Store = store if store is not None else MemoryStore()
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -176,6 +180,7 @@ class Engine:
         self._plans: dict[str, FlowPlan] = {}
         self._runs: dict[str, RunExecutor] = {}
         self._max_threads = max_threads
+        self._contracts = OutputContracts() if validate_outputs else None
         self._threads: ThreadPoolExecutor | None = None
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
@@ -845,6 +850,10 @@ class _EngineHost:
     @property
     def threads(self) -> Executor:
         return self._engine.threads
+
+    @property
+    def output_contracts(self) -> OutputContracts | None:
+        return self._engine._contracts
 
     def wake_sweeper(self, when: datetime | None = None) -> None:
         self._engine.sweeper.wake(when)
