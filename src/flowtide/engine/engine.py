@@ -916,7 +916,5 @@ def _stored_result(run: RunRecord, state: dict[str, Any]) -> RunResult:
         lifecycle=Lifecycle(run.lifecycle),
         outcome=run.outcome,
         state=state,
-        errors=tuple(
-            ErrorInfo(e["type"], e["message"], e.get("placement")) for e in data.get("errors", ())
-        ),
+        errors=tuple(ErrorInfo.from_dict(e) for e in data.get("errors", ())),
     )
