@@ -156,6 +156,53 @@ async def test_a_process_isolated_nodes_traceback_comes_from_its_process() -> No
     assert "ValueError: the reader cannot read card 1111" in error.traceback
 
 
+@node(outputs=["done"], execution="inline")
+def opens_the_database(ctx: NodeContext) -> str:
+    raise ConnectionError("no database")
+
+
+class LedgerClosed(Exception):
+    def details(self) -> dict[str, object]:
+        return {"ledger": "eu-1"}
+
+
+@node(outputs=["done"], execution="inline")
+def opens_the_ledger(ctx: NodeContext) -> str:
+    raise LedgerClosed("the ledger is closed")
+
+
+def with_pre_phase(impl: object) -> Flow:
+    return (
+        FlowBuilder("urn:test:flow:pre-errors")
+        .phase("connect", "pre", impl)  # type: ignore[arg-type]
+        .task("pay", declines, {"done": "end"})
+        .terminal("end")
+        .entrypoint("main", "pay")
+        .build()
+    )
+
+
+async def test_a_failing_pre_phase_keeps_its_traceback() -> None:
+    async with running() as (engine, _clock):
+        result = await engine.run(with_pre_phase(opens_the_database))
+        history = await engine.history(result.run_id)
+    (error,) = result.errors
+    assert (error.type, error.placement) == ("ConnectionError", "connect")
+    assert error.message == "pre phase 'connect' failed: ConnectionError: no database"
+    assert error.traceback is not None
+    assert "in opens_the_database" in error.traceback
+    (failed,) = of_kind(history, "node_failed")
+    assert payload_of(failed, NodeFailed).error["traceback"] == error.traceback
+
+
+async def test_a_failing_pre_phase_keeps_its_details() -> None:
+    async with running() as (engine, _clock):
+        result = await engine.run(with_pre_phase(opens_the_ledger))
+    (error,) = result.errors
+    assert (error.type, error.details) == ("LedgerClosed", {"ledger": "eu-1"})
+    assert error.message == "pre phase 'connect' failed: LedgerClosed: the ledger is closed"
+
+
 class Odd:
     def __repr__(self) -> str:
         return "<odd>"
