@@ -11,6 +11,7 @@ import pytest
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Engine, Lifecycle, NodeContext
+from flowtide.engine.scatter import progress_key
 from flowtide.model import Flow
 from flowtide.store import MemoryStore, NotJSONError
 from tests.engine.engine_helpers import at, of_kind, running
@@ -286,9 +287,10 @@ async def test_scatter_resumed_after_a_crash_reruns_only_unfinished_items() -> N
     run = await store.get_run(handle.run_id)
     assert run.lifecycle == "running"
     token = (await store.tokens(handle.run_id))[0]
-    # Scatter progress is kept per visit of the scatter's token.
-    items = await store.scatter_items(handle.run_id, f"{token.id}@{token.visit}")
-    assert [i.index for i in items] == [0, 1, 2]
+    # Scatter progress is kept per visit of the scatter placement.
+    progress = progress_key(token.placement, token.visit)
+    items = await store.scatter_items(handle.run_id, progress)
+    assert [(i.index, i.progress) for i in items] == [(0, progress), (1, progress), (2, progress)]
 
     executed.clear()
     await store.commit(
@@ -304,6 +306,85 @@ async def test_scatter_resumed_after_a_crash_reruns_only_unfinished_items() -> N
     assert executed == [3, 4, 5]
     assert result.lifecycle is Lifecycle.COMPLETED
     assert result.state["results"] == [0, 10, 20, 30, 40, 50]
+
+
+# -- scatters one after the other ----------------------------------------------------------------
+
+ran: list[tuple[str, int]] = []
+"""(placement, item) of each body that ran."""
+
+
+@node(outputs=["done"])
+async def doubles(ctx: NodeContext) -> None:
+    ran.append((ctx.placement, ctx.item))
+    await ctx.clock.sleep(timedelta(seconds=1))
+    ctx.state["out"] = ctx.item * 2
+
+
+@node(outputs=["done"])
+async def squares(ctx: NodeContext) -> None:
+    ran.append((ctx.placement, ctx.item))
+    if ctx.item == 3 and ctx.state.get("crash"):
+        await ctx.clock.sleep(timedelta(days=365))  # the engine "crashes" meanwhile
+    await ctx.clock.sleep(timedelta(seconds=1))
+    ctx.state["out"] = ctx.item**2
+
+
+TWO_SCATTERS = (
+    FlowBuilder("urn:test:flow:two-scatters")
+    .scatter(
+        "double",
+        "items",
+        doubles,
+        {"all-success": "square"},
+        gather={"strategy": "append", "field": "out", "target": "doubled"},
+    )
+    .scatter(
+        "square",
+        "items",
+        squares,
+        {"all-success": "end"},
+        gather={"strategy": "append", "field": "out", "target": "squared"},
+    )
+    .terminal("end")
+    .build()
+)
+
+
+async def test_two_scatters_in_a_row_each_run_their_body_and_gather_their_own_results() -> None:
+    ran.clear()
+    async with running() as (engine, _clock):
+        result = await engine.run(TWO_SCATTERS, {"items": [1, 2, 3]})
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert result.state["doubled"] == [2, 4, 6]
+    assert result.state["squared"] == [1, 4, 9]
+    assert sorted(ran) == [("double", i) for i in (1, 2, 3)] + [("square", i) for i in (1, 2, 3)]
+
+
+async def test_a_run_resumed_in_its_second_scatter_reruns_only_its_unfinished_items() -> None:
+    from flowtide.clock import VirtualClock
+    from flowtide.store import Commit
+
+    ran.clear()
+    store = MemoryStore()
+    clock = VirtualClock(at(0))
+    first = Engine(store=store, clock=clock, flows=[TWO_SCATTERS])
+    handle = await first.start(TWO_SCATTERS, {"items": [0, 1, 2, 3, 4, 5], "crash": True})
+    await clock.advance(timedelta(seconds=20))
+    assert [i for p, i in ran if p == "square"] == [0, 1, 2, 3]
+    await first.close()  # the crash: nothing more is recorded by this engine
+
+    ran.clear()
+    await store.commit(Commit(handle.run_id, state={"crash": False}))
+    second = Engine(store=store, clock=clock, flows=[TWO_SCATTERS])
+    resumed = await second.resume(handle.run_id)
+    await clock.advance(timedelta(seconds=20))
+    result = await resumed.result()
+    await second.close()
+    assert ran == [("square", 3), ("square", 4), ("square", 5)]
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert result.state["doubled"] == [0, 2, 4, 6, 8, 10]
+    assert result.state["squared"] == [0, 1, 4, 9, 16, 25]
 
 
 @node(outputs=["done"], timeout="PT2S")

@@ -10,8 +10,9 @@
 * An item succeeds when its body returns a declared output (a flow body: completes); it fails
   when the body raises, times out (its window is the body's ``timeout``) or the child run does
   not complete. ``on_failure: fail_fast`` stops starting items after the first failure.
-* Every finished item is recorded in the store (index, output, result, completion order), so a
-  scatter resumed after a crash re-runs only the items that had not finished.
+* Every finished item is recorded in the store (index, output, result, completion order) under
+  the scatter's placement and visit (:func:`progress_key`), so a scatter resumed after a crash
+  re-runs only its own items that had not finished.
 * Gather (``gather.strategy``), over succeeded items: ``append`` a list in source order;
   ``collect`` a list in completion order; ``partition`` a mapping output -> list (failed items
   under ``error``/``timeout``, as ``{"item", "error"}``); ``map`` a mapping ``key`` -> result;
@@ -65,6 +66,13 @@ class _Source:
         return next(self._sync, _END)
 
 
+def progress_key(placement: str, visit: int) -> str:
+    """The key a scatter's finished items are recorded under: one set per visit of the
+    placement (a token moving from one scatter to the next keeps its id, so the token would not
+    tell them apart; a scatter re-entered in a loop runs its items again)."""
+    return f"{placement}#{visit}"
+
+
 class ScatterRun:
     def __init__(self, ex: Subflows, token: TokenRecord, p: Scatter) -> None:
         self.ex = ex
@@ -77,8 +85,7 @@ class ScatterRun:
         self._stop = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.scope: CancelScope = ex.root.child(p.id)
-        self.progress_id = f"{token.id}@{token.visit}"
-        """Progress is kept per visit: a scatter re-entered in a loop runs its items again."""
+        self.progress_id = progress_key(p.id, token.visit)
 
     def finished(self, output: str, to: list[str] | None) -> NodeFinished:
         """The scatter's ``node_finished`` payload: its output, where it went, its counts."""
