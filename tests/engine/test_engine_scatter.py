@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from flowtide.authoring import FlowBuilder, node
+from flowtide.clock import Clock
 from flowtide.engine import Engine, Lifecycle, NodeContext
 from flowtide.engine.scatter import progress_key
 from flowtide.model import Flow
@@ -242,6 +243,75 @@ async def test_keyed_batches_released_when_idle() -> None:
         result = await engine.run(flow, {"rows": slow_rows()})
     assert result.lifecycle is Lifecycle.COMPLETED
     assert sorted(seen) == [[0, 1], [2]]
+
+
+async def quiet_source(clock: Clock) -> AsyncIterator[dict[str, Any]]:
+    """Two rows of key "a" at once, then nothing for 10 s, then one row of key "b"."""
+    yield {"k": "a", "v": 0}
+    yield {"k": "a", "v": 1}
+    await clock.sleep(timedelta(seconds=10))
+    yield {"k": "b", "v": 2}
+
+
+@LAZY_SOURCE
+async def test_an_idle_batch_starts_at_its_idle_instant_while_the_source_is_still_quiet() -> None:
+    started: list[tuple[float, list[int]]] = []
+
+    @node(id="test:batch:record-start", outputs=["done"], execution="inline")
+    def record_start(ctx: NodeContext) -> None:
+        started.append(((ctx.now() - at(0)).total_seconds(), [x["v"] for x in ctx.item]))
+
+    flow = (
+        FlowBuilder("urn:test:flow:idle-batch-quiet-source")
+        .scatter(
+            "each",
+            "rows",
+            record_start,
+            {"all-success": "end"},
+            batch={"key": "k", "size": 10, "idle": "PT5S"},
+        )
+        .terminal("end")
+        .build()
+    )
+    async with running() as (engine, clock):
+        result = await engine.run(flow, {"rows": quiet_source(clock)})
+    assert result.lifecycle is Lifecycle.COMPLETED
+    # "a" is idle from 0 s: it starts at 5 s, not when the source yields "b" at 10 s; "b" goes
+    # out when the source ends.
+    assert started == [(5.0, [0, 1]), (10.0, [2])]
+
+
+@LAZY_SOURCE
+async def test_batches_waiting_for_a_slot_hold_the_source_back() -> None:
+    pulled: list[float] = []
+
+    @node(id="test:batch:slow", outputs=["done"])
+    async def slow_batch(ctx: NodeContext) -> None:
+        await ctx.clock.sleep(timedelta(seconds=2))
+
+    async def rows(clock: Clock) -> AsyncIterator[dict[str, Any]]:
+        for i in range(4):
+            pulled.append((clock.now() - at(0)).total_seconds())
+            yield {"k": i, "v": i}
+
+    flow = (
+        FlowBuilder("urn:test:flow:batch-backpressure")
+        .scatter(
+            "each",
+            "rows",
+            slow_batch,
+            {"all-success": "end"},
+            concurrency=1,
+            batch={"key": "k", "size": 1},
+        )
+        .terminal("end")
+        .build()
+    )
+    async with running() as (engine, clock):
+        result = await engine.run(flow, {"rows": rows(clock)})
+    assert result.lifecycle is Lifecycle.COMPLETED
+    # One batch runs, one released batch waits for its slot: only then is the source pulled.
+    assert pulled == [0, 0, 2, 4]
 
 
 # -- resume after a crash -------------------------------------------------------------------------
