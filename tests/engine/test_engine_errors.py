@@ -102,6 +102,24 @@ async def test_a_retried_failure_keeps_each_attempts_traceback() -> None:
     assert result.errors[0].traceback is not None
 
 
+async def test_explain_after_the_run_failed_says_the_visit_failed_and_with_what() -> None:
+    flow = one_task(reads_card, retry={"max_attempts": 2, "backoff": "fixed", "initial": "PT1S"})
+    async with running() as (engine, _clock):
+        result = await engine.run(flow)
+        explained = await engine.explain(result.run_id, placement="pay")
+        history = await engine.history(result.run_id)
+    first_failure, last_failure = of_kind(history, "node_failed")
+    assert last_failure.at > first_failure.at
+    # The first failure was retried: the visit ended with the second.
+    assert (explained.visit, explained.timeout) == (1, None)
+    assert (explained.ending, explained.ended_at, explained.ended_by) == (
+        "failed",
+        last_failure.at,
+        "ValueError",
+    )
+    assert f"failed at {last_failure.at.isoformat()} (ValueError)" in str(explained)
+
+
 async def test_a_nodes_own_error_exposes_its_fields_through_details() -> None:
     async with running() as (engine, _clock):
         result = await engine.run(one_task(declines))
