@@ -9,13 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
 
 
 class FlowtideError(Exception):
     """Base class of every error Flowtide raises on purpose."""
+
+    def details(self) -> dict[str, Any]:
+        """The error's own fields as JSON values, kept with it on a run's result (the message
+        says the same for people)."""
+        return {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,7 +73,7 @@ def test_run_prints_json_and_exits_by_lifecycle() -> None:
     )
 
 
-def test_run_with_a_failing_flow_exits_1(tmp_path: Path) -> None:
+def boom_flow(tmp_path: Path) -> Path:
     doc = tmp_path / "boom.yaml"
     doc.write_text(
         "id: urn:test:boom\n"
@@ -82,7 +82,11 @@ def test_run_with_a_failing_flow_exits_1(tmp_path: Path) -> None:
         "  - {id: explode, kind: task, node: 'tests.cli.nodes_for_run:boom', routes: {done: end}}\n"
         "  - {id: end, kind: terminal}\n"
     )
-    result = runner.invoke(app, ["run", str(doc)])
+    return doc
+
+
+def test_run_with_a_failing_flow_exits_1(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["run", str(boom_flow(tmp_path))])
     assert result.exit_code == ExitCode.FAILURE, result.output
     text = " ".join(result.output.split())
     assert "failed" in text
@@ -113,3 +117,26 @@ def test_demo_runs_the_dispatcher_as_json() -> None:
     late = checkout["node anchor"]["refused"]
     assert late[0]["minute"] == 10.5
     assert "expired at 09:10:00Z, 30 s before this signal" in late[0]["reason"]
+
+
+def test_run_json_carries_each_errors_details_and_traceback(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["run", str(boom_flow(tmp_path)), "--json", "--history"])
+    assert result.exit_code == ExitCode.FAILURE, result.output
+    data = json.loads(result.output)
+    (error,) = data["errors"]
+    assert (error["type"], error["placement"], error["details"]) == ("RuntimeError", "explode", {})
+    assert "in boom" in error["traceback"]
+    assert error["traceback"].rstrip().endswith("RuntimeError: the card reader is on fire")
+    (failed,) = [e for e in data["history"] if e["kind"] == "node_failed"]
+    assert failed["data"]["error"]["traceback"] == error["traceback"]
+
+
+def test_run_prints_a_nodes_traceback_with_flowtide_debug(tmp_path: Path) -> None:
+    doc = str(boom_flow(tmp_path))
+    quiet = runner.invoke(app, ["run", doc])
+    assert "Traceback" not in quiet.output
+    assert "FLOWTIDE_DEBUG=1" in quiet.output
+    loud = runner.invoke(app, ["run", doc], env={"FLOWTIDE_DEBUG": "1"})
+    assert loud.exit_code == ExitCode.FAILURE, loud.output
+    assert "Traceback (most recent call last)" in loud.output
+    assert "in boom" in loud.output

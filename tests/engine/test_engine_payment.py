@@ -166,3 +166,75 @@ async def test_the_wait_branch_model_expires_at_once_while_the_customer_decides(
     assert answers[-1][2] is RefusalReason.CANCELLED  # the join cancelled offer-retry at 10:00
     assert result.outcome == "expired"
     assert finished_at(history) == at(600)
+
+
+# -- explain, once the run has ended ---------------------------------------------------------------
+
+
+async def test_explain_after_the_payment_expired_says_when_and_from_which_anchor() -> None:
+    engine, clock, run_id, _ = await play(example(NODE_ANCHOR), SCRIPT[:-1])
+    await clock.advance(timedelta(hours=1))
+    result = await engine.wait(run_id)
+    assert result.outcome == "expired"
+    history = await engine.history(run_id)
+    explained = await engine.explain(run_id, placement="collect-payment")
+    everything = await engine.explain_run(run_id)
+    await engine.close()
+    first_try = next(e for e in history if e.placement == "collect-payment")
+    assert (first_try.kind, first_try.at) == ("node_started", at(0))
+    # The last of the four tries: the window is the first try's ten minutes, and it ran out.
+    assert explained.visit == 4
+    assert (explained.anchor.value, explained.anchor_at, explained.anchor_visit) == (
+        "node",
+        at(0),
+        1,
+    )
+    assert (explained.timeout, explained.deadline) == (timedelta(minutes=10), at(600))
+    assert (explained.timeout_source, explained.anchor_source) == ("placement", "placement")
+    assert (explained.ending, explained.ended_at, explained.ended_by) == (
+        "timed_out",
+        at(600),
+        "timeout",
+    )
+    assert explained.resolved_at == at(9.5 * 60)  # the last park, after the retry at 9:30
+    text = str(explained)
+    assert "deadline 2026-01-01T00:10:00+00:00" in text
+    assert (
+        "anchor node (the first arrival at the placement: 2026-01-01T00:00:00+00:00, visit 1)"
+        in (text)
+    )
+    assert "timed out at 2026-01-01T00:10:00+00:00, by its 'timeout' route" in text
+    # Only collect-payment had a window.
+    assert everything == [explained]
+
+
+async def test_explain_after_a_park_anchored_payment_paid_says_it_moved_on() -> None:
+    engine, clock, run_id, _ = await play(example(NODE_ANCHOR, anchor="park"))
+    await clock.advance(timedelta(hours=1))
+    assert (await engine.wait(run_id)).outcome == "paid"
+    explained = await engine.explain(run_id, placement="collect-payment")
+    await engine.close()
+    # The gateway's callback at 10:30 ran the node again: with a park anchor, that attempt
+    # started ten fresh minutes.
+    assert (explained.anchor.value, explained.anchor_at, explained.deadline) == (
+        "park",
+        at(10.5 * 60),
+        at(20.5 * 60),
+    )
+    assert (explained.ending, explained.ended_at, explained.ended_by) == (
+        "moved_on",
+        at(10.5 * 60),
+        "paid",
+    )
+    assert "moved on at 2026-01-01T00:10:30+00:00 by output 'paid'" in str(explained)
+
+
+async def test_explain_after_a_cancel_says_the_payment_was_cancelled() -> None:
+    engine, clock, run_id, _ = await play(example(NODE_ANCHOR), SCRIPT[:2])
+    await clock.advance_to(at(3 * 60))
+    assert await engine.cancel(run_id, "the customer left")
+    assert (await engine.wait(run_id)).lifecycle is Lifecycle.CANCELLED
+    explained = await engine.explain(run_id, placement="collect-payment")
+    await engine.close()
+    assert (explained.visit, explained.anchor_at, explained.deadline) == (2, at(0), at(600))
+    assert (explained.ending, explained.ended_at) == ("cancelled", at(3 * 60))

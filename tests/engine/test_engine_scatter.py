@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from flowtide.authoring import FlowBuilder, node
+from flowtide.clock import Clock
 from flowtide.engine import Engine, Lifecycle, NodeContext
+from flowtide.engine.scatter import progress_key
 from flowtide.model import Flow
 from flowtide.store import MemoryStore, NotJSONError
 from tests.engine.engine_helpers import at, of_kind, running
@@ -243,6 +245,75 @@ async def test_keyed_batches_released_when_idle() -> None:
     assert sorted(seen) == [[0, 1], [2]]
 
 
+async def quiet_source(clock: Clock) -> AsyncIterator[dict[str, Any]]:
+    """Two rows of key "a" at once, then nothing for 10 s, then one row of key "b"."""
+    yield {"k": "a", "v": 0}
+    yield {"k": "a", "v": 1}
+    await clock.sleep(timedelta(seconds=10))
+    yield {"k": "b", "v": 2}
+
+
+@LAZY_SOURCE
+async def test_an_idle_batch_starts_at_its_idle_instant_while_the_source_is_still_quiet() -> None:
+    started: list[tuple[float, list[int]]] = []
+
+    @node(id="test:batch:record-start", outputs=["done"], execution="inline")
+    def record_start(ctx: NodeContext) -> None:
+        started.append(((ctx.now() - at(0)).total_seconds(), [x["v"] for x in ctx.item]))
+
+    flow = (
+        FlowBuilder("urn:test:flow:idle-batch-quiet-source")
+        .scatter(
+            "each",
+            "rows",
+            record_start,
+            {"all-success": "end"},
+            batch={"key": "k", "size": 10, "idle": "PT5S"},
+        )
+        .terminal("end")
+        .build()
+    )
+    async with running() as (engine, clock):
+        result = await engine.run(flow, {"rows": quiet_source(clock)})
+    assert result.lifecycle is Lifecycle.COMPLETED
+    # "a" is idle from 0 s: it starts at 5 s, not when the source yields "b" at 10 s; "b" goes
+    # out when the source ends.
+    assert started == [(5.0, [0, 1]), (10.0, [2])]
+
+
+@LAZY_SOURCE
+async def test_batches_waiting_for_a_slot_hold_the_source_back() -> None:
+    pulled: list[float] = []
+
+    @node(id="test:batch:slow", outputs=["done"])
+    async def slow_batch(ctx: NodeContext) -> None:
+        await ctx.clock.sleep(timedelta(seconds=2))
+
+    async def rows(clock: Clock) -> AsyncIterator[dict[str, Any]]:
+        for i in range(4):
+            pulled.append((clock.now() - at(0)).total_seconds())
+            yield {"k": i, "v": i}
+
+    flow = (
+        FlowBuilder("urn:test:flow:batch-backpressure")
+        .scatter(
+            "each",
+            "rows",
+            slow_batch,
+            {"all-success": "end"},
+            concurrency=1,
+            batch={"key": "k", "size": 1},
+        )
+        .terminal("end")
+        .build()
+    )
+    async with running() as (engine, clock):
+        result = await engine.run(flow, {"rows": rows(clock)})
+    assert result.lifecycle is Lifecycle.COMPLETED
+    # One batch runs, one released batch waits for its slot: only then is the source pulled.
+    assert pulled == [0, 0, 2, 4]
+
+
 # -- resume after a crash -------------------------------------------------------------------------
 
 executed: list[int] = []
@@ -286,9 +357,10 @@ async def test_scatter_resumed_after_a_crash_reruns_only_unfinished_items() -> N
     run = await store.get_run(handle.run_id)
     assert run.lifecycle == "running"
     token = (await store.tokens(handle.run_id))[0]
-    # Scatter progress is kept per visit of the scatter's token.
-    items = await store.scatter_items(handle.run_id, f"{token.id}@{token.visit}")
-    assert [i.index for i in items] == [0, 1, 2]
+    # Scatter progress is kept per visit of the scatter placement.
+    progress = progress_key(token.placement, token.visit)
+    items = await store.scatter_items(handle.run_id, progress)
+    assert [(i.index, i.progress) for i in items] == [(0, progress), (1, progress), (2, progress)]
 
     executed.clear()
     await store.commit(
@@ -304,6 +376,85 @@ async def test_scatter_resumed_after_a_crash_reruns_only_unfinished_items() -> N
     assert executed == [3, 4, 5]
     assert result.lifecycle is Lifecycle.COMPLETED
     assert result.state["results"] == [0, 10, 20, 30, 40, 50]
+
+
+# -- scatters one after the other ----------------------------------------------------------------
+
+ran: list[tuple[str, int]] = []
+"""(placement, item) of each body that ran."""
+
+
+@node(outputs=["done"])
+async def doubles(ctx: NodeContext) -> None:
+    ran.append((ctx.placement, ctx.item))
+    await ctx.clock.sleep(timedelta(seconds=1))
+    ctx.state["out"] = ctx.item * 2
+
+
+@node(outputs=["done"])
+async def squares(ctx: NodeContext) -> None:
+    ran.append((ctx.placement, ctx.item))
+    if ctx.item == 3 and ctx.state.get("crash"):
+        await ctx.clock.sleep(timedelta(days=365))  # the engine "crashes" meanwhile
+    await ctx.clock.sleep(timedelta(seconds=1))
+    ctx.state["out"] = ctx.item**2
+
+
+TWO_SCATTERS = (
+    FlowBuilder("urn:test:flow:two-scatters")
+    .scatter(
+        "double",
+        "items",
+        doubles,
+        {"all-success": "square"},
+        gather={"strategy": "append", "field": "out", "target": "doubled"},
+    )
+    .scatter(
+        "square",
+        "items",
+        squares,
+        {"all-success": "end"},
+        gather={"strategy": "append", "field": "out", "target": "squared"},
+    )
+    .terminal("end")
+    .build()
+)
+
+
+async def test_two_scatters_in_a_row_each_run_their_body_and_gather_their_own_results() -> None:
+    ran.clear()
+    async with running() as (engine, _clock):
+        result = await engine.run(TWO_SCATTERS, {"items": [1, 2, 3]})
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert result.state["doubled"] == [2, 4, 6]
+    assert result.state["squared"] == [1, 4, 9]
+    assert sorted(ran) == [("double", i) for i in (1, 2, 3)] + [("square", i) for i in (1, 2, 3)]
+
+
+async def test_a_run_resumed_in_its_second_scatter_reruns_only_its_unfinished_items() -> None:
+    from flowtide.clock import VirtualClock
+    from flowtide.store import Commit
+
+    ran.clear()
+    store = MemoryStore()
+    clock = VirtualClock(at(0))
+    first = Engine(store=store, clock=clock, flows=[TWO_SCATTERS])
+    handle = await first.start(TWO_SCATTERS, {"items": [0, 1, 2, 3, 4, 5], "crash": True})
+    await clock.advance(timedelta(seconds=20))
+    assert [i for p, i in ran if p == "square"] == [0, 1, 2, 3]
+    await first.close()  # the crash: nothing more is recorded by this engine
+
+    ran.clear()
+    await store.commit(Commit(handle.run_id, state={"crash": False}))
+    second = Engine(store=store, clock=clock, flows=[TWO_SCATTERS])
+    resumed = await second.resume(handle.run_id)
+    await clock.advance(timedelta(seconds=20))
+    result = await resumed.result()
+    await second.close()
+    assert ran == [("square", 3), ("square", 4), ("square", 5)]
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert result.state["doubled"] == [0, 2, 4, 6, 8, 10]
+    assert result.state["squared"] == [0, 1, 4, 9, 16, 25]
 
 
 @node(outputs=["done"], timeout="PT2S")

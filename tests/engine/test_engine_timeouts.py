@@ -89,6 +89,26 @@ async def test_unrouted_node_timeout_fails_the_run_with_node_timeout_error() -> 
     assert [(e.placement, e.data["reason"]) for e in cancelled] == [("b", "run_ended")]
 
 
+async def test_explain_after_an_unrouted_timeout_failed_the_run() -> None:
+    observed.clear()
+    async with running() as (engine, _clock):
+        result = await engine.run(split_flow(route_timeout=False))
+        timed_out = await engine.explain(result.run_id, placement="a")
+        sibling = await engine.explain(result.run_id, placement="b")
+        by_token = await engine.explain(result.run_id, token_id=timed_out.token_id)
+    assert (timed_out.anchor.value, timed_out.anchor_at, timed_out.deadline) == (
+        "park",
+        at(0),
+        at(5),
+    )
+    assert (timed_out.ending, timed_out.ended_at, timed_out.ended_by) == ("timed_out", at(5), None)
+    assert "timed out at 2026-01-01T00:00:05+00:00, with no 'timeout' route: the run failed" in (
+        str(timed_out)
+    )
+    assert (sibling.timeout, sibling.ending, sibling.ended_by) == (None, "cancelled", "run_ended")
+    assert by_token == timed_out
+
+
 async def test_hooks_see_exactly_one_timed_out_event() -> None:
     seen: list[str] = []
     async with running(hooks=[lambda e: seen.append(e.kind)]) as (engine, _clock):

@@ -210,6 +210,31 @@ async def test_the_escalation_ladder_example_expires_at_twelve_hours() -> None:
     assert result.state["level"] == 2
 
 
+async def test_explain_run_after_the_escalation_ladder_expired() -> None:
+    reg = ladder_registry()
+    flow = load_flow(EXAMPLES / "escalation-ladder.yaml", registry=reg)
+    async with running(registry=reg) as (engine, _clock):
+        handle = await engine.start(flow)
+        await handle.result()
+        (explained,) = await engine.explain_run(handle.run_id)
+    # Escalated twice, back each time: the third visit expired on the first visit's window.
+    assert (explained.placement, explained.visit, explained.status) == (
+        "await-approval",
+        3,
+        "timed_out",
+    )
+    assert (explained.anchor_at, explained.anchor_visit, explained.deadline) == (
+        at(0),
+        1,
+        at(12 * 3600),
+    )
+    assert explained.timeout_source == "node type"
+    assert [t.fired for t in explained.timers] == [True, False]
+    assert "timer 1 (interrupting, output 'escalate'): anchor park + PT4H -> did not fire" in str(
+        explained
+    )
+
+
 async def test_the_escalation_ladder_example_approved_after_a_reminder() -> None:
     reg = ladder_registry()
     flow = load_flow(EXAMPLES / "escalation-ladder.yaml", registry=reg)

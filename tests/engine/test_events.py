@@ -52,7 +52,15 @@ SAMPLES: list[EventPayload] = [
     NodeStarted(visit=2, kind="scatter", deadline=AT, node="m:f", phase="pre", subflow="urn:child"),
     ProcessStarted(pid=4242),
     NodeFinished(output="ok", to=["a", "b"], items=3, succeeded=2, failed=1, started=3),
-    NodeFailed(error={"type": "ValueError", "message": "boom"}, to=["handled"]),
+    NodeFailed(
+        error={
+            "type": "ValueError",
+            "message": "boom",
+            "details": {"field": 1},
+            "traceback": "Traceback (most recent call last):\n...",
+        },
+        to=["handled"],
+    ),
     NodeTimedOut(budget=60.0, routed=True, deadline=AT, to=["late"]),
     NodeRetried(due=AT, next_attempt=2, delay=10.0, error="ConnectionError"),
     WaitStarted(due=AT),
@@ -73,7 +81,15 @@ SAMPLES: list[EventPayload] = [
     RunFinished(
         lifecycle="failed",
         outcome=None,
-        errors=[{"type": "ValueError", "message": "boom", "placement": "a"}],
+        errors=[
+            {
+                "type": "ValueError",
+                "message": "boom",
+                "placement": "a",
+                "details": {},
+                "traceback": None,
+            }
+        ],
     ),
     Parked(key="order-1", deadline=AT, park="r.1#2"),
     Signalled(output="approved", idempotency_key="k", keys=["ok"], park="r.1#2", to=["next"]),
@@ -165,6 +181,15 @@ def test_the_older_join_fired_and_phase_timeout_shapes_still_read() -> None:
     assert payload_of(alone) == JoinFired(output="success", arrived=1, branches=[])
     phase = EventRecord("node_timed_out", "r", T0, data={"budget": 5.0, "routed": False})
     assert payload_of(phase) == NodeTimedOut(budget=5.0, routed=False)
+
+
+def test_an_older_node_failed_reads_with_empty_details_and_no_traceback() -> None:
+    error = {"type": "ValueError", "message": "boom"}
+    older = EventRecord("node_failed", "r", T0, data={"error": error})
+    assert payload_of(older) == NodeFailed(
+        error={"type": "ValueError", "message": "boom", "details": {}, "traceback": None}
+    )
+    assert older.data == {"error": {"type": "ValueError", "message": "boom"}}  # left as stored
 
 
 # -- a run through most kinds --------------------------------------------------------------------
@@ -329,10 +354,13 @@ async def test_a_run_through_most_kinds_has_a_typed_history() -> None:
         ("task", slow.id, None, None),
         ("phase", broken_teardown.id, "post", None),
     ]
-    assert [p.error for p in only(NodeFailed)] == [
-        {"type": "ConnectionError", "message": "try again"},
-        {"type": "OSError", "message": "disk gone"},  # the post phase
+    assert [
+        (p.error["type"], p.error["message"], p.error["details"]) for p in only(NodeFailed)
+    ] == [
+        ("ConnectionError", "try again", {}),
+        ("OSError", "disk gone", {}),  # the post phase
     ]
+    assert all((p.error["traceback"] or "").startswith("Traceback") for p in only(NodeFailed))
     assert only(NodeRetried) == [
         NodeRetried(due=at(10).isoformat(), next_attempt=2, delay=10.0, error="ConnectionError")
     ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import os
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from flowtide.cli.common import ExitCode, fail, guarded, out
+from flowtide.cli.common import DEBUG_VARIABLE, ExitCode, fail, guarded, out
 from flowtide.engine import Engine, Lifecycle, RunResult
 
 LIFECYCLE_STYLE = {
@@ -74,9 +76,16 @@ def print_result(result: RunResult) -> None:
     if result.interrupted_at is not None:
         i = result.interrupted_at
         out.print(f"  interrupted: {i.reason} at {escape(str(i.node))} ({i.at.isoformat()})")
+    debug = os.environ.get(DEBUG_VARIABLE) == "1"
     for e in result.errors:
         where = f" at {escape(e.placement)}" if e.placement else ""
         out.print(f"  [red]{escape(e.type)}[/]{where}: {escape(e.message)}")
+        if e.traceback is not None and debug:
+            out.print(escape(textwrap.indent(e.traceback.rstrip(), "    ")))
+    traced = sum(e.traceback is not None for e in result.errors)
+    if traced and not debug:
+        which = "its traceback" if traced == 1 else "their tracebacks"
+        out.print(f"  [dim](set {DEBUG_VARIABLE}=1 to see {which})[/]")
     for w in result.warnings:
         out.print(f"  [yellow]warning[/]: {escape(w)}")
     out.print("  state: " + escape(json.dumps(result.state, default=str, sort_keys=True)))

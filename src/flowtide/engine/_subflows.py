@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -251,7 +252,7 @@ class Subflows(Parking):
         if post:
             return ErrorInfo.of(exc, phase.id)
         pre = PrePhaseError(phase.id, f"{type(exc).__name__}: {exc}")
-        return ErrorInfo(type(exc).__name__, str(pre), phase.id)
+        return replace(ErrorInfo.of(exc, phase.id), message=str(pre))
 
 
 def map_input(state: Mapping[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:

@@ -48,7 +48,12 @@ from flowtide.engine.errors import (
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import HookFailed, RunWarning
 from flowtide.engine.events import Hook
-from flowtide.engine.explain import Explanation, explain_token
+from flowtide.engine.explain import (
+    Explanation,
+    explain_last_visit,
+    explain_token,
+    explain_windowed_visits,
+)
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
@@ -622,8 +627,14 @@ class Engine:
         """How a token's deadline was computed: anchor kind and instant, timeout, and which
         setting it came from (placement, node type, implementation default).
 
-        ``placement``: the live token there (else the last token that was there)."""
+        ``placement``: the live token there (else the last token that was there). Once the run
+        has ended: the last visit of ``placement`` (or of token ``token_id``), from the history,
+        with how it ended."""
         run = await self.store.get_run(run_id)
+        if Lifecycle(run.lifecycle).terminal:
+            history = await self.store.history(run_id)
+            plan = self.plan(run.flow_id)
+            return explain_last_visit(plan, run, history, placement=placement, token_id=token_id)
         tokens = list(await self.store.tokens(run_id))
         ex = self._runs.get(run_id)
         if ex is not None:
@@ -642,6 +653,13 @@ class Engine:
         plan = self.plan(run.flow_id)
         anchors = {(a.placement, a.item): a.at for a in await self.store.node_anchors(run_id)}
         return explain_token(plan, run, token, anchors.get((token.placement, None)))
+
+    async def explain_run(self, run_id: str) -> list[Explanation]:
+        """The last visit of every placement that had a window or timers, from the history (for
+        a run that has ended, or one still going)."""
+        run = await self.store.get_run(run_id)
+        history = await self.store.history(run_id)
+        return explain_windowed_visits(self.plan(run.flow_id), run, history)
 
     async def parks(self, run_id: str) -> Sequence[ParkRecord]:
         """Every park of the run, oldest first (open and closed)."""
@@ -925,7 +943,5 @@ def _stored_result(run: RunRecord, state: dict[str, Any]) -> RunResult:
         lifecycle=Lifecycle(run.lifecycle),
         outcome=run.outcome,
         state=state,
-        errors=tuple(
-            ErrorInfo(e["type"], e["message"], e.get("placement")) for e in data.get("errors", ())
-        ),
+        errors=tuple(ErrorInfo.from_dict(e) for e in data.get("errors", ())),
     )

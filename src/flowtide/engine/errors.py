@@ -17,6 +17,9 @@
         ├── SubflowFailedError       a child run failed and the parent does not route ``error``
         └── PrePhaseError            a ``pre`` phase failed
 
+Each error also gives its fields as JSON values through ``details()`` (a run's result keeps them
+with the error).
+
 ``Cancelled`` is not an ``Exception``: :meth:`NodeContext.raise_if_cancelled` raises it so that a
 node's ``except Exception`` cannot swallow its cancellation (as with asyncio's CancelledError).
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from flowtide.errors import FlowtideError
 from flowtide.model.durations import format_duration
@@ -48,6 +52,13 @@ class StoreUnavailableError(EngineError):
             f"({type(cause).__name__}: {cause}); the run is left in the store as it was"
         )
 
+    def details(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "attempts": self.attempts,
+            "cause": f"{type(self.cause).__name__}: {self.cause}",
+        }
+
 
 class UnknownFlowError(EngineError, LookupError):
     def __init__(self, flow_id: str) -> None:
@@ -57,6 +68,9 @@ class UnknownFlowError(EngineError, LookupError):
             "or register it with engine.register_flow)"
         )
 
+    def details(self) -> dict[str, Any]:
+        return {"flow_id": self.flow_id}
+
 
 class LifecycleError(EngineError):
     """A run lifecycle transition that is not allowed (terminal states accept none)."""
@@ -65,6 +79,9 @@ class LifecycleError(EngineError):
         self.current = current
         self.wanted = wanted
         super().__init__(f"a run cannot go from {current!r} to {wanted!r}")
+
+    def details(self) -> dict[str, Any]:
+        return {"current": self.current, "wanted": self.wanted}
 
 
 class RefusalReason(StrEnum):
@@ -138,6 +155,16 @@ class SignalRefused(EngineError):
         self.key = key
         super().__init__(message)
 
+    def details(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason.value,
+            "at": self.at.isoformat() if self.at else None,
+            "run_id": self.run_id,
+            "placement": self.placement,
+            "token_id": self.token_id,
+            "key": self.key,
+        }
+
 
 class RunError(FlowtideError):
     """A reason a run failed; ``placement`` is where."""
@@ -155,6 +182,13 @@ class NodeTimeoutError(RunError, TimeoutError):
             f"{format_duration(budget)}"
         )
 
+    def details(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "placement": self.placement,
+            "budget": format_duration(self.budget),
+        }
+
 
 class UndeclaredOutputError(RunError):
     def __init__(self, node: str, placement: str, output: object, declared: Sequence[str]) -> None:
@@ -166,6 +200,14 @@ class UndeclaredOutputError(RunError):
             f"node {node!r} at placement {placement!r} returned output {output!r}, which it "
             f"does not declare (declared: {', '.join(self.declared)})"
         )
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "placement": self.placement,
+            "output": self.output if isinstance(self.output, str) else repr(self.output),
+            "declared": list(self.declared),
+        }
 
 
 class UnroutedOutputError(RunError):
@@ -179,6 +221,9 @@ class UnroutedOutputError(RunError):
             f"(routed outputs: {shown})"
         )
 
+    def details(self) -> dict[str, Any]:
+        return {"placement": self.placement, "output": self.output, "routed": list(self.routed)}
+
 
 class DrainedWithoutTerminal(RunError):
     def __init__(self, last: Sequence[str]) -> None:
@@ -188,11 +233,17 @@ class DrainedWithoutTerminal(RunError):
             f"the run stopped without reaching any terminal (its last tokens ended at {where})"
         )
 
+    def details(self) -> dict[str, Any]:
+        return {"last": list(self.last)}
+
 
 class FailedTerminalError(RunError):
     def __init__(self, placement: str) -> None:
         self.placement = placement
         super().__init__(f"the run reached the failed terminal {placement!r}")
+
+    def details(self) -> dict[str, Any]:
+        return {"placement": self.placement}
 
 
 class RecursionDepthError(RunError):
@@ -205,6 +256,9 @@ class RecursionDepthError(RunError):
             f"limit of {limit} levels (flow.max_depth)"
         )
 
+    def details(self) -> dict[str, Any]:
+        return {"placement": self.placement, "flow_id": self.flow_id, "limit": self.limit}
+
 
 class SubflowFailedError(RunError):
     def __init__(self, placement: str, child_run_id: str, lifecycle: str, message: str) -> None:
@@ -216,11 +270,21 @@ class SubflowFailedError(RunError):
             f"{child_run_id!r}): {message}"
         )
 
+    def details(self) -> dict[str, Any]:
+        return {
+            "placement": self.placement,
+            "child_run_id": self.child_run_id,
+            "lifecycle": self.lifecycle,
+        }
+
 
 class PrePhaseError(RunError):
     def __init__(self, placement: str, message: str) -> None:
         self.placement = placement
         super().__init__(f"pre phase {placement!r} failed: {message}")
+
+    def details(self) -> dict[str, Any]:
+        return {"placement": self.placement}
 
 
 class Cancelled(BaseException):

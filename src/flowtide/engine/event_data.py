@@ -8,7 +8,8 @@ keep the keys they had before the payloads were typed. :func:`payload_of` fills 
 optional fields with ``None``, ignores keys it does not know (a record written by a later
 Flowtide still parses; the record's ``data`` keeps them) and reads the older shapes of
 ``node_started`` (no ``kind``; ``scatter: true`` for a scatter) and of ``join_fired`` (no
-``branches`` for a token that came from no split).
+``branches`` for a token that came from no split) and of ``node_failed`` (an ``error`` without
+``details`` and ``traceback``: empty and ``None``).
 
 Hooks keep receiving the :class:`~flowtide.store.EventRecord` itself and call
 :func:`payload_of` when they want the typed payload: the record belongs to the store layer,
@@ -90,6 +91,10 @@ def _upgraded(kind: EventKind, data: dict[str, Any]) -> dict[str, Any]:
         return {**data, "kind": "task"}
     if kind is EventKind.JOIN_FIRED and "branches" not in data:
         return {**data, "branches": []}
+    if kind is EventKind.NODE_FAILED and isinstance(data.get("error"), dict):
+        error = data["error"]
+        if "details" not in error or "traceback" not in error:
+            return {**data, "error": {"details": {}, "traceback": None, **error}}
     return data
 
 

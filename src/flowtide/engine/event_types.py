@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypedDict
 
 from flowtide.engine.events import EventKind
+from flowtide.engine.result import ErrorInfo
 
 __all__ = [
     "PAYLOADS",
@@ -45,17 +46,30 @@ __all__ = [
 
 
 class ErrorData(TypedDict):
-    """An exception as an event records it."""
+    """An exception as an event records it: as :class:`~flowtide.engine.ErrorInfo` has it,
+    without the placement (the record has it)."""
 
     type: str
     """The exception's class name."""
     message: str
     """``str()`` of the exception."""
+    details: dict[str, Any]
+    """The exception's own fields as JSON values, from its ``details()`` method (empty
+    without one; a record written before Flowtide kept them reads back with none)."""
+    traceback: str | None
+    """The traceback as Python prints it, for an exception raised by code; ``None`` for the
+    engine's own verdicts (a timeout, an undeclared output...) and in older records."""
 
 
 def error_data(exc: BaseException) -> ErrorData:
     """``exc`` as an event records it."""
-    return {"type": type(exc).__name__, "message": str(exc)}
+    info = ErrorInfo.of(exc)
+    return {
+        "type": info.type,
+        "message": info.message,
+        "details": info.details,
+        "traceback": info.traceback,
+    }
 
 
 class EventPayload:
@@ -317,7 +331,7 @@ class RunFinished(EventPayload):
 
     ``lifecycle``: how it ended; ``outcome``: the outcome of the first terminal reached, if
     any; ``errors``: each as :meth:`ErrorInfo.to_dict <flowtide.engine.ErrorInfo.to_dict>`
-    gives it (``type``, ``message``, ``placement``, and ``data`` when there is some).
+    gives it (``type``, ``message``, ``placement``, ``details``, ``traceback``).
     """
 
     KIND: ClassVar[EventKind] = EventKind.RUN_FINISHED

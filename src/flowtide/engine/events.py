@@ -18,7 +18,8 @@ kind                       when                                    fields
                            runs
 ``node_finished``          an attempt returned an output           output, to?, items?,
                            (a scatter adds its counts)             succeeded?, failed?, started?
-``node_failed``            an attempt raised                       error (type, message)
+``node_failed``            an attempt raised                       error (type, message,
+                                                                   details, traceback)
 ``node_timed_out``         an attempt or a park passed its         budget, routed, deadline?, to?
                            deadline
 ``node_retried``           a failure will be retried (after        due, next_attempt, delay,

@@ -1,25 +1,53 @@
-"""``explain``: how a token's deadline was computed (DESIGN §8).
+"""``explain``: how a token's deadline was computed.
 
 The window is resolved once, when the token starts an attempt or parks (see
 :mod:`flowtide.engine.deadlines`), and kept on the token with what it was computed from; this
 module reads it back and adds where each setting came from: the placement, the node type the
 flow document declares, or the node implementation's default.
+
+Once a run has ended its tokens are gone, so its visits are explained from the history instead
+(:func:`explain_last_visit`, :func:`explain_windowed_visits`): each ``node_started`` and
+``parked`` event records the deadline it resolved, the flow version the run kept gives the
+timeout and the anchor (``anchor instant = deadline - timeout``), and the events that follow say
+how the visit ended: timed out, moved on by an output, cancelled, or failed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from flowtide.engine.errors import EngineError
+from flowtide.engine.event_data import payload_of
+from flowtide.engine.event_types import (
+    EventPayload,
+    NodeFailed,
+    NodeFinished,
+    NodeRetried,
+    NodeStarted,
+    NodeTimedOut,
+    Parked,
+    Signalled,
+    SubflowFinished,
+    TimerFired,
+    TokenCancelled,
+)
 from flowtide.model.durations import format_duration
 from flowtide.model.settings import TimeoutAnchor
-from flowtide.store.base import RunRecord, TokenRecord
+from flowtide.store.base import EventRecord, RunRecord, TokenRecord
 
 if TYPE_CHECKING:
     from flowtide.engine.plan import FlowPlan
 
-__all__ = ["Explanation", "TimerExplanation", "explain_token"]
+__all__ = [
+    "Explanation",
+    "TimerExplanation",
+    "explain_last_visit",
+    "explain_token",
+    "explain_windowed_visits",
+]
 
 _ANCHOR_TEXT = {
     TimeoutAnchor.PARK: "this attempt or park",
@@ -61,14 +89,28 @@ class Explanation:
     node_anchor: datetime | None = None
     """The stored first arrival at the placement (``node`` anchors), if any."""
     timers: tuple[TimerExplanation, ...] = ()
+    visit: int | None = None
+    """Which visit of the placement is explained (from the history: a run that has ended)."""
+    anchor_visit: int | None = None
+    """The visit whose arrival set a ``node`` anchor (from the history)."""
+    ending: str | None = None
+    """How the visit ended: ``timed_out``, ``moved_on``, ``cancelled`` or ``failed`` (None:
+    not ended, or not known)."""
+    ended_at: datetime | None = None
+    ended_by: str | None = None
+    """The output it moved on by (``timeout`` for a routed timeout), why it was cancelled, or
+    the type of the error it failed with."""
 
     def __str__(self) -> str:
-        head = f"token {self.token_id} at {self.placement!r} ({self.status})"
+        where = f"visit {self.visit}, " if self.visit is not None else ""
+        head = f"token {self.token_id} at {self.placement!r} ({where}{self.status})"
         if self.timeout is None:
             lines = [f"{head}: no timeout"]
         else:
             anchor = self.anchor.value
             at = self.anchor_at.isoformat() if self.anchor_at else "?"
+            if self.anchor_visit is not None:
+                at += f", visit {self.anchor_visit}"
             deadline = self.deadline.isoformat() if self.deadline else "not resolved yet"
             lines = [
                 f"{head}: deadline {deadline}",
@@ -78,9 +120,16 @@ class Explanation:
             ]
             if self.resolved_at is not None:
                 lines.append(f"  resolved at {self.resolved_at.isoformat()}")
+        if self.ending is not None:
+            lines.append(f"  {_ending_text(self.ending, self.ended_at, self.ended_by)}")
         for t in self.timers:
             kind = "interrupting" if t.interrupting else "non-interrupting"
-            when = "fired" if t.fired else (t.due.isoformat() if t.due else "not armed")
+            if t.fired:
+                when = "fired"
+            elif t.due is not None:
+                when = t.due.isoformat()
+            else:
+                when = "did not fire" if self.ending is not None else "not armed"
             lines.append(
                 f"  timer {t.index} ({kind}, output {t.output!r}): anchor {t.anchor.value} + "
                 f"{format_duration(t.after)} -> {when}"
@@ -139,3 +188,188 @@ def explain_token(
         node_anchor=node_anchor,
         timers=tuple(timers),
     )
+
+
+def _ending_text(ending: str, at: datetime | None, by: str | None) -> str:
+    when = at.isoformat() if at else "?"
+    if ending == "timed_out":
+        if by is None:
+            return f"timed out at {when}, with no 'timeout' route: the run failed"
+        return f"timed out at {when}, by its {by!r} route"
+    if ending == "moved_on":
+        return f"moved on at {when} by output {by!r}"
+    return f"{ending.replace('_', ' ')} at {when} ({by})"
+
+
+# -- from the history ------------
+
+
+@dataclass(slots=True)
+class _Visit:
+    """One visit of a placement by a token, as the history tells it."""
+
+    token_id: str
+    placement: str
+    number: int
+    arrived_at: datetime
+    status: str = "running"
+    deadline: datetime | None = None
+    resolved_at: datetime | None = None
+    ending: str | None = None
+    ended_at: datetime | None = None
+    ended_by: str | None = None
+    fired: set[int] = field(default_factory=set)
+
+    def end(self, ending: str, event: EventRecord, by: str | None) -> None:
+        if self.ending is None:
+            self.ending, self.ended_at, self.ended_by = ending, event.at, by
+
+    def resolved(self, deadline: str | None, at: datetime) -> None:
+        """An attempt's start or a park resolved the window again (``deadline``: as recorded)."""
+        self.deadline = _instant(deadline)
+        self.resolved_at = at
+
+
+def _visits(history: Sequence[EventRecord]) -> list[_Visit]:
+    """Every visit of a placement that started an attempt, in the order they began."""
+    visits: list[_Visit] = []
+    current: dict[str, _Visit] = {}  # token id -> the visit it is on
+    for e in history:
+        if e.token_id is None or e.placement is None:
+            continue
+        try:
+            payload = payload_of(e)
+        except ValueError:
+            continue  # a record this Flowtide cannot read tells nothing about a visit
+        visit = current.get(e.token_id)
+        if isinstance(payload, NodeStarted):
+            same = visit is not None and (visit.placement, visit.number) == (
+                e.placement,
+                payload.visit,
+            )
+            if visit is None or not same or visit.ending is not None:
+                visit = _Visit(e.token_id, e.placement, payload.visit, e.at)
+                visits.append(visit)
+                current[e.token_id] = visit
+            visit.status = "running"
+            visit.resolved(payload.deadline, e.at)
+            continue
+        if visit is None or visit.placement != e.placement:
+            continue
+        _follow(visit, e, payload)
+    return visits
+
+
+def _follow(visit: _Visit, e: EventRecord, payload: EventPayload) -> None:
+    """What an event of the visit's token at its placement tells about the visit."""
+    match payload:
+        case Parked():
+            visit.status = "parked"
+            visit.resolved(payload.deadline, e.at)
+        case NodeFinished() | SubflowFinished():
+            visit.end("moved_on", e, payload.output)
+        case Signalled(output=str(output)):
+            visit.end("moved_on", e, output)
+        case TimerFired(purpose="timer"):
+            visit.fired.add(payload.index if payload.index is not None else -1)
+            if payload.interrupting:
+                visit.end("moved_on", e, payload.output)
+        case NodeTimedOut():
+            visit.deadline = _instant(payload.deadline) or visit.deadline
+            visit.end("timed_out", e, "timeout" if payload.routed else None)
+        case NodeFailed():
+            visit.end("failed", e, payload.error["type"])
+        case NodeRetried():
+            visit.status = "waiting"  # the failure did not end the visit: it tries again
+            visit.ending = visit.ended_at = visit.ended_by = None
+        case TokenCancelled():
+            visit.end("cancelled", e, payload.reason)
+
+
+def _explain_visit(
+    plan: FlowPlan, run: RunRecord, visit: _Visit, visits: Sequence[_Visit]
+) -> Explanation:
+    settings = plan.settings.get(visit.placement)
+    sources = plan.sources.get(visit.placement, {})
+    timeout = settings.timeout if settings is not None else None
+    anchor = settings.anchor if settings is not None else TimeoutAnchor.PARK
+    deadline = visit.deadline if timeout is not None else None
+    anchor_at: datetime | None = None
+    anchor_visit: int | None = None
+    if timeout is not None:
+        if deadline is not None:
+            anchor_at = deadline - timeout
+        elif anchor is TimeoutAnchor.INSTANCE:
+            anchor_at = run.created_at
+        if anchor is TimeoutAnchor.NODE and anchor_at is not None:
+            anchor_visit = next(
+                (
+                    v.number
+                    for v in visits
+                    if v.placement == visit.placement and v.arrived_at == anchor_at
+                ),
+                None,
+            )
+    timers = tuple(
+        TimerExplanation(i, t.output, t.interrupting, t.anchor, t.after, None, i in visit.fired)
+        for i, t in enumerate((settings.timers if settings is not None else None) or ())
+    )
+    return Explanation(
+        run_id=run.id,
+        token_id=visit.token_id,
+        placement=visit.placement,
+        status=visit.ending or visit.status,
+        deadline=deadline,
+        timeout=timeout,
+        anchor=anchor,
+        anchor_at=anchor_at,
+        resolved_at=visit.resolved_at if timeout is not None else None,
+        timeout_source=sources.get("timeout") if timeout is not None else None,
+        anchor_source=sources.get("timeout_anchor", "default"),
+        node_anchor=anchor_at if anchor is TimeoutAnchor.NODE else None,
+        timers=timers,
+        visit=visit.number,
+        anchor_visit=anchor_visit,
+        ending=visit.ending,
+        ended_at=visit.ended_at,
+        ended_by=visit.ended_by,
+    )
+
+
+def explain_last_visit(
+    plan: FlowPlan,
+    run: RunRecord,
+    history: Sequence[EventRecord],
+    *,
+    placement: str | None = None,
+    token_id: str | None = None,
+) -> Explanation:
+    """The last visit of ``placement`` (by token ``token_id``, when given), from the history."""
+    if placement is None and token_id is None:
+        raise EngineError("explain needs a placement or a token_id")
+    visits = _visits(history)
+    found = [
+        v
+        for v in visits
+        if (placement is None or v.placement == placement)
+        and (token_id is None or v.token_id == token_id)
+    ]
+    if not found:
+        what = f"at {placement!r}" if placement is not None else f"of token {token_id!r}"
+        raise EngineError(f"run {run.id!r} has no visit {what} in its history")
+    return _explain_visit(plan, run, found[-1], visits)
+
+
+def explain_windowed_visits(
+    plan: FlowPlan, run: RunRecord, history: Sequence[EventRecord]
+) -> list[Explanation]:
+    """The last visit of every placement that had a window (a timeout) or timers, in the order
+    those visits began, from the history."""
+    visits = _visits(history)
+    last: dict[str, _Visit] = {}
+    for v in visits:
+        settings = plan.settings.get(v.placement)
+        if settings is not None and (settings.timeout is not None or settings.timers):
+            last.pop(v.placement, None)
+            last[v.placement] = v
+    return [_explain_visit(plan, run, v, visits) for v in last.values()]

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
@@ -21,6 +22,14 @@ from flowtide.authoring.nodes import NodeImplementation, import_node
 from flowtide.clock import Clock
 from flowtide.engine.context import NodeContext
 from flowtide.engine.scope import Cancellation, CancelScope
+
+
+class RemoteTraceback(Exception):
+    """The traceback of a node's exception in its subprocess, as text: the cause of its
+    :class:`RemoteNodeError`, so that the error's traceback shows where the node raised it."""
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.args[0]}"""'
 
 
 class RemoteNodeError(Exception):
@@ -76,8 +85,9 @@ def child_main(ref: str, data: dict[str, Any], conn: Connection) -> None:
         conn.send(("ok", value, ctx.state))
     except BaseException as exc:
         mro = [f"{c.__module__}.{c.__qualname__}" for c in type(exc).__mro__]
+        text = "".join(traceback.format_exception(exc))
         with contextlib.suppress(Exception):
-            conn.send(("error", type(exc).__name__, str(exc), mro))
+            conn.send(("error", type(exc).__name__, str(exc), mro, text))
     finally:
         conn.close()
 
@@ -143,7 +153,7 @@ async def run_in_process(
                     continue
                 if msg[0] == "ok":
                     return msg[1], msg[2]
-                raise RemoteNodeError(msg[1], msg[2], msg[3])
+                raise RemoteNodeError(msg[1], msg[2], msg[3]) from RemoteTraceback(msg[4])
         finally:
             if proc.is_alive():
                 proc.kill()

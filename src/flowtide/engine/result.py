@@ -2,34 +2,102 @@
 
 from __future__ import annotations
 
+import math
+import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import isoformat
+from flowtide.engine.errors import RunError
 from flowtide.engine.lifecycle import Lifecycle
+from flowtide.model.durations import format_duration
 
 
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
-    """One error of a run: the exception type name, its message and where it happened."""
+    """One error of a run: the exception type name, its message, where it happened, its own
+    fields (``details``: JSON values, from the exception's ``details()``) and the traceback of
+    the code that raised it (None for the engine's own verdicts, such as a timeout)."""
 
     type: str
     message: str
     placement: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    traceback: str | None = None
 
     @classmethod
     def of(cls, exc: BaseException, placement: str | None = None) -> ErrorInfo:
-        return cls(type(exc).__name__, str(exc), placement or getattr(exc, "placement", None))
+        return cls(
+            type(exc).__name__,
+            str(exc),
+            placement or getattr(exc, "placement", None),
+            _details(exc),
+            _traceback(exc),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "type": self.type,
             "message": self.message,
             "placement": self.placement,
-            **({"data": self.data} if self.data else {}),
+            "details": self.details,
+            "traceback": self.traceback,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ErrorInfo:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            data["type"],
+            data["message"],
+            data.get("placement"),
+            dict(data.get("details") or {}),
+            data.get("traceback"),
+        )
+
+
+def _details(exc: BaseException) -> dict[str, Any]:
+    """The exception's fields, from its ``details()`` method (the engine's errors have one, a
+    node's own exception may): only a mapping counts, made of JSON values."""
+    method = getattr(exc, "details", None)
+    if not callable(method):
+        return {}
+    try:
+        fields = method()
+        if not isinstance(fields, Mapping):
+            return {}
+        return {str(k): _json_value(v) for k, v in fields.items()}
+    except Exception:
+        return {}  # a broken details() must not hide the error being recorded
+
+
+def _json_value(value: Any) -> Any:
+    """``value`` as JSON values: containers as lists and string-keyed objects, instants and
+    durations as ISO 8601 text, anything else (a NaN or an infinity too) as its repr."""
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_json_value(v) for v in value]
+    if isinstance(value, datetime):
+        return isoformat(value)
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    return repr(value)
+
+
+def _traceback(exc: BaseException) -> str | None:
+    """The traceback as Python prints it, for an exception raised by code; None for the
+    engine's verdicts on a run (a ``RunError``: a timeout, an undeclared output...), which
+    their details describe."""
+    if exc.__traceback__ is None or isinstance(exc, RunError):
+        return None
+    return "".join(traceback.format_exception(exc))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +200,7 @@ class RunResult:
             lifecycle=Lifecycle(data["lifecycle"]),
             outcome=data.get("outcome"),
             state=dict(data.get("state") or {}),
-            errors=tuple(
-                ErrorInfo(e["type"], e["message"], e.get("placement"), e.get("data") or {})
-                for e in data.get("errors", ())
-            ),
+            errors=tuple(ErrorInfo.from_dict(e) for e in data.get("errors", ())),
             interrupted_at=InterruptedAt(
                 interrupted["reason"],
                 interrupted.get("node"),

@@ -6,12 +6,14 @@
   so a generator or async iterator is never drained ahead of the workers. ``throttle`` spaces
   item starts (items per second, on the engine's clock). ``batch`` groups items by key and runs
   the body once per batch (``ctx.item`` is the list), released when ``size`` items are in it,
-  when no item joined it for ``idle``, or when the source ends.
+  when no item joined it for ``idle`` (it starts then, even while the source is still waiting
+  for its next item), or when the source ends.
 * An item succeeds when its body returns a declared output (a flow body: completes); it fails
   when the body raises, times out (its window is the body's ``timeout``) or the child run does
   not complete. ``on_failure: fail_fast`` stops starting items after the first failure.
-* Every finished item is recorded in the store (index, output, result, completion order), so a
-  scatter resumed after a crash re-runs only the items that had not finished.
+* Every finished item is recorded in the store (index, output, result, completion order) under
+  the scatter's placement and visit (:func:`progress_key`), so a scatter resumed after a crash
+  re-runs only its own items that had not finished.
 * Gather (``gather.strategy``), over succeeded items: ``append`` a list in source order;
   ``collect`` a list in completion order; ``partition`` a mapping output -> list (failed items
   under ``error``/``timeout``, as ``{"item", "error"}``); ``map`` a mapping ``key`` -> result;
@@ -65,6 +67,13 @@ class _Source:
         return next(self._sync, _END)
 
 
+def progress_key(placement: str, visit: int) -> str:
+    """The key a scatter's finished items are recorded under: one set per visit of the
+    placement (a token moving from one scatter to the next keeps its id, so the token would not
+    tell them apart; a scatter re-entered in a loop runs its items again)."""
+    return f"{placement}#{visit}"
+
+
 class ScatterRun:
     def __init__(self, ex: Subflows, token: TokenRecord, p: Scatter) -> None:
         self.ex = ex
@@ -77,8 +86,7 @@ class ScatterRun:
         self._stop = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.scope: CancelScope = ex.root.child(p.id)
-        self.progress_id = f"{token.id}@{token.visit}"
-        """Progress is kept per visit: a scatter re-entered in a loop runs its items again."""
+        self.progress_id = progress_key(p.id, token.visit)
 
     def finished(self, output: str, to: list[str] | None) -> NodeFinished:
         """The scatter's ``node_finished`` payload: its output, where it went, its counts."""
@@ -147,6 +155,10 @@ class ScatterRun:
             self._launch(base, index, item, None, slots)
 
     async def _pump_batches(self, base: Mapping[str, Any], source: _Source) -> None:
+        """Pull items into keyed batches. A released batch is launched by a task of its own, so
+        that one released by its idle time starts at that instant even while the source is still
+        waiting for its next item; the source is pulled again only once every released batch has
+        a slot."""
         p = self.p
         assert p.batch is not None
         spec = p.batch
@@ -154,7 +166,7 @@ class ScatterRun:
         buffers: dict[Any, list[Any]] = {}
         timers: dict[Any, TimerHandle] = {}
         counter = itertools.count()
-        ready: asyncio.Queue[Any] = asyncio.Queue()
+        released: asyncio.Queue[Any] = asyncio.Queue()
 
         def release(key: Any) -> None:
             timer = timers.pop(key, None)
@@ -162,40 +174,48 @@ class ScatterRun:
                 timer.cancel()
             items = buffers.pop(key, None)
             if items:
-                ready.put_nowait((key, items))
+                released.put_nowait((key, items))
 
-        async def launch_ready() -> None:
-            while not ready.empty():
-                key, items = ready.get_nowait()
+        async def launch_released() -> None:
+            while (batch := await released.get()) is not _END:
+                key, items = batch
                 await slots.acquire()
                 index = next(counter)
                 if index in self.records or self._stop or self.scope.cancellation is not None:
                     slots.release()
-                    continue
-                self._launch(base, index, items, key, slots)
+                else:
+                    self._launch(base, index, items, key, slots)
+                released.task_done()
 
-        while True:
-            await launch_ready()
-            if self._stop or self.scope.cancellation is not None:
-                return
-            item = await source.pull()
-            if item is _END:
-                break
-            self.pulled += 1
-            key = get_path(item, spec.key) if isinstance(item, Mapping) else item
-            buffers.setdefault(key, []).append(item)
-            if len(buffers[key]) >= spec.size:
-                release(key)
-            elif spec.idle is not None:
-                old = timers.pop(key, None)
-                if old is not None:
-                    old.cancel()
-                timers[key] = self.ex.clock.call_at(
-                    self.ex.clock.now() + spec.idle, functools.partial(release, key)
-                )
-        for key in list(buffers):
-            release(key)
-        await launch_ready()
+        launcher = asyncio.get_running_loop().create_task(launch_released())
+        try:
+            while True:
+                await released.join()
+                if self._stop or self.scope.cancellation is not None:
+                    break
+                item = await source.pull()
+                if item is _END:
+                    for key in list(buffers):
+                        release(key)
+                    break
+                self.pulled += 1
+                key = get_path(item, spec.key) if isinstance(item, Mapping) else item
+                buffers.setdefault(key, []).append(item)
+                if len(buffers[key]) >= spec.size:
+                    release(key)
+                elif spec.idle is not None:
+                    old = timers.pop(key, None)
+                    if old is not None:
+                        old.cancel()
+                    timers[key] = self.ex.clock.call_at(
+                        self.ex.clock.now() + spec.idle, functools.partial(release, key)
+                    )
+            released.put_nowait(_END)
+            await launcher
+        finally:
+            for timer in timers.values():
+                timer.cancel()
+            launcher.cancel()
 
     def _launch(
         self, base: Mapping[str, Any], index: int, item: Any, key: Any, slots: asyncio.Semaphore

@@ -315,8 +315,12 @@ class Expect:
 
 @dataclass(slots=True)
 class ScatterItemRecord:
+    """One finished item of a scatter visit."""
+
     run_id: str
-    token_id: str
+    progress: str
+    """The scatter visit it belongs to: its placement and visit
+    (:func:`flowtide.engine.scatter.progress_key`)."""
     index: int
     status: str
     """``done`` (the body finished, whatever its output) or ``failed`` (it raised)."""
@@ -461,5 +465,5 @@ class Store(ABC):
         """The recorded answer to a signal idempotency key, if any."""
 
     @abstractmethod
-    async def scatter_items(self, run_id: str, token_id: str) -> Sequence[ScatterItemRecord]:
-        """The recorded items of one scatter visit (its token), by index."""
+    async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
+        """The recorded items of one scatter visit (its ``progress`` key), by index."""

@@ -61,7 +61,7 @@ class MemoryStore(Store):
         self._parks_by_run: dict[str, set[str]] = {}
         self._parks_by_key: dict[str, set[str]] = {}
         self._scatter: dict[tuple[str, str], dict[int, _ScatterRow]] = {}
-        """(run id, token id) -> item index -> row."""
+        """(run id, progress key) -> item index -> row."""
         self._answers: dict[str, _AnswerRow] = {}
 
     # -- writes ------------
@@ -150,7 +150,7 @@ class MemoryStore(Store):
             self._anchors.get(run_id, {}).pop((placement, item), None)
         for row in step.scatter:
             done = row.record
-            self._scatter.setdefault((done.run_id, done.token_id), {})[done.index] = row
+            self._scatter.setdefault((done.run_id, done.progress), {})[done.index] = row
         for park in step.parks:
             self._put_park(park)
         for answer in step.answers:
@@ -248,8 +248,8 @@ class MemoryStore(Store):
         row = self._answers.get(key)
         return row.read() if row is not None else None
 
-    async def scatter_items(self, run_id: str, token_id: str) -> Sequence[ScatterItemRecord]:
-        items = self._scatter.get((run_id, token_id), {})
+    async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
+        items = self._scatter.get((run_id, progress), {})
         return [items[index].read() for index in sorted(items)]
 
     def due_entries(self) -> list[DueEntry]:

@@ -73,22 +73,22 @@ async def tokens_are_filtered_by_status(store: Store) -> None:
 
 async def scatter_items_are_kept_by_index(store: Store) -> None:
     await new_run(store)
-    same(list(await store.scatter_items("r", "r.1")), [], "the items of a scatter never run")
+    same(list(await store.scatter_items("r", "each#1")), [], "the items of a scatter never run")
     items = [
-        ScatterItemRecord("r", "r.1", 2, "done", "even", {"n": 4}, "b", order=1),
-        ScatterItemRecord("r", "r.1", 0, "failed", None, None, None, order=2),
-        ScatterItemRecord("r", "r.2", 0, "done", "odd", 1, 1, order=1),
+        ScatterItemRecord("r", "each#1", 2, "done", "even", {"n": 4}, "b", order=1),
+        ScatterItemRecord("r", "each#1", 0, "failed", None, None, None, order=2),
+        ScatterItemRecord("r", "each#2", 0, "done", "odd", 1, 1, order=1),
     ]
     await store.commit(Commit("r", scatter=items))
-    same(list(await store.scatter_items("r", "r.1")), [items[1], items[0]], "items by index")
+    same(list(await store.scatter_items("r", "each#1")), [items[1], items[0]], "items by index")
     retried = replace(items[1], status="done", output="even", result=[0], order=3)
     await store.commit(Commit("r", scatter=[retried]))
     same(
-        list(await store.scatter_items("r", "r.1")),
+        list(await store.scatter_items("r", "each#1")),
         [retried, items[0]],
         "items after one was written again",
     )
-    same(list(await store.scatter_items("r", "r.2")), [items[2]], "another scatter's items")
+    same(list(await store.scatter_items("r", "each#2")), [items[2]], "another scatter's items")
 
 
 async def checkpoints_round_trip(store: Store) -> None:
@@ -133,13 +133,13 @@ async def json_values_round_trip(store: Store) -> None:
             tokens=[token("r", 1, data={"bookkeeping": _VALUE})],
             state={"set": _VALUE},
             events=[EventRecord("e", "r", T0, data={"data": _VALUE})],
-            scatter=[ScatterItemRecord("r", "r.1", 0, "done", "ok", _VALUE, _VALUE)],
+            scatter=[ScatterItemRecord("r", "each#1", 0, "done", "ok", _VALUE, _VALUE)],
             parks=[park("r", 1, payload=_VALUE)],
             signal_answers=[SignalAnswer("k", "r", {"answer": _VALUE})],
         )
     )
     run = await store.get_run("r")
-    (item,) = await store.scatter_items("r", "r.1")
+    (item,) = await store.scatter_items("r", "each#1")
     (kept,) = await store.parks(run_id="r")
     answer = await store.signal_answer("k")
     got: dict[str, Any] = {
@@ -204,9 +204,9 @@ async def values_that_are_not_json_are_refused(store: Store) -> None:
         "token data": Commit("r", tokens=[token("r", 1, data={"at": when})]),
         "event data": Commit("r", events=[EventRecord("e", "r", T0, data={"at": when})]),
         "scatter result": Commit(
-            "r", scatter=[ScatterItemRecord("r", "r.1", 0, "done", result={"at": when})]
+            "r", scatter=[ScatterItemRecord("r", "each#1", 0, "done", result={"at": when})]
         ),
-        "scatter key": Commit("r", scatter=[ScatterItemRecord("r", "r.1", 0, "done", key=when)]),
+        "scatter key": Commit("r", scatter=[ScatterItemRecord("r", "each#1", 0, "done", key=when)]),
         "park payload": Commit("r", parks=[park("r", 1, payload={"at": when})]),
         "signal answer": Commit("r", signal_answers=[SignalAnswer("k", "r", {"at": when})]),
     }
@@ -235,7 +235,7 @@ async def records_are_copies(store: Store) -> None:
     tok = token("r", 1, data={"window": {"timers": [1]}})
     event = EventRecord("e", "r", T0, data={"to": ["a"]})
     kept = park("r", 1, payload={"form": {"fields": ["x"]}})
-    item = ScatterItemRecord("r", "r.1", 0, "done", "ok", {"r": [1]}, ["k"])
+    item = ScatterItemRecord("r", "each#1", 0, "done", "ok", {"r": [1]}, ["k"])
     answer = SignalAnswer("k", "r", {"receipt": {"at": "now"}})
     returned = await store.commit(
         Commit(
@@ -255,7 +255,7 @@ async def records_are_copies(store: Store) -> None:
         list(await store.tokens("r")),
         list(await store.history("r")),
         list(await store.parks(run_id="r")),
-        list(await store.scatter_items("r", "r.1")),
+        list(await store.scatter_items("r", "each#1")),
         await store.signal_answer("k"),
     )
     # What was written, changed afterwards.
@@ -304,7 +304,7 @@ async def records_are_copies(store: Store) -> None:
     same((await store.history("r"))[0].data, {"to": ["a"]}, "an event's data")
     same((await store.parks(run_id="r"))[0].payload, {"form": {"fields": ["x"]}}, "a payload")
     same((await store.parks(run_id="r"))[0].status, ParkStatus.PARKED, "a park's status")
-    same((await store.scatter_items("r", "r.1"))[0].result, {"r": [1]}, "an item's result")
+    same((await store.scatter_items("r", "each#1"))[0].result, {"r": [1]}, "an item's result")
     same(
         await store.signal_answer("k"),
         SignalAnswer("k", "r", {"receipt": {"at": "now"}}),

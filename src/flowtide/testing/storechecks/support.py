@@ -72,7 +72,7 @@ def every_part(run_id: str, suffix: str) -> Commit:
         due_dropped=[(f"{run_id}.2", "timeout")],
         anchors=[NodeAnchor(run_id, f"anchor-{suffix}", None, at(3))],
         anchors_released=[("kept", None)],
-        scatter=[ScatterItemRecord(run_id, f"{run_id}.9", 0, "done", suffix, [suffix])],
+        scatter=[ScatterItemRecord(run_id, "each#9", 0, "done", suffix, [suffix])],
         parks=[park(run_id, 9, payload={"by": suffix})],
         signal_answers=[SignalAnswer(f"answer-{suffix}", run_id, {"by": suffix})],
     )
@@ -125,7 +125,7 @@ async def snapshot(store: Store, run_id: str = "r") -> Snapshot:
         list(await store.history(run_id)),
         list(await store.parks(run_id=run_id)),
         sorted(await store.node_anchors(run_id), key=lambda a: (a.placement, a.item or "")),
-        list(await store.scatter_items(run_id, f"{run_id}.9")),
+        list(await store.scatter_items(run_id, "each#9")),
         await store.next_due(),
     )
 
