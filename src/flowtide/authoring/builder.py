@@ -37,6 +37,9 @@ _SETTING_NAMES = ("timeout", "timeout_anchor", "release_on", "timers", "retry")
 
 
 class FlowBuilder:
+    """Builds a :class:`~flowtide.model.Flow` placement by placement (see the module's example);
+    :meth:`build` checks it as a whole."""
+
     def __init__(
         self,
         id: str,

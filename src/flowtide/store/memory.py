@@ -59,6 +59,8 @@ __all__ = ["MemoryStore"]
 
 
 class MemoryStore(Store):
+    """A store in this process's memory: for tests and throwaway runs (nothing survives it)."""
+
     def __init__(self) -> None:
         self._runs: dict[str, tuple[Any, ...]] = {}
         """run id -> the run's fields (:func:`_run_row`)."""
