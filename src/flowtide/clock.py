@@ -3,7 +3,7 @@
 The engine never reads the wall clock or sleeps on its own: node timeouts, run deadlines, retry
 backoffs, waits, throttles and idle batches all go through a :class:`Clock`. Production code uses
 :class:`SystemClock`; tests use :class:`VirtualClock`, whose time moves only when the test says so
-(:meth:`VirtualClock.advance`) or, in autojump mode, whenever the event loop has nothing left to do.
+(:meth:`VirtualClock.advance`) or, in autojump mode, whenever the event loop has settled.
 
 All instants are timezone-aware UTC :class:`~datetime.datetime` values.
 """
@@ -139,14 +139,19 @@ class SystemClock(Clock):
 
 
 class _VirtualTimer(TimerHandle):
-    __slots__ = ("_when", "callback", "cancelled")
+    __slots__ = ("_on_cancel", "_when", "callback", "cancelled")
 
-    def __init__(self, when: datetime, callback: Callable[[], None]) -> None:
+    def __init__(
+        self, when: datetime, callback: Callable[[], None], on_cancel: Callable[[], None]
+    ) -> None:
         self._when = when
         self.callback: Callable[[], None] | None = callback
         self.cancelled = False
+        self._on_cancel = on_cancel
 
     def cancel(self) -> None:
+        if not self.cancelled:
+            self._on_cancel()
         self.cancelled = True
         self.callback = None
 
@@ -157,6 +162,15 @@ class _VirtualTimer(TimerHandle):
 
 DEFAULT_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
+QUIET_PASSES = 20
+"""Loop passes in a row without any call on the clock after which a virtual clock takes the
+loop for settled. The engine reads the time at nearly every step it records; its longest
+stretch without touching the clock is a handful of passes (a store call, a task hand-off)."""
+
+SETTLE_LIMIT = 100_000
+"""Loop passes after which :meth:`VirtualClock.settle` gives up waiting for quiet (code that
+calls on the clock on every pass, forever, would otherwise hold it up for good)."""
+
 
 class VirtualClock(Clock):
     """Time that moves only when told to.
@@ -164,16 +178,34 @@ class VirtualClock(Clock):
     ``await clock.advance(timedelta(minutes=10))`` runs every callback due within the next ten
     minutes in instant order (ties in scheduling order), letting the event loop settle after each
     one, then sets the time to the end of the window. With ``autojump=True`` a background task
-    jumps straight to the next timer whenever the loop is idle and nothing is held (see
+    jumps straight to the next timer whenever the loop has settled and nothing is held (see
     :meth:`Clock.hold`), so a run with a ten-minute wait finishes in milliseconds.
+
+    **When the loop has settled.** The clock cannot look into the event loop's queue, so it
+    judges by what it sees itself: every call on it is activity (reading the time, arming or
+    cancelling a timer, a timer firing, taking or releasing a hold). The loop has settled when
+    ``quiet_passes`` loop passes in a row went by without any activity, and, for autojump and
+    :meth:`run_until_idle`, nothing is held. Code that works for longer than that without
+    calling on the clock (a node in a worker thread, a busy loop of bare yields) must say so
+    with :meth:`Clock.hold`, or autojump may move time under it.
 
     Timers live in a heap with lazy deletion: cancelling is O(1), stale entries are skipped.
     """
 
     ties_in_order = True
 
-    def __init__(self, start: datetime | None = None, *, autojump: bool = False) -> None:
+    def __init__(
+        self,
+        start: datetime | None = None,
+        *,
+        autojump: bool = False,
+        quiet_passes: int = QUIET_PASSES,
+    ) -> None:
+        if quiet_passes < 1:
+            raise ValueError("a virtual clock needs at least one quiet loop pass to settle")
         self._now = utc(start) if start is not None else DEFAULT_EPOCH
+        self._quiet_passes = quiet_passes
+        self._activity = 0
         self._heap: list[tuple[datetime, int, _VirtualTimer]] = []
         self._seq = itertools.count()
         self._holds = 0
@@ -184,21 +216,25 @@ class VirtualClock(Clock):
     # -- Clock ---------------------------------------------------------------------------------
 
     def now(self) -> datetime:
+        self._activity += 1
         return self._now
 
     def call_at(self, when: datetime, callback: Callable[[], None]) -> TimerHandle:
-        timer = _VirtualTimer(when, callback)
+        timer = _VirtualTimer(when, callback, self._note_activity)
         heapq.heappush(self._heap, (when, next(self._seq), timer))
+        self._activity += 1
         self._poke()
         return timer
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
         self._holds += 1
+        self._activity += 1
         try:
             yield
         finally:
             self._holds -= 1
+            self._activity += 1
             self._poke()
 
     # -- driving time ------------
@@ -242,23 +278,22 @@ class VirtualClock(Clock):
         raise RuntimeError("virtual clock: timers keep being scheduled")
 
     async def settle(self, *, wait_held: bool = False) -> None:
-        """Let the event loop run until no callback is ready (and, if asked, nothing is held)."""
-        loop = asyncio.get_running_loop()
+        """Let the event loop run until it has settled: ``quiet_passes`` loop passes in a row
+        without any call on this clock (and, with ``wait_held``, nothing held: held work is
+        waited for, however long it takes). Gives up after :data:`SETTLE_LIMIT` passes."""
+        seen = self._activity
         quiet = 0
-        for _ in range(100_000):
+        for _ in range(SETTLE_LIMIT):
             await asyncio.sleep(0)
-            ready = getattr(loop, "_ready", None)
-            busy = bool(ready) if ready is not None else quiet < 50
             if wait_held and self._holds:
                 await self._wait_change()
-                quiet = 0
-                continue
-            if busy:
-                quiet = 0
-                continue
-            quiet += 1
-            if quiet >= 3:
-                return
+                seen, quiet = self._activity, 0
+            elif self._activity != seen:
+                seen, quiet = self._activity, 0
+            else:
+                quiet += 1
+                if quiet >= self._quiet_passes:
+                    return
 
     def start_autojump(self) -> None:
         """Start jumping (idempotent); called by the engine when the clock is in autojump mode."""
@@ -274,6 +309,9 @@ class VirtualClock(Clock):
             self._jumper = None
 
     # -- internals ------------
+
+    def _note_activity(self) -> None:
+        self._activity += 1
 
     def _poke(self) -> None:
         if self._changed is not None:
@@ -307,6 +345,7 @@ class VirtualClock(Clock):
             self._now = timer.when
         callback, timer.callback = timer.callback, None
         timer.cancelled = True
+        self._activity += 1
         if callback is not None:
             callback()
 

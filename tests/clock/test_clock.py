@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowtide.clock import SystemClock, VirtualClock, isoformat
+from flowtide.clock import QUIET_PASSES, SystemClock, VirtualClock, isoformat
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -72,6 +72,63 @@ async def test_autojump_waits_while_real_work_is_held() -> None:
     order.append(f"timer at {clock.now().isoformat()}")
     assert order == [f"held work done at {t(0).isoformat()}", f"timer at {t(30).isoformat()}"]
     await clock.aclose()
+
+
+async def test_settle_waits_for_work_that_keeps_reading_the_time() -> None:
+    clock = VirtualClock(T0)
+    steps: list[datetime] = []
+
+    async def reader() -> None:
+        for _ in range(5 * QUIET_PASSES):
+            steps.append(clock.now())
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(reader())
+    await clock.settle()
+    assert task.done()
+    assert len(steps) == 5 * QUIET_PASSES
+
+
+async def test_autojump_does_not_move_time_under_held_work_that_never_calls_the_clock() -> None:
+    clock = VirtualClock(T0, autojump=True)
+    seen: list[datetime] = []
+
+    async def busy() -> None:
+        with clock.hold():
+            for _ in range(10 * QUIET_PASSES):
+                await asyncio.sleep(0)  # a bare yield: nothing the clock can see
+            seen.append(clock.now())
+
+    timer = asyncio.create_task(clock.sleep(timedelta(seconds=30)))
+    await asyncio.sleep(0)
+    await busy()
+    await timer
+    assert seen == [T0]
+    assert clock.now() == t(30)
+    await clock.aclose()
+
+
+async def test_two_settles_at_once_do_not_keep_each_other_busy() -> None:
+    clock = VirtualClock(T0)
+    passes = 0
+    stop = False
+
+    async def count_passes() -> None:
+        nonlocal passes
+        while not stop:
+            passes += 1
+            await asyncio.sleep(0)
+
+    counter = asyncio.create_task(count_passes())
+    await asyncio.gather(clock.settle(), clock.settle())
+    stop = True
+    await counter
+    assert passes <= 2 * QUIET_PASSES
+
+
+def test_a_clock_that_could_never_settle_is_refused() -> None:
+    with pytest.raises(ValueError, match="quiet loop pass"):
+        VirtualClock(T0, quiet_passes=0)
 
 
 async def test_virtual_clock_refuses_to_go_back() -> None:

@@ -18,6 +18,7 @@ from flowtide.documents import (
     load_flow,
     to_jsonld,
 )
+from flowtide.documents.contexts import ActiveContext
 from flowtide.documents.vocabulary import FLOWTIDE, SEED, SEED_CONTEXT_IRIS
 from flowtide.errors import FlowValidationError
 from tests.documents.samples import fixture_document, rich_flow
@@ -260,3 +261,34 @@ def test_shipped_context_file_is_the_canonical_context() -> None:
 def test_other_sources_are_refused_cleanly() -> None:
     with pytest.raises(FlowValidationError, match="must be an object"):
         load_flow([fixture_document()])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "vocab", "expected"),
+    [
+        ("@id", True, "@id"),  # a keyword stays
+        ("@idx", True, None),  # looks like a keyword, is not one: ignored
+        ("x", True, "https://ex.org/ns#x"),  # a term
+        ("x", False, "https://ex.org/base/x"),  # not as a term outside the vocabulary
+        ("gone", True, None),  # a term mapped to null
+        ("ex:y", True, "https://ex.org/ns#y"),  # a compact IRI
+        ("_:b1", True, "_:b1"),  # a blank node
+        ("urn:a:b", False, "urn:a:b"),  # an absolute IRI
+        ("other", True, "urn:v:other"),  # the vocabulary
+        ("../up", False, "https://ex.org/up"),  # relative to @base
+    ],
+)
+def test_keys_and_values_expand_as_json_ld_says(
+    value: str, vocab: bool, expected: str | None
+) -> None:
+    context = ActiveContext.initial().extend(
+        {
+            "@base": "https://ex.org/base/",
+            "@vocab": "urn:v:",
+            "ex": "https://ex.org/ns#",
+            "x": {"@id": "ex:x"},
+            "gone": None,
+        },
+        "/@context",
+    )
+    assert (context.key(value) if vocab else context.iri(value)) == expected

@@ -7,8 +7,8 @@ import pytest
 from flowtide.documents import load_flow
 from flowtide.errors import Problem
 from flowtide.model import Flow
+from flowtide.model.graphs import strongly_connected
 from flowtide.validation import build_flow, check_flow
-from flowtide.validation.loops import strongly_connected
 
 
 def checkout(**collect_settings: Any) -> dict[str, Any]:

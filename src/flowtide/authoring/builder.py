@@ -37,6 +37,9 @@ _SETTING_NAMES = ("timeout", "timeout_anchor", "release_on", "timers", "retry")
 
 
 class FlowBuilder:
+    """Builds a :class:`~flowtide.model.Flow` placement by placement (see the module's example);
+    :meth:`build` checks it as a whole."""
+
     def __init__(
         self,
         id: str,
@@ -53,6 +56,7 @@ class FlowBuilder:
             "description": description,
         }
         self._placements: list[AnyPlacement] = []
+        self._ids: set[str] = set()
         self._entrypoints: dict[str, str] = {}
         self._node_types: dict[str, NodeType] = {}
         self._reducers: dict[str, str] = {}
@@ -254,7 +258,7 @@ class FlowBuilder:
 
     def _add(self, id: str, *, impl: NodeRef | None = None, **fields: Any) -> Self:
         """Check the placement (and, given its node, the outputs it routes), then keep it."""
-        if any(p.id == id for p in self._placements):
+        if id in self._ids:
             raise FlowValidationError([Problem(f"placement id {id!r} is used twice", placement=id)])
         data = {k: v for k, v in fields.items() if v is not None}
         data["id"] = id
@@ -265,6 +269,7 @@ class FlowBuilder:
         if impl is not None:
             self._check_outputs(placement, impl)
         self._placements.append(placement)
+        self._ids.add(id)
         return self
 
     def _use_node(self, placement: str, node: NodeRef) -> str:

@@ -1,22 +1,29 @@
 """JSON-LD contexts: processing a document's ``@context`` and expanding its keys and values.
 
-The JSON-LD processing itself is pyld's; this module only keeps it offline (remote contexts are
-served from memory or refused, never fetched) and turns its errors into located problems.
+The JSON-LD processing itself is pyld's, through its public API: this module keeps it offline
+(remote contexts are served from memory or refused, never fetched), turns its errors into located
+problems, and expands keys and values against a processed context as JSON-LD's IRI expansion
+says (pyld keeps its own expansion private).
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from pyld import jsonld
 from pyld.context_resolver import ContextResolver
+from pyld.iri_resolver import resolve
 
 from flowtide.documents.vocabulary import LOCAL_CONTEXTS
 from flowtide.errors import Problem
 
 _PROCESSOR = jsonld.JsonLdProcessor()
+_KEYWORDS = frozenset(jsonld.KEYWORDS)
+_KEYWORD_LIKE = re.compile(jsonld.KEYWORD_PATTERN)
+_ABSOLUTE_IRI = re.compile(r"^([A-Za-z][A-Za-z0-9+-.]*|_):[^\s]*$")
 
 
 class RemoteContextRefused(Exception):
@@ -62,7 +69,7 @@ class ActiveContext:
 
     @classmethod
     def initial(cls) -> ActiveContext:
-        return cls(_PROCESSOR._get_initial_context({}))
+        return cls(_PROCESSOR.process_context({}, None, _options()))  # no context: the initial
 
     def extend(self, local: Any, pointer: str) -> ActiveContext:
         """This context with ``local`` (found at ``pointer``) processed on top of it."""
@@ -87,10 +94,44 @@ class ActiveContext:
 
     def _expand(self, value: str, *, vocab: bool, base: str | None = None) -> str | None:
         try:
-            result = _PROCESSOR._expand_iri(self._state, value, base=base, vocab=vocab)
-        except Exception:  # an IRI pyld cannot resolve is taken as written
+            return expand_iri(self._state, value, vocab=vocab, base=base)
+        except Exception:  # an IRI that cannot be resolved is taken as written
             return value
-        return result if isinstance(result, str) else None
+
+
+def expand_iri(context: Any, value: str, *, vocab: bool, base: str | None) -> str | None:
+    """JSON-LD's IRI expansion of ``value`` against a processed ``context`` (as pyld returns it
+    from ``process_context``): a keyword stays, a term gives its IRI (None for a term mapped to
+    null, or for what looks like a keyword and is not one), a compact IRI expands by its prefix,
+    an absolute IRI stays; else ``@vocab`` is prepended (``vocab``) or, given a ``base``, the
+    context's ``@base`` resolves it."""
+    if value in _KEYWORDS:
+        return value
+    if _KEYWORD_LIKE.match(value):
+        return None
+    mappings = context["mappings"]
+    if vocab and value in mappings:
+        term = mappings[value]
+        return term["@id"] if term is not None else None
+    prefix, colon, suffix = value.partition(":")
+    if colon and prefix:
+        if prefix == "_" or suffix.startswith("//"):
+            return value  # a blank node, or an absolute IRI with an authority
+        term = mappings.get(prefix)
+        if term and term["_prefix"]:
+            return str(term["@id"]) + suffix
+        if _ABSOLUTE_IRI.match(value):
+            return value
+    if vocab and "@vocab" in context:
+        return str(context["@vocab"]) + value
+    if base is not None and "@base" in context:
+        at = context["@base"]
+        if at is None:
+            return value
+        return str(resolve(value, at if _ABSOLUTE_IRI.match(at) else resolve(at, base)))
+    if base == "":
+        return str(resolve(value, jsonld.DEFAULT_BASE_IRI))
+    return str(resolve(value, base)) if base else value
 
 
 def _describe(exc: BaseException) -> str:

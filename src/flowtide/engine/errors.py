@@ -61,6 +61,8 @@ class StoreUnavailableError(EngineError):
 
 
 class UnknownFlowError(EngineError, LookupError):
+    """No flow with this id is known to the engine (``flow_id``)."""
+
     def __init__(self, flow_id: str) -> None:
         self.flow_id = flow_id
         super().__init__(
@@ -173,6 +175,9 @@ class RunError(FlowtideError):
 
 
 class NodeTimeoutError(RunError, TimeoutError):
+    """A node's window ended and its placement does not route ``timeout``: the run failed.
+    Carries the ``node``, its ``placement`` and the ``budget`` (the timeout)."""
+
     def __init__(self, node: str, placement: str, budget: timedelta) -> None:
         self.node = node
         self.placement = placement

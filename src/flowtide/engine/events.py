@@ -70,6 +70,9 @@ __all__ = ["EventKind", "Hook"]
 
 
 class EventKind(StrEnum):
+    """What an event records (its ``kind``): every transition of a run, as hooks receive it and
+    the run's history keeps it."""
+
     RUN_STARTED = "run_started"
     NODE_STARTED = "node_started"
     PROCESS_STARTED = "process_started"

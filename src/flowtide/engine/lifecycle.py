@@ -13,6 +13,9 @@ from flowtide.engine.errors import LifecycleError
 
 
 class Lifecycle(StrEnum):
+    """The state of a run; :attr:`terminal` states (completed, failed, cancelled, timed out)
+    are final."""
+
     PENDING = "pending"
     RUNNING = "running"
     PARKED = "parked"

@@ -1,4 +1,5 @@
-"""What the engine precomputes per flow: implementations, effective settings, reachability."""
+"""What the engine precomputes per flow: implementations, effective settings, reachability and
+loops."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.engine.deadlines import needs_node_anchor
 from flowtide.model.flow import Flow, node_ref
-from flowtide.model.graphs import reach
+from flowtide.model.graphs import Reachability
 from flowtide.model.placements import (
     AnyPlacement,
     Join,
@@ -35,8 +36,9 @@ class FlowPlan:
     """Placement id -> setting name -> where its effective value comes from: ``placement``,
     ``node type`` (declared by the flow document), ``implementation default``; a setting set
     nowhere is absent."""
-    reach: dict[str, frozenset[str]] = field(default_factory=dict)
-    """Placement id -> every placement reachable from it by routes (itself only via a loop)."""
+    reach: Reachability = field(default_factory=lambda: Reachability({}))
+    """Placement id -> every placement reachable from it by routes (itself only via a loop):
+    answered on demand (see :meth:`can_reach`), never stored for every pair."""
     unarmed: frozenset[str] = frozenset()
     """Placements whose effective settings have no timeout and no timers: an attempt there
     has no window to resolve and nothing to arm."""
@@ -95,9 +97,7 @@ class FlowPlan:
                     plan.join_needs[p.id] = 1
                 else:
                     plan.join_needs[p.id] = p.quorum or 1
-        succ = {p.id: p.successors() for p in flow.placements}
-        for start, onward in succ.items():
-            plan.reach[start] = frozenset(reach(succ, onward))
+        plan.reach = Reachability({p.id: p.successors() for p in flow.placements})
         return plan
 
     def entry_target(self, entry: str | None) -> str:
@@ -107,7 +107,23 @@ class FlowPlan:
         return entry or self.flow.main_entrypoint
 
     def can_reach(self, source: str, target: str) -> bool:
-        return target in self.reach.get(source, frozenset())
+        """Whether a token at ``source`` may come to ``target`` by routes (to ``source`` itself
+        only through a loop)."""
+        return self.reach.can_reach(source, target)
+
+    def loop_of(self, placement: str) -> int | None:
+        """The number of ``placement``'s loop (its strongly connected component), or None when
+        no route leads back to it."""
+        return self.reach.loop_of(placement)
+
+    def in_loop(self, placement: str) -> bool:
+        """Whether routes from ``placement`` can lead back to it (a route to itself counts)."""
+        return self.reach.in_loop(placement)
+
+    def same_loop(self, a: str, b: str) -> bool:
+        """Whether ``a`` and ``b`` are in one loop. A token that moves from a placement's loop
+        to a placement outside it has left the loop (a ``node`` anchor there is released)."""
+        return self.reach.same_loop(a, b)
 
     def joins_of(self, targets: Sequence[str]) -> tuple[str, ...]:
         """The joins of :meth:`joins_from` for each of a split's ``targets``, in that order,

@@ -161,6 +161,10 @@ def _instant(value: Any) -> datetime | None:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
+    """Where a run stands once it has ended or parked: its lifecycle, the outcome of the terminal
+    that ended it, its final state, its errors, why it was interrupted (a timeout or an abort,
+    None on a clean end) and the tokens still waiting on the outside world."""
+
     run_id: str
     lifecycle: Lifecycle
     outcome: str | None

@@ -114,7 +114,3 @@ class Sweeper:
             event.set()
 
         self._timer = self._clock.call_at(when, ring)
-
-
-Scheduler = Sweeper
-"""The former name of :class:`Sweeper`."""

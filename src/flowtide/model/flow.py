@@ -32,6 +32,9 @@ DEFAULT_MAX_DEPTH = 32
 
 
 class Flow(BaseModel):
+    """A flow: its id and version, its entrypoints, its placements and what they share (node
+    types, reducers, a run deadline), as built in Python or loaded from a document."""
+
     model_config = ConfigDict(frozen=True, extra="forbid", ignored_types=(cached_property,))
 
     id: str = Field(min_length=1, description="The flow's IRI, such as 'urn:shop:flow:checkout'.")

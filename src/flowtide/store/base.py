@@ -207,6 +207,10 @@ class TokenRecord:
 
 @dataclass(slots=True)
 class EventRecord:
+    """One event of a run's history, as hooks receive it: its ``kind`` (an
+    :class:`~flowtide.engine.EventKind` value), run, instant, placement, attempt, token and
+    data."""
+
     kind: str
     run_id: str
     at: datetime

@@ -45,6 +45,8 @@ __all__ = ["MemoryStore"]
 
 
 class MemoryStore(Store):
+    """A store in this process's memory: for tests and throwaway runs (nothing survives it)."""
+
     def __init__(self) -> None:
         self._runs: dict[str, _RunRow] = {}
         self._states: dict[str, dict[str, str]] = {}

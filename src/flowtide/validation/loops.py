@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 
 from flowtide.errors import Problem
-from flowtide.model.graphs import reach
+from flowtide.model.graphs import reach, strongly_connected
 from flowtide.model.placements import PARKED_OUTPUT, AnyPlacement, Join, JoinMode, Task, Wait
 from flowtide.model.settings import TimeoutAnchor
 from flowtide.validation.subject import Subject
@@ -85,49 +85,3 @@ def _raced_by_a_wait(subject: Subject, graph: Mapping[str, set[str]], component:
             ):
                 return True
     return False
-
-
-def strongly_connected(graph: Mapping[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of ``graph`` (Tarjan's algorithm, without recursion)."""
-    nodes = list(dict.fromkeys([*graph, *(t for ts in graph.values() for t in ts)]))
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    components: list[list[str]] = []
-    counter = 0
-    for root in nodes:
-        if root in index:
-            continue
-        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph.get(root, ()))))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                component: list[str] = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                components.append(component)
-    return components
