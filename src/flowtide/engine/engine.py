@@ -23,26 +23,24 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.authoring.nodes import registry as default_registry
 from flowtide.clock import Clock, SystemClock, VirtualClock, isoformat
+from flowtide.engine._addressing import find_park
 from flowtide.engine._commit import commit_step
 from flowtide.engine._executor import RunExecutor
 from flowtide.engine._hooks import HookDelivery
 from flowtide.engine._host import ChildRun
 from flowtide.engine._signals import refusal
+from flowtide.engine._waiters import RunWaiters
 from flowtide.engine.contracts import OutputContracts
 from flowtide.engine.errors import (
     EngineError,
-    RefusalReason,
-    SignalRefused,
     UnknownFlowError,
 )
 from flowtide.engine.event_data import event_record
@@ -54,32 +52,30 @@ from flowtide.engine.explain import (
     explain_token,
     explain_windowed_visits,
 )
+from flowtide.engine.handles import RunHandle, SignalReceipt
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
-from flowtide.engine.result import ParkedToken, RunResult
+from flowtide.engine.result import RunResult
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
 from flowtide.model.durations import parse_duration
 from flowtide.model.flow import Flow
 from flowtide.store.base import (
-    LIVE_TOKEN_STATUSES,
     Commit,
     DueEntry,
     DuplicateSignal,
     EventRecord,
     ParkRecord,
-    ParkStatus,
     RunRecord,
     Store,
     StoreConflict,
     TokenRecord,
-    TokenStatus,
     UnknownRunError,
 )
 from flowtide.store.memory import MemoryStore
 
-__all__ = ["DEFER_UNFIREABLE", "Engine", "RunHandle", "SignalReceipt"]
+__all__ = ["DEFER_UNFIREABLE", "Engine"]
 
 FIRE_SLICE = 50
 """How many due entries the sweeper fires before it lets the loop run other work."""
@@ -87,68 +83,6 @@ FIRE_SLICE = 50
 DEFER_UNFIREABLE = timedelta(seconds=30)
 """How long a due entry this engine cannot fire (its run's flow is not registered here) waits
 before it is tried again; the entry is kept, never dropped."""
-
-
-class RunHandle:
-    """A started run: its id, its end (awaitable) and a way to cancel it."""
-
-    def __init__(self, engine: Engine, run_id: str, end: asyncio.Future[RunResult]) -> None:
-        self._engine = engine
-        self._run_id = run_id
-        self._end = end
-
-    @property
-    def run_id(self) -> str:
-        return self._run_id
-
-    @property
-    def done(self) -> bool:
-        """The run has ended."""
-        return self._end.done()
-
-    def cancel(self, reason: str | None = None) -> bool:
-        """Cancel the run (lifecycle ``cancelled``); False if it had already ended.
-
-        A run that was let go (parked) is rebuilt from the store to be cancelled.
-        """
-        if self._end.done():
-            return False
-        return self._engine.cancel_nowait(self._run_id, reason)
-
-    async def result(self) -> RunResult:
-        """The run's result once it has ended (it may park and be signalled on the way)."""
-        return await asyncio.shield(self._end)
-
-    def __repr__(self) -> str:
-        return f"<RunHandle {self.run_id}>"
-
-
-@dataclass(frozen=True, slots=True)
-class SignalReceipt:
-    """The answer to an accepted signal (``duplicate``: an earlier signal with the same
-    idempotency key had it; nothing changed this time)."""
-
-    run_id: str
-    token_id: str
-    placement: str
-    output: str | None
-    at: datetime
-    park: str
-    idempotency_key: str | None = None
-    duplicate: bool = False
-
-    @classmethod
-    def from_answer(cls, answer: Mapping[str, Any], *, duplicate: bool = False) -> SignalReceipt:
-        return cls(
-            answer["run_id"],
-            answer["token_id"],
-            answer["placement"],
-            answer.get("output"),
-            datetime.fromisoformat(answer["at"]),
-            answer["park"],
-            answer.get("idempotency_key"),
-            duplicate,
-        )
 
 
 class Engine:
@@ -189,10 +123,9 @@ class Engine:
         self._threads: ThreadPoolExecutor | None = None
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
-        self._end_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
+        self._waiters = RunWaiters()
         self._host = _EngineHost(self)
         self._hooks = HookDelivery(self.hooks, self._hook_failed)
-        self._settle_waiters: defaultdict[str, list[asyncio.Future[RunResult]]] = defaultdict(list)
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
                 self.register_flow(f)
@@ -264,52 +197,24 @@ class Engine:
         self._ready()
         plan, run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
         await self._launch(plan, run, state, entrypoint)
-        result = await self._settle_future(run.id)
+        result = await self._waiters.settle(run.id)
         await self._hooks.caught_up()
         return result
 
     async def wait(self, run_id: str) -> RunResult:
         """The run's result once it has ended (at once if it already has)."""
-        fut = self._end_future(run_id)
-        if not fut.done():
-            await self._check_ended(run_id, fut)
+        fut = self._waiters.end(run_id)
+        await self._waiters.from_store(self.store, run_id)
         result = await asyncio.shield(fut)
         await self._hooks.caught_up()
         return result
 
     async def wait_parked(self, run_id: str) -> RunResult:
         """The run at its next quiescent point parked on the outside world, or its end."""
-        fut = self._settle_future(run_id)
-        ex = self._runs.get(run_id)
-        if ex is None and not fut.done():
-            run = await self.store.get_run(run_id)
-            if Lifecycle(run.lifecycle).terminal:
-                self._resolve(self._settle_waiters, run_id, await self._stored(run))
-            elif run.lifecycle == Lifecycle.PARKED and run_id not in self._runs:
-                # Let go: what the store holds is the whole story.
-                parks = await self.store.parks(run_id=run_id, open_only=True)
-                if parks:
-                    self._resolve(
-                        self._settle_waiters,
-                        run_id,
-                        RunResult(
-                            run_id=run.id,
-                            lifecycle=Lifecycle.PARKED,
-                            outcome=None,
-                            state=await self.store.get_state(run_id),
-                            parked=tuple(
-                                ParkedToken(
-                                    p.token_id,
-                                    p.placement,
-                                    p.key,
-                                    p.deadline,
-                                    p.payload,
-                                    p.parked_at,
-                                )
-                                for p in parks
-                            ),
-                        ),
-                    )
+        fut = self._waiters.settle(run_id)
+        if run_id not in self._runs:
+            # Not held here (let go, or ended): what the store holds is the whole story.
+            await self._waiters.from_store(self.store, run_id, parked=True)
         result = await asyncio.shield(fut)
         await self._hooks.caught_up()
         return result
@@ -331,7 +236,7 @@ class Engine:
         """
         self._ready()
         plan, run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
-        end = self._end_future(run.id)
+        end = self._waiters.end(run.id)
         await self._launch(plan, run, state, entrypoint)
         return RunHandle(self, run.id, end)
 
@@ -417,12 +322,12 @@ class Engine:
         unfinished items. A run that already ended is returned as it is.
         """
         self._ready()
-        end = self._end_future(run_id)
+        end = self._waiters.end(run_id)
         if run_id in self._runs:
             return RunHandle(self, run_id, end)
         ex = await self._executor(run_id, rearm=True)
         if ex is None and not end.done():
-            await self._check_ended(run_id, end)
+            await self._waiters.from_store(self.store, run_id)
         return RunHandle(self, run_id, end)
 
     async def _executor(self, run_id: str, *, rearm: bool = False) -> RunExecutor | None:
@@ -505,7 +410,10 @@ class Engine:
                 return SignalReceipt.from_answer(known.answer, duplicate=True)
         payload = dict(payload or {})
         for _ in range(5):
-            park = await self._find_park(run_id, placement, key, token_id)
+            held = self._runs.get(run_id) if run_id is not None else None
+            park = await find_park(
+                self.store, held, self.clock.now(), run_id, placement, key, token_id
+            )
             ex = await self._executor(park.run_id)
             if ex is None:
                 latest = await self.store.parks(run_id=park.run_id)
@@ -533,77 +441,6 @@ class Engine:
             finally:
                 ex.unpin()
         raise EngineError("signal: the run kept changing under this signal; try again")
-
-    async def _find_park(
-        self,
-        run_id: str | None,
-        placement: str | None,
-        key: str | None,
-        token_id: str | None,
-    ) -> ParkRecord:
-        """The park a signal addresses, or the refusal."""
-        now = self.clock.now()
-        if key is None and run_id is None:
-            raise EngineError("signal needs a run_id (with placement or token_id) or a key")
-        if key is None and placement is None and token_id is None:
-            raise EngineError("signal needs a placement or token_id with a run_id")
-        parks = await self.store.parks(run_id=run_id, key=key, placement=placement)
-        ex = self._runs.get(run_id) if run_id is not None else None
-        if len(parks) == 1 and ex is None and token_id is None:
-            # The common case: one park, nothing of the run in memory here.
-            found = parks[0]
-            if found.status == ParkStatus.PARKED:
-                return found
-        if not parks and run_id is not None and ex is None:
-            # (A park of the run, or the run held here, says it exists.)
-            try:
-                await self.store.get_run(run_id)
-            except KeyError:
-                raise SignalRefused(
-                    RefusalReason.UNKNOWN,
-                    f"signal refused: no run {run_id!r}",
-                    **_where(run_id, placement, token_id, key),
-                ) from None
-        if token_id is not None:
-            parks = [p for p in parks if p.token_id == token_id]
-        if ex is not None:
-            # What this process knows is fresher than the store (a claim not yet committed).
-            parks = [ex.park_record(p.id) or p for p in parks]
-        where = _where(run_id, placement, token_id, key)
-        open_ = [p for p in parks if p.status == "parked"]
-        if len(open_) > 1:
-            raise SignalRefused(
-                RefusalReason.AMBIGUOUS,
-                f"signal refused: {len(open_)} parked tokens match "
-                f"({', '.join(p.token_id for p in open_)}); address one by token_id",
-                **where,
-            )
-        if open_:
-            return open_[0]
-        if parks:
-            raise refusal(parks[-1], now)
-        if run_id is not None and placement is not None:
-            if ex is not None:
-                here = [t for t in ex.tokens.values() if t.placement == placement and t.status.live]
-            else:
-                # Not held here (let go, held by another engine, or in its first step on the
-                # fast park): the store knows where its live tokens are.
-                live = await self.store.tokens(run_id, LIVE_TOKEN_STATUSES)
-                here = [t for t in live if t.placement == placement]
-            if here and not any(t.status is TokenStatus.PARKED for t in here):
-                raise SignalRefused(
-                    RefusalReason.NOT_PARKED,
-                    f"signal refused: the token at {placement!r} is not parked "
-                    f"(it is {here[0].status.value})",
-                    **where,
-                )
-        what = f"key {key!r}" if key is not None else f"placement {placement!r}"
-        raise SignalRefused(
-            RefusalReason.UNKNOWN,
-            f"signal refused: no token ever parked with {what}"
-            + (f" in run {run_id!r}" if run_id else ""),
-            **where,
-        )
 
     async def cancel(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run, parked (and let go) or not; False if it had already ended."""
@@ -674,17 +511,9 @@ class Engine:
         for ex in list(self._runs.values()):
             ex.close()
         self._runs.clear()
-        for waiters in (self._end_waiters, self._settle_waiters):
-            for run_id, futures in waiters.items():
-                for fut in futures:
-                    if not fut.done():
-                        fut.set_exception(
-                            EngineError(
-                                f"the engine was closed; resume run {run_id!r} to finish it"
-                            )
-                        )
-                        fut.exception()
-            waiters.clear()
+        self._waiters.fail_all(
+            lambda run_id: EngineError(f"the engine was closed; resume run {run_id!r} to finish it")
+        )
         await self._hooks.close()
         if self._scheduler is not None:
             await self._scheduler.close()
@@ -721,10 +550,7 @@ class Engine:
         """The store kept failing under this executor: drop it and tell who waits on its run."""
         self._discard(ex)
         if isinstance(ex, RunExecutor):
-            for waiters in (self._end_waiters, self._settle_waiters):
-                for fut in waiters.pop(ex.run.id, ()):
-                    if not fut.done():
-                        fut.set_exception(error)
+            self._waiters.fail(ex.run.id, error)
 
     def _discard(self, ex: object) -> None:
         """What this executor knows is stale (another process moved the run): drop it."""
@@ -732,18 +558,13 @@ class Engine:
         if isinstance(ex, RunExecutor):
             ex.close(notify=False)
             run_id = ex.run.id
-            if self._end_waiters.get(run_id) or self._settle_waiters.get(run_id):
+            if self._waiters.waiting(run_id):
                 # Whoever waits here learns the run's end from the store, if another actor
                 # has ended it.
-                task = asyncio.get_running_loop().create_task(self._ended_elsewhere(run_id))
+                task = asyncio.get_running_loop().create_task(
+                    self._waiters.from_store(self.store, run_id)
+                )
                 task.add_done_callback(_consume)
-
-    async def _ended_elsewhere(self, run_id: str) -> None:
-        run = await self.store.get_run(run_id)
-        if Lifecycle(run.lifecycle).terminal:
-            result = await self._stored(run)
-            self._resolve(self._settle_waiters, run_id, result)
-            self._resolve(self._end_waiters, run_id, result)
 
     async def _fire_batch(self, entries: Sequence[DueEntry]) -> None:
         """Fire due entries (from the sweeper): each through its run's executor.
@@ -790,45 +611,6 @@ class Engine:
         await commit_step(
             self.store, Commit(entry.run_id, events=[warning], due=[deferred]), self.clock
         )
-
-    # -- waiting for runs ------------
-
-    def _end_future(self, run_id: str) -> asyncio.Future[RunResult]:
-        fut: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
-        self._end_waiters[run_id].append(fut)
-        return fut
-
-    def _settle_future(self, run_id: str) -> asyncio.Future[RunResult]:
-        fut: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
-        self._settle_waiters[run_id].append(fut)
-        return fut
-
-    async def _check_ended(self, run_id: str, fut: asyncio.Future[RunResult]) -> None:
-        run = await self.store.get_run(run_id)
-        if Lifecycle(run.lifecycle).terminal and not fut.done():
-            self._resolve(self._end_waiters, run_id, await self._stored(run))
-
-    async def _stored(self, run: RunRecord) -> RunResult:
-        if run.result:
-            return RunResult.from_dict(run.result)
-        return _stored_result(run, await self.store.get_state(run.id))
-
-    @staticmethod
-    def _resolve(
-        waiters: defaultdict[str, list[asyncio.Future[RunResult]]], run_id: str, result: RunResult
-    ) -> None:
-        for fut in waiters.pop(run_id, ()):
-            if not fut.done():
-                fut.set_result(result)
-
-    def _settled(self, result: RunResult) -> None:
-        """A run reached a quiescent point; ``run()`` returns if a token is parked."""
-        if result.parked:
-            self._resolve(self._settle_waiters, result.run_id, result)
-
-    def _ended(self, result: RunResult) -> None:
-        self._resolve(self._settle_waiters, result.run_id, result)
-        self._resolve(self._end_waiters, result.run_id, result)
 
     async def _hook_failed(self, hook: Hook, event: EventRecord, exc: Exception) -> None:
         """Record a hook's failure in the run's history (it is not delivered to hooks)."""
@@ -903,20 +685,13 @@ class _EngineHost:
         self._engine._unavailable(executor, error)
 
     def settled(self, result: RunResult) -> None:
-        self._engine._settled(result)
+        self._engine._waiters.settled(result)
 
     def ended(self, result: RunResult) -> None:
-        self._engine._ended(result)
+        self._engine._waiters.ended(result)
 
 
 _PENDING = Lifecycle.PENDING.value
-
-
-def _where(
-    run_id: str | None, placement: str | None, token_id: str | None, key: str | None
-) -> dict[str, Any]:
-    """What a signal addressed (for its refusal)."""
-    return {"run_id": run_id, "placement": placement, "token_id": token_id, "key": key}
 
 
 def _consume(task: asyncio.Task[Any]) -> None:
@@ -932,16 +707,3 @@ def _deadline(value: timedelta | datetime | str | int | None, now: datetime) -> 
             raise EngineError(f"deadline {value!r} needs a time zone")
         return value
     return now + parse_duration(value)
-
-
-def _stored_result(run: RunRecord, state: dict[str, Any]) -> RunResult:
-    from flowtide.engine.result import ErrorInfo
-
-    data = run.result or {}
-    return RunResult(
-        run_id=run.id,
-        lifecycle=Lifecycle(run.lifecycle),
-        outcome=run.outcome,
-        state=state,
-        errors=tuple(ErrorInfo.from_dict(e) for e in data.get("errors", ())),
-    )

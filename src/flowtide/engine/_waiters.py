@@ -1,0 +1,103 @@
+"""Who waits on a run: callers of ``wait`` (its end) and of ``run``/``wait_parked`` (its next
+quiescent point with a parked token, or its end), answered from the executor or the store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Callable
+
+from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.result import ParkedToken, RunResult
+from flowtide.store.base import RunRecord, Store
+
+_Futures = defaultdict[str, list[asyncio.Future[RunResult]]]
+
+
+class RunWaiters:
+    def __init__(self) -> None:
+        self._ends: _Futures = defaultdict(list)
+        self._settles: _Futures = defaultdict(list)
+
+    def end(self, run_id: str) -> asyncio.Future[RunResult]:
+        """A future of the run's end."""
+        return self._add(self._ends, run_id)
+
+    def settle(self, run_id: str) -> asyncio.Future[RunResult]:
+        """A future of the run's next quiescent point with a parked token, or its end."""
+        return self._add(self._settles, run_id)
+
+    def waiting(self, run_id: str) -> bool:
+        return bool(self._ends.get(run_id) or self._settles.get(run_id))
+
+    def settled(self, result: RunResult) -> None:
+        """The run reached a quiescent point: those waiting for a park learn it if it has one."""
+        if result.parked:
+            _resolve(self._settles, result.run_id, result)
+
+    def ended(self, result: RunResult) -> None:
+        _resolve(self._settles, result.run_id, result)
+        _resolve(self._ends, result.run_id, result)
+
+    def fail(self, run_id: str, error: Exception) -> None:
+        """Every waiter of the run gets ``error``."""
+        for futures in (self._ends, self._settles):
+            for fut in futures.pop(run_id, ()):
+                if not fut.done():
+                    fut.set_exception(error)
+                    fut.exception()  # retrieved: nobody may be waiting any more
+
+    def fail_all(self, error: Callable[[str], Exception]) -> None:
+        """Every waiter of every run gets ``error(run_id)`` (the engine is closing)."""
+        for run_id in {*self._ends, *self._settles}:
+            self.fail(run_id, error(run_id))
+
+    async def from_store(self, store: Store, run_id: str, *, parked: bool = False) -> None:
+        """Answer the run's waiters from the store if it has ended (``parked``: also those
+        waiting for a park, if the run waits parked with nothing of it in memory)."""
+        run = await store.get_run(run_id)
+        if Lifecycle(run.lifecycle).terminal:
+            self.ended(await stored_result(store, run))
+        elif parked and run.lifecycle == Lifecycle.PARKED:
+            parks = await store.parks(run_id=run_id, open_only=True)
+            if parks:
+                tokens = (
+                    ParkedToken(p.token_id, p.placement, p.key, p.deadline, p.payload, p.parked_at)
+                    for p in parks
+                )
+                state = await store.get_state(run_id)
+                result = RunResult(
+                    run_id=run.id,
+                    lifecycle=Lifecycle.PARKED,
+                    outcome=None,
+                    state=state,
+                    parked=tuple(tokens),
+                )
+                _resolve(self._settles, run_id, result)
+
+    @staticmethod
+    def _add(futures: _Futures, run_id: str) -> asyncio.Future[RunResult]:
+        fut: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
+        futures[run_id].append(fut)
+        return fut
+
+
+async def stored_result(store: Store, run: RunRecord) -> RunResult:
+    """The result of an ended run, as the store keeps it."""
+    if run.result:
+        return RunResult.from_dict(run.result)
+    return RunResult(
+        run_id=run.id,
+        lifecycle=Lifecycle(run.lifecycle),
+        outcome=run.outcome,
+        state=await store.get_state(run.id),
+    )
+
+
+def _resolve(futures: _Futures, run_id: str, result: RunResult) -> None:
+    for fut in futures.pop(run_id, ()):
+        if not fut.done():
+            fut.set_result(result)
+
+
+__all__ = ["RunWaiters", "stored_result"]
