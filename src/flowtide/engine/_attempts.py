@@ -78,12 +78,9 @@ class Attempts(RunCore):
         stored) it; computed here otherwise.
         """
         now = self.clock.now()
-        if token is not None:
-            self.starting.discard(token.id)
-            if "interrupt" in token.data:
-                # An interrupting timer fired since this attempt's start was committed.
-                cancelled = Cancellation(CancelReason.TIMER, now, placement)
-                return Attempt("cancelled", cancellation=cancelled)
+        if token is not None and self.interrupted_before_start(token):
+            cancelled = Cancellation(CancelReason.TIMER, now, placement)
+            return Attempt("cancelled", cancellation=cancelled)
         if deadline is COMPUTE:
             deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
             if token is not None:
@@ -113,35 +110,7 @@ class Attempts(RunCore):
         try:
             with scope.bind():
                 try:
-                    if impl.is_async:
-                        value = await impl.fn(ctx)
-                    elif impl.execution == "inline":
-                        value = impl.fn(ctx)
-                    elif impl.execution == "thread":
-                        with self.clock.hold():  # the clock cannot see a thread's work
-                            value = await self.in_thread(impl.fn, ctx)
-                    else:
-
-                        def started(pid: int) -> None:
-                            if token is not None:
-                                self.spawn_aux(
-                                    self.commit(
-                                        Commit(
-                                            self.run.id,
-                                            events=[
-                                                self.event(
-                                                    token,
-                                                    ProcessStarted(pid=pid),
-                                                    placement=placement,
-                                                )
-                                            ],
-                                        )
-                                    )
-                                )
-
-                        value, final_state = await run_in_process(
-                            impl, ctx, scope, self.clock, started
-                        )
+                    value, final_state = await self._run_code(impl, ctx, scope, placement, token)
                 except Exception as exc:
                     error = exc
                 except Cancelled:
@@ -153,6 +122,35 @@ class Attempts(RunCore):
         return self.attempt_end(
             impl, placement, scope, window, deadline, value, error, final_state, token is not None
         )
+
+    async def _run_code(
+        self,
+        impl: NodeImplementation,
+        ctx: NodeContext,
+        scope: CancelScope,
+        placement: str,
+        token: TokenRecord | None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Where the node's code runs depends on how it is declared (on the loop, in a worker
+        thread, in a process): returns its value and its final state (the context's state as
+        given to the node, but for a process, which works on a copy)."""
+        state = ctx.state
+        if impl.is_async:
+            return await impl.fn(ctx), state
+        if impl.execution == "inline":
+            return impl.fn(ctx), state
+        if impl.execution == "thread":
+            with self.clock.hold():  # the clock cannot see a thread's work
+                return await self.in_thread(impl.fn, ctx), state
+        started = functools.partial(self._process_started, token, placement)
+        return await run_in_process(impl, ctx, scope, self.clock, started)
+
+    def _process_started(self, token: TokenRecord | None, placement: str, pid: int) -> None:
+        """A node's process has started: its pid is recorded in the run's history (in the
+        background, the attempt does not wait on the store), when the attempt has a token."""
+        if token is not None:
+            event = self.event(token, ProcessStarted(pid=pid), placement=placement)
+            self.spawn_aux(self.commit(Commit(self.run.id, events=[event])))
 
     async def in_thread(self, fn: Callable[[NodeContext], Any], ctx: NodeContext) -> Any:
         """``fn(ctx)`` in one of the engine's worker threads, in a copy of this context (as

@@ -4,7 +4,8 @@ and due waits.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from flowtide.engine._attempts import Attempt
@@ -65,22 +66,8 @@ class Parking(Tasks):
     ) -> dict[str, Any]:
         """Apply a signal to ``park`` (still open in this executor); returns the answer."""
         now = self.clock.now()
-        token = self.tokens.get(park.token_id)
-        mine = self.parks.get(park.token_id)
-        if token is None or token.status is not S.PARKED or mine is None or mine.id != park.id:
-            known = self.park_record(park.id)
-            if known is None:
-                # This view never had that park open: it was read from the store before or
-                # after the park's step, not with it. Look again.
-                raise StoreConflict(f"park {park.id!r} is not as this view of the run has it")
-            raise refusal(known, now, live=token)
-        if token.deadline is not None and token.deadline <= now:
-            raise refusal(mine, now)
+        token = self._signalled_token(park, output, now)
         p = self.plan.placements[token.placement]
-        if output is not None:
-            invalid = invalid_output(self.plan, p, output, token.id, park)
-            if invalid is not None:
-                raise invalid
         epoch = token.epoch
         token.status = S.READY  # claimed
         self.close_park(token, ParkStatus.SIGNALLED, "signal")
@@ -108,30 +95,16 @@ class Parking(Tasks):
                 )
                 if nxt is not None:
                     self.spawn(nxt)
-                if self.route_ok:
-                    return answer
+                applied = self.route_ok
             else:
-                token.data = {k: v for k, v in token.data.items() if k in ("fired_timers",)}
-                token.data["signal"] = dict(payload)
-                token.epoch += 1
-                ok = await self.commit(
-                    Commit(
-                        self.run.id,
-                        tokens=[token],
-                        events=[self.event(token, signalled(None))],
-                        due_dropped=[(token.id, "timeout")],
-                        signal_answers=answers,
-                    ),
-                    unless_ended=True,
-                    update=update,
-                    token=token,
+                applied = await self._wake(
+                    token, payload, self.event(token, signalled(None)), update, answers
                 )
-                if ok:
-                    self.spawn(token)
-                    return answer
         except StoreConflict:
             self.expect.pop(token.id, None)
             raise
+        if applied:
+            return answer
         # The run ended (a cancel, a failure elsewhere) before the signal could commit.
         self.expect.pop(token.id, None)
         closed = self.recent_parks.get(park.id) or park
@@ -140,6 +113,54 @@ class Parking(Tasks):
         if closed not in self.closing_parks:
             self.closing_parks.append(closed)
         raise refusal(closed, now)
+
+    def _signalled_token(self, park: ParkRecord, output: str | None, now: datetime) -> TokenRecord:
+        """The parked token a signal for ``park`` moves, or why it cannot (a refusal)."""
+        token = self.tokens.get(park.token_id)
+        mine = self.parks.get(park.token_id)
+        if token is None or token.status is not S.PARKED or mine is None or mine.id != park.id:
+            known = self.park_record(park.id)
+            if known is None:
+                # This view never had that park open: it was read from the store before or
+                # after the park's step, not with it. Look again.
+                raise StoreConflict(f"park {park.id!r} is not as this view of the run has it")
+            raise refusal(known, now, live=token)
+        if token.deadline is not None and token.deadline <= now:
+            raise refusal(mine, now)
+        if output is not None:
+            p = self.plan.placements[token.placement]
+            invalid = invalid_output(self.plan, p, output, token.id, park)
+            if invalid is not None:
+                raise invalid
+        return token
+
+    async def _wake(
+        self,
+        token: TokenRecord,
+        payload: Mapping[str, Any],
+        event: EventRecord,
+        update: Callable[[], tuple[dict[str, Any], list[str]]],
+        answers: list[SignalAnswer],
+    ) -> bool:
+        """A signal without an output: the node runs again, ``ctx.signal`` its payload."""
+        token.data = {k: v for k, v in token.data.items() if k in ("fired_timers",)}
+        token.data["signal"] = dict(payload)
+        token.epoch += 1
+        ok = await self.commit(
+            Commit(
+                self.run.id,
+                tokens=[token],
+                events=[event],
+                due_dropped=[(token.id, "timeout")],
+                signal_answers=answers,
+            ),
+            unless_ended=True,
+            update=update,
+            token=token,
+        )
+        if ok:
+            self.spawn(token)
+        return ok
 
     def fire_due(self, entry: DueEntry) -> None:
         """The sweeper says this due entry has come (see :class:`~flowtide.store.DueEntry`):

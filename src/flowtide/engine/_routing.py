@@ -88,63 +88,21 @@ class Routing(Arming):
         """
         targets = p.route_map().get(output)
         if not targets:
-            err = UnroutedOutputError(p.id, output, list(p.route_map()))
-            unrouted = self.event(token, event(None))
-            await self.commit(
-                Commit(self.run.id, events=[unrouted, *extra_events]), unless_ended=True
-            )
-            self.fail_token(token, err)
+            await self._unrouted(token, p, output, self.event(token, event(None)), extra_events)
             return None
         moving = self.event(token, event(list(targets)))
         if token.data or token.id in self.parks:
             due_cleared = [*due_cleared, token.id]
             self.close_park(token, ParkStatus.SIGNALLED, "moved")
         released = self.releases(token, p, output, targets) if self.anchors else []
-        moved: list[TokenRecord]
-        split_id: str | None = None
-        if len(targets) == 1:
-            move_token(token, targets[0], self.next_visit(targets[0]))
-            moved = [token]
-        else:
-            token.epoch += 1
-            split = split_id = f"{token.id}/{p.id}#{token.visit}"
-            n = len(targets)
-            token.status = S.DONE
-            self.tokens.pop(token.id, None)
-            self.expect_joins(split, n, token.lineage, targets)
-            moved = self.split_tokens(token, targets, split)
+        moved, split_id = self._move(token, p, targets)
         events = [moving, *extra_events]
+        nxt = [t for t in moved if t.status is S.READY]
+        ending = self._ends_of(nxt, events)
+        nxt = [t for t in nxt if t.status is S.READY]
         anchors: list[NodeAnchor] = []
         due: list[DueEntry] = []
-        prestarted: list[str] = []
-        nxt = [t for t in moved if t.status is S.READY]
-        ending: list[tuple[TokenRecord, Terminal]] = []
-        if not self.joins:
-            # A move to a (non-failing) terminal also records the terminal, in the same commit.
-            for t in nxt:
-                q = self.plan.placements[t.placement]
-                if isinstance(q, Terminal) and not q.fails:
-                    t.status = S.DONE
-                    ending.append((t, q))
-            if ending:
-                for t, q in ending:
-                    events.append(terminal_event(self.run.id, self.clock.now(), t, q))
-                nxt = [t for t in nxt if t.status is S.READY]
-        if not released:
-            # One commit per step: the move also starts the next attempt of each moved token
-            # that arrives at a task (unless a join may still act on it, see _prestartable).
-            open_splits = self.open_splits(split_id)
-            for t in nxt:
-                if self.prestartable(t, open_splits):
-                    q = self.plan.placements[t.placement]
-                    impl = self.plan.impls[q.id]
-                    begun, new_anchors, new_due = self.start_attempt(
-                        t, q.id, impl, self.plan.settings[q.id]
-                    )
-                    events.append(begun)
-                    anchors.extend(new_anchors)
-                    due.extend(new_due)
-                    prestarted.append(t.id)
+        prestarted = [] if released else self._prestart(nxt, split_id, events, anchors, due)
         ok = await self.commit(
             Commit(
                 self.run.id,
@@ -175,18 +133,90 @@ class Routing(Arming):
                 self.outcome = q.outcome
         for key in released:
             self.anchors.pop(key, None)
-        # A split whose every branch can reach every join it opened marks none of those
-        # groups: the others (of enclosing splits) are looked at as for any move.
-        note = bool(self.joins) and (
+        for other in nxt[1:]:
+            self.spawn(other)
+        if self._judges_joins(targets, split_id) and self.note_moves(nxt):
+            await self.evaluate_joins()
+        return nxt[0] if nxt else None
+
+    async def _unrouted(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        output: str,
+        event: EventRecord,
+        extra_events: Sequence[EventRecord],
+    ) -> None:
+        """``output`` routes nowhere: its event is recorded, and the run fails."""
+        err = UnroutedOutputError(p.id, output, list(p.route_map()))
+        await self.commit(Commit(self.run.id, events=[event, *extra_events]), unless_ended=True)
+        self.fail_token(token, err)
+
+    def _move(
+        self, token: TokenRecord, p: AnyPlacement, targets: Sequence[str]
+    ) -> tuple[list[TokenRecord], str | None]:
+        """The tokens a move makes or moves, and the split it opens (None: one target)."""
+        if len(targets) == 1:
+            move_token(token, targets[0], self.next_visit(targets[0]))
+            return [token], None
+        token.epoch += 1
+        split = f"{token.id}/{p.id}#{token.visit}"
+        token.status = S.DONE
+        self.tokens.pop(token.id, None)
+        self.expect_joins(split, len(targets), token.lineage, targets)
+        return self.split_tokens(token, targets, split), split
+
+    def _ends_of(
+        self, moved: Sequence[TokenRecord], events: list[EventRecord]
+    ) -> list[tuple[TokenRecord, Terminal]]:
+        """A move to a terminal that does not fail the run also records the terminal, in the
+        move's commit (only while no join is open: a join may still count the token)."""
+        if self.joins:
+            return []
+        ending: list[tuple[TokenRecord, Terminal]] = []
+        for t in moved:
+            q = self.plan.placements[t.placement]
+            if isinstance(q, Terminal) and not q.fails:
+                t.status = S.DONE
+                ending.append((t, q))
+                events.append(terminal_event(self.run.id, self.clock.now(), t, q))
+        return ending
+
+    def _prestart(
+        self,
+        moved: Sequence[TokenRecord],
+        split_id: str | None,
+        events: list[EventRecord],
+        anchors: list[NodeAnchor],
+        due: list[DueEntry],
+    ) -> list[str]:
+        """One commit per step: the move also starts the next attempt of each moved token that
+        arrives at a task (unless a join may still act on it, see :meth:`prestartable`);
+        returns their ids."""
+        prestarted: list[str] = []
+        open_splits = self.open_splits(split_id)
+        for t in moved:
+            if self.prestartable(t, open_splits):
+                q = self.plan.placements[t.placement]
+                impl = self.plan.impls[q.id]
+                begun, new_anchors, new_due = self.start_attempt(
+                    t, q.id, impl, self.plan.settings[q.id]
+                )
+                events.append(begun)
+                anchors.extend(new_anchors)
+                due.extend(new_due)
+                prestarted.append(t.id)
+        return prestarted
+
+    def _judges_joins(self, targets: Sequence[str], split_id: str | None) -> bool:
+        """Whether the move may settle an open join group. A split whose every branch can reach
+        every join it opened marks none of those groups: the others (of enclosing splits) are
+        looked at as for any move."""
+        return bool(self.joins) and (
             split_id is None
             or not self.plan.reaches_joins(targets)
             or any(g.split != split_id for g in self.joins.values())
         )
-        for other in nxt[1:]:
-            self.spawn(other)
-        if note and self.note_moves(nxt):
-            await self.evaluate_joins()
-        return nxt[0] if nxt else None
 
     def open_splits(self, new_split: str | None) -> set[str]:
         """The splits of the open join groups but ``new_split`` (the split a move made, whose

@@ -167,40 +167,44 @@ class Tasks(Joins):
                 update=lambda: self.state_update(base, attempt),
             )
         if attempt.kind == "timeout":
-            budget = settings.timeout
-            assert budget is not None and attempt.deadline is not None
-            timeout_err = NodeTimeoutError(node_id, p.id, budget)
-            routed = TIMEOUT_OUTPUT in p.route_map()
-            deadline = attempt.deadline
-            late = timed_out(budget, deadline, routed)
-            rearmed = self.fixed_window_end(p.id, settings, self.clock.now()) is None
-            # (A window that does not rearm is over for every later attempt too.)
-            if rearmed and self.retry_allowed(token, settings, timeout_err, explicit_only=True):
-                await self.schedule_retry(token, settings, timeout_err, self.event(token, late))
-                return None
-            if routed:
-                self.last_placements = [p.id]
-                return await self.route(
-                    token,
-                    p,
-                    TIMEOUT_OUTPUT,
-                    event=lambda to: timed_out(budget, deadline, routed, to),
-                )
-            token.status = S.FAILED
-            if not await self.commit(
-                Commit(
-                    self.run.id,
-                    tokens=[token],
-                    events=[self.event(token, late)],
-                    due_cleared=[token.id],
-                ),
-                unless_ended=True,
-            ):
-                return None
-            self.fail_token(
-                token, timeout_err, InterruptedAt("timeout", p.id, attempt.deadline, (p.id,))
-            )
+            return await self._timed_out(token, p, node_id, settings, attempt)
+        return await self._failed(token, p, settings, attempt)
+
+    async def _timed_out(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        node_id: str,
+        settings: NodeSettings,
+        attempt: Attempt,
+    ) -> TokenRecord | None:
+        """The attempt's window ended: a retry (if asked for), the ``timeout`` route, or the
+        run fails."""
+        budget = settings.timeout
+        deadline = attempt.deadline
+        assert budget is not None and deadline is not None
+        timeout_err = NodeTimeoutError(node_id, p.id, budget)
+        routed = TIMEOUT_OUTPUT in p.route_map()
+        late = timed_out(budget, deadline, routed)
+        rearmed = self.fixed_window_end(p.id, settings, self.clock.now()) is None
+        # (A window that does not rearm is over for every later attempt too.)
+        if rearmed and self.retry_allowed(token, settings, timeout_err, explicit_only=True):
+            await self.schedule_retry(token, settings, timeout_err, self.event(token, late))
             return None
+        if routed:
+            self.last_placements = [p.id]
+            return await self.route(
+                token, p, TIMEOUT_OUTPUT, event=lambda to: timed_out(budget, deadline, routed, to)
+            )
+        interrupted = InterruptedAt("timeout", p.id, deadline, (p.id,))
+        await self._fail(token, self.event(token, late), timeout_err, interrupted)
+        return None
+
+    async def _failed(
+        self, token: TokenRecord, p: AnyPlacement, settings: NodeSettings, attempt: Attempt
+    ) -> TokenRecord | None:
+        """The attempt raised: the ``error`` route for a broken output contract, a retry, or the
+        run fails."""
         exc = attempt.error
         assert exc is not None
         if isinstance(exc, OutputContractError) and "error" in p.route_map():
@@ -214,13 +218,21 @@ class Tasks(Joins):
         if retryable and self.retry_allowed(token, settings, exc):
             await self.schedule_retry(token, settings, exc, ev)
             return None
-        token.status = S.FAILED
-        if not await self.commit(
-            Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
-        ):
-            return None
-        self.fail_token(token, exc)
+        await self._fail(token, ev, exc)
         return None
+
+    async def _fail(
+        self,
+        token: TokenRecord,
+        event: EventRecord,
+        exc: BaseException,
+        interrupted: InterruptedAt | None = None,
+    ) -> None:
+        """Record the token's failure (its due entries dropped), then fail the run."""
+        token.status = S.FAILED
+        failed = Commit(self.run.id, tokens=[token], events=[event], due_cleared=[token.id])
+        if await self.commit(failed, unless_ended=True):
+            self.fail_token(token, exc, interrupted)
 
     async def park(
         self,

@@ -219,22 +219,6 @@ class RunResult:
         )
 
 
-_new = object.__new__
-# The slots' setters: a frozen dataclass's __init__ sets each field through a call to
-# object.__setattr__ by name, which is slower than the slot descriptor itself.
-(_rr_run_id, _rr_lifecycle, _rr_outcome, _rr_state, _rr_errors, _rr_interrupted, _rr_parked) = (
-    RunResult.__dict__[name].__set__
-    for name in ("run_id", "lifecycle", "outcome", "state", "errors", "interrupted_at", "parked")
-)
-(_rr_warnings, _rr_terminals) = (
-    RunResult.__dict__[name].__set__ for name in ("warnings", "terminals")
-)
-(_pt_token_id, _pt_placement, _pt_key, _pt_deadline, _pt_payload, _pt_since) = (
-    ParkedToken.__dict__[name].__set__
-    for name in ("token_id", "placement", "key", "deadline", "payload", "since")
-)
-
-
 def run_result(
     run_id: str,
     lifecycle: Lifecycle,
@@ -246,38 +230,8 @@ def run_result(
     warnings: tuple[str, ...] = (),
     terminals: tuple[str, ...] = (),
 ) -> RunResult:
-    """``RunResult(...)`` with the same arguments, built without the dataclass's __init__ (a
-    run's park and its end each make one)."""
-    result = _new(RunResult)
-    _rr_run_id(result, run_id)
-    _rr_lifecycle(result, lifecycle)
-    _rr_outcome(result, outcome)
-    _rr_state(result, state)
-    _rr_errors(result, errors)
-    _rr_interrupted(result, interrupted_at)
-    _rr_parked(result, parked)
-    _rr_warnings(result, warnings)
-    _rr_terminals(result, terminals)
-    return result
-
-
-def parked_result(
-    run_id: str,
-    state: dict[str, Any],
-    token_id: str,
-    placement: str,
-    key: str | None,
-    deadline: datetime | None,
-    payload: Any,
-    since: datetime,
-) -> RunResult:
-    """``RunResult(run_id, Lifecycle.PARKED, None, state, parked=(ParkedToken(token_id,
-    placement, key, deadline, payload, since),))``, built without the dataclasses' __init__."""
-    token = _new(ParkedToken)
-    _pt_token_id(token, token_id)
-    _pt_placement(token, placement)
-    _pt_key(token, key)
-    _pt_deadline(token, deadline)
-    _pt_payload(token, payload)
-    _pt_since(token, since)
-    return run_result(run_id, Lifecycle.PARKED, None, state, parked=(token,))
+    """``RunResult(...)`` with the same arguments, passed by position (a run's park and its end
+    each make one)."""
+    return RunResult(
+        run_id, lifecycle, outcome, state, errors, interrupted_at, parked, warnings, terminals
+    )

@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 
 _END = object()
 
+_Ended = tuple[str, Mapping[str, Any] | None, str | None]
+"""How an item's body ended: its output, its final state (None when it failed), its error."""
+
 
 class _Source:
     """One pull at a time over a sync or async iterable."""
@@ -235,98 +238,113 @@ class ScatterRun:
     # -- one item ------------
 
     async def _item(self, base: Mapping[str, Any], index: int, item: Any, key: Any) -> None:
-        ex, p = self.ex, self.p
-        state = item_state(base, p, item)
-        settings = ex.plan.settings[p.id]
+        """Run the body on one item (or batch) and record how it ended; nothing is recorded
+        when the scatter was cancelled or the run ended meanwhile."""
+        state = item_state(base, self.p, item)
         run_key = f"{self.token.id}/{index}"
-        final: Mapping[str, Any] | None = None
-        error: str | None = None
-        if p.body.node is not None:
-            impl = ex.plan.impls[p.id]
-            extra: dict[str, Any] = {}
-            if needs_node_anchor(settings):
-                # A node anchor inside a scatter is kept per item (by index).
-                anchor_at = await ex.item_anchor(p.id, str(index))
-                extra["deadline"] = resolve_window(
-                    settings,
-                    now=ex.clock.now(),
-                    run_created_at=ex.run.created_at,
-                    node_anchor=anchor_at,
-                ).deadline
-            attempt = await ex.invoke(
-                impl,
-                settings,
-                p.id,
-                state,
-                parent=self.scope,
-                key=run_key,
-                attempt=1,
-                visit=self.token.visit,
-                item=item,
-                **extra,
-            )
-            if attempt.kind == "cancelled":
-                return
-            if attempt.kind == "ok":
-                assert attempt.state is not None and attempt.output is not None
-                final = {**attempt.state, **attempt.update}
-                output = attempt.output
-            elif attempt.kind == "timeout":
-                output, error = "timeout", f"timed out after {settings.timeout}"
-            else:
-                output, error = "error", f"{type(attempt.error).__name__}: {attempt.error}"
+        if self.p.body.node is not None:
+            ended = await self._run_node(state, index, item, run_key)
         else:
-            assert p.body.flow is not None
-            attempt, result = await ex.run_child(
-                p.id,
-                p.body.flow,
-                state,
-                settings,
-                key=run_key,
-                item=item,
-                token=None,
-                parent=self.scope,
-            )
-            if attempt.kind == "cancelled":
-                return
-            if attempt.kind == "ok" and result is not None and result.lifecycle == "completed":
-                final = result.state
-                output = "success"
-            elif attempt.kind == "timeout":
-                output, error = "timeout", "timed out"
-            else:
-                output = "error"
-                if result is not None and result.errors:
-                    error = f"{result.errors[0].type}: {result.errors[0].message}"
-                else:
-                    error = str(attempt.error or (result.lifecycle if result else "failed"))
-        if self.scope.cancellation is not None or ex.ended:
+            ended = await self._run_flow(state, item, run_key)
+        if ended is None or self.scope.cancellation is not None or self.ex.ended:
             return
+        output, final, error = ended
+        await self._record(index, item, key, output, final, error)
+
+    async def _run_node(
+        self, state: dict[str, Any], index: int, item: Any, run_key: str
+    ) -> _Ended | None:
+        """A node body: one attempt, in its window (a node anchor is kept per item). None when
+        it was cancelled."""
+        ex, p = self.ex, self.p
+        impl = ex.plan.impls[p.id]
+        settings = ex.plan.settings[p.id]
+        extra: dict[str, Any] = {}
+        if needs_node_anchor(settings):
+            # A node anchor inside a scatter is kept per item (by index).
+            anchor_at = await ex.item_anchor(p.id, str(index))
+            extra["deadline"] = resolve_window(
+                settings,
+                now=ex.clock.now(),
+                run_created_at=ex.run.created_at,
+                node_anchor=anchor_at,
+            ).deadline
+        attempt = await ex.invoke(
+            impl,
+            settings,
+            p.id,
+            state,
+            parent=self.scope,
+            key=run_key,
+            attempt=1,
+            visit=self.token.visit,
+            item=item,
+            **extra,
+        )
+        if attempt.kind == "cancelled":
+            return None
+        if attempt.kind == "ok":
+            assert attempt.state is not None and attempt.output is not None
+            return attempt.output, {**attempt.state, **attempt.update}, None
+        if attempt.kind == "timeout":
+            return "timeout", None, f"timed out after {settings.timeout}"
+        return "error", None, f"{type(attempt.error).__name__}: {attempt.error}"
+
+    async def _run_flow(self, state: dict[str, Any], item: Any, run_key: str) -> _Ended | None:
+        """A flow body: a child run, which succeeds only when it completes. None when it was
+        cancelled."""
+        ex, p = self.ex, self.p
+        assert p.body.flow is not None
+        attempt, result = await ex.run_child(
+            p.id,
+            p.body.flow,
+            state,
+            ex.plan.settings[p.id],
+            key=run_key,
+            item=item,
+            token=None,
+            parent=self.scope,
+        )
+        if attempt.kind == "cancelled":
+            return None
+        if attempt.kind == "ok" and result is not None and result.lifecycle == "completed":
+            return "success", result.state, None
+        if attempt.kind == "timeout":
+            return "timeout", None, "timed out"
+        if result is not None and result.errors:
+            return "error", None, f"{result.errors[0].type}: {result.errors[0].message}"
+        return "error", None, str(attempt.error or (result.lifecycle if result else "failed"))
+
+    async def _record(
+        self,
+        index: int,
+        item: Any,
+        key: Any,
+        output: str,
+        final: Mapping[str, Any] | None,
+        error: str | None,
+    ) -> None:
+        """Store a finished item (its result, or the item and its error) with its event, so a
+        resumed scatter does not run it again; a failure under ``fail_fast`` stops new starts."""
+        ex, p = self.ex, self.p
         if final is not None:
-            value = get_path(final, p.gather.field) if p.gather.field else dict(final)
-            record = ScatterItemRecord(
-                ex.run.id,
-                self.progress_id,
-                index,
-                "done",
-                output,
-                value,
-                _item_key(p, item, key),
-                next(self._order),
-            )
+            status = "done"
+            result: Any = get_path(final, p.gather.field) if p.gather.field else dict(final)
         else:
-            record = ScatterItemRecord(
-                ex.run.id,
-                self.progress_id,
-                index,
-                "failed",
-                output,
-                {"item": item, "error": error},
-                _item_key(p, item, key),
-                next(self._order),
-            )
+            status = "failed"
+            result = {"item": item, "error": error}
             if p.on_failure is FailurePolicy.FAIL_FAST:
                 self._stop = True
+        record = ScatterItemRecord(
+            ex.run.id,
+            self.progress_id,
+            index,
+            status,
+            output,
+            result,
+            _item_key(p, item, key),
+            next(self._order),
+        )
         self.records[index] = record
         ev = ex.event(
             self.token,

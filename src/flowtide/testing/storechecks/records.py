@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -12,11 +13,14 @@ from flowtide.store.base import (
     Checkpoint,
     Commit,
     EventRecord,
+    ParkRecord,
     ParkStatus,
+    RunRecord,
     ScatterItemRecord,
     SignalAnswer,
     Store,
     StoreError,
+    TokenRecord,
     TokenStatus,
 )
 from flowtide.store.jsonvalues import NotJSONError
@@ -225,6 +229,43 @@ async def values_that_are_not_json_are_refused(store: Store) -> None:
 
 async def records_are_copies(store: Store) -> None:
     """Changing a record after writing it, or a value a read returned, changes nothing."""
+    written = await _write_records(store)
+    read = await _read_records(store)
+    _change_written(written)
+    _change_read(read)
+    await _records_are_as_written(store)
+
+
+@dataclass(slots=True)
+class _Written:
+    """The records :func:`records_are_copies` wrote, and what the commit returned: the check
+    changes them afterwards."""
+
+    run: RunRecord
+    state: dict[str, Any]
+    token: TokenRecord
+    event: EventRecord
+    park: ParkRecord
+    item: ScatterItemRecord
+    answer: SignalAnswer
+    returned: Sequence[EventRecord]
+
+
+@dataclass(slots=True)
+class _Read:
+    """What reads returned after the write: the check changes them afterwards."""
+
+    run: RunRecord
+    state: dict[str, Any]
+    tokens: list[TokenRecord]
+    history: list[EventRecord]
+    parks: list[ParkRecord]
+    items: list[ScatterItemRecord]
+    answer: SignalAnswer | None
+
+
+async def _write_records(store: Store) -> _Written:
+    """A run created, then one commit of every kind of record, each holding nested values."""
     run = replace(
         run_record("r"),
         options={"input": {"a": [1]}},
@@ -249,7 +290,12 @@ async def records_are_copies(store: Store) -> None:
             signal_answers=[answer],
         )
     )
-    before = (
+    return _Written(run, state, tok, event, kept, item, answer, returned)
+
+
+async def _read_records(store: Store) -> _Read:
+    """Every record of the run, read back once."""
+    return _Read(
         await store.get_run("r"),
         await store.get_state("r"),
         list(await store.tokens("r")),
@@ -258,32 +304,41 @@ async def records_are_copies(store: Store) -> None:
         list(await store.scatter_items("r", "each#1")),
         await store.signal_answer("k"),
     )
-    # What was written, changed afterwards.
-    run.options["input"]["a"].append(2)
-    assert run.checkpoint is not None
-    run.checkpoint.visits["p"] = 5
-    state["order"]["lines"].append(2)
-    tok.data["window"]["timers"].append(2)
-    tok.status = S.DONE
-    event.data["to"].append("b")
-    kept.payload["form"]["fields"].append("y")
-    kept.status = ParkStatus.CANCELLED
-    item.result["r"].append(2)
-    answer.answer["receipt"]["at"] = "later"
-    returned[0].data["to"].append("c")
-    # What reads returned, changed afterwards.
-    got_run, got_state, got_tokens, got_history, got_parks, got_items, got_answer = before
-    got_run.options["input"]["a"].append(3)
-    assert got_run.result is not None and got_run.checkpoint is not None
-    got_run.result["state"]["x"].append(3)
-    got_run.checkpoint.terminals.append("other")
-    got_state["order"]["lines"].append(3)
-    got_tokens[0].data["window"]["timers"].append(3)
-    got_history[0].data["to"].append("d")
-    got_parks[0].payload["form"]["fields"].append("z")
-    got_items[0].result["r"].append(3)
-    assert got_answer is not None
-    got_answer.answer["receipt"]["at"] = "never"
+
+
+def _change_written(written: _Written) -> None:
+    """What was written, changed afterwards: the store must have kept its own copies."""
+    written.run.options["input"]["a"].append(2)
+    assert written.run.checkpoint is not None
+    written.run.checkpoint.visits["p"] = 5
+    written.state["order"]["lines"].append(2)
+    written.token.data["window"]["timers"].append(2)
+    written.token.status = S.DONE
+    written.event.data["to"].append("b")
+    written.park.payload["form"]["fields"].append("y")
+    written.park.status = ParkStatus.CANCELLED
+    written.item.result["r"].append(2)
+    written.answer.answer["receipt"]["at"] = "later"
+    written.returned[0].data["to"].append("c")
+
+
+def _change_read(read: _Read) -> None:
+    """What reads returned, changed afterwards: the store must have handed out copies."""
+    read.run.options["input"]["a"].append(3)
+    assert read.run.result is not None and read.run.checkpoint is not None
+    read.run.result["state"]["x"].append(3)
+    read.run.checkpoint.terminals.append("other")
+    read.state["order"]["lines"].append(3)
+    read.tokens[0].data["window"]["timers"].append(3)
+    read.history[0].data["to"].append("d")
+    read.parks[0].payload["form"]["fields"].append("z")
+    read.items[0].result["r"].append(3)
+    assert read.answer is not None
+    read.answer.answer["receipt"]["at"] = "never"
+
+
+async def _records_are_as_written(store: Store) -> None:
+    """Every record reads back as it was when written, whatever was changed since."""
     same(
         await store.get_run("r"),
         replace(
