@@ -173,6 +173,66 @@ async def test_release_by_leaving_the_loop() -> None:
         assert await anchors(engine, first.run_id) == []
 
 
+@node(outputs=["done"], execution="inline", register=False)
+def fork(ctx: NodeContext) -> str:
+    return "done"
+
+
+def pay_now_and_later() -> Flow:
+    """fork -> [p (PT10M from the first arrival) <-again-> b, wait PT1H -> p]: the second
+    branch pays again an hour later."""
+    return (
+        FlowBuilder("urn:test:flow:pay-again-later")
+        .task("fork", fork, {"done": ["p", "later"]})
+        .task(
+            "p",
+            parker,
+            {"again": "b", "ok": "paid", "out": "paid", "timeout": "expired"},
+            timeout="PT10M",
+            timeout_anchor="node",
+        )
+        .task("b", bounce, {"back": "p"})
+        .wait("later", "PT1H", then="p")
+        .terminal("paid", "paid")
+        .terminal("expired", "expired")
+        .build()
+    )
+
+
+async def test_a_token_outside_the_loop_does_not_hold_the_anchor() -> None:
+    # The first branch pays at 2 min and leaves p's loop: the anchor is released although the
+    # waiting branch will come to p later. Its visit, an hour later, gets a window of its own.
+    async with running(autojump=False) as (engine, clock):
+        run = await engine.start(pay_now_and_later())
+        await clock.settle()
+        await clock.advance_to(at(2 * 60))
+        await engine.signal(run.run_id, placement="p", output="ok")
+        await clock.settle()
+        assert await anchors(engine, run.run_id) == []
+        await clock.advance_to(at(60 * 60))
+        await clock.settle()
+        assert await anchors(engine, run.run_id) == [("p", at(60 * 60))]
+        deadlines = await parked_deadlines(engine, run.run_id)
+        assert deadlines[-1] == at(70 * 60).isoformat()
+        await engine.signal(run.run_id, placement="p", output="ok")
+        result = await engine.wait(run.run_id)
+    assert result.lifecycle is Lifecycle.COMPLETED and result.terminals == ("paid", "paid")
+
+
+async def test_a_parallel_token_inside_the_loop_holds_the_anchor() -> None:
+    # Declined at 2 min: the token goes round the loop (b, back to p) and keeps the window of
+    # the first arrival, while the waiting branch is still elsewhere.
+    async with running(autojump=False) as (engine, clock):
+        run = await engine.start(pay_now_and_later())
+        await clock.settle()
+        await clock.advance_to(at(2 * 60))
+        await engine.signal(run.run_id, placement="p", output="again")
+        await clock.settle()
+        assert await anchors(engine, run.run_id) == [("p", at(0))]
+        deadlines = await parked_deadlines(engine, run.run_id)
+        assert deadlines[-1] == at(10 * 60).isoformat()
+
+
 async def test_release_by_its_own_timeout_gives_a_fresh_window_on_re_entry() -> None:
     async with running(autojump=False) as (engine, clock):
         first = await start(engine, clock, loop_flow("node"))

@@ -128,6 +128,10 @@ class Arming(Attempts):
             )
         return found
 
+    def in_loop_of(self, placement: str, anchored: str) -> bool:
+        """Whether a token at ``placement`` is in the loop of ``anchored`` (or at it)."""
+        return placement == anchored or self.plan.same_loop(placement, anchored)
+
     def releases(
         self, token: TokenRecord, p: AnyPlacement, output: str, targets: Sequence[str]
     ) -> list[tuple[str, str | None]]:
@@ -142,13 +146,13 @@ class Arming(Attempts):
             if anchored == p.id and own:
                 out.append(key)
                 continue
-            # Left the loop: no target, and no other live token, can come back to it.
-            if any(t == anchored or self.plan.can_reach(t, anchored) for t in targets):
+            # Held while a live token is in the anchored placement's loop (at it, or at a
+            # placement it shares a loop with); a token elsewhere that may come to it later
+            # does not hold it: its visit is independent.
+            if any(self.in_loop_of(t, anchored) for t in targets):
                 continue
             if any(
-                o is not token
-                and o.status.live
-                and (o.placement == anchored or self.plan.can_reach(o.placement, anchored))
+                o is not token and o.status.live and self.in_loop_of(o.placement, anchored)
                 for o in self.tokens.values()
             ):
                 continue
