@@ -11,8 +11,7 @@ A node's code never runs under it: the steps before and after an attempt take it
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
+from types import TracebackType
 
 
 class StepLock:
@@ -20,16 +19,41 @@ class StepLock:
         self._lock = asyncio.Lock()
         self._owner: asyncio.Task[object] | None = None
 
-    @contextlib.asynccontextmanager
-    async def hold(self) -> AsyncIterator[None]:
-        """Hold the lock for this task (at once if it already holds it)."""
+    def hold(self) -> _Held:
+        """``async with lock.hold():`` holds the lock for this task (at once if it already
+        holds it)."""
+        return _Held(self)
+
+    async def _enter(self) -> bool:
         me = asyncio.current_task()
         if me is not None and self._owner is me:
-            yield
-            return
-        async with self._lock:
-            self._owner = me
-            try:
-                yield
-            finally:
-                self._owner = None
+            return False  # held already, by this task
+        await self._lock.acquire()
+        self._owner = me
+        return True
+
+    def _exit(self) -> None:
+        self._owner = None
+        self._lock.release()
+
+
+class _Held:
+    """One hold of a :class:`StepLock` (a plain context manager: it is entered at every step)."""
+
+    __slots__ = ("_lock", "_took")
+
+    def __init__(self, lock: StepLock) -> None:
+        self._lock = lock
+        self._took = False
+
+    async def __aenter__(self) -> None:
+        self._took = await self._lock._enter()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._took:
+            self._lock._exit()
