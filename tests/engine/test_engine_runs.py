@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 
 from flowtide.authoring import FlowBuilder, node
-from flowtide.engine import Lifecycle, LifecycleError, NodeContext, Output, transition
+from flowtide.engine import Lifecycle, LifecycleError, NodeContext, Output
+from flowtide.engine.lifecycle import transition
 from flowtide.store import EventRecord
 from tests.engine.engine_helpers import at, kinds, of_kind, raw_flow, running
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import VirtualClock
-from flowtide.engine import DEFER_UNFIREABLE, Engine, Lifecycle, NodeContext, Park
+from flowtide.engine import Engine, Lifecycle, NodeContext, Park
+from flowtide.engine.engine import DEFER_UNFIREABLE
 from flowtide.model import Flow
 from flowtide.store import MemoryStore
 from tests.engine.engine_helpers import T0, at, of_kind

@@ -7,7 +7,7 @@ events (their kinds, and a typed payload per kind: :func:`payload_of`), and the 
 """
 
 from flowtide.engine.context import NodeContext
-from flowtide.engine.engine import DEFER_UNFIREABLE, Engine
+from flowtide.engine.engine import Engine
 from flowtide.engine.errors import (
     Cancelled,
     DrainedWithoutTerminal,
@@ -54,16 +54,13 @@ from flowtide.engine.event_types import (
 from flowtide.engine.events import EventKind, Hook
 from flowtide.engine.explain import Explanation, TimerExplanation
 from flowtide.engine.handles import RunHandle, SignalReceipt
-from flowtide.engine.lifecycle import Lifecycle, transition
+from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.output import Output, Park
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
-from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
+from flowtide.engine.scope import CancelReason
 
 __all__ = [
-    "DEFER_UNFIREABLE",
     "CancelReason",
-    "CancelScope",
-    "Cancellation",
     "Cancelled",
     "DrainedWithoutTerminal",
     "Engine",
@@ -119,5 +116,4 @@ __all__ = [
     "WaitStarted",
     "data_of",
     "payload_of",
-    "transition",
 ]
