@@ -246,7 +246,10 @@ def flows(draw: st.DrawFn) -> Flow:
             if mode == "quorum":
                 p["quorum"] = draw(st.integers(1, 2))
         elif kind == "scatter":
-            p["source"] = draw(state_paths)
+            if draw(st.booleans()):
+                p["source"] = draw(state_paths)
+            else:
+                p["source_fn"] = draw(st.sampled_from(["shop.orders:pending", "feeds.rows:all"]))
             if draw(st.booleans()):
                 p["item_key"] = draw(words)
             p["body"] = draw(st.sampled_from([{"node": "urn:test:node:item"}, {"flow": flow_id}]))

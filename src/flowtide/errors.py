@@ -80,4 +80,5 @@ class FlowValidationError(FlowtideError, ValueError):
 
 
 class NodeResolutionError(FlowtideError, LookupError):
-    """A node reference (an IRI or ``module:attribute``) does not resolve to an implementation."""
+    """A node reference (an IRI or ``module:attribute``) does not resolve to an implementation,
+    or a scatter's source function (``module:function``) does not resolve to a callable."""

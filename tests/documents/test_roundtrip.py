@@ -81,6 +81,38 @@ def test_sub_millisecond_idle_survives_the_reservoir() -> None:
     assert _again(flow, "jsonld") == flow
 
 
+def _fed_by_a_function() -> Flow:
+    data = rich_flow().to_data()
+    scatter = data["placements"][4]
+    del scatter["source"]
+    scatter["source_fn"] = "shop.orders:pending_lines"
+    return Flow.model_validate(data)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_scatter_source_function_round_trips(fmt: str) -> None:
+    flow = _fed_by_a_function()
+    assert _again(flow, fmt) == flow
+    assert _again(flow, fmt).placement("fan-out") == flow.placement("fan-out")
+
+
+def test_a_scatter_source_function_is_the_flowtide_term_source_fn() -> None:
+    node = to_jsonld(_fed_by_a_function())["nodes"][4]
+    assert node["sourceFn"] == "shop.orders:pending_lines"
+    assert "source" not in node
+    expanded = jsonld.expand(to_jsonld(_fed_by_a_function()), {"documentLoader": _refuse})
+    scatter = expanded[0]["https://noocodec.dev/ontology/dag/nodes"][4]
+    assert scatter["https://flowtide.dev/ns#sourceFn"] == [{"@value": "shop.orders:pending_lines"}]
+
+
+def test_a_source_function_under_another_term_name_means_the_same_flow() -> None:
+    flow = _fed_by_a_function()
+    doc = to_jsonld(flow)
+    doc["@context"]["itemsFrom"] = doc["@context"].pop("sourceFn")
+    doc["nodes"][4]["itemsFrom"] = doc["nodes"][4].pop("sourceFn")
+    assert load_flow(doc) == flow
+
+
 @pytest.mark.parametrize(
     "path", sorted(EXAMPLES.glob("*.*")) if EXAMPLES.is_dir() else [], ids=lambda p: p.name
 )

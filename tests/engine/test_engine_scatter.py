@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 
 from flowtide.authoring import FlowBuilder, node
-from flowtide.clock import Clock
-from flowtide.engine import Engine, Lifecycle, NodeContext
+from flowtide.engine import Engine, Lifecycle, NodeContext, SourceContext
 from flowtide.engine.scatter import progress_key
 from flowtide.model import Flow
-from flowtide.store import MemoryStore, NotJSONError
+from flowtide.store import MemoryStore
 from tests.engine.engine_helpers import at, of_kind, running
 
 active = 0
@@ -38,18 +37,19 @@ async def work(ctx: NodeContext) -> str:
     return "even" if ctx.item % 2 == 0 else "odd"
 
 
-def scatter_flow(**options: Any) -> Flow:
+def scatter_flow(source: Any = "numbers", **options: Any) -> Flow:
     routes = {"all-success": "end", "partial": "end", "all-error": "end", "empty": "end"}
     return (
         FlowBuilder("urn:test:flow:scatter")
-        .scatter("each", "numbers", work, routes, **options)
+        .scatter("each", source, work, routes, **options)
         .terminal("end")
         .build()
     )
 
 
-def counting_source(n: int) -> Iterator[int]:
-    for i in range(n):
+def counting_source(ctx: SourceContext) -> Iterator[int]:
+    """The numbers up to the state's ``count``; each pull notes how many items ran then."""
+    for i in range(ctx.state["count"]):
         pulls.append((i, active))
         yield i
 
@@ -61,25 +61,25 @@ async def run_scatter(numbers: Any, **options: Any) -> tuple[Any, Any]:
     return result, history
 
 
-LAZY_SOURCE = pytest.mark.xfail(
-    raises=NotJSONError, reason="a lazy source (a generator) in the run's state is not JSON"
-)
-
-
-@LAZY_SOURCE
 async def test_concurrency_limit_is_never_exceeded_and_the_source_is_not_drained_ahead() -> None:
     global peak
     peak = 0
     pulls.clear()
-    result, _ = await run_scatter(
-        counting_source(10), concurrency=3, gather={"strategy": "append", "field": "square"}
+    flow = scatter_flow(
+        counting_source, concurrency=3, gather={"strategy": "append", "field": "square"}
     )
+    # The builder keeps the function by the reference it is imported by.
+    assert flow.to_data()["placements"][0]["source_fn"] == (
+        "tests.engine.test_engine_scatter:counting_source"
+    )
+    async with running() as (engine, _clock):
+        result = await engine.run(flow, {"count": 10})
     assert result.lifecycle is Lifecycle.COMPLETED
     assert peak == 3
     assert [i for i, _ in pulls] == list(range(10))
     # An item is pulled only when a slot is free: never with 3 already running.
     assert max(running_then for _, running_then in pulls) <= 2
-    assert result.state["results"] == [i * i for i in range(10)]
+    assert result.state == {"count": 10, "results": [i * i for i in range(10)]}
 
 
 async def test_throttle_spaces_item_starts_on_the_clock() -> None:
@@ -213,25 +213,25 @@ async def test_keyed_batches_by_size_and_at_source_end() -> None:
     assert mapped.state["results"] == {"a": [5], "b": [2, 4]}
 
 
-async def slow_rows() -> Any:
+async def rows_then_quiet(ctx: SourceContext) -> AsyncIterator[dict[str, Any]]:
+    """Two rows of key "a", one of key "b", then nothing for a minute before the end."""
     for i, k in enumerate(["a", "a", "b"]):
         yield {"k": k, "v": i}
-    await asyncio.sleep(0)
+    await ctx.clock.sleep(timedelta(minutes=1))
 
 
-@LAZY_SOURCE
 async def test_keyed_batches_released_when_idle() -> None:
-    seen: list[Any] = []
+    seen: list[tuple[float, list[int]]] = []
 
     @node(id="test:batch:collect", outputs=["done"], execution="inline")
     def collect(ctx: NodeContext) -> None:
-        seen.append([x["v"] for x in ctx.item])
+        seen.append(((ctx.now() - at(0)).total_seconds(), [x["v"] for x in ctx.item]))
 
     flow = (
         FlowBuilder("urn:test:flow:idle-batches")
         .scatter(
             "each",
-            "rows",
+            rows_then_quiet,
             collect,
             {"all-success": "end"},
             batch={"key": "k", "size": 10, "idle": "PT5S"},
@@ -240,20 +240,20 @@ async def test_keyed_batches_released_when_idle() -> None:
         .build()
     )
     async with running() as (engine, _clock):
-        result = await engine.run(flow, {"rows": slow_rows()})
+        result = await engine.run(flow)
     assert result.lifecycle is Lifecycle.COMPLETED
-    assert sorted(seen) == [[0, 1], [2]]
+    # Neither batch is full: both go out when idle (5 s), not when the source ends (60 s).
+    assert sorted(seen) == [(5.0, [0, 1]), (5.0, [2])]
 
 
-async def quiet_source(clock: Clock) -> AsyncIterator[dict[str, Any]]:
+async def quiet_source(ctx: SourceContext) -> AsyncIterator[dict[str, Any]]:
     """Two rows of key "a" at once, then nothing for 10 s, then one row of key "b"."""
     yield {"k": "a", "v": 0}
     yield {"k": "a", "v": 1}
-    await clock.sleep(timedelta(seconds=10))
+    await ctx.clock.sleep(timedelta(seconds=10))
     yield {"k": "b", "v": 2}
 
 
-@LAZY_SOURCE
 async def test_an_idle_batch_starts_at_its_idle_instant_while_the_source_is_still_quiet() -> None:
     started: list[tuple[float, list[int]]] = []
 
@@ -265,40 +265,45 @@ async def test_an_idle_batch_starts_at_its_idle_instant_while_the_source_is_stil
         FlowBuilder("urn:test:flow:idle-batch-quiet-source")
         .scatter(
             "each",
-            "rows",
+            None,
             record_start,
             {"all-success": "end"},
+            source_fn="tests.engine.test_engine_scatter:quiet_source",
             batch={"key": "k", "size": 10, "idle": "PT5S"},
         )
         .terminal("end")
         .build()
     )
-    async with running() as (engine, clock):
-        result = await engine.run(flow, {"rows": quiet_source(clock)})
+    async with running() as (engine, _clock):
+        result = await engine.run(flow)
     assert result.lifecycle is Lifecycle.COMPLETED
     # "a" is idle from 0 s: it starts at 5 s, not when the source yields "b" at 10 s; "b" goes
     # out when the source ends.
     assert started == [(5.0, [0, 1]), (10.0, [2])]
 
 
-@LAZY_SOURCE
+pulled: list[float] = []
+"""When each row of :func:`timed_rows` was pulled (seconds from the start)."""
+
+
+async def timed_rows(ctx: SourceContext) -> AsyncIterator[dict[str, Any]]:
+    for i in range(4):
+        pulled.append((ctx.now() - at(0)).total_seconds())
+        yield {"k": i, "v": i}
+
+
 async def test_batches_waiting_for_a_slot_hold_the_source_back() -> None:
-    pulled: list[float] = []
+    pulled.clear()
 
     @node(id="test:batch:slow", outputs=["done"])
     async def slow_batch(ctx: NodeContext) -> None:
         await ctx.clock.sleep(timedelta(seconds=2))
 
-    async def rows(clock: Clock) -> AsyncIterator[dict[str, Any]]:
-        for i in range(4):
-            pulled.append((clock.now() - at(0)).total_seconds())
-            yield {"k": i, "v": i}
-
     flow = (
         FlowBuilder("urn:test:flow:batch-backpressure")
         .scatter(
             "each",
-            "rows",
+            timed_rows,
             slow_batch,
             {"all-success": "end"},
             concurrency=1,
@@ -307,8 +312,8 @@ async def test_batches_waiting_for_a_slot_hold_the_source_back() -> None:
         .terminal("end")
         .build()
     )
-    async with running() as (engine, clock):
-        result = await engine.run(flow, {"rows": rows(clock)})
+    async with running() as (engine, _clock):
+        result = await engine.run(flow)
     assert result.lifecycle is Lifecycle.COMPLETED
     # One batch runs, one released batch waits for its slot: only then is the source pulled.
     assert pulled == [0, 0, 2, 4]

@@ -51,3 +51,24 @@ def test_version_given_as_a_number_is_text() -> None:
     data = flow().to_data()
     data["version"] = 3
     assert Flow.model_validate(data).version == "3"
+
+
+def test_the_flow_schema_asks_a_scatter_for_exactly_one_source() -> None:
+    import jsonschema
+
+    from flowtide.model import flow_schema
+
+    validator = jsonschema.Draft202012Validator(flow_schema())
+    scatter = {"id": "each", "kind": "scatter", "source": "items", "body": {"node": "urn:t:n"}}
+    data = {
+        "id": "urn:t:f",
+        "entrypoints": {"main": "each"},
+        "placements": [scatter, {"id": "end", "kind": "terminal"}],
+    }
+    assert list(validator.iter_errors(data)) == []
+    scatter["source_fn"] = "shop.items:all"
+    assert list(validator.iter_errors(data)) != []  # both
+    del scatter["source"]
+    assert list(validator.iter_errors(data)) == []  # the function only
+    del scatter["source_fn"]
+    assert list(validator.iter_errors(data)) != []  # neither

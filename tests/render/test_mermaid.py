@@ -145,6 +145,27 @@ def test_kind_annotations() -> None:
     assert notes[node_id("start")] == []
 
 
+def test_a_scatter_fed_by_a_source_function_names_it() -> None:
+    flow = make_flow(
+        [
+            {
+                "id": "each",
+                "kind": "scatter",
+                "source_fn": "shop.orders:pending",
+                "body": {"flow": "urn:test:flow:child"},
+                "batch": {"key": "warehouse"},
+                "routes": {"all-success": "e"},
+            },
+            {"id": "e", "kind": "terminal"},
+        ]
+    )
+    notes = {n.id: n.notes for n in parse(render_mermaid(flow)).nodes.values()}
+    assert notes[node_id("each")] == [
+        "for each shop.orders:pending() → urn:test:flow:child",
+        "concurrency 1 · batches by warehouse · gather append",
+    ]
+
+
 def test_wait_until_and_quorum_join() -> None:
     flow = make_flow(
         [

@@ -93,3 +93,77 @@ def test_warnings_do_not_stop_a_build() -> None:
         .build()
     )
     assert flow.has_placement("other")
+
+
+# -- a scatter's source ---------------------------------------------------------------------------
+
+
+def rows(ctx: Any) -> list[int]:
+    """A source function importable by its reference."""
+    return [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("source", "source_fn"),
+    [("items", "tests.validation.test_builder_errors:rows"), (None, None)],
+    ids=["both", "neither"],
+)
+def test_a_scatter_needs_exactly_one_source(source: str | None, source_fn: str | None) -> None:
+    with pytest.raises(FlowValidationError) as info:
+        FlowBuilder("urn:test:b").scatter(
+            "each", source, "urn:test:node:item", {"all-success": "end"}, source_fn=source_fn
+        )
+    (problem,) = info.value.errors
+    assert problem.placement == "each"
+    assert "a scatter needs exactly one of 'source' (a state path) and 'source_fn'" in str(
+        info.value
+    )
+    assert "placement 'each'" in str(info.value)
+
+
+def test_a_source_function_is_kept_by_its_reference() -> None:
+    flow = (
+        FlowBuilder("urn:test:b")
+        .scatter("by-fn", rows, "urn:test:node:item", {"all-success": "by-ref"})
+        .scatter(
+            "by-ref",
+            None,
+            "urn:test:node:item",
+            {"all-success": "end"},
+            source_fn="tests.validation.test_builder_errors:rows",
+        )
+        .terminal("end")
+        .build()
+    )
+    refs = [p.get("source_fn") for p in flow.to_data()["placements"]]
+    assert refs == ["tests.validation.test_builder_errors:rows"] * 2 + [None]
+
+
+def test_a_source_function_that_cannot_be_imported_is_refused() -> None:
+    def nested(ctx: Any) -> list[int]:
+        return []
+
+    for fn in (nested, lambda ctx: []):
+        with pytest.raises(FlowValidationError, match="define it at a module's top level") as info:
+            FlowBuilder("urn:test:b").scatter("each", fn, "urn:test:node:item")
+        assert info.value.errors[0].placement == "each"
+
+
+def test_a_source_function_given_twice_is_refused() -> None:
+    with pytest.raises(FlowValidationError, match="one source function, not two") as info:
+        FlowBuilder("urn:test:b").scatter(
+            "each",
+            rows,
+            "urn:test:node:item",
+            source_fn="tests.validation.test_builder_errors:rows",
+        )
+    assert info.value.errors[0].placement == "each"
+
+
+def test_a_source_function_reference_must_read_module_function() -> None:
+    with pytest.raises(FlowValidationError) as info:
+        FlowBuilder("urn:test:b").scatter("each", None, "urn:test:node:item", source_fn="rows")
+    (problem,) = info.value.errors
+    assert problem.placement == "each"
+    assert "'source_fn' must be a 'module:function' reference, not 'rows'" in problem.message
+    assert problem.message.endswith("at 'source_fn'")

@@ -18,13 +18,13 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
 from pydantic import TypeAdapter, ValidationError
 
-from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
-from flowtide.errors import FlowValidationError, Problem
+from flowtide.authoring.nodes import NodeImplementation, NodeRegistry, import_attribute
+from flowtide.errors import FlowValidationError, NodeResolutionError, Problem
 from flowtide.model.flow import Flow
 from flowtide.model.nodes import NodeType
 from flowtide.model.placements import KIND_NAMES, RESERVED_OUTPUTS, AnyPlacement, Placement
@@ -127,10 +127,11 @@ class FlowBuilder:
     def scatter(
         self,
         id: str,
-        source: str,
+        source: str | Callable[..., Any] | None,
         body: NodeRef | Flow,
         routes: RouteMap | None = None,
         *,
+        source_fn: str | Callable[..., Any] | None = None,
         item_key: str = "item",
         input: Mapping[str, str] | None = None,
         concurrency: int = 1,
@@ -141,16 +142,26 @@ class FlowBuilder:
         name: str | None = None,
         **settings: Any,
     ) -> Self:
-        """Run ``body`` (a node or a flow) per item of the state collection at ``source``."""
+        """Run ``body`` (a node or a flow) per item of the state collection at ``source`` (a
+        state path), or per item a source function gives: ``source`` may be that function
+        (defined at a module's top level, so that it can be imported by its reference), or give
+        ``source=None`` and ``source_fn`` (the function, or its ``'module:function'``)."""
         if isinstance(body, Flow):
             self._catalog[body.id] = body
             body_spec: dict[str, str] = {"flow": body.id}
         else:
             body_spec = {"node": self._use_node(id, body)}
+        if callable(source):
+            if source_fn is not None:
+                raise FlowValidationError(
+                    [Problem(f"scatter {id!r} takes one source function, not two", placement=id)]
+                )
+            source, source_fn = None, source
         return self._add(
             id,
             kind="scatter",
             source=source,
+            source_fn=self._use_function(id, source_fn),
             body=body_spec,
             routes=_routes(routes),
             item_key=item_key,
@@ -287,6 +298,29 @@ class FlowBuilder:
         self.registry.register(node)
         self._node_types[node.id] = node.type
         return node.id
+
+    @staticmethod
+    def _use_function(placement: str, fn: str | Callable[..., Any] | None) -> str | None:
+        """A source function's reference: as given, or the ``module:qualname`` it is imported
+        by (refused when that does not import this very function: a nested one, a lambda)."""
+        if fn is None or isinstance(fn, str):
+            return fn
+        ref = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', '?')}"
+        try:
+            found = import_attribute(ref, "source function")
+        except NodeResolutionError:
+            found = None
+        if found is not fn:
+            raise FlowValidationError(
+                [
+                    Problem(
+                        f"source function {fn!r} cannot be imported as {ref!r}: define it at "
+                        "a module's top level, or give its 'module:function'",
+                        placement=placement,
+                    )
+                ]
+            )
+        return ref
 
     def _check_outputs(self, placement: AnyPlacement, node: NodeRef) -> None:
         """Routes name only outputs the node declares, the engine's, or its timers' outputs."""

@@ -258,11 +258,21 @@ def import_node(ref: str) -> NodeImplementation:
         raise NodeResolutionError(
             f"node {ref!r} is not registered, and is not a 'module:attribute' reference"
         )
+    return as_node(import_attribute(ref), ref=ref)
+
+
+def import_attribute(ref: str, what: str = "node") -> Any:
+    """The object ``module:attribute`` names, imported (``what`` names the reference in errors:
+    a node, a scatter's source function). Raises :class:`~flowtide.errors.NodeResolutionError`
+    when it does not resolve."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise NodeResolutionError(f"{what} {ref!r} is not a 'module:attribute' reference")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise NodeResolutionError(
-            f"node {ref!r}: cannot import module {module_name!r}: {exc}"
+            f"{what} {ref!r}: cannot import module {module_name!r}: {exc}"
         ) from exc
     obj: Any = module
     for part in attr.split("."):
@@ -270,9 +280,9 @@ def import_node(ref: str) -> NodeImplementation:
             obj = getattr(obj, part)
         except AttributeError:
             raise NodeResolutionError(
-                f"node {ref!r}: module {module_name!r} has no attribute {attr!r}"
+                f"{what} {ref!r}: module {module_name!r} has no attribute {attr!r}"
             ) from None
-    return as_node(obj, ref=ref)
+    return obj
 
 
 def as_node(obj: Any, *, ref: str | None = None) -> NodeImplementation:

@@ -403,6 +403,7 @@ class _Reader:
 
     def _scatter(self, node: _Node, native: str, out: dict[str, Any], _: bool) -> None:
         self.put(out, native, "source", node.take(v.SOURCE))
+        self.put(out, native, "source_fn", node.take(v.SOURCE_FN))
         self.put(out, native, "item_key", node.take(v.ITEM_KEY))
         self.body(node, native, out)
         self.state_mapping(node, native, out, ("input",))

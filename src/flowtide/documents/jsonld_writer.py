@@ -107,7 +107,10 @@ def _copy(data: dict[str, Any], out: dict[str, Any], keys: tuple[str, ...]) -> N
 
 
 def _scatter(p: Scatter, data: dict[str, Any], out: dict[str, Any]) -> None:
-    out["source"] = p.source
+    if p.source is not None:
+        out["source"] = p.source
+    else:
+        out["sourceFn"] = p.source_fn
     out["itemKey"] = p.item_key
     out["body"] = {"node": p.body.node} if p.body.node is not None else {"dag": p.body.flow}
     if p.input:

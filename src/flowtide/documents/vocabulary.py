@@ -108,6 +108,7 @@ MODE = flowtide("mode")
 QUORUM = flowtide("quorum")
 INCLUDE_ERRORS = flowtide("includeErrors")
 ON_FAILURE = flowtide("onFailure")
+SOURCE_FN = flowtide("sourceFn")
 BATCH = flowtide("batch")
 INPUT = flowtide("input")
 OUTPUT = flowtide("output")
@@ -187,6 +188,7 @@ FLOWTIDE_CONTEXT: Final[dict[str, Any]] = {
     "quorum": _term(QUORUM),
     "includeErrors": _term(INCLUDE_ERRORS),
     "onFailure": _term(ON_FAILURE),
+    "sourceFn": _term(SOURCE_FN),
     "batch": _term(BATCH, **_JSON),
     "input": _term(INPUT, **_JSON),
     "output": _term(OUTPUT, **_JSON),

@@ -1,12 +1,13 @@
 """The Flowtide engine: runs flows on asyncio, with per-node timeouts that cancel only their node.
 
 Public surface: :class:`Engine`, :class:`RunHandle`, :class:`RunResult`, :class:`Output`,
-:class:`Park`, :class:`SignalReceipt`, :class:`Explanation`, :class:`NodeContext`, the lifecycle,
-events (their kinds, and a typed payload per kind: :func:`payload_of`), and the errors
-(:class:`SignalRefused` among them). See ``docs/engine.md``.
+:class:`Park`, :class:`SignalReceipt`, :class:`Explanation`, :class:`NodeContext` (and a scatter
+source function's :class:`SourceContext`), the lifecycle, events (their kinds, and a typed payload
+per kind: :func:`payload_of`), and the errors (:class:`SignalRefused` among them). See
+``docs/engine.md``.
 """
 
-from flowtide.engine.context import NodeContext
+from flowtide.engine.context import NodeContext, SourceContext
 from flowtide.engine.engine import Engine
 from flowtide.engine.errors import (
     Cancelled,
@@ -103,6 +104,7 @@ __all__ = [
     "SignalReceipt",
     "SignalRefused",
     "Signalled",
+    "SourceContext",
     "SubflowFailedError",
     "SubflowFinished",
     "SubflowStarted",

@@ -1,7 +1,9 @@
-"""The context a node is called with: ``fn(ctx)``."""
+"""The contexts user code is called with: a node's ``fn(ctx)``, a scatter source function's
+``fn(ctx)``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -84,3 +86,30 @@ class NodeContext:
 
     def __repr__(self) -> str:
         return f"<NodeContext run={self.run_id} placement={self.placement} attempt={self.attempt}>"
+
+
+class SourceContext:
+    """What a scatter's source function sees (``fn(ctx)``; see :mod:`flowtide.engine.scatter`).
+
+    ``state`` is a read-only view of a copy of the run state as the scatter starts (a resumed
+    scatter calls the function again, with the state as it is then): nothing the function does
+    to it reaches the run. ``clock`` is the engine's clock: an async source that waits for its
+    next item waits on it (``await ctx.clock.sleep(...)``), so virtual time in tests drives it.
+    """
+
+    __slots__ = ("clock", "placement", "run_id", "state", "visit")
+
+    def __init__(
+        self, state: Mapping[str, Any], run_id: str, placement: str, visit: int, clock: Clock
+    ) -> None:
+        self.state = state
+        self.run_id = run_id
+        self.placement = placement
+        self.visit = visit
+        self.clock = clock
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    def __repr__(self) -> str:
+        return f"<SourceContext run={self.run_id} placement={self.placement} visit={self.visit}>"

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from flowtide.authoring.nodes import NodeImplementation
+from flowtide.authoring.nodes import NodeImplementation, import_attribute
 from flowtide.engine.deadlines import needs_node_anchor
+from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow, node_ref
 from flowtide.model.graphs import Reachability
 from flowtide.model.placements import (
@@ -15,10 +17,14 @@ from flowtide.model.placements import (
     Join,
     JoinMode,
     PhaseKind,
+    Scatter,
 )
 from flowtide.model.settings import NodeSettings
 
 Resolver = Callable[[str], NodeImplementation]
+SourceFunction = Callable[..., Any]
+"""A scatter's source function: ``fn(ctx)`` -> an iterable, an async iterable, or an awaitable
+of either (see :mod:`flowtide.engine.scatter`)."""
 
 _EMPTY = NodeSettings()
 
@@ -29,6 +35,8 @@ class FlowPlan:
     placements: dict[str, AnyPlacement]
     impls: dict[str, NodeImplementation] = field(default_factory=dict)
     """Placement id -> the node it runs (tasks, phases, node-bodied scatters)."""
+    source_fns: dict[str, SourceFunction] = field(default_factory=dict)
+    """Scatter placement id -> its source function (scatters with ``source_fn``)."""
     settings: dict[str, NodeSettings] = field(default_factory=dict)
     """Placement id -> effective settings: the implementation's defaults, overlaid by the node
     type the flow document declares (if any), overlaid by the placement's own settings."""
@@ -70,6 +78,8 @@ class FlowPlan:
                 declared = flow.node_type(ref)
                 if declared is not None:
                     layers.append(("node type", declared.settings))
+            if isinstance(p, Scatter) and p.source_fn is not None:
+                plan.source_fns[p.id] = resolve_source_function(p.source_fn)
             layers.append(("placement", p.node_settings()))
             plan.settings[p.id] = flow.settings_at(p, defaults=base_impl)
             sources: dict[str, str] = {}
@@ -177,3 +187,13 @@ class FlowPlan:
                 stack.extend((t, depth + step) for t in targets)
         result = self._joins[placement] = frozenset(out)
         return result
+
+
+def resolve_source_function(ref: str) -> SourceFunction:
+    """The callable a scatter's ``source_fn`` names: ``module:function``, imported (a flow names
+    code by importable reference, as it names nodes). Raises
+    :class:`~flowtide.errors.NodeResolutionError` when it does not resolve."""
+    fn = import_attribute(ref, "source function")
+    if not callable(fn):
+        raise NodeResolutionError(f"source function {ref!r} is not callable")
+    return fn  # type: ignore[no-any-return]

@@ -1,9 +1,22 @@
 """Scatter/gather: run a body (a node or a flow) per item, then gather the results.
 
-* Each item runs on its own copy of the run state (only the ``input`` paths when ``input`` maps
-  any), with the item at ``item_key``; ``ctx.item`` is the item too.
+* The items come from ``source``, the state path of a collection (a list in the run's JSON
+  state), or from ``source_fn``, a source function for items that are not in the state: a
+  generator, an async generator, a query's cursor. It is named ``module:function`` and imported
+  when the engine plans the flow (as nodes are: a missing one raises
+  :class:`~flowtide.errors.NodeResolutionError`). When the scatter starts it is called as
+  ``fn(ctx)`` with a :class:`~flowtide.engine.context.SourceContext`: ``ctx.state`` is a read-only
+  view of a copy of the run state, ``ctx.clock`` the engine's clock, ``ctx.run_id``,
+  ``ctx.placement``, ``ctx.visit``. It returns an iterable or an async iterable of JSON items (or
+  an awaitable of one); each item is checked as JSON when it is pulled. It is called on the event
+  loop and a sync iterable is pulled there too: do I/O in an async one. Should it raise (called or
+  pulled), the run fails with that error at the scatter. A generator the scatter stops pulling
+  early (``fail_fast``, a cancelled scatter) is closed, so its ``finally`` runs.
+* Each item runs on its own copy of the run state (without the ``source`` collection's top-level
+  key; only the ``input`` paths when ``input`` maps any), with the item at ``item_key``;
+  ``ctx.item`` is the item too.
 * At most ``concurrency`` items run at once, and the source is pulled only when a slot is free,
-  so a generator or async iterator is never drained ahead of the workers. ``throttle`` spaces
+  so a source function's generator or async iterator is never drained ahead. ``throttle`` spaces
   item starts (items per second, on the engine's clock). ``batch`` groups items by key and runs
   the body once per batch (``ctx.item`` is the list), released when ``size`` items are in it,
   when no item joined it for ``idle`` (it starts then, even while the source is still waiting
@@ -13,7 +26,12 @@
   not complete. ``on_failure: fail_fast`` stops starting items after the first failure.
 * Every finished item is recorded in the store (index, output, result, completion order) under
   the scatter's placement and visit (:func:`progress_key`), so a scatter resumed after a crash
-  re-runs only its own items that had not finished.
+  re-runs only its own items that had not finished. A resumed scatter pulls its source again
+  from the start and skips the finished items by index (batches by their release order): a
+  source function must give the same items in the same order when it is called again for the
+  same run (read a snapshot, or order a query), else other items are skipped than the ones that
+  finished. Batches released by ``idle`` depend on when the items came, so resuming them needs
+  a source that also gives its items at the same pace.
 * Gather (``gather.strategy``), over succeeded items: ``append`` a list in source order;
   ``collect`` a list in completion order; ``partition`` a mapping output -> list (failed items
   under ``error``/``timeout``, as ``{"item", "error"}``); ``map`` a mapping ``key`` -> result;
@@ -26,11 +44,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import itertools
 from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from flowtide.engine.context import SourceContext
 from flowtide.engine.deadlines import needs_node_anchor, resolve_window
 from flowtide.engine.event_types import NodeFinished, ScatterItemFinished
 from flowtide.engine.paths import get_path, set_path
@@ -38,6 +59,7 @@ from flowtide.engine.reducers import copy_state, resolve_function
 from flowtide.engine.scope import CancelScope
 from flowtide.model.placements import FailurePolicy, GatherStrategy, Scatter
 from flowtide.store.base import Commit, ScatterItemRecord, TokenRecord
+from flowtide.store.jsonvalues import check_json
 
 if TYPE_CHECKING:
     from flowtide.clock import TimerHandle
@@ -50,24 +72,50 @@ _Ended = tuple[str, Mapping[str, Any] | None, str | None]
 
 
 class _Source:
-    """One pull at a time over a sync or async iterable."""
+    """One pull at a time over a sync or async iterable; ``origin`` names a source function
+    whose items are checked as JSON as they are pulled (a state collection's already are)."""
 
-    def __init__(self, source: Any) -> None:
+    def __init__(self, source: Any, origin: str | None = None) -> None:
         self._sync: Iterator[Any] | None = None
         self._async: AsyncIterator[Any] | None = None
+        self._origin = origin
+        self._count = 0
         if hasattr(source, "__aiter__"):
             self._async = source.__aiter__()
+        elif origin is not None and not hasattr(source, "__iter__"):
+            raise TypeError(
+                f"source function {origin!r} gave {type(source).__name__}, "
+                "not an iterable or an async iterable of items"
+            )
         else:
             self._sync = iter(source)
 
     async def pull(self) -> Any:
         if self._async is not None:
             try:
-                return await self._async.__anext__()
+                item = await self._async.__anext__()
             except StopAsyncIteration:
                 return _END
-        assert self._sync is not None
-        return next(self._sync, _END)
+        else:
+            assert self._sync is not None
+            item = next(self._sync, _END)
+            if item is _END:
+                return _END
+        if self._origin is not None:
+            check_json(item, f"item {self._count} of source function {self._origin!r}")
+        self._count += 1
+        return item
+
+    async def close(self) -> None:
+        """Close a generator the scatter stopped pulling early (its ``finally`` runs now)."""
+        if self._async is not None:
+            aclose = getattr(self._async, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        elif self._sync is not None:
+            close = getattr(self._sync, "close", None)
+            if close is not None:
+                close()
 
 
 def progress_key(placement: str, visit: int) -> str:
@@ -112,12 +160,13 @@ class ScatterRun:
         self._order = itertools.count(top + 1)
         ex.running[self.token.id] = (p.id, self.scope)
         try:
-            source = get_path(base, p.source)
+            source = await self._open(base)
             if source is not None:
                 if p.batch is not None:
-                    await self._pump_batches(base, _Source(source))
+                    await self._pump_batches(base, source)
                 else:
-                    await self._pump(base, _Source(source))
+                    await self._pump(base, source)
+                await source.close()
             while self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
         finally:
@@ -128,6 +177,21 @@ class ScatterRun:
         return self._route(), self._gather(base)
 
     # -- pulling ------------
+
+    async def _open(self, base: Mapping[str, Any]) -> _Source | None:
+        """The items: the collection at ``source`` (None when the state has none), or what the
+        source function gives, called with a read-only copy of ``base``."""
+        p = self.p
+        if p.source is not None:
+            found = get_path(base, p.source)
+            return _Source(found) if found is not None else None
+        assert p.source_fn is not None
+        fn = self.ex.plan.source_fns[p.id]
+        view = MappingProxyType(copy_state(base))
+        made = fn(SourceContext(view, self.ex.run.id, p.id, self.token.visit, self.ex.clock))
+        if inspect.isawaitable(made):
+            made = await made
+        return _Source(made, p.source_fn)
 
     async def _pump(self, base: Mapping[str, Any], source: _Source) -> None:
         p = self.p
@@ -399,7 +463,9 @@ def item_state(base: Mapping[str, Any], p: Scatter, item: Any) -> dict[str, Any]
         for child_path, parent_path in p.input.items():
             set_path(state, child_path, copy_state({"v": get_path(base, parent_path)})["v"])
     else:
-        state = copy_state({k: v for k, v in base.items() if k != p.source.partition(".")[0]})
+        # Without the collection's top-level key (a source function's items are not in state).
+        dropped = p.source.partition(".")[0] if p.source is not None else None
+        state = copy_state({k: v for k, v in base.items() if k != dropped})
     state[p.item_key] = item
     return state
 

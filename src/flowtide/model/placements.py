@@ -217,11 +217,32 @@ class Body(BaseModel):
         return self
 
 
+def _is_function_ref(ref: str) -> bool:
+    """Whether ``ref`` reads as ``module:function`` (a dotted module, a dotted attribute)."""
+    module, sep, attr = ref.partition(":")
+    return bool(sep) and all(part.isidentifier() for part in (*module.split("."), *attr.split(".")))
+
+
 class Scatter(_Placement):
-    """Runs ``body`` once per item of ``source``, then gathers the results."""
+    """Runs ``body`` once per item, then gathers the results.
+
+    The items come from exactly one of ``source`` (the state path of a JSON collection) and
+    ``source_fn`` (a ``module:function`` called when the scatter starts, giving the items
+    lazily: an iterable or an async iterable of JSON items; see :mod:`flowtide.engine.scatter`).
+    """
 
     kind: Literal["scatter"] = "scatter"
-    source: str = Field(min_length=1, description="State path of the collection.")
+    source: str | None = Field(
+        default=None, min_length=1, description="State path of the collection of items."
+    )
+    source_fn: str | None = Field(
+        default=None,
+        min_length=1,
+        description="'module:function' giving the items instead of 'source': called with a "
+        "read-only view of the run state, it returns an iterable or an async iterable of JSON "
+        "items, pulled one at a time; it must give the same items in the same order when called "
+        "again (a resumed scatter skips finished items by index).",
+    )
     item_key: str = Field(default="item", min_length=1, description="Where each item is put.")
     body: Body
     input: dict[str, str] = Field(
@@ -236,6 +257,26 @@ class Scatter(_Placement):
     settings: NodeSettings | None = None
     fixed_outputs: ClassVar[tuple[str, ...]] = ("all-success", "partial", "all-error", "empty")
     has_settings: ClassVar[bool] = True
+
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["source"]}, {"required": ["source_fn"]}]}
+    )
+
+    @field_validator("source_fn")
+    @classmethod
+    def _function_ref(cls, v: str | None) -> str | None:
+        if v is not None and not _is_function_ref(v):
+            raise ValueError(f"'source_fn' must be a 'module:function' reference, not {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Scatter:
+        if (self.source is None) == (self.source_fn is None):
+            raise ValueError(
+                "a scatter needs exactly one of 'source' (a state path) and 'source_fn' "
+                "(a 'module:function' giving the items)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _throttle_or_batch(self) -> Scatter:

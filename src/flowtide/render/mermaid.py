@@ -191,7 +191,8 @@ def _kind_notes(placement: AnyPlacement) -> Iterator[str]:
             yield "join: all"
     elif isinstance(placement, Scatter):
         body = placement.body.node or placement.body.flow or ""
-        yield f"for each {placement.source} → {body}"
+        source = placement.source or f"{placement.source_fn}()"
+        yield f"for each {source} → {body}"
         limits = [f"concurrency {placement.concurrency}"]
         if placement.throttle is not None:
             limits.append(f"{placement.throttle:g}/s")
