@@ -35,13 +35,25 @@ class NotJSONError(FlowtideError, TypeError):
 def check_json(value: Any, where: str) -> None:
     """Raise :class:`NotJSONError` unless ``value`` is JSON; ``where`` names the value (the
     start of the pointer in the error: ``check_json(update, "state")``)."""
-    _check(value, [where], set())
+    encode_json(value, where)
 
 
 def encode_json(value: Any, where: str) -> str:
-    """``value`` as JSON text (checked as :func:`check_json` does)."""
-    check_json(value, where)
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """``value`` as JSON text (checked as :func:`check_json` does).
+
+    The standard library's encoder writes it; the text must read back as the same value. When it
+    does not (a key that is not a string was turned into one, or a tuple came back a list), or
+    when the encoder refuses it, the value is walked to tell which: a tuple is fine, anything
+    else is refused with the pointer to it.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        _check(value, [where], set())  # says where, for what the walk can tell
+        raise NotJSONError(join(where), str(exc)) from exc
+    if json.loads(text) != value:
+        _check(value, [where], set())
+    return text
 
 
 def decode_json(text: str) -> Any:
