@@ -75,7 +75,8 @@ class RunCore(ABC):
         self.root.on_cancel(self.on_root_cancelled)
         self.tokens: dict[str, TokenRecord] = {}
         self.tasks: set[asyncio.Future[Any]] = set()
-        """What drives the run's tokens: tasks, and carriers (see :meth:`_carry`)."""
+        """The tasks that drive the run's tokens (and its side steps: firings, a scatter's
+        items)."""
         self.running: dict[str, tuple[str, CancelScope]] = {}
         self.starting: set[str] = set()
         self.prestarted: set[str] = set()

@@ -177,9 +177,7 @@ class _Bound:
         tb: TracebackType | None,
     ) -> bool:
         scope = self._scope
-        # The task the scope is bound to now: an eagerly started step that suspended is driven
-        # on by another task, which the scope was bound to then (see flowtide.engine.eager).
-        task = scope._task or self._task
+        task = self._task
         assert task is not None
         scope._task = None
         released = scope._release(task)
