@@ -12,9 +12,9 @@ loop, so other tasks see all of it or nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from flowtide.jsonpointer import join
 from flowtide.store.base import (
@@ -267,6 +267,22 @@ class MemoryStore(Store):
 
 # -- rows: a record's plain fields, and its JSON fields as text ------------
 #
+_Record = TypeVar("_Record")
+_FIELDS: dict[type[Any], tuple[str, ...]] = {}
+
+
+def replace(record: _Record, **changes: Any) -> _Record:
+    """A copy of ``record`` with ``changes`` (``dataclasses.replace``, with each record class's
+    field names read once: rows are copied on every write and read)."""
+    cls = type(record)
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls) if f.init)  # type: ignore[arg-type]
+    values = {name: getattr(record, name) for name in names}
+    values.update(changes)
+    return cls(**values)
+
+
 # A row keeps a copy of its record with the JSON fields emptied (every other field holds an
 # immutable value: a string, a number, an instant, an enum member, a tuple), and those fields
 # as JSON text beside it. Reading a row builds a new record with them decoded.
