@@ -120,7 +120,16 @@ class Attempts(RunCore):
             scope.close()
             self.running.pop(key, None)
         return self.attempt_end(
-            impl, placement, scope, window, deadline, value, error, final_state, token is not None
+            impl,
+            placement,
+            scope,
+            window,
+            deadline,
+            value,
+            error,
+            state,
+            final_state,
+            token is not None,
         )
 
     async def _run_code(
@@ -168,6 +177,7 @@ class Attempts(RunCore):
         deadline: datetime | None,
         value: Any,
         error: BaseException | None,
+        base: Mapping[str, Any],
         state: dict[str, Any],
         parkable: bool,
     ) -> Attempt:
@@ -182,8 +192,10 @@ class Attempts(RunCore):
             return Attempt("error", error=error, deadline=deadline)
         try:
             name, update, park = self.interpret(impl, placement, value, state)
-            # What a step commits is JSON on every store: refused here, at the node that made it.
-            check_json(state, "state")
+            # What a step commits is JSON on every store: refused here, at the node that made it
+            # (what it left as it was came from the store: JSON already).
+            changed, _ = self.merger.changes(base, state)
+            check_json(changed, "state")
             check_json(dict(update), "update")
             if park is not None:
                 check_json(park.payload, "park payload")

@@ -395,7 +395,8 @@ class Store(ABC):
 
     @abstractmethod
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
-        """Apply one step, all or nothing; returns its events with their ``seq`` filled in.
+        """Apply one step, all or nothing; returns its events, the commit's own records, with
+        their ``seq`` filled in.
 
         Nothing is applied when the run is unknown (:class:`UnknownRunError`), an expectation
         does not hold (:class:`StoreConflict`), a signal key is answered already

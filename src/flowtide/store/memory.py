@@ -137,9 +137,9 @@ class MemoryStore(Store):
             state.pop(key, None)
         history = self._history[run_id]
         first = len(history) + 1
-        for seq, event in enumerate(step.events, first):
-            event.record.seq = seq
-            history.append(event)
+        for seq, (kept, given) in enumerate(zip(step.events, c.events, strict=True), first):
+            kept.record.seq = given.seq = seq  # (the caller's records too: a database returns it)
+            history.append(kept)
         for token_id in c.due_cleared:
             self._due.clear(token_id)
         for token_id, purpose in c.due_dropped:
@@ -157,7 +157,7 @@ class MemoryStore(Store):
             self._put_park(park)
         for answer in step.answers:
             self._answers[answer.record.key] = answer
-        return [e.read() for e in step.events]
+        return list(c.events)
 
     def _put_park(self, park: _ParkRow) -> None:
         record = park.record
