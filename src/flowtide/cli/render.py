@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from flowtide.cli.common import (
     ExitCode,
+    WithOption,
     display_path,
     err,
     fail,
@@ -51,16 +52,7 @@ def render(
             help="Top to bottom (TB, the default) or left to right (LR), and so on.",
         ),
     ] = Direction.TB,
-    others: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--with",
-            "-w",
-            metavar="OTHER",
-            help="Another document whose flow a subflow of FILE names (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
+    others: WithOption = None,
 ) -> None:
     """Render a flow as a Mermaid flowchart (one shape per placement kind, labelled edges)."""
     loaded = load_files([file, *(others or [])])
