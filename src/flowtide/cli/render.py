@@ -57,10 +57,12 @@ def render(
     """Render a flow as a Mermaid flowchart (one shape per placement kind, labelled edges)."""
     loaded = load_files([file, *(others or [])])
     item = loaded[0]
-    if item.flow is None:
+    bad = [display_path(each.path) for each in loaded if each.flow is None]
+    if bad or item.flow is None:
         for each in loaded:
             print_problems(each.problems)
-        raise fail(f"{display_path(file)} is not a valid flow; nothing rendered")
+        what = "is not a valid flow" if len(bad) == 1 else "are not valid flows"
+        raise fail(f"{', '.join(bad)} {what}; nothing rendered")
     if item.warnings:
         count = len(item.warnings)
         err.print(
