@@ -50,6 +50,7 @@ def bad_route(tmp_path: Path) -> Path:
         [],
         ["validate"],
         ["render"],
+        ["run"],
         ["demo"],
         ["schema"],
         ["schema", "node-settings"],

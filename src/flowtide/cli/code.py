@@ -121,8 +121,11 @@ def _module_name_hint(name: str) -> str:
     """Why ``name`` is not a module name, for ``--nodes``."""
     if name.endswith(".py") or "/" in name or os.sep in name:
         guess = name.removesuffix(".py").replace(os.sep, "/").strip("./").replace("/", ".")
-        here = f" (here: {guess!r}, from the folder above it)" if "." in guess else ""
-        if dotted(guess) and not here:
+        if not dotted(guess):
+            here = ""
+        elif "." in guess:
+            here = f" (here: {guess!r}, from the folder above it)"
+        else:
             here = f" (here: {guess!r})"
         return f"a module name is expected, not a file name{here}"
     return "a module name is expected: dotted Python names, such as 'nodes' or 'shop.nodes'"
@@ -161,11 +164,9 @@ class Code:
                 try:
                     self.nodes[ref] = as_node(_attribute(ref, "node"), ref=ref)
                     return None
-                except _Unresolved as exc:
+                except (_Unresolved, NodeResolutionError) as exc:
                     self._failed[key] = str(exc)
-                except NodeResolutionError as exc:
-                    self._failed[key] = str(exc)
-                except Exception as exc:
+                except Exception as exc:  # a class that cannot be a node, bad settings
                     self._failed[key] = f"node {ref!r}: {type(exc).__name__}: {one_line(exc)}"
         return self._failed[key]
 

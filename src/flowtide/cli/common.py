@@ -37,7 +37,8 @@ class BadInput(Exception):
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok (warnings allowed) · 1 failure (internal error, output not written) · "
-    "2 bad input (missing or unreadable file, invalid flow, bad option)."
+    "2 bad input (missing or unreadable file, invalid flow, bad option, your code that cannot "
+    "be imported or found)."
 )
 
 NodesOption = Annotated[
