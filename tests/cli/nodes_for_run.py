@@ -8,3 +8,9 @@ from flowtide.authoring import node
 @node(outputs=["done"], register=False)
 def boom(ctx: Any) -> str:
     raise RuntimeError("the card reader is on fire")
+
+
+@node(outputs=["done"], register=False)
+def finish(ctx: Any) -> str:
+    ctx.state["finished"] = True
+    return "done"

@@ -50,6 +50,7 @@ def bad_route(tmp_path: Path) -> Path:
         [],
         ["validate"],
         ["render"],
+        ["run"],
         ["demo"],
         ["schema"],
         ["schema", "node-settings"],
@@ -369,3 +370,16 @@ def test_main_is_the_console_script(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit) as exited:
         main()
     assert exited.value.code == 0
+
+
+def test_render_with_a_missing_other_document_is_bad_input(tmp_path: Path) -> None:
+    path = write(tmp_path / "good.yaml", GOOD)
+    result = runner.invoke(app, ["render", str(path), "--with", str(tmp_path / "gone.yaml")])
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    assert result.stdout == ""
+    assert "gone.yaml: error: (document): cannot read the document" in result.stderr
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .endswith("gone.yaml is not a valid flow; nothing rendered")
+    )

@@ -77,3 +77,32 @@ def test_the_readme_python_examples_run(
     assert "parked collect-payment 2026-01-01 00:10:00+00:00" in printed
     assert "expired 2026-01-01 00:10:00+00:00" in printed
     assert "flowchart LR" in printed
+
+
+def test_docs_show_the_options_for_your_code() -> None:
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    assert "## `flowtide validate FILE... [--nodes MODULE]`" in doc
+    run_heading = next(line for line in doc.splitlines() if line.startswith("## `flowtide run"))
+    for option in ("--nodes MODULE", "--with OTHER", "--deadline", "--input JSON"):
+        assert option in run_heading
+    assert "`python -m flowtide`" in doc
+    table = README.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    assert "| `flowtide validate FILE... [--nodes MODULE]` |" in table
+    assert "| `flowtide run FILE [--input JSON] [--nodes MODULE] [--with OTHER]" in table
+    assert "| `python -m flowtide …` |" in table
+
+
+def test_the_cli_doc_shows_what_run_says_of_nodes_without_implementation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner
+
+    from flowtide.cli import app
+
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    command = "$ flowtide run examples/escalation-ladder.yaml\n"
+    shown = doc.split(command, 1)[1].split("```", 1)[0].splitlines()
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(app, ["run", "examples/escalation-ladder.yaml"])
+    printed = result.stderr.splitlines()
+    assert (printed[0], printed[-1]) == (shown[0], shown[-1])

@@ -1,6 +1,7 @@
 """The ``flowtide`` command line.
 
-Commands: ``validate``, ``render``, ``schema``, ``demo``. Exit codes: 0 ok, 1 failure, 2 bad input.
+Commands: ``validate``, ``render``, ``run``, ``schema``, ``demo``; ``python -m flowtide`` runs it
+too. Exit codes: 0 ok, 1 failure, 2 bad input.
 """
 
 from __future__ import annotations

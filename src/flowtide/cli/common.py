@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Sequence
 from enum import IntEnum
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -30,16 +30,49 @@ class ExitCode(IntEnum):
     """The input is at fault: a missing or unreadable file, an invalid flow, a bad option."""
 
 
+class BadInput(Exception):
+    """A mistake in what the user gave a command (an option's value, their code, a reference):
+    its message, one line, is printed on stderr and the command exits with 2."""
+
+
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok (warnings allowed) · 1 failure (internal error, output not written) · "
-    "2 bad input (missing or unreadable file, invalid flow, bad option)."
+    "2 bad input (missing or unreadable file, invalid flow, bad option, your code that cannot "
+    "be imported or found)."
 )
+
+NodesOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--nodes",
+        "-n",
+        metavar="MODULE",
+        help="A module of yours that implements nodes (repeatable), imported as python -m "
+        "would: from the current directory first. The @node implementations it defines or "
+        "registers, and those listed in its NODES, implement the nodes the flow names.",
+        show_default=False,
+    ),
+]
+"""``--nodes MODULE``, for the commands that import the user's code."""
+
+WithOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--with",
+        "-w",
+        metavar="OTHER",
+        help="Another document whose flow a subflow or a scatter of FILE runs (repeatable).",
+        show_default=False,
+    ),
+]
+"""``--with OTHER``, for the commands that read one flow and the flows it names."""
 
 DEBUG_VARIABLE = "FLOWTIDE_DEBUG"
 """Set it to 1 to let an unexpected exception show its traceback."""
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# No emoji codes: an IRI such as 'urn:x:work' must not print as 'urn❌work'.
+out = Console(highlight=False, soft_wrap=True, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:
@@ -63,6 +96,8 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
         except FlowValidationError as exc:
             print_problems(exc.problems)
             raise fail(exc.title) from None
+        except BadInput as exc:
+            raise fail(str(exc)) from None
         except Exception as exc:
             if os.environ.get(DEBUG_VARIABLE) == "1":
                 raise

@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from flowtide.cli.common import (
     ExitCode,
+    WithOption,
     display_path,
     err,
     fail,
@@ -51,24 +52,17 @@ def render(
             help="Top to bottom (TB, the default) or left to right (LR), and so on.",
         ),
     ] = Direction.TB,
-    others: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--with",
-            "-w",
-            metavar="OTHER",
-            help="Another document whose flow a subflow of FILE names (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
+    others: WithOption = None,
 ) -> None:
     """Render a flow as a Mermaid flowchart (one shape per placement kind, labelled edges)."""
     loaded = load_files([file, *(others or [])])
     item = loaded[0]
-    if item.flow is None:
+    bad = [display_path(each.path) for each in loaded if each.flow is None]
+    if bad or item.flow is None:
         for each in loaded:
             print_problems(each.problems)
-        raise fail(f"{display_path(file)} is not a valid flow; nothing rendered")
+        what = "is not a valid flow" if len(bad) == 1 else "are not valid flows"
+        raise fail(f"{', '.join(bad)} {what}; nothing rendered")
     if item.warnings:
         count = len(item.warnings)
         err.print(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import os
 import textwrap
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,8 +15,22 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from flowtide.cli.common import DEBUG_VARIABLE, ExitCode, fail, guarded, out
+from flowtide.cli.code import Code, current_directory_first, load_modules
+from flowtide.cli.common import (
+    DEBUG_VARIABLE,
+    BadInput,
+    ExitCode,
+    NodesOption,
+    WithOption,
+    display_path,
+    guarded,
+    out,
+    print_problems,
+)
+from flowtide.cli.loading import load_files
 from flowtide.engine import Engine, Lifecycle, RunResult
+from flowtide.model.durations import parse_duration
+from flowtide.model.flow import Flow
 
 LIFECYCLE_STYLE = {
     Lifecycle.COMPLETED: "green",
@@ -29,29 +44,68 @@ def _parse_input(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise fail(f"--input is not JSON: {exc}") from None
+        raise BadInput(f"--input is not JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise fail("--input must be a JSON object (the run's initial state)")
+        raise BadInput("--input must be a JSON object (the run's initial state)")
     return value
 
 
-async def _run_file(
-    file: Path, state: dict[str, Any], deadline: str | None, modules: list[str]
-) -> tuple[RunResult, list[dict[str, Any]]]:
-    from flowtide.authoring.nodes import NodeRegistry, as_node
-    from flowtide.documents import load_flow
-
-    registry = NodeRegistry()
-    for module in modules:
+def parse_deadline(text: str | None) -> timedelta | datetime | None:
+    """``--deadline``: a duration (ISO 8601 or milliseconds) or an instant with a time zone."""
+    if text is None:
+        return None
+    try:
+        duration = parse_duration(text)
+    except ValueError as exc:
+        reason = str(exc)
+    else:
         try:
-            loaded = importlib.import_module(module)
-        except ImportError as exc:
-            raise fail(f"cannot import node module {module!r}: {exc}") from None
-        for impl in getattr(loaded, "NODES", ()):
-            registry.register(as_node(impl))
-    flow = load_flow(file, registry=registry)
-    async with Engine(flows=[flow], registry=registry) as engine:
-        result = await engine.run(flow, state, deadline=deadline)
+            datetime.now(UTC) + duration
+        except OverflowError:
+            raise BadInput(f"--deadline {text!r}: the duration is too long") from None
+        return duration
+    try:
+        instant = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise BadInput(
+            f"--deadline: {reason}; or an instant with a time zone, such as '2026-01-01T09:00:00Z'"
+        ) from None
+    if instant.tzinfo is None:
+        raise BadInput(
+            f"--deadline {text!r}: an instant needs a time zone (such as 'Z' or '+01:00')"
+        )
+    return instant
+
+
+def flows_to_run(file: Path, others: Sequence[Path], code: Code) -> list[Flow]:
+    """The flow of ``file`` then those of ``others``, each checked against ``code``; the
+    problems of every file, and exit 2, when one of them cannot run."""
+    loaded = load_files([file, *others], code)
+    if any(item.flow is None for item in loaded):
+        for item in loaded:
+            print_problems(item.problems)
+        bad = [display_path(item.path) for item in loaded if item.flow is None]
+        what = "is not a valid flow" if len(bad) == 1 else "are not valid flows"
+        raise BadInput(f"{', '.join(bad)} {what}; nothing run")
+    errors = [p for item in loaded for p in item.errors]
+    if errors:
+        print_problems(errors)
+        count = len(errors)
+        what = "reference does not resolve" if count == 1 else "references do not resolve"
+        hint = (
+            "; name the module that implements a node with --nodes MODULE"
+            if code.unregistered
+            else ""
+        )
+        raise BadInput(f"cannot run {display_path(file)}: {count} {what}{hint}")
+    return [item.flow for item in loaded if item.flow is not None]
+
+
+async def _run_flows(
+    flows: list[Flow], code: Code, state: dict[str, Any], deadline: timedelta | datetime | None
+) -> tuple[RunResult, list[dict[str, Any]]]:
+    async with Engine(flows=flows, registry=code.registry()) as engine:
+        result = await engine.run(flows[0], state, deadline=deadline)
         history = [
             {
                 "seq": e.seq,
@@ -75,7 +129,17 @@ def print_result(result: RunResult) -> None:
     )
     if result.interrupted_at is not None:
         i = result.interrupted_at
-        out.print(f"  interrupted: {i.reason} at {escape(str(i.node))} ({i.at.isoformat()})")
+        at = f" at {escape(i.node)}" if i.node is not None else ""
+        out.print(f"  interrupted: {i.reason}{at} ({i.at.isoformat()})")
+    for p in result.parked:
+        key = f", key {escape(p.key)}" if p.key else ""
+        until = f", until {p.deadline.isoformat()}" if p.deadline else ""
+        out.print(f"  parked at {escape(p.placement)}{key}{until}")
+    if result.parked:
+        out.print(
+            "  [dim](flowtide run keeps nothing: the parked run ends with the command, "
+            "no signal can reach it)[/]"
+        )
     debug = os.environ.get(DEBUG_VARIABLE) == "1"
     for e in result.errors:
         where = f" at {escape(e.placement)}" if e.placement else ""
@@ -96,7 +160,7 @@ def run(
     file: Annotated[
         Path,
         typer.Argument(
-            help="The flow document (JSON-LD, JSON or YAML).", exists=True, dir_okay=False
+            metavar="FILE", help="The flow document (JSON-LD, JSON or YAML).", show_default=False
         ),
     ],
     input: Annotated[
@@ -105,29 +169,30 @@ def run(
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     deadline: Annotated[
         str | None,
-        typer.Option("--deadline", help="A deadline for the whole run (ISO 8601, such as PT5M)."),
-    ] = None,
-    nodes: Annotated[
-        list[str] | None,
         typer.Option(
-            "--nodes",
-            "-n",
-            help="A module to import first: its @node implementations register themselves, and "
-            "those listed in its NODES are used too.",
+            "--deadline",
+            help="A deadline for the whole run: a duration (ISO 8601, such as PT5M, or "
+            "milliseconds) or an instant with a time zone (2026-01-01T09:00:00Z).",
         ),
     ] = None,
+    nodes: NodesOption = None,
+    others: WithOption = None,
     history: Annotated[
         bool, typer.Option("--history", help="Also print the run's events.")
     ] = False,
 ) -> None:
     """Run a flow document to its end and print the result.
 
-    Nodes are resolved in the node registry (modules given with --nodes register theirs) or
-    imported from 'module:attribute' references. Exits 0 when the run completed, 1 when it
-    failed, was cancelled or timed out, 2 on bad input.
+    Each node is found among the nodes of the modules given with --nodes, or imported from its
+    'module:attribute' reference. Exits 0 when the run completed, 1 when it failed, was
+    cancelled, timed out or parked, 2 on bad input.
     """
     state = _parse_input(input)
-    result, events = asyncio.run(_run_file(file, state, deadline, list(nodes or [])))
+    when = parse_deadline(deadline)
+    with current_directory_first():
+        code = load_modules(nodes or [])
+        flows = flows_to_run(file, others or [], code)
+        result, events = asyncio.run(_run_flows(flows, code, state, when))
     if json_output:
         data = result.to_dict()
         if history:
