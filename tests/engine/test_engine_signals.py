@@ -348,10 +348,14 @@ async def test_a_retried_park_deadline_runs_the_node_again() -> None:
     assert result.outcome == "done"
 
 
-async def test_a_signal_before_a_passed_run_deadline_is_fired_applies() -> None:
+async def test_a_passed_run_deadline_wins_over_a_signal_that_comes_before_it_is_fired() -> None:
+    # The sweeper has not fired the run deadline yet when the signal comes: the signal finds
+    # the run's time over (as a park's deadline wins over a late signal) and is refused.
     result, _, answers = await scenario("past run deadline")
-    assert answers[0].output == "ok"
-    assert result.lifecycle is Lifecycle.COMPLETED, result
+    (refused,) = answers
+    assert refused[0] == "refused" and "run_deadline" in refused[2]
+    assert result.lifecycle is Lifecycle.TIMED_OUT, result
+    assert result.interrupted_at is not None and result.interrupted_at.at == at(5 * 60)
 
 
 @pytest.mark.parametrize(

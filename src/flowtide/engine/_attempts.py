@@ -195,8 +195,10 @@ class Attempts(RunCore):
             # What a step commits is JSON on every store: refused here, at the node that made it
             # (what it left as it was came from the store: JSON already).
             changed, _ = self.merger.changes(base, state)
-            check_json(changed, "state")
-            check_json(dict(update), "update")
+            if changed:
+                check_json(changed, "state")
+            if update:
+                check_json(dict(update), "update")
             if park is not None:
                 check_json(park.payload, "park payload")
         except (UndeclaredOutputError, NotJSONError) as exc:

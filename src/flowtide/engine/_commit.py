@@ -1,7 +1,11 @@
 """The one place the engine writes a step to its store.
 
-A step's commit is shielded from cancellation: once sent, it is waited for to its end, and a
-cancelled caller sees its cancellation once the store has answered.
+A step decides and changes the run's view in memory before its commit is sent, so a commit must
+never be given up half-way by a cancelled caller that then goes on with that view. A step run in
+a caller's task (a signal, say) is shielded: once sent, its commit is waited for to its end, and
+the caller sees its cancellation once the store has answered. The executor's own tasks need no
+shield: nothing cancels them but the executor's close, which drops its view of the run (the store
+applies a commit whole or not at all, so either way the run is as the store has it).
 
 A :class:`~flowtide.store.StoreConflict` means another actor won the step and is raised at
 once. Any other :class:`~flowtide.store.StoreError` means the store is unavailable for now: the
@@ -29,12 +33,17 @@ FIRST_BACKOFF = timedelta(milliseconds=100)
 log = logging.getLogger("flowtide.engine")
 
 
-async def commit_step(store: Store, commit: Commit, clock: Clock) -> Sequence[EventRecord]:
-    """Apply ``commit`` to ``store``; returns its events with their ``seq`` filled in."""
+async def commit_step(
+    store: Store, commit: Commit, clock: Clock, *, shield: bool = True
+) -> Sequence[EventRecord]:
+    """Apply ``commit`` to ``store``; returns its events with their ``seq`` filled in.
+    ``shield``: see the module's docstring (False only in a task the executor owns)."""
     delay = FIRST_BACKOFF
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         try:
-            return await _shielded(store, commit)
+            if shield:
+                return await _shielded(store, commit)
+            return await store.commit(commit)
         except StoreConflict:
             raise
         except StoreError as exc:

@@ -201,7 +201,9 @@ class RunCore(ABC):
                     c.run = self.run
             if c.run_lifecycles is None:
                 c.run_lifecycles = LIVE_LIFECYCLES  # refused if another actor ended the run
-            events = await commit_step(self.host.store, c, self.clock)
+            # A task of this executor is cancelled only by its close (see flowtide.engine._commit).
+            own = asyncio.current_task() in self.tasks
+            events = await commit_step(self.host.store, c, self.clock, shield=not own)
             if events:
                 self.stored_events = events
             if c.due:

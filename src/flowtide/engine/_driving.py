@@ -45,6 +45,10 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
+YIELD_EVERY = 16
+"""A token's task gives the event loop a turn after this many steps in a row."""
+
+
 class Driving(Subflows):
     """A run from its start to its end."""
 
@@ -128,6 +132,9 @@ class Driving(Subflows):
         def fire() -> None:
             self.root.cancel(CancelReason.RUN_DEADLINE, deadline)
 
+        if deadline <= self.clock.now():
+            fire()  # over already: no step more
+            return
         self.deadline_timer = self.clock.call_at(deadline, fire)
 
     def cancel(self, reason: str | None = None) -> bool:
@@ -371,10 +378,17 @@ class Driving(Subflows):
     async def drive(self, token: TokenRecord | None) -> None:
         """Drive ``token`` placement after placement."""
         placements = self.plan.placements
+        steps = 0
         try:
             while token is not None:
                 if self.end is not None or token.status is S.CANCELLED:
                     return
+                steps += 1
+                if steps % YIELD_EVERY == 0:
+                    # A node that never awaits (a hot loop back to itself), on a store that
+                    # answers at once, must not starve the run's deadline, other runs or the
+                    # sweeper.
+                    await asyncio.sleep(0)
                 p = placements[token.placement]
                 if p.kind in _RUNS_CODE:
                     token = await _HANDLERS[p.kind](self, token, p)

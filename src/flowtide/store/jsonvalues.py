@@ -46,6 +46,10 @@ def encode_json(value: Any, where: str) -> str:
     when the encoder refuses it, the value is walked to tell which: a tuple is fine, anything
     else is refused with the pointer to it.
     """
+    if value is None:
+        return "null"
+    if type(value) is dict and not value:
+        return "{}"  # (most records' data: no encoder needed)
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
