@@ -77,3 +77,14 @@ def test_the_readme_python_examples_run(
     assert "parked collect-payment 2026-01-01 00:10:00+00:00" in printed
     assert "expired 2026-01-01 00:10:00+00:00" in printed
     assert "flowchart LR" in printed
+
+
+def test_ci_then_runs_the_suite_on_every_other_python() -> None:
+    text = CI.read_text()
+    subprocess.run(["bash", "-n", str(CI)], check=True)
+    # The README's test command comes first; the other Pythons after it, each in its own venv.
+    assert text.index('bash -c "$test_command"') < text.index("/root/.pyenv/versions/3.1[1-9]*")
+    assert 'venv=".venv-$version"' in text
+    assert '"$venv/bin/python" -m pytest -q -x' in text
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert ".venv-*/" in ignored
