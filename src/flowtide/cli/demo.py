@@ -97,10 +97,9 @@ def demo(
         }
         out.print_json(json.dumps(data, default=str))
         return
-    out.print(
+    _say(
         "[bold]Flowtide demo[/]: flows run on a virtual clock, so hours pass in a moment. "
-        "Times are since the run started: +10:00 is ten minutes in, +12:00:00 twelve hours.",
-        soft_wrap=False,
+        "Times are since the run started: +10:00 is ten minutes in, +12:00:00 twelve hours."
     )
     _scene(1)
     out.print(_dispatcher_table(dispatcher))
@@ -114,9 +113,14 @@ def demo(
 def _scene(number: int) -> None:
     title, setting = SCENES[number - 1]
     out.print()
-    out.print(f"[bold]{number}. {escape(title)}[/]", soft_wrap=False)
+    _say(f"[bold]{number}. {escape(title)}[/]")
     if setting:
-        out.print(f"[dim]{escape(setting)}[/]", soft_wrap=False)
+        _say(f"[dim]{escape(setting)}[/]")
+
+
+def _say(text: str) -> None:
+    """Prose, wrapped on spaces as wide as the tables."""
+    out.print(text, soft_wrap=False, width=min(out.width, MAX_TABLE_WIDTH))
 
 
 def _table(*columns: Column) -> Table:
@@ -257,7 +261,7 @@ def _examples(paths: list[Path], output: Path | None, show: bool) -> None:
     _scene(4)
     folder = examples_dir()
     if folder is not None:
-        out.print(f"[dim]{len(paths)} example flows in {escape(str(folder))}[/]", soft_wrap=False)
+        _say(f"[dim]{len(paths)} example flows in {escape(str(folder))}[/]")
     target = output if output is not None else Path(tempfile.mkdtemp(prefix="flowtide-demo-"))
     try:
         target.mkdir(parents=True, exist_ok=True)
@@ -290,12 +294,9 @@ def _examples(paths: list[Path], output: Path | None, show: bool) -> None:
             check += f", [yellow]{_count(item.warnings, 'warning')}[/]"
         table.add_row(escape(item.path.name), str(len(item.flow.placements)), check)
     out.print(table)
-    out.print(
-        f"Mermaid charts written to {escape(display_path(target))}, one <example>.mmd each.",
-        soft_wrap=False,
-    )
+    _say(f"Mermaid charts written to {escape(display_path(target))}, one <example>.mmd each.")
     if warned:
-        out.print("flowtide validate FILE lists an example's warnings.", soft_wrap=False)
+        _say("flowtide validate FILE lists an example's warnings.")
     _try_it(paths)
     if broken:
         raise fail(f"{broken} bundled example(s) are invalid", ExitCode.FAILURE)
@@ -311,10 +312,7 @@ def _try_it(paths: list[Path]) -> None:
     if not runnable:
         return
     modules = ", ".join(escape(m) for m in sorted(set(EXAMPLE_NODES.values())))
-    out.print(
-        f"Each example runs with the stand-in nodes Flowtide ships ({modules}), for instance:",
-        soft_wrap=False,
-    )
+    _say(f"Each example runs with the stand-in nodes Flowtide ships ({modules}), for instance:")
     example = next((p for p in runnable if p.name == "support-dispatcher.jsonld"), runnable[0])
     out.print(
         f"  flowtide run {escape(display_path(example))} \\\n"
