@@ -307,7 +307,7 @@ def test_demo_runs_the_dispatcher_then_renders_every_example(tmp_path: Path) -> 
     result = runner.invoke(app, ["demo", "--output", str(tmp_path)])
     assert result.exit_code == ExitCode.OK, result.output
     text = " ".join(result.stdout.split())
-    assert "the support dispatcher, run by the engine" in text
+    assert "1. A support bot" in text
     assert "NodeTimeoutErr" in text
     expected = sorted(p.stem for p in EXAMPLES.iterdir() if p.suffix in (".yaml", ".jsonld"))
     assert sorted(p.stem for p in tmp_path.glob("*.mmd")) == expected

@@ -106,3 +106,14 @@ def test_the_cli_doc_shows_what_run_says_of_nodes_without_implementation(
     result = CliRunner().invoke(app, ["run", "examples/escalation-ladder.yaml"])
     printed = result.stderr.splitlines()
     assert (printed[0], printed[-1]) == (shown[0], shown[-1])
+
+
+def test_ci_then_runs_the_suite_on_every_other_python() -> None:
+    text = CI.read_text()
+    subprocess.run(["bash", "-n", str(CI)], check=True)
+    # The README's test command comes first; the other Pythons after it, each in its own venv.
+    assert text.index('bash -c "$test_command"') < text.index("/root/.pyenv/versions/3.1[1-9]*")
+    assert 'venv=".venv-$version"' in text
+    assert '"$venv/bin/python" -m pytest -q -x' in text
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert ".venv-*/" in ignored

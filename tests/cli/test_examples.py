@@ -17,7 +17,7 @@ from tests.render.mermaid_graph import parse
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 DOCUMENTS = sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".yaml", ".jsonld"))
-# The exact copy of the seed's fixture declares no node types, so its outputs go unchecked.
+# support-dispatcher.jsonld declares no node types, so its outputs go unchecked.
 UNTYPED = {"support-dispatcher.jsonld"}
 
 

@@ -1,4 +1,4 @@
-"""Timeout anchors (DESIGN §4): park, instance and node, across loop re-entry and retries, and the
+"""Timeout anchors: park, instance and node, across loop re-entry and retries, and the
 four ways a node anchor is released."""
 
 from __future__ import annotations

@@ -454,7 +454,7 @@ async def test_a_run_waiting_only_on_timers_is_let_go_but_run_returns_at_its_end
         await clock.settle()
         assert not running_run.done()  # run() does not return at a timer wait
         (run,) = await engine.store.list_runs()
-        assert run.lifecycle == "parked"  # waiting on a timer is parked too (DESIGN §5)
+        assert run.lifecycle == "parked"  # waiting on a timer is parked too
         assert run.id not in engine._runs  # and let go
         await clock.advance(timedelta(hours=1))
         result = await running_run

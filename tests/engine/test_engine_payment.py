@@ -1,4 +1,4 @@
-"""The payment case both ways (DESIGN §4): a node anchor, and a wait branch with a first join.
+"""The payment case both ways: a node anchor, and a wait branch with a first join.
 
 The same scripted events drive both example flows under the virtual clock: the gateway declines
 at minutes 2, 5 and 9 (the customer retries right after the first two), the customer retries at

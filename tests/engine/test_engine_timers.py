@@ -1,5 +1,5 @@
-"""Escalation timers (DESIGN §6): non-interrupting and interrupting, each anchor, parked or
-running, fired once each per visit, cancelled when the token leaves."""
+"""Escalation timers: non-interrupting and interrupting, each anchor, parked or running, fired
+once each per visit, cancelled when the token leaves."""
 
 from __future__ import annotations
 

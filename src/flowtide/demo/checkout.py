@@ -4,8 +4,8 @@ Both checkout examples give a payment ten minutes in all, whatever the number of
 with a ``node`` timeout anchor on collect-payment, one with a parallel ``wait PT10M`` branch
 raced into a ``first`` join. :func:`run_checkout_demo` plays the same script on each (and on the
 anchor model switched to ``park``, where every retry gets ten fresh minutes) on a virtual clock:
-the gateway declines at minutes 2, 5 and 9, the customer retries after each decline (the last
-time at 9:30), and the gateway's "paid" arrives at 10:30.
+the gateway declines at +2:00, +5:00 and +9:00 (minutes after the run started), the customer
+retries after each decline (the last time at +9:30), and the gateway's "paid" arrives at +10:30.
 """
 
 from __future__ import annotations

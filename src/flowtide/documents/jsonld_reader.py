@@ -7,9 +7,9 @@ absolute IRI, and dispatches on IRIs only. A document that spells its terms diff
 compact IRIs, ``@vocab`` or keyword aliases therefore means the same flow. Map-like values
 (``outputs``, ``entrypoints``, state mappings, ``@json`` literals) are read as plain JSON.
 
-Inside the seed's structured values (``execution``, ``reservoir``, ``body``, ``stateMapping``,
-``policy``) keys are matched by their local name in either namespace, because the seed context
-leaves most of them undefined.
+Inside the DAG vocabulary's structured values (``execution``, ``reservoir``, ``body``,
+``stateMapping``, ``policy``) keys are matched by their local name in either namespace, because
+that vocabulary's context leaves most of them undefined.
 """
 
 from __future__ import annotations

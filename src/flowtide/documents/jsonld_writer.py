@@ -1,9 +1,10 @@
 """Writing a flow as canonical JSON-LD.
 
-The seed's terms and classes say what the seed has (a dumped seed document looks like the seed
-document), Flowtide's terms say the rest, and the full context travels inline so the document
-stands on its own. Joins are written as Flowtide ``Join``: the seed's ``GatherNode`` means a
-different fan-in (declared sources, gather strategies) that a Flowtide join does not have.
+The DAG vocabulary's terms and classes say what that vocabulary has (a dumped document written
+for it looks like the original), Flowtide's terms say the rest, and the full context travels
+inline so the document stands on its own. Joins are written as Flowtide ``Join``: the DAG
+vocabulary's ``GatherNode`` means a different fan-in (declared sources, gather strategies) that a
+Flowtide join does not have.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""The JSON-LD vocabulary of flow documents: the seed DAG terms plus Flowtide's own.
+"""The JSON-LD vocabulary of flow documents: the DAG vocabulary's terms plus Flowtide's own.
 
 A JSON-LD flow document is read by the IRIs its keys and types expand to, never by their spelling,
-so these IRIs are the contract. What the seed vocabulary names keeps the seed's IRI (a document
-written for the seed loads as it is); what only Flowtide has lives in the Flowtide namespace.
+so these IRIs are the contract. What the DAG vocabulary (``https://noocodec.dev/ontology/dag/``)
+names keeps its IRI there (a document written for that vocabulary loads as it is); what only
+Flowtide has lives in the Flowtide namespace.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from types import MappingProxyType
 from typing import Any, Final
 
 SEED: Final = "https://noocodec.dev/ontology/dag/"
-"""The seed DAG vocabulary's namespace."""
+"""The DAG vocabulary's namespace."""
 FLOWTIDE: Final = "https://flowtide.dev/ns#"
-"""Flowtide's namespace, for what the seed has no term for."""
+"""Flowtide's namespace, for what the DAG vocabulary has no term for."""
 XSD: Final = "http://www.w3.org/2001/XMLSchema#"
 
 FLOWTIDE_CONTEXT_IRI: Final = "https://flowtide.dev/ns/flow.jsonld"
@@ -22,7 +23,7 @@ SEED_CONTEXT_IRIS: Final = (
     "https://noocodec.dev/ontology/dag/context.jsonld",
     "https://noocodec.dev/ontology/dag/",
 )
-"""Addresses the seed context may be referenced by; served locally, never fetched."""
+"""Addresses the DAG vocabulary's context may be referenced by; served locally, never fetched."""
 
 
 def seed(local: str) -> str:
@@ -57,7 +58,7 @@ KIND_OF_CLASS: Final = MappingProxyType(
         JOIN: "join",
     }
 )
-"""Placement class IRI -> placement kind (a seed ``GatherNode`` and a Flowtide ``Join`` agree)."""
+"""Placement class IRI -> placement kind (a DAG ``GatherNode`` and a Flowtide ``Join`` agree)."""
 
 CLASS_OF_KIND: Final = MappingProxyType(
     {
@@ -170,7 +171,7 @@ SEED_CONTEXT: Final[dict[str, Any]] = {
     "TerminalNode": _term(TERMINAL_NODE),
     "PhaseNode": _term(PHASE_NODE),
 }
-"""The seed vocabulary's context, exactly as seed documents carry it."""
+"""The DAG vocabulary's context, exactly as documents written for it carry it."""
 
 FLOWTIDE_CONTEXT: Final[dict[str, Any]] = {
     **SEED_CONTEXT,
@@ -202,7 +203,7 @@ FLOWTIDE_CONTEXT: Final[dict[str, Any]] = {
     "timers": _term(flowtide("timers"), **_JSON),
     "retry": _term(flowtide("retry"), **_JSON),
 }
-"""The canonical context of Flowtide flow documents: the seed's terms, then Flowtide's.
+"""The canonical context of Flowtide flow documents: the DAG vocabulary's terms, then Flowtide's.
 
 It declares no prefixes, so a ``module:attribute`` node reference can never be mistaken for a
 compact IRI when a dumped document is read back.

@@ -1,4 +1,4 @@
-"""Resolving windows to absolute instants (DESIGN §3, §4, §6).
+"""Resolving windows and escalation timers to absolute instants.
 
 Every deadline and timer instant the engine uses for a node goes through this module: a node's
 window when a token starts an attempt or parks (:func:`resolve_window`), and each escalation

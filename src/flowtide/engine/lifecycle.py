@@ -1,4 +1,4 @@
-"""The run lifecycle (DESIGN §5)::
+"""The run lifecycle::
 
     pending -> running <-> parked -> completed | failed | cancelled | timed_out
 

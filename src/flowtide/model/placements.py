@@ -1,4 +1,4 @@
-"""Placements: a node's position in a flow, one class per kind (DESIGN §1).
+"""Placements: a node's position in a flow, one class per kind.
 
 A placement's ``routes`` map each output to the placement(s) it leads to; an output that routes to
 several placements is a parallel split. Which outputs a kind can take is fixed here
@@ -26,9 +26,10 @@ from flowtide.model.durations import Duration
 from flowtide.model.settings import NodeSettings
 
 TIMEOUT_OUTPUT = "timeout"
-"""The output a placement takes when its window ends (DESIGN §3), if the placement routes it."""
+"""The output a placement takes when its window ends, if the placement routes it."""
 PARKED_OUTPUT = "parked"
-"""The reserved output by which a loaded document's node parks (the seed's convention)."""
+"""The reserved output by which a loaded document's node parks (as in documents written for
+a DAG engine)."""
 RESERVED_OUTPUTS = frozenset({TIMEOUT_OUTPUT, PARKED_OUTPUT})
 
 

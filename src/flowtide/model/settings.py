@@ -16,7 +16,7 @@ from flowtide.model.durations import Duration
 
 
 class TimeoutAnchor(StrEnum):
-    """What a node's timeout window is measured from (DESIGN §4)."""
+    """What a node's timeout window is measured from."""
 
     PARK = "park"
     """Each arrival, park and retry attempt: the window is rearmed every time (the default)."""
@@ -44,7 +44,7 @@ def _positive(value: timedelta | None, what: str) -> timedelta | None:
 
 
 class Timer(_Frozen):
-    """One rung of an escalation ladder (DESIGN §6): fires once at ``anchor + after``."""
+    """One rung of an escalation ladder: fires once at ``anchor + after``."""
 
     after: Duration = Field(description="How long after the anchor the timer fires.")
     output: str = Field(min_length=1, description="The output the timer takes when it fires.")
@@ -101,13 +101,13 @@ class NodeSettings(_Frozen):
     """Settings of a node, every field optional so a placement can override only some."""
 
     timeout: Duration | None = Field(
-        default=None, description="The node's window (DESIGN §3). Unset: no per-node timeout."
+        default=None, description="The node's window. Unset: no per-node timeout."
     )
     timeout_anchor: TimeoutAnchor | None = Field(
         default=None, description="What the window is measured from; 'park' when unset."
     )
     release_on: tuple[str, ...] | None = Field(
-        default=None, description="Outputs that release a 'node' anchor (DESIGN §4)."
+        default=None, description="Outputs that release a 'node' anchor."
     )
     timers: tuple[Timer, ...] | None = Field(default=None, description="Escalation ladder.")
     retry: RetryPolicy | None = Field(default=None, description="Retries of failed attempts.")
