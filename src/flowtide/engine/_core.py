@@ -264,10 +264,14 @@ class RunCore(ABC):
             except Exception as exc:
                 self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc)])
 
-        task = asyncio.get_running_loop().create_task(wrapper())
+        self.track(asyncio.get_running_loop().create_task(wrapper()))
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """Hold ``task`` among the run's tasks until it is done; the run may then be drained
+        (settled or ended), as when a token's task ends."""
         self.tasks.add(task)
 
-        def done(t: asyncio.Task[None]) -> None:
+        def done(t: asyncio.Task[Any]) -> None:
             self.tasks.discard(t)
             self.maybe_drained()
 

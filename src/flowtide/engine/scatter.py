@@ -168,7 +168,11 @@ class ScatterRun:
                     await self._pump(base, source)
                 await source.close()
             while self._tasks:
-                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+                # (A finished item leaves the set by its task's done callback, which may not
+                # have run yet: take what was waited for out here too, or this would spin.)
+                items = list(self._tasks)
+                await asyncio.gather(*items, return_exceptions=True)
+                self._tasks.difference_update(items)
         finally:
             ex.running.pop(self.token.id, None)
             self.scope.close()
@@ -290,11 +294,10 @@ class ScatterRun:
         self.started += 1
         task = asyncio.get_running_loop().create_task(self._item(base, index, item, key))
         self._tasks.add(task)
-        self.ex.tasks.add(task)
+        self.ex.track(task)
 
         def done(t: asyncio.Task[None]) -> None:
             self._tasks.discard(t)
-            self.ex.tasks.discard(t)
             slots.release()
 
         task.add_done_callback(done)
