@@ -1,4 +1,4 @@
-"""What a flow is: pure data, no execution (DESIGN §1-2)."""
+"""What a flow is: pure data, no execution."""
 
 from flowtide.model.durations import Duration, format_duration, parse_duration
 from flowtide.model.flow import BUILTIN_REDUCERS, DEFAULT_MAX_DEPTH, Flow, is_absolute_iri
