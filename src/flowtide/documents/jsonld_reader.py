@@ -506,15 +506,19 @@ class _Reader:
         self.pmap.add(where, entry.pointer)
 
 
-_CLASS_TERMS: tuple[tuple[str, str], ...] = tuple(
-    (iri.rsplit("/", 1)[-1].rsplit("#", 1)[-1], kind) for iri, kind in v.KIND_OF_CLASS.items()
-)
-"""Each placement class by its term in the canonical context, with the kind it gives."""
-
-
 def _local_name(text: str) -> str:
     """The last segment of an IRI or compact IRI (``dag:SingleNod`` -> ``SingleNod``)."""
     return re.split(r"[/#:]", text)[-1]
+
+
+_CLASSES: dict[str, str] = {_local_name(iri): iri for iri in v.KIND_OF_CLASS}
+"""Each placement class IRI by its term in the canonical context (``SingleNode``)."""
+
+_CLASS_NAMES: dict[str, str] = {
+    **{kind: _local_name(v.CLASS_OF_KIND[kind]) for kind in v.CLASS_OF_KIND},
+    **{term.lower(): term for term in _CLASSES},
+}
+"""Lower-case names a class is looked for by: its term, and the kind it gives ("task")."""
 
 
 def _as_written(term: str, iri: str) -> str:
@@ -525,28 +529,27 @@ def _as_written(term: str, iri: str) -> str:
     return f"{term!r} (not a term of the document's @context)"
 
 
+def _nearest_class(written: list[tuple[str, str]]) -> str | None:
+    """The class term nearest to one of the ``@type`` values, if one is near enough."""
+    best: tuple[float, str] | None = None
+    for _, iri in written:
+        name = _local_name(iri).lower()
+        for match in difflib.get_close_matches(name, _CLASS_NAMES, n=1, cutoff=0.5):
+            ratio = difflib.SequenceMatcher(None, name, match).ratio()
+            if best is None or ratio > best[0]:
+                best = (ratio, _CLASS_NAMES[match])
+    return best[1] if best else None
+
+
 def _unknown_type(written: list[tuple[str, str]]) -> str:
     """Which ``@type`` values were given, what they expand to, and the nearest known class."""
     given = ", ".join(_as_written(term, iri) for term, iri in written)
-    # A class is also found by the kind it gives ("task" -> SingleNode).
-    names = {term.lower(): term for term, _ in _CLASS_TERMS}
-    names.update({kind: term for term, kind in _CLASS_TERMS if kind not in names})
-    nearest: list[str] = []
-    for _, iri in written:
-        nearest += difflib.get_close_matches(_local_name(iri).lower(), names, n=1, cutoff=0.5)
-    known = ", ".join(f"{term} ({kind})" for term, kind in _CLASS_TERMS)
+    nearest = _nearest_class(written)
     hint = ""
-    if nearest:
-        best = max(
-            nearest,
-            key=lambda name: max(
-                difflib.SequenceMatcher(None, _local_name(iri).lower(), name).ratio()
-                for _, iri in written
-            ),
-        )
-        term = names[best]
-        iri = next(i for i, kind in v.KIND_OF_CLASS.items() if _local_name(i) == term)
-        hint = f"; the nearest is {term!r} ({iri}), a {v.KIND_OF_CLASS[iri]}"
+    if nearest is not None:
+        iri = _CLASSES[nearest]
+        hint = f"; the nearest is {nearest!r} ({iri}), a {v.KIND_OF_CLASS[iri]}"
+    known = ", ".join(f"{term} ({v.KIND_OF_CLASS[iri]})" for term, iri in _CLASSES.items())
     return f"@type {given} names no placement class{hint} (classes: {known})"
 
 
