@@ -137,11 +137,19 @@ class Subject:
 
     # -- node types and settings -----------------------------------------------------------
 
+    @cached_property
+    def _declared_positions(self) -> dict[str, int]:
+        """The position of each node type id's first declaration in ``flow.node_types``."""
+        positions: dict[str, int] = {}
+        for position, declared in enumerate(self.flow.node_types):
+            positions.setdefault(declared.id, position)
+        return positions
+
     def node_type(self, ref: str) -> DeclaredType | None:
         """The node type for ``ref``: declared by the document, else from the registry."""
-        for position, declared in enumerate(self.flow.node_types):
-            if declared.id == ref:
-                return DeclaredType(declared, self.node_type_at(position))
+        position = self._declared_positions.get(ref)
+        if position is not None:
+            return DeclaredType(self.flow.node_types[position], self.node_type_at(position))
         if self.registry is not None:
             impl = self.registry.get(ref)
             if impl is not None:
