@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
 
-from flowtide.documents import Format, dump_flow, load_document, load_flow, parse_format
+from flowtide.documents import Format, dump_flow, formats, load_document, load_flow, parse_format
+from flowtide.documents.formats import parse_text
 from flowtide.errors import FlowValidationError
+from flowtide.model import Flow
 from tests.documents.samples import SUPPORT_DISPATCHER, fixture_document, rich_flow
+from tests.strategies import flows
 
 
 @pytest.mark.parametrize(
@@ -163,3 +167,73 @@ def test_structural_errors_are_flow_validation_errors() -> None:
         with pytest.raises(FlowValidationError) as caught:
             load_flow(json.loads(json.dumps(bad)))
         assert caught.value.errors
+
+
+_LIBYAML = pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML was built without libyaml")
+
+
+def _no_pure_loader(text: str, source: str | None) -> object:
+    raise AssertionError("PyYAML's pure-Python loader was used")
+
+
+@_LIBYAML
+def test_yaml_is_read_by_libyaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(formats, "_parse_yaml_slowly", _no_pure_loader)
+    text = dump_flow(rich_flow(), "yaml")
+    assert load_flow(text, format="yaml") == rich_flow()
+
+
+@_LIBYAML
+def test_what_libyaml_refuses_is_told_as_pyyaml_tells_it() -> None:
+    # libyaml stops at 1,000 levels with its own words; PyYAML's loader says it nests too deeply.
+    text = "id: " + "[" * 1_001 + "]" * 1_001 + "\n"
+    with pytest.raises(FlowValidationError) as caught:
+        load_flow(text, format="yaml")
+    (problem,) = caught.value.errors
+    assert problem.message == "malformed YAML: the document nests too deeply"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [
+        ("id: urn:x\nentrypoints:\n  main: a\n placements: [\n", 4, 2),
+        ("id: [unclosed\n", 2, 1),
+        ("id: x\n  name: y\n", 2, 7),
+        ("id: 'open\n", 2, 1),
+        ("a: *nowhere\n", 1, 4),
+    ],
+)
+def test_malformed_yaml_is_located_with_or_without_libyaml(
+    monkeypatch: pytest.MonkeyPatch, text: str, line: int, column: int
+) -> None:
+    messages = []
+    for loader in (formats.FAST_YAML_LOADER, None):
+        monkeypatch.setattr(formats, "FAST_YAML_LOADER", loader)
+        with pytest.raises(FlowValidationError) as caught:
+            load_flow(text, format="yaml")
+        messages.append(caught.value.errors[0].message)
+    assert messages[0] == messages[1]
+    assert messages[0].startswith(f"malformed YAML at line {line}, column {column}")
+
+
+class _RefusingLoader(yaml.SafeLoader):
+    def get_single_data(self) -> object:
+        raise yaml.YAMLError("refused")
+
+
+def test_a_document_only_libyaml_refuses_still_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(formats, "FAST_YAML_LOADER", _RefusingLoader)
+    text = dump_flow(rich_flow(), "yaml")
+    assert load_flow(text, format="yaml") == rich_flow()
+
+
+def test_a_byte_order_mark_inside_yaml_text_means_what_pyyaml_reads() -> None:
+    text = "name: x\n\ufeffdescription: y\n"
+    assert parse_text(text, Format.YAML) == yaml.load(text, Loader=yaml.SafeLoader)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(flows())
+def test_both_yaml_loaders_read_a_dumped_flow_alike(flow: Flow) -> None:
+    text = dump_flow(flow, "yaml")
+    assert parse_text(text, Format.YAML) == yaml.load(text, Loader=yaml.SafeLoader)

@@ -81,6 +81,51 @@ def test_unknown_placement_type() -> None:
     assert problem.placement == "ai-compose"
 
 
+def test_unknown_placement_type_names_what_it_got_and_the_nearest_class() -> None:
+    doc = fixture_document()
+    doc["@context"]["dag"] = "https://noocodec.dev/ontology/dag/"
+    doc["nodes"][2]["@type"] = "dag:SingleNod"
+    (problem,) = _errors(doc)
+    assert problem.message.startswith(
+        "@type 'dag:SingleNod' (https://noocodec.dev/ontology/dag/SingleNod) names no "
+        "placement class; the nearest is 'SingleNode' "
+        "(https://noocodec.dev/ontology/dag/SingleNode), a task"
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "as_written", "nearest"),
+    [
+        ("Termnal", "'Termnal' (not a term of the document's @context)", "'TerminalNode'"),
+        ("https://example.org/types#Wait", "'https://example.org/types#Wait'", "'Wait'"),
+        ("scatter", "'scatter' (not a term of the document's @context)", "'ScatterNode'"),
+    ],
+)
+def test_unknown_placement_type_as_written(written: str, as_written: str, nearest: str) -> None:
+    doc = fixture_document()
+    doc["nodes"][2]["@type"] = written
+    (problem,) = _errors(doc)
+    assert problem.message.startswith(f"@type {as_written} names no placement class")
+    assert f"the nearest is {nearest}" in problem.message
+
+
+def test_unknown_placement_type_far_from_every_class_names_the_classes() -> None:
+    doc = fixture_document()
+    doc["nodes"][2]["@type"] = "Placement"
+    (problem,) = _errors(doc)
+    assert "nearest" not in problem.message
+    assert "(classes: SingleNode (task), TerminalNode (terminal)" in problem.message
+
+
+def test_a_duplicate_placement_id_points_at_the_first_as_written() -> None:
+    doc = fixture_document()
+    doc["nodes"][5]["@id"] = doc["nodes"][4]["@id"]
+    doc["nodes"][3]["outputs"] = {"sent": f"{FLOW_ID}/node/end"}  # nothing leads to 'decline'
+    duplicate = next(p for p in _errors(doc) if "used twice" in p.message)
+    assert duplicate.pointer == "/nodes/5/@id"
+    assert duplicate.message == "placement id 'send-response' is used twice (first at /nodes/4)"
+
+
 def test_setting_on_a_kind_without_settings() -> None:
     doc = fixture_document()
     doc["@context"]["timeout"] = "https://flowtide.dev/ns#timeout"

@@ -3,14 +3,16 @@ effective settings, pointer maps, and what a partly readable document still gets
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from flowtide.authoring import NodeRegistry, node
 from flowtide.errors import Problem
-from flowtide.model import Flow
+from flowtide.model import Flow, NodeType, Terminal
 from flowtide.validation import CHECKS, build_flow, check_flow
+from flowtide.validation.subject import Subject
 
 
 @node(outputs=["paid", "declined"], id="urn:test:node:pay", register=False)
@@ -404,3 +406,30 @@ def test_placement_values_are_told_plainly(
     _, problems = build_flow(data)
     assert [p.pointer for p in problems if p.severity == "error"] == ["/placements/0" + pointer]
     assert message in problems[0].message
+
+
+class _Walked(tuple[NodeType, ...]):
+    """Node types that count how often they are walked through."""
+
+    walks = 0
+
+    def __iter__(self) -> Iterator[NodeType]:
+        type(self).walks += 1
+        return super().__iter__()
+
+
+def test_node_types_are_found_by_id_not_by_walking_every_declaration() -> None:
+    declared = [NodeType(id=f"urn:test:node:{i}", outputs=["ok"]) for i in range(200)]
+    twice = NodeType(id="urn:test:node:7", outputs=["other"])
+    flow = Flow.model_construct(
+        id="urn:test:flow",
+        entrypoints={"main": "end"},
+        placements=(Terminal(id="end"),),
+        node_types=_Walked([*declared, twice]),
+    )
+    subject = Subject(flow)
+    for index, node_type in enumerate(declared):
+        found = subject.node_type(node_type.id)
+        assert found is not None
+        assert (found.type, found.pointer) == (node_type, f"/node_types/{index}")
+    assert _Walked.walks <= 1

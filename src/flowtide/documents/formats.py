@@ -96,9 +96,35 @@ def _parse_json(text: str, source: str | None) -> Any:
         raise _error("malformed JSON: the document nests too deeply", source) from None
 
 
+FAST_YAML_LOADER: type[yaml.CSafeLoader] | None = (
+    yaml.CSafeLoader if yaml.__with_libyaml__ else None
+)
+"""libyaml's safe loader, when PyYAML was built with it: the values of ``SafeLoader``, faster."""
+
+
 def _parse_yaml(text: str, source: str | None) -> Any:
+    """The data in YAML ``text``, read by libyaml when PyYAML has it.
+
+    Both loaders build the same values from the same text, but for a few corners: libyaml also
+    takes tabs where YAML allows them and PyYAML's own reader does not (after a value, say),
+    reads an empty value tagged ``!`` as empty text rather than null, and drops a byte order
+    mark inside the text, which PyYAML keeps (text with one is read by PyYAML).
+
+    When libyaml refuses a document, PyYAML's own loader reads it again, so that what is wrong
+    is said, line and column included, exactly as without libyaml (and a document only libyaml
+    refuses still loads).
+    """
+    if FAST_YAML_LOADER is not None and "\ufeff" not in text:
+        try:
+            return yaml.load(text, Loader=FAST_YAML_LOADER)
+        except (yaml.YAMLError, RecursionError):
+            pass
+    return _parse_yaml_slowly(text, source)
+
+
+def _parse_yaml_slowly(text: str, source: str | None) -> Any:
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -14,6 +14,8 @@ that vocabulary's context leaves most of them undefined.
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -196,7 +198,8 @@ class _Reader:
         """A node or flow reference: compact IRIs expand; ``module:attribute`` stays."""
         return ctx.iri(value) if isinstance(value, str) and value else value
 
-    def types(self, node: _Node, what: str) -> list[str] | None:
+    def types(self, node: _Node, what: str) -> list[tuple[str, str]] | None:
+        """Each ``@type`` value as written, with the IRI it expands to."""
         entry = node.take("@type")
         if entry is None:
             self.error(f"{what} has no @type", node.pointer)
@@ -205,7 +208,7 @@ class _Reader:
         if not values or not all(isinstance(t, str) for t in values):
             self.error("@type must be a string or a list of strings", entry.pointer)
             return None
-        return [node.ctx.type_iri(t) or t for t in values]
+        return [(t, node.ctx.type_iri(t) or t) for t in values]
 
     # -- the flow ----------------------------------------------------------------------------
 
@@ -222,7 +225,7 @@ class _Reader:
 
     def flow(self, root: _Node, out: dict[str, Any]) -> None:
         types = self.types(root, "the flow document")
-        if types is not None and v.DAG not in types:
+        if types is not None and v.DAG not in (iri for _, iri in types):
             self.error(f"the flow's @type must be {v.DAG} (DAG)", join("", "@type"))
         ident = root.take("@id")
         if ident is None:
@@ -301,14 +304,14 @@ class _Reader:
             if text is not None:
                 placement_id = self.local(node.ctx.iri(text))
                 self.put(out, native, "id", ident, lambda _: placement_id)
-        types = self.types(node, f"placement {placement_id or node.pointer!r}")
-        if types is None:
+        written = self.types(node, f"placement {placement_id or node.pointer!r}")
+        if written is None:
             return None
+        types = [iri for _, iri in written]
         kinds = {v.KIND_OF_CLASS[t] for t in types if t in v.KIND_OF_CLASS}
         if len(kinds) != 1:
-            known = ", ".join(sorted(v.KIND_OF_CLASS))
             message = (
-                f"@type names no placement class (known: {known})"
+                _unknown_type(written)
                 if not kinds
                 else f"@type names several placement kinds: {', '.join(sorted(kinds))}"
             )
@@ -501,6 +504,53 @@ class _Reader:
         found.leftovers("a reservoir")
         out["batch"] = batch
         self.pmap.add(where, entry.pointer)
+
+
+def _local_name(text: str) -> str:
+    """The last segment of an IRI or compact IRI (``dag:SingleNod`` -> ``SingleNod``)."""
+    return re.split(r"[/#:]", text)[-1]
+
+
+_CLASSES: dict[str, str] = {_local_name(iri): iri for iri in v.KIND_OF_CLASS}
+"""Each placement class IRI by its term in the canonical context (``SingleNode``)."""
+
+_CLASS_NAMES: dict[str, str] = {
+    **{kind: _local_name(v.CLASS_OF_KIND[kind]) for kind in v.CLASS_OF_KIND},
+    **{term.lower(): term for term in _CLASSES},
+}
+"""Lower-case names a class is looked for by: its term, and the kind it gives ("task")."""
+
+
+def _as_written(term: str, iri: str) -> str:
+    if iri != term:
+        return f"{term!r} ({iri})"
+    if is_absolute_iri(term):
+        return repr(term)
+    return f"{term!r} (not a term of the document's @context)"
+
+
+def _nearest_class(written: list[tuple[str, str]]) -> str | None:
+    """The class term nearest to one of the ``@type`` values, if one is near enough."""
+    best: tuple[float, str] | None = None
+    for _, iri in written:
+        name = _local_name(iri).lower()
+        for match in difflib.get_close_matches(name, _CLASS_NAMES, n=1, cutoff=0.5):
+            ratio = difflib.SequenceMatcher(None, name, match).ratio()
+            if best is None or ratio > best[0]:
+                best = (ratio, _CLASS_NAMES[match])
+    return best[1] if best else None
+
+
+def _unknown_type(written: list[tuple[str, str]]) -> str:
+    """Which ``@type`` values were given, what they expand to, and the nearest known class."""
+    given = ", ".join(_as_written(term, iri) for term, iri in written)
+    nearest = _nearest_class(written)
+    hint = ""
+    if nearest is not None:
+        iri = _CLASSES[nearest]
+        hint = f"; the nearest is {nearest!r} ({iri}), a {v.KIND_OF_CLASS[iri]}"
+    known = ", ".join(f"{term} ({v.KIND_OF_CLASS[iri]})" for term, iri in _CLASSES.items())
+    return f"@type {given} names no placement class{hint} (classes: {known})"
 
 
 def read_jsonld(doc: dict[str, Any]) -> Translation:

@@ -19,10 +19,15 @@ _ISO = re.compile(
 )
 _YEARS_OR_MONTHS = re.compile(r"^P(?:[^T]*[YM])")
 
-ISO_DURATION_PATTERN = (
-    r"^P(?!$)(\d+(\.\d+)?W)?(\d+(\.\d+)?D)?"
-    r"(T(?=\d)(\d+(\.\d+)?H)?(\d+(\.\d+)?M)?(\d+(\.\d+)?S)?)?$"
+DURATION_TEXT_PATTERN = (
+    r"^\s*(\d+|[Pp](?!\s*$)(\d+(\.\d+)?[Ww])?(\d+(\.\d+)?[Dd])?"
+    r"([Tt](?=\d)(\d+(\.\d+)?[Hh])?(\d+(\.\d+)?[Mm])?(\d+(\.\d+)?[Ss])?)?)\s*$"
 )
+"""Every text :func:`parse_duration` reads: ISO 8601 in either case, or digits (milliseconds),
+with spaces around."""
+
+_NOT_ZERO = r"^(?=[\s\S]*[1-9])"
+"""Text with a digit other than 0: of the texts above, those that are longer than zero."""
 
 
 def parse_duration(value: object) -> timedelta:
@@ -95,25 +100,48 @@ def format_duration(value: timedelta) -> str:
     return out
 
 
-def _validate(value: Any) -> timedelta:
-    return parse_duration(value)
+def _not_negative(value: Any) -> timedelta:
+    parsed = parse_duration(value)
+    if parsed < timedelta(0):
+        shown = format_duration(value) if isinstance(value, timedelta) else repr(value)
+        raise ValueError(f"duration {shown} is negative")
+    return parsed
 
+
+def duration_schema(*, positive: bool) -> dict[str, Any]:
+    """The JSON Schema of a duration field: ISO 8601 text or whole milliseconds."""
+    text: dict[str, Any] = {
+        "type": "string",
+        "pattern": _NOT_ZERO + DURATION_TEXT_PATTERN[1:] if positive else DURATION_TEXT_PATTERN,
+        "examples": ["PT10M", "PT1H30M", "P1D", "PT0.5S"],
+    }
+    number = {"type": "integer", "minimum": 1 if positive else 0, "description": "milliseconds"}
+    what = "longer than zero" if positive else "zero or more"
+    return {
+        "anyOf": [text, number],
+        "description": f"A duration, {what}: ISO 8601 text (days, hours, minutes, seconds; "
+        "no years or months) or whole milliseconds.",
+    }
+
+
+_WRITE = PlainSerializer(format_duration, return_type=str, when_used="json-unless-none")
 
 Duration = Annotated[
     timedelta,
-    BeforeValidator(_validate),
-    PlainSerializer(format_duration, return_type=str, when_used="json-unless-none"),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "string", "pattern": ISO_DURATION_PATTERN, "examples": ["PT10M", "P1D"]},
-                {"type": "integer", "minimum": 0, "description": "milliseconds"},
-            ],
-            "description": "ISO 8601 duration (no years or months) or whole milliseconds",
-        }
-    ),
+    BeforeValidator(_not_negative),
+    _WRITE,
+    WithJsonSchema(duration_schema(positive=False)),
 ]
-"""A duration field: accepts ISO 8601 text or milliseconds, dumps ISO 8601 text."""
+"""A duration field: accepts ISO 8601 text or milliseconds (not negative), dumps ISO 8601 text."""
+
+PositiveDuration = Annotated[
+    timedelta,
+    BeforeValidator(parse_duration),
+    _WRITE,
+    WithJsonSchema(duration_schema(positive=True)),
+]
+"""A duration field that must be longer than zero. The field's own validator refuses zero and
+less, in words that name the field; this type says it in the JSON Schema."""
 
 
 def milliseconds(value: timedelta) -> int:

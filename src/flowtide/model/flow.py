@@ -22,6 +22,7 @@ from flowtide.model.placements import (
     Task,
     Terminal,
 )
+from flowtide.model.scalars import Count
 from flowtide.model.settings import NodeSettings
 
 BUILTIN_REDUCERS = ("last", "append", "extend", "merge", "sum")
@@ -38,11 +39,21 @@ class Flow(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", ignored_types=(cached_property,))
 
     id: str = Field(min_length=1, description="The flow's IRI, such as 'urn:shop:flow:checkout'.")
-    version: str = Field(default="1", min_length=1)
-    name: str | None = None
+    version: str = Field(
+        default="1",
+        min_length=1,
+        description="A label of this version of the flow (a number is taken as text).",
+        json_schema_extra={"type": ["string", "number"]},
+    )
+    name: str | None = Field(default=None, description="A display name.")
     description: str | None = None
     entrypoints: dict[str, str] = Field(
-        min_length=1, description="Entrypoint label -> placement id ('main' is the default)."
+        min_length=1,
+        description="Entrypoint label -> placement id ('main' is the default).",
+        json_schema_extra={
+            "propertyNames": {"minLength": 1},
+            "additionalProperties": {"type": "string", "minLength": 1},
+        },
     )
     placements: tuple[Placement, ...] = Field(min_length=1)
     node_types: tuple[NodeType, ...] = Field(
@@ -52,9 +63,17 @@ class Flow(BaseModel):
         default_factory=dict,
         description="State key -> how parallel writes merge: 'last' (default), 'append', "
         "'extend', 'merge', 'sum', or 'module:function'.",
+        json_schema_extra={
+            "additionalProperties": {
+                "anyOf": [
+                    {"enum": list(BUILTIN_REDUCERS)},
+                    {"type": "string", "pattern": "^[^:]+:[\\s\\S]+$"},
+                ]
+            }
+        },
     )
     deadline: Duration | None = Field(default=None, description="Default run deadline.")
-    max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, description="Subflow nesting limit.")
+    max_depth: Count = Field(default=DEFAULT_MAX_DEPTH, description="Subflow nesting limit.")
 
     @field_validator("version", mode="before")
     @classmethod

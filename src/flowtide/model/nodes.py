@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flowtide.model.placements import RESERVED_OUTPUTS
+from flowtide.model.scalars import Flag
 from flowtide.model.settings import NodeSettings
 
 
@@ -20,14 +21,18 @@ class NodeType(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(min_length=1, description="The node's IRI (or 'module:attribute').")
-    outputs: tuple[str, ...] = Field(min_length=1, description="Outputs the node may return.")
+    outputs: tuple[str, ...] = Field(
+        min_length=1,
+        description="Outputs the node may return.",
+        json_schema_extra={"uniqueItems": True, "items": {"type": "string", "minLength": 1}},
+    )
     name: str | None = None
     description: str | None = None
     settings: NodeSettings = Field(default_factory=NodeSettings, description="Defaults.")
     output_schemas: dict[str, dict[str, Any]] | None = Field(
         default=None, description="A JSON Schema per output, for the state the output carries."
     )
-    parks: bool = Field(
+    parks: Flag = Field(
         default=False,
         description="The node may park (wait on the outside world) instead of returning an output.",
     )

@@ -7,6 +7,7 @@ several placements is a parallel split. Which outputs a kind can take is fixed h
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
@@ -18,19 +19,37 @@ from pydantic import (
     Field,
     JsonValue,
     PlainSerializer,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic.config import JsonDict
 
-from flowtide.model.durations import Duration
+from flowtide.model.durations import Duration, PositiveDuration
+from flowtide.model.scalars import Count, Number, add_rules, exactly_one, not_both, when
 from flowtide.model.settings import NodeSettings
 
 TIMEOUT_OUTPUT = "timeout"
-"""The output a placement takes when its window ends, if the placement routes it."""
+"""The output a placement takes when its timeout window ends, if the placement routes it."""
 PARKED_OUTPUT = "parked"
-"""The reserved output by which a loaded document's node parks (as in documents written for
-a DAG engine)."""
+"""The reserved output by which a node of a loaded document parks."""
 RESERVED_OUTPUTS = frozenset({TIMEOUT_OUTPUT, PARKED_OUTPUT})
+
+Instant = Annotated[
+    datetime,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(:\d\d(\.\d+)?)?([Zz]|[+-]\d\d:?\d\d)$",
+            "examples": ["2026-01-01T00:00:00Z", "2026-01-01T09:30:00+05:30"],
+            "description": "An instant with a time zone (ISO 8601 / RFC 3339).",
+        }
+    ),
+]
+"""An instant with a time zone, written as ISO 8601 text (as Python reads it: seconds may be
+left out, and a space may stand for the ``T``)."""
+
+_NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
 
 
 def _targets(value: Any) -> Any:
@@ -43,19 +62,48 @@ def _dump_targets(value: tuple[str, ...]) -> str | list[str]:
     return value[0] if len(value) == 1 else list(value)
 
 
+_PLACEMENT_ID: JsonDict = {"type": "string", "minLength": 1}
+
 Targets = Annotated[
     tuple[str, ...],
     BeforeValidator(_targets),
     PlainSerializer(_dump_targets),
     Field(min_length=1),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                _PLACEMENT_ID,
+                {"type": "array", "items": _PLACEMENT_ID, "minItems": 1},
+            ],
+            "description": "The id of the placement this output leads to, or a list of ids "
+            "(a parallel split).",
+        }
+    ),
 ]
 """Where one output leads: one placement id, or several (a parallel split)."""
 
 Routes = dict[str, Targets]
 
 
+def _placement_schema(schema: JsonDict, cls: type[Any]) -> None:
+    """A placement's JSON Schema: ``kind`` is required (it says which placement it is), the
+    outputs every placement of the kind has are named in its routes (so an editor offers them),
+    and the rules of the kind's validators across its fields are added."""
+    required = schema.get("required")
+    others = [name for name in required if name != "kind"] if isinstance(required, list) else []
+    schema["required"] = ["kind", *others]
+    properties: Any = schema.get("properties")
+    routes = properties.get("routes") if isinstance(properties, dict) else None
+    outputs = [*cls.fixed_outputs, *([TIMEOUT_OUTPUT] if cls.has_settings else [])]
+    if isinstance(routes, dict) and cls.fixed_outputs:
+        routes["properties"] = dict.fromkeys(outputs, routes["additionalProperties"])
+        if not cls.has_settings:  # no timers either: these outputs are all there are
+            routes["additionalProperties"] = False
+    add_rules(schema, *cls.schema_rules)
+
+
 class _Placement(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_placement_schema)
 
     kind: str
     id: str = Field(min_length=1, description="The placement's id, unique in its flow.")
@@ -66,6 +114,8 @@ class _Placement(BaseModel):
     fixed_outputs: ClassVar[tuple[str, ...]] = ()
     #: Whether the kind accepts node settings (timeout, retry, timers…).
     has_settings: ClassVar[bool] = False
+    #: What the kind's validators check across fields, as JSON Schema rules.
+    schema_rules: ClassVar[tuple[JsonDict, ...]] = ()
 
     @property
     def label(self) -> str:
@@ -99,10 +149,22 @@ class Wait(_Placement):
     """A durable timer: waits ``duration`` after arrival, or until ``until``; routes ``elapsed``."""
 
     kind: Literal["wait"] = "wait"
-    duration: Duration | None = None
-    until: datetime | None = Field(default=None, description="An instant with a time zone.")
+    duration: PositiveDuration | None = Field(default=None, description="How long to wait.")
+    until: Instant | None = Field(default=None, description="The instant to wait for.")
     routes: Routes = Field(default_factory=dict)
     fixed_outputs: ClassVar[tuple[str, ...]] = ("elapsed",)
+    schema_rules: ClassVar[tuple[JsonDict, ...]] = (exactly_one("duration", "until"),)
+
+    @field_validator("until", mode="before")
+    @classmethod
+    def _instant_text(cls, v: Any) -> Any:
+        # Python would read a number (or number-like text) as seconds since 1970.
+        if isinstance(v, int | float) or (isinstance(v, str) and _NUMBER.match(v)):
+            raise ValueError(
+                "'until' must be an instant with a time zone (such as "
+                f"'2026-01-01T00:00:00Z'), not {v!r}"
+            )
+        return v
 
     @field_validator("until")
     @classmethod
@@ -131,11 +193,21 @@ class Join(_Placement):
 
     kind: Literal["join"] = "join"
     mode: JoinMode = JoinMode.ALL
-    quorum: int | None = Field(default=None, ge=1)
+    quorum: Count | None = Field(
+        default=None, description="How many branches must arrive (mode 'quorum')."
+    )
     routes: Routes = Field(default_factory=dict)
     settings: NodeSettings | None = None
     fixed_outputs: ClassVar[tuple[str, ...]] = ("success", "error", "empty")
     has_settings: ClassVar[bool] = True
+    schema_rules: ClassVar[tuple[JsonDict, ...]] = (
+        when(
+            "mode",
+            JoinMode.QUORUM.value,
+            then={"required": ["quorum"], "properties": {"quorum": {"type": "integer"}}},
+            otherwise={"properties": {"quorum": {"type": "null"}}},
+        ),
+    )
 
     @model_validator(mode="after")
     def _quorum(self) -> Join:
@@ -159,10 +231,26 @@ class GatherStrategy(StrEnum):
     """A user function folds the results (``reducer``)."""
 
 
+_TEXT: JsonDict = {"type": "string", "minLength": 1}
+
+
 class Gather(BaseModel):
     """How a scatter puts its items' results back into the parent's state."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        json_schema_extra={
+            "allOf": [
+                when("strategy", "map", then={"required": ["key"], "properties": {"key": _TEXT}}),
+                when(
+                    "strategy",
+                    "reduce",
+                    then={"required": ["reducer"], "properties": {"reducer": _TEXT}},
+                ),
+            ]
+        },
+    )
 
     strategy: GatherStrategy = GatherStrategy.APPEND
     target: str = Field(default="results", min_length=1, description="State path written.")
@@ -190,7 +278,7 @@ class KeyedBatches(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     key: str = Field(min_length=1, description="Path in each item giving its batch key.")
-    size: int = Field(default=100, ge=1, description="A batch is released when it has this many.")
+    size: Count = Field(default=100, description="A batch is released when it has this many.")
     idle: Duration | None = Field(
         default=None, description="A batch is released when no item joined it for this long."
     )
@@ -206,16 +294,23 @@ class FailurePolicy(StrEnum):
 class Body(BaseModel):
     """What a scatter runs per item: a node, or a whole flow."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_extra={"allOf": [exactly_one("node", "flow")]}
+    )
 
-    node: str | None = None
-    flow: str | None = None
+    node: str | None = Field(default=None, description="The node run for each item.")
+    flow: str | None = Field(default=None, description="The id of the flow run for each item.")
 
     @model_validator(mode="after")
     def _one(self) -> Body:
         if (self.node is None) == (self.flow is None):
             raise ValueError("a scatter body needs exactly one of 'node' and 'flow'")
         return self
+
+
+_IDENTIFIER = r"[^\W\d]\w*"
+FUNCTION_REF_PATTERN = rf"^{_IDENTIFIER}(\.{_IDENTIFIER})*:{_IDENTIFIER}(\.{_IDENTIFIER})*$"
+"""``module:function``: a dotted module, a colon, a dotted attribute."""
 
 
 def _is_function_ref(ref: str) -> bool:
@@ -239,6 +334,7 @@ class Scatter(_Placement):
     source_fn: str | None = Field(
         default=None,
         min_length=1,
+        json_schema_extra={"pattern": FUNCTION_REF_PATTERN},
         description="'module:function' giving the items instead of 'source': called with a "
         "read-only view of the run state, it returns an iterable or an async iterable of JSON "
         "items, pulled one at a time; it must give the same items in the same order when called "
@@ -249,8 +345,8 @@ class Scatter(_Placement):
     input: dict[str, str] = Field(
         default_factory=dict, description="Item state path <- parent state path."
     )
-    concurrency: int = Field(default=1, ge=1)
-    throttle: float | None = Field(default=None, gt=0, description="Items started per second.")
+    concurrency: Count = Field(default=1, description="Items run at once.")
+    throttle: Number | None = Field(default=None, gt=0, description="Items started per second.")
     batch: KeyedBatches | None = None
     gather: Gather = Field(default_factory=Gather)
     on_failure: FailurePolicy = FailurePolicy.CONTINUE
@@ -258,9 +354,9 @@ class Scatter(_Placement):
     settings: NodeSettings | None = None
     fixed_outputs: ClassVar[tuple[str, ...]] = ("all-success", "partial", "all-error", "empty")
     has_settings: ClassVar[bool] = True
-
-    model_config = ConfigDict(
-        json_schema_extra={"oneOf": [{"required": ["source"]}, {"required": ["source_fn"]}]}
+    schema_rules: ClassVar[tuple[JsonDict, ...]] = (
+        exactly_one("source", "source_fn"),
+        not_both("throttle", "batch"),
     )
 
     @field_validator("source_fn")

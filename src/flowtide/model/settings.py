@@ -12,7 +12,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from flowtide.model.durations import Duration
+from flowtide.model.durations import Duration, PositiveDuration
+from flowtide.model.scalars import Count, Flag, Number
 
 
 class TimeoutAnchor(StrEnum):
@@ -44,11 +45,11 @@ def _positive(value: timedelta | None, what: str) -> timedelta | None:
 
 
 class Timer(_Frozen):
-    """One rung of an escalation ladder: fires once at ``anchor + after``."""
+    """One rung of an escalation ladder: fires once, ``after`` the anchor."""
 
-    after: Duration = Field(description="How long after the anchor the timer fires.")
+    after: PositiveDuration = Field(description="How long after the anchor the timer fires.")
     output: str = Field(min_length=1, description="The output the timer takes when it fires.")
-    interrupting: bool = Field(
+    interrupting: Flag = Field(
         default=False,
         description="True: the token leaves the node like a timeout. False: a new token starts "
         "on the output and the node keeps waiting.",
@@ -67,23 +68,18 @@ class Timer(_Frozen):
 class RetryPolicy(_Frozen):
     """Retries of a failed attempt, with backoff waits kept as due instants."""
 
-    max_attempts: int = Field(default=3, ge=1, description="Attempts in all, the first included.")
+    max_attempts: Count = Field(default=3, description="Attempts in all, the first included.")
     backoff: Backoff = Field(default=Backoff.EXPONENTIAL)
     initial: Duration = Field(default=timedelta(seconds=1), description="The first wait.")
-    max: Duration | None = Field(default=timedelta(minutes=5), description="No wait is longer.")
-    factor: float = Field(default=2.0, gt=0, description="Growth factor (exponential, jitter).")
+    max: PositiveDuration | None = Field(
+        default=timedelta(minutes=5), description="No wait is longer."
+    )
+    factor: Number = Field(default=2.0, gt=0, description="Growth factor (exponential, jitter).")
     retry_on: tuple[str, ...] = Field(
         default=(),
         description="Exception type names that are retried (empty: every Exception). A name "
         "matches the class or any base class, by plain name or 'module.Name'.",
     )
-
-    @field_validator("initial")
-    @classmethod
-    def _initial_not_negative(cls, v: timedelta) -> timedelta:
-        if v < timedelta(0):
-            raise ValueError("'initial' must not be negative")
-        return v
 
     @field_validator("max")
     @classmethod
@@ -100,14 +96,17 @@ class RetryPolicy(_Frozen):
 class NodeSettings(_Frozen):
     """Settings of a node, every field optional so a placement can override only some."""
 
-    timeout: Duration | None = Field(
-        default=None, description="The node's window. Unset: no per-node timeout."
+    timeout: PositiveDuration | None = Field(
+        default=None,
+        description="How long the node may take, measured from its anchor: then the placement "
+        "takes its 'timeout' output, or the run fails if it routes none. Unset: no timeout.",
     )
     timeout_anchor: TimeoutAnchor | None = Field(
         default=None, description="What the window is measured from; 'park' when unset."
     )
     release_on: tuple[str, ...] | None = Field(
-        default=None, description="Outputs that release a 'node' anchor."
+        default=None,
+        description="Outputs that release a 'node' anchor: a later visit starts a fresh window.",
     )
     timers: tuple[Timer, ...] | None = Field(default=None, description="Escalation ladder.")
     retry: RetryPolicy | None = Field(default=None, description="Retries of failed attempts.")

@@ -77,6 +77,7 @@ def build_flow(
             unreadable_node_types=frozenset(read.unreadable_node_types),
             entrypoints_known=read.entrypoints_known,
             raw_placements=read.raw_placements,
+            source_pointer=pointer_map,
         )
         problems.extend(run_checks(subject))
     problems = [dataclasses.replace(p, pointer=pointer_map(p.pointer)) for p in _unique(problems)]

@@ -23,8 +23,9 @@ def duplicate_ids(subject: Subject) -> Iterator[Problem]:
     located += [(u.index, u.id) for u in subject.unreadable if u.id is not None]
     for index, pid in sorted(located):
         if pid in first:
+            earlier = subject.source_pointer(pointer("placements", first[pid]))
             yield Problem(
-                f"placement id {pid!r} is used twice (first at /placements/{first[pid]})",
+                f"placement id {pid!r} is used twice (first at {earlier})",
                 pointer=pointer("placements", index, "id"),
                 placement=pid,
             )

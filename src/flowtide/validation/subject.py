@@ -8,7 +8,7 @@ read (so that a route to one of those is not reported as a route to a missing pl
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -19,6 +19,10 @@ from flowtide.model.nodes import NodeType
 from flowtide.model.placements import RESERVED_OUTPUTS, TIMEOUT_OUTPUT, AnyPlacement, Task
 from flowtide.model.settings import NodeSettings
 from flowtide.validation.pointers import pointer
+
+
+def _same(pointer: str) -> str:
+    return pointer
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,9 @@ class Subject:
     entrypoints_known: bool = True
     #: The document's placements as data, when checking a document (to point at list items).
     raw_placements: Sequence[Any] | None = None
+    #: Turns a pointer into native data into one into the document as written (for pointers a
+    #: message names; a problem's own pointer is turned when the problem is reported).
+    source_pointer: Callable[[str], str] = _same
 
     # -- where things are ------------------------------------------------------------------
 
@@ -130,11 +137,19 @@ class Subject:
 
     # -- node types and settings -----------------------------------------------------------
 
+    @cached_property
+    def _declared_positions(self) -> dict[str, int]:
+        """The position of each node type id's first declaration in ``flow.node_types``."""
+        positions: dict[str, int] = {}
+        for position, declared in enumerate(self.flow.node_types):
+            positions.setdefault(declared.id, position)
+        return positions
+
     def node_type(self, ref: str) -> DeclaredType | None:
         """The node type for ``ref``: declared by the document, else from the registry."""
-        for position, declared in enumerate(self.flow.node_types):
-            if declared.id == ref:
-                return DeclaredType(declared, self.node_type_at(position))
+        position = self._declared_positions.get(ref)
+        if position is not None:
+            return DeclaredType(self.flow.node_types[position], self.node_type_at(position))
         if self.registry is not None:
             impl = self.registry.get(ref)
             if impl is not None:
