@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import timedelta
 
 from flowtide.clock import Clock
@@ -41,9 +41,8 @@ async def commit_step(
     delay = FIRST_BACKOFF
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         try:
-            if shield:
-                return await _shielded(store, commit)
-            return await store.commit(commit)
+            sending = store.commit(commit)
+            return await (_shielded(sending) if shield else sending)
         except StoreConflict:
             raise
         except StoreError as exc:
@@ -63,11 +62,11 @@ async def commit_step(
     raise AssertionError("unreachable")  # the loop returns or raises
 
 
-async def _shielded(store: Store, commit: Commit) -> Sequence[EventRecord]:
-    """``store.commit(commit)``, waited for to its end even if the caller is cancelled meanwhile
+async def _shielded(commit: Awaitable[Sequence[EventRecord]]) -> Sequence[EventRecord]:
+    """A store's ``commit``, waited for to its end even if the caller is cancelled meanwhile
     (the caller's cancellation is raised once the store has answered): a step's decision is in
     memory before its commit is sent, and a store applies a commit whole or not at all."""
-    sending = asyncio.ensure_future(store.commit(commit))
+    sending = asyncio.ensure_future(commit)
     cancelled = False
     while not sending.done():
         try:
