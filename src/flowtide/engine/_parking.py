@@ -50,69 +50,60 @@ class Parking(Tasks):
         output: str | None,
         idempotency_key: str | None,
     ) -> dict[str, Any]:
-        """Apply a signal to ``park``: one step, under the step lock; returns the answer."""
+        """Apply a signal to ``park`` (still open in this executor); returns the answer.
+
+        One step, under the step lock."""
         async with self.steps.hold():
-            return await self._signal_locked(
-                park, payload=payload, output=output, idempotency_key=idempotency_key
+            now = self.clock.now()
+            token = self._signalled_token(park, output, now)
+            p = self.plan.placements[token.placement]
+            epoch = token.epoch
+            token.status = S.READY  # claimed
+            self.close_park(token, ParkStatus.SIGNALLED, "signal")
+            self.expect[token.id] = Expect(S.PARKED, epoch, alive_at=now)
+            answer = signal_answer(park, output, now, idempotency_key)
+            answers = (
+                [SignalAnswer(idempotency_key, self.run.id, answer)] if idempotency_key else []
             )
+            keys = sorted(payload)
 
-    async def _signal_locked(
-        self,
-        park: ParkRecord,
-        *,
-        payload: Mapping[str, Any],
-        output: str | None,
-        idempotency_key: str | None,
-    ) -> dict[str, Any]:
-        """Apply a signal to ``park`` (still open in this executor); returns the answer."""
-        now = self.clock.now()
-        token = self._signalled_token(park, output, now)
-        p = self.plan.placements[token.placement]
-        epoch = token.epoch
-        token.status = S.READY  # claimed
-        self.close_park(token, ParkStatus.SIGNALLED, "signal")
-        self.expect[token.id] = Expect(S.PARKED, epoch, alive_at=now)
-        answer = signal_answer(park, output, now, idempotency_key)
-        answers = [SignalAnswer(idempotency_key, self.run.id, answer)] if idempotency_key else []
-        keys = sorted(payload)
-
-        def signalled(to: list[str] | None) -> Signalled:
-            return Signalled(
-                output=output, idempotency_key=idempotency_key, keys=keys, park=park.id, to=to
-            )
-
-        base = dict(self.state)
-
-        def update() -> tuple[dict[str, Any], list[str]]:
-            return self.merger.apply(self.state, base, {}, [], payload) if payload else ({}, [])
-
-        try:
-            if output is not None:
-                self.last_placements = [p.id]
-                self.route_ok = False
-                nxt = await self.route(
-                    token, p, output, event=signalled, update=update, answers=answers
+            def signalled(to: list[str] | None) -> Signalled:
+                return Signalled(
+                    output=output, idempotency_key=idempotency_key, keys=keys, park=park.id, to=to
                 )
-                if nxt is not None:
-                    self.spawn(nxt)
-                applied = self.route_ok
-            else:
-                applied = await self._wake(
-                    token, payload, self.event(token, signalled(None)), update, answers
-                )
-        except StoreConflict:
+
+            base = dict(self.state)
+
+            def update() -> tuple[dict[str, Any], list[str]]:
+                return self.merger.apply(self.state, base, {}, [], payload) if payload else ({}, [])
+
+            try:
+                if output is not None:
+                    self.last_placements = [p.id]
+                    self.route_ok = False
+                    nxt = await self.route(
+                        token, p, output, event=signalled, update=update, answers=answers
+                    )
+                    if nxt is not None:
+                        self.spawn(nxt)
+                    applied = self.route_ok
+                else:
+                    applied = await self._wake(
+                        token, payload, self.event(token, signalled(None)), update, answers
+                    )
+            except StoreConflict:
+                self.expect.pop(token.id, None)
+                raise
+            if applied:
+                return answer
+            # The run ended (a cancel, a failure elsewhere) before the signal could commit.
             self.expect.pop(token.id, None)
-            raise
-        if applied:
-            return answer
-        # The run ended (a cancel, a failure elsewhere) before the signal could commit.
-        self.expect.pop(token.id, None)
-        closed = self.recent_parks.get(park.id) or park
-        closed.status = ParkStatus.CANCELLED
-        closed.closed_by = end_reason(self.end) if self.end is not None else "run_ended"
-        if closed not in self.closing_parks:
-            self.closing_parks.append(closed)
-        raise refusal(closed, now)
+            closed = self.recent_parks.get(park.id) or park
+            closed.status = ParkStatus.CANCELLED
+            closed.closed_by = end_reason(self.end) if self.end is not None else "run_ended"
+            if closed not in self.closing_parks:
+                self.closing_parks.append(closed)
+            raise refusal(closed, now)
 
     def _signalled_token(self, park: ParkRecord, output: str | None, now: datetime) -> TokenRecord:
         """The parked token a signal for ``park`` moves, or why it cannot (a refusal)."""

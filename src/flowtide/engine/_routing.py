@@ -49,33 +49,6 @@ class Routing(Arming):
         due_cleared: Sequence[str] = (),
         answers: Sequence[Any] = (),
     ) -> TokenRecord | None:
-        """Move ``token`` along ``output``: one step, under the step lock."""
-        async with self.steps.hold():
-            return await self._route_locked(
-                token,
-                p,
-                output,
-                event=event,
-                update=update,
-                extra=extra,
-                extra_events=extra_events,
-                due_cleared=due_cleared,
-                answers=answers,
-            )
-
-    async def _route_locked(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        output: str,
-        *,
-        event: MoveEvent,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-        extra: Sequence[TokenRecord] = (),
-        extra_events: Sequence[EventRecord] = (),
-        due_cleared: Sequence[str] = (),
-        answers: Sequence[Any] = (),
-    ) -> TokenRecord | None:
         """Move ``token`` along ``output`` (a split makes new tokens), committing it all: the
         first moved token is returned to go on with and the others get tasks of their own.
         ``event`` gives the move's event payload once the targets are known; it is recorded
@@ -85,59 +58,61 @@ class Routing(Arming):
         closed (as moved on, unless the caller closed it already), and node anchors are released
         when ``output`` is in the placement's ``release_on`` or is ``timeout``, or when the move
         leaves an anchored placement's loop.
-        """
-        targets = p.route_map().get(output)
-        if not targets:
-            await self._unrouted(token, p, output, self.event(token, event(None)), extra_events)
-            return None
-        moving = self.event(token, event(list(targets)))
-        if token.data or token.id in self.parks:
-            due_cleared = [*due_cleared, token.id]
-            self.close_park(token, ParkStatus.SIGNALLED, "moved")
-        released = self.releases(token, p, output, targets) if self.anchors else []
-        moved, split_id = self._move(token, p, targets)
-        events = [moving, *extra_events]
-        nxt = [t for t in moved if t.status is S.READY]
-        ending = self._ends_of(nxt, events)
-        nxt = [t for t in nxt if t.status is S.READY]
-        anchors: list[NodeAnchor] = []
-        due: list[DueEntry] = []
-        prestarted = [] if released else self._prestart(nxt, split_id, events, anchors, due)
-        ok = await self.commit(
-            Commit(
-                self.run.id,
-                tokens=[*moved, *extra],
-                events=events,
-                due_cleared=due_cleared,
-                due=due,
-                anchors=anchors,
-                anchors_released=released,
-                signal_answers=answers,
-            ),
-            unless_ended=True,
-            token=token,
-            update=update,
-        )
-        self.route_ok = ok
-        if not ok:
-            for t_id in prestarted:
-                self.starting.discard(t_id)
-            for t, _ in ending:
-                t.status = S.READY
-            return None
-        self.prestarted.update(prestarted)
-        for t, q in ending:
-            self.tokens.pop(t.id, None)
-            self.terminals.append(q.id)
-            if self.outcome is None:
-                self.outcome = q.outcome
-        for key in released:
-            self.anchors.pop(key, None)
-        for other in nxt[1:]:
-            self.spawn(other)
-        if self._judges_joins(targets, split_id) and self.note_moves(nxt):
-            await self.evaluate_joins()
-        return nxt[0] if nxt else None
+
+        One step, under the step lock."""
+        async with self.steps.hold():
+            targets = p.route_map().get(output)
+            if not targets:
+                await self._unrouted(token, p, output, self.event(token, event(None)), extra_events)
+                return None
+            moving = self.event(token, event(list(targets)))
+            if token.data or token.id in self.parks:
+                due_cleared = [*due_cleared, token.id]
+                self.close_park(token, ParkStatus.SIGNALLED, "moved")
+            released = self.releases(token, p, output, targets) if self.anchors else []
+            moved, split_id = self._move(token, p, targets)
+            events = [moving, *extra_events]
+            nxt = [t for t in moved if t.status is S.READY]
+            ending = self._ends_of(nxt, events)
+            nxt = [t for t in nxt if t.status is S.READY]
+            anchors: list[NodeAnchor] = []
+            due: list[DueEntry] = []
+            prestarted = [] if released else self._prestart(nxt, split_id, events, anchors, due)
+            ok = await self.commit(
+                Commit(
+                    self.run.id,
+                    tokens=[*moved, *extra],
+                    events=events,
+                    due_cleared=due_cleared,
+                    due=due,
+                    anchors=anchors,
+                    anchors_released=released,
+                    signal_answers=answers,
+                ),
+                unless_ended=True,
+                token=token,
+                update=update,
+            )
+            self.route_ok = ok
+            if not ok:
+                for t_id in prestarted:
+                    self.starting.discard(t_id)
+                for t, _ in ending:
+                    t.status = S.READY
+                return None
+            self.prestarted.update(prestarted)
+            for t, q in ending:
+                self.tokens.pop(t.id, None)
+                self.terminals.append(q.id)
+                if self.outcome is None:
+                    self.outcome = q.outcome
+            for key in released:
+                self.anchors.pop(key, None)
+            for other in nxt[1:]:
+                self.spawn(other)
+            if self._judges_joins(targets, split_id) and self.note_moves(nxt):
+                await self.evaluate_joins()
+            return nxt[0] if nxt else None
 
     async def _unrouted(
         self,

@@ -125,50 +125,40 @@ class Tasks(Joins):
         base: Mapping[str, Any],
         attempt: Attempt,
     ) -> TokenRecord | None:
-        """What follows a finished attempt: one step, under the step lock."""
-        async with self.steps.hold():
-            return await self._after_attempt_locked(token, p, node_id, settings, base, attempt)
+        """What follows a finished attempt.
 
-    async def _after_attempt_locked(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        node_id: str,
-        settings: NodeSettings,
-        base: Mapping[str, Any],
-        attempt: Attempt,
-    ) -> TokenRecord | None:
-        """What follows a finished attempt."""
-        if self.end is not None or token.status is S.CANCELLED:
-            return None
-        if attempt.kind == "cancelled":
-            interrupt = token.data.pop("interrupt", None)
-            c = attempt.cancellation
-            if interrupt is not None and c is not None and c.reason is CancelReason.TIMER:
+        One step, under the step lock."""
+        async with self.steps.hold():
+            if self.end is not None or token.status is S.CANCELLED:
+                return None
+            if attempt.kind == "cancelled":
+                interrupt = token.data.pop("interrupt", None)
+                c = attempt.cancellation
+                if interrupt is not None and c is not None and c.reason is CancelReason.TIMER:
+                    self.last_placements = [p.id]
+                    return await self.route(
+                        token,
+                        p,
+                        interrupt["output"],
+                        event=lambda to: escalation(interrupt, interrupting=True, to=to),
+                    )
+                return None
+            if attempt.kind == "park":
+                return await self.park(token, p, node_id, settings, base, attempt)
+            if attempt.kind == "ok":
+                output = attempt.output
+                assert output is not None
                 self.last_placements = [p.id]
                 return await self.route(
                     token,
                     p,
-                    interrupt["output"],
-                    event=lambda to: escalation(interrupt, interrupting=True, to=to),
+                    output,
+                    event=lambda to: NodeFinished(output=output, to=to),
+                    update=lambda: self.state_update(base, attempt),
                 )
-            return None
-        if attempt.kind == "park":
-            return await self.park(token, p, node_id, settings, base, attempt)
-        if attempt.kind == "ok":
-            output = attempt.output
-            assert output is not None
-            self.last_placements = [p.id]
-            return await self.route(
-                token,
-                p,
-                output,
-                event=lambda to: NodeFinished(output=output, to=to),
-                update=lambda: self.state_update(base, attempt),
-            )
-        if attempt.kind == "timeout":
-            return await self._timed_out(token, p, node_id, settings, attempt)
-        return await self._failed(token, p, settings, attempt)
+            if attempt.kind == "timeout":
+                return await self._timed_out(token, p, node_id, settings, attempt)
+            return await self._failed(token, p, settings, attempt)
 
     async def _timed_out(
         self,
