@@ -7,8 +7,10 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from flowtide.authoring import FlowBuilder, node
+from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import VirtualClock
-from flowtide.engine import Engine, RunResult
+from flowtide.engine import Engine, NodeContext, Output, RunResult
 from flowtide.model import Flow
 from flowtide.store import EventRecord, MemoryStore
 
@@ -120,3 +122,39 @@ async def run_comparable(
         assert seen == [e.kind for e in history]
     started = [e.placement for e in history if e.kind == "node_started" and e.placement]
     return comparable(result, history), started
+
+
+@node(outputs=["done"], execution="inline")
+def mark(ctx: NodeContext) -> Output:
+    """Records its placement in ``visited`` (a list the split flows extend)."""
+    return Output("done", update={"visited": [ctx.placement]})
+
+
+def split_of(
+    kinds: list[NodeImplementation],
+    mode: str = "all",
+    quorum: int | None = None,
+    *,
+    name: str = "branches",
+) -> Flow:
+    """A split into one branch per node of ``kinds`` (placements ``b0``, ``b1``, ...), joined by
+    ``mode``, then a task and a terminal (``name`` starts the flow's id)."""
+    names = [f"b{i}" for i in range(len(kinds))]
+    shape = "-".join(k.id.rsplit(":", 1)[-1] for k in kinds)
+    b = FlowBuilder(f"urn:test:flow:{name}-{mode}-{shape}")
+    b.task("fork", mark, {"done": names})
+    for placement, impl in zip(names, kinds, strict=True):
+        b.task(placement, impl, {"done": "j"})
+    b.join("j", mode, {"success": "after"}, quorum=quorum)
+    b.task("after", mark, {"done": "end"})
+    return b.terminal("end").reducer("visited", "extend").build()
+
+
+def branches_finished(history: Sequence[EventRecord]) -> list[str]:
+    """The branches (``b0``, ``b1``, ...) of a :func:`split_of` flow whose node finished, in
+    order."""
+    return [
+        e.placement
+        for e in history
+        if e.kind == "node_finished" and e.placement is not None and e.placement.startswith("b")
+    ]

@@ -12,7 +12,7 @@ split's history.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -21,8 +21,14 @@ from flowtide.authoring import FlowBuilder, node
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.engine import EngineError, Lifecycle, NodeContext, Output
 from flowtide.model import Flow
-from flowtide.store import EventRecord
-from tests.engine.engine_helpers import at, run_comparable, running
+from tests.engine.engine_helpers import (
+    at,
+    branches_finished,
+    mark,
+    run_comparable,
+    running,
+    split_of,
+)
 
 OBSERVED: list[str] = []
 """The sleepers that observed their cancellation, as ``"<placement>: <reason>"``."""
@@ -56,25 +62,6 @@ async def sleeps(ctx: NodeContext) -> Output:
 @node(outputs=["done"])
 async def fails_at_once(ctx: NodeContext) -> str:
     raise ValueError(f"{ctx.placement} failed in its first step")
-
-
-@node(outputs=["done"], execution="inline")
-def mark(ctx: NodeContext) -> Output:
-    return Output("done", update={"visited": [ctx.placement]})
-
-
-def split_of(kinds: list[NodeImplementation], mode: str = "all", quorum: int | None = None) -> Flow:
-    """A split into one branch per node of ``kinds`` (placements ``b0``, ``b1``, ...), joined by
-    ``mode``, then a task and a terminal."""
-    names = [f"b{i}" for i in range(len(kinds))]
-    shape = "-".join(k.id.rsplit(":", 1)[-1] for k in kinds)
-    b = FlowBuilder(f"urn:test:flow:branches-{mode}-{shape}")
-    b.task("fork", mark, {"done": names})
-    for name, impl in zip(names, kinds, strict=True):
-        b.task(name, impl, {"done": "j"})
-    b.join("j", mode, {"success": "after"}, quorum=quorum)
-    b.task("after", mark, {"done": "end"})
-    return b.terminal("end").reducer("visited", "extend").build()
 
 
 MIXED: list[NodeImplementation] = [
@@ -112,15 +99,6 @@ def _reset() -> None:
     SLEEPING.clear()
 
 
-def _branches_finished(history: Sequence[EventRecord]) -> list[str]:
-    """The branches (``b0``, ``b1``, ...) whose node finished, in order."""
-    return [
-        e.placement
-        for e in history
-        if e.kind == "node_finished" and e.placement is not None and e.placement.startswith("b")
-    ]
-
-
 @pytest.mark.parametrize(
     ("mode", "quorum"), [("all", None), ("first", None), ("quorum", 4)], ids=["all", "first", "q4"]
 )
@@ -132,7 +110,7 @@ async def test_branches_that_do_not_wait_arrive_in_order_before_any_sleeper_wake
         result = await engine.run(split_of(MIXED, mode, quorum))
         history = await engine.history(result.run_id)
     assert result.lifecycle is Lifecycle.COMPLETED
-    arrived = _branches_finished(history)
+    arrived = branches_finished(history)
     quick = {"b0", "b2", "b3", "b5", "b7"}
     if mode == "all":
         assert set(arrived[:5]) == quick
@@ -217,7 +195,7 @@ async def test_a_branch_failing_in_its_first_step_fails_the_run(
     assert sorted(OBSERVED) == [f"{b}: run_ended" for b in sorted(SLEEPING)]
     assert set(SLEEPING) <= set(observed)
     assert [e.placement for e in history if e.kind == "node_failed"] == ["b2"]
-    assert not set(observed) & set(_branches_finished(history))
+    assert not set(observed) & set(branches_finished(history))
     assert history[-1].kind == "run_finished"
 
 

@@ -16,7 +16,7 @@ import asyncio
 import contextvars
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -26,8 +26,7 @@ from flowtide.authoring import FlowBuilder, node
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.engine import Engine, EngineError, Lifecycle, NodeContext, Output, Park
 from flowtide.model import Flow
-from flowtide.store import EventRecord
-from tests.engine.engine_helpers import run_comparable, running
+from tests.engine.engine_helpers import branches_finished, run_comparable, running, split_of
 
 WAIT = 10.0
 
@@ -508,35 +507,7 @@ def threaded(ctx: NodeContext) -> Output:
     return Output("done", update={"visited": [ctx.placement]})
 
 
-@node(outputs=["done"], execution="inline")
-def mark(ctx: NodeContext) -> Output:
-    return Output("done", update={"visited": [ctx.placement]})
-
-
-def split_of(kinds: list[NodeImplementation], mode: str = "all", quorum: int | None = None) -> Flow:
-    """A split into one branch per node of ``kinds`` (placements ``b0``, ``b1``, ...), joined by
-    ``mode``, then a task and a terminal."""
-    names = [f"b{i}" for i in range(len(kinds))]
-    shape = "-".join(k.id.rsplit(":", 1)[-1] for k in kinds)
-    b = FlowBuilder(f"urn:test:flow:thread-branches-{mode}-{shape}")
-    b.task("fork", mark, {"done": names})
-    for name, impl in zip(names, kinds, strict=True):
-        b.task(name, impl, {"done": "j"})
-    b.join("j", mode, {"success": "after"}, quorum=quorum)
-    b.task("after", mark, {"done": "end"})
-    return b.terminal("end").reducer("visited", "extend").build()
-
-
 THREADED_MIX: list[NodeImplementation] = [instant, threaded, sleeps, threaded, inline, threaded]
-
-
-def _branches_finished(history: Sequence[EventRecord]) -> list[str]:
-    """The branches (``b0``, ``b1``, ...) whose node finished, in order."""
-    return [
-        e.placement
-        for e in history
-        if e.kind == "node_finished" and e.placement is not None and e.placement.startswith("b")
-    ]
 
 
 @pytest.mark.parametrize(
@@ -558,13 +529,13 @@ async def test_threaded_branches_arrive_after_the_branches_on_the_loop(
         history = await engine.history(result.run_id)
     assert result.lifecycle is Lifecycle.COMPLETED
     if mode == "all":
-        assert _branches_finished(history) == expected
+        assert branches_finished(history) == expected
         assert result.state["visited"] == ["fork", *expected, "after"]
         return
     # The join's winners; other branches may have finished their node before it fired.
     (fired,) = [e for e in history if e.kind == "join_fired"]
     assert [f"b{b}" for b in fired.data["branches"]] == expected
-    assert _branches_finished(history)[: len(expected)] == expected
+    assert branches_finished(history)[: len(expected)] == expected
     assert result.state["visited"][-1] == "after"
 
 
@@ -573,7 +544,7 @@ async def test_with_several_workers_too_the_branches_on_the_loop_arrive_first() 
         result = await engine.run(split_of([instant, threaded, sleeps, inline, threaded]))
         history = await engine.history(result.run_id)
     assert result.lifecycle is Lifecycle.COMPLETED
-    finished = _branches_finished(history)
+    finished = branches_finished(history)
     assert finished[:2] == ["b0", "b3"]
     assert sorted(finished[2:4]) == ["b1", "b4"] and finished[4:] == ["b2"]
 
