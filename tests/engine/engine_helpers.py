@@ -124,6 +124,18 @@ async def run_comparable(
     return comparable(result, history), started
 
 
+@node(outputs=["done"])
+async def instant(ctx: NodeContext) -> Output:
+    """An async branch node that does not wait: records its placement in ``visited``."""
+    return Output("done", update={"visited": [ctx.placement]})
+
+
+@node(outputs=["done"], execution="inline")
+def inline(ctx: NodeContext) -> Output:
+    """A sync branch node run on the loop: records its placement in ``visited``."""
+    return Output("done", update={"visited": [ctx.placement]})
+
+
 @node(outputs=["done"], execution="inline")
 def mark(ctx: NodeContext) -> Output:
     """Records its placement in ``visited`` (a list the split flows extend)."""

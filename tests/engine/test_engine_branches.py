@@ -24,6 +24,8 @@ from flowtide.model import Flow
 from tests.engine.engine_helpers import (
     at,
     branches_finished,
+    inline,
+    instant,
     mark,
     run_comparable,
     running,
@@ -34,16 +36,6 @@ OBSERVED: list[str] = []
 """The sleepers that observed their cancellation, as ``"<placement>: <reason>"``."""
 SLEEPING: list[str] = []
 """The sleepers whose node started and is waiting on the clock."""
-
-
-@node(outputs=["done"])
-async def instant(ctx: NodeContext) -> Output:
-    return Output("done", update={"visited": [ctx.placement]})
-
-
-@node(outputs=["done"], execution="inline")
-def inline(ctx: NodeContext) -> Output:
-    return Output("done", update={"visited": [ctx.placement]})
 
 
 @node(outputs=["done"])

@@ -26,7 +26,14 @@ from flowtide.authoring import FlowBuilder, node
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.engine import Engine, EngineError, Lifecycle, NodeContext, Output, Park
 from flowtide.model import Flow
-from tests.engine.engine_helpers import branches_finished, run_comparable, running, split_of
+from tests.engine.engine_helpers import (
+    branches_finished,
+    inline,
+    instant,
+    run_comparable,
+    running,
+    split_of,
+)
 
 WAIT = 10.0
 
@@ -483,16 +490,6 @@ async def test_after_its_threaded_node_a_branch_goes_on_in_its_own_context() -> 
 
 
 # -- a split's threaded branches among others ----------------------------------------------------
-
-
-@node(outputs=["done"])
-async def instant(ctx: NodeContext) -> Output:
-    return Output("done", update={"visited": [ctx.placement]})
-
-
-@node(outputs=["done"], execution="inline")
-def inline(ctx: NodeContext) -> Output:
-    return Output("done", update={"visited": [ctx.placement]})
 
 
 @node(outputs=["done"])
