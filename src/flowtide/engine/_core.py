@@ -211,10 +211,16 @@ class RunCore(ABC):
             self.host.publish(events)
         return True
 
-    def let_go_unavailable(self, exc: StoreUnavailableError) -> None:
-        """The store kept failing: let go of the run as the store has it (for recovery)."""
-        log.error("%s", exc)
-        self.host.unavailable(self, exc)
+    def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None:
+        """A step could not commit: drop this view of the run, which the store has as it was.
+        A conflict: another actor (an engine on the same store) moved the run first, and what
+        this view knows is stale. An unavailable store: the run is left for recovery, and who
+        waits on it is told."""
+        if isinstance(exc, StoreUnavailableError):
+            log.error("%s", exc)
+            self.host.unavailable(self, exc)
+        else:
+            self.host.discard(self)
 
     def new_token(self, placement: str, lineage: tuple[tuple[str, int, int], ...]) -> TokenRecord:
         t = TokenRecord(
@@ -252,12 +258,8 @@ class RunCore(ABC):
         async def wrapper() -> None:
             try:
                 await coro
-            except StoreConflict:
-                # Another engine on the same store moved the token first (its commit won the
-                # compare-and-set): what this executor knows is stale.
-                self.host.discard(self)
-            except StoreUnavailableError as exc:
-                self.let_go_unavailable(exc)
+            except (StoreConflict, StoreUnavailableError) as exc:
+                self.lose_view(exc)
             except asyncio.CancelledError:
                 if not self.closed:
                     raise

@@ -308,20 +308,13 @@ class Driving(Subflows):
                     events=[finished],
                 )
             )
-        except StoreConflict as exc:
-            # Another actor ended the run first (see LIVE_LIFECYCLES): its end is the run's.
+        except (StoreConflict, StoreUnavailableError) as exc:
+            # Another actor ended the run first (see LIVE_LIFECYCLES), or the store stays down:
+            # the run is as the store has it.
             if not self.done.done():
                 self.done.set_exception(exc)
                 self.done.exception()
-            self.root.close()
-            self.host.discard(self)
-            return
-        except StoreUnavailableError as exc:
-            if not self.done.done():
-                self.done.set_exception(exc)
-                self.done.exception()
-            self.root.close()
-            self.let_go_unavailable(exc)
+            self.lose_view(exc)
             return
         except BaseException as exc:
             if not self.done.done():
@@ -400,10 +393,8 @@ class Driving(Subflows):
         except asyncio.CancelledError:
             if not self.closed:
                 raise
-        except StoreConflict:
-            self.host.discard(self)  # another engine moved this token first
-        except StoreUnavailableError as exc:
-            self.let_go_unavailable(exc)
+        except (StoreConflict, StoreUnavailableError) as exc:
+            self.lose_view(exc)
         except Exception as exc:
             placement = token.placement if token is not None else None
             self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, placement)])
