@@ -48,6 +48,9 @@ class Attempt:
     park: Park | None = None
     state: dict[str, Any] | None = None
     update: Mapping[str, Any] = field(default_factory=dict)
+    changes: tuple[dict[str, Any], list[str]] | None = None
+    """The top-level keys the node changed and deleted in its copy of the state (when it
+    returned an output or parked)."""
     error: BaseException | None = None
     cancellation: Cancellation | None = None
     deadline: datetime | None = None
@@ -194,7 +197,8 @@ class Attempts(RunCore):
             name, update, park = self.interpret(impl, placement, value, state)
             # What a step commits is JSON on every store: refused here, at the node that made it
             # (what it left as it was came from the store: JSON already).
-            changed, _ = self.merger.changes(base, state)
+            changes = self.merger.changes(base, state)
+            changed = changes[0]
             if changed:
                 check_json(changed, "state")
             if update:
@@ -212,8 +216,12 @@ class Attempts(RunCore):
             if not parkable:
                 err = EngineError(f"node {impl.id!r} at {placement!r} parked where it cannot")
                 return Attempt("error", error=err)
-            return Attempt("park", state=state, update=update, park=park, deadline=deadline)
-        return Attempt("ok", output=name, state=state, update=update, deadline=deadline)
+            return Attempt(
+                "park", state=state, update=update, park=park, deadline=deadline, changes=changes
+            )
+        return Attempt(
+            "ok", output=name, state=state, update=update, deadline=deadline, changes=changes
+        )
 
     def interrupted_before_start(self, token: TokenRecord) -> bool:
         """The attempt's scope is about to be registered: True if an interrupting timer fired
@@ -246,8 +254,8 @@ class Attempts(RunCore):
         self, base: Mapping[str, Any], attempt: Attempt
     ) -> tuple[dict[str, Any], list[str]]:
         """Merge a finished attempt's changes into the run state (returns what to commit)."""
-        assert attempt.state is not None
-        changed, deleted = self.merger.changes(base, attempt.state)
+        assert attempt.changes is not None  # (found when the attempt ended, from ``base``)
+        changed, deleted = attempt.changes
         if not changed and not deleted and not attempt.update:
             return {}, []
         return self.merger.apply(self.state, base, changed, deleted, attempt.update)
