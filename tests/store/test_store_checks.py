@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from flowtide.store import Commit, DueEntry, EventRecord, MemoryStore, Store
+from flowtide.store import Commit, EventRecord, Lease, MemoryStore, Store
 from flowtide.testing import (
     StoreCheck,
     StoreCheckFailed,
@@ -82,11 +82,36 @@ class IgnoringTheRunsLifecycle(MemoryStore):
         return await super().commit(replace(commit, run_lifecycles=None))
 
 
-class ClaimingWithoutRemoving(MemoryStore):
-    """Returns due entries without removing them: each may be fired again and again."""
+class IgnoringLeases(MemoryStore):
+    """Applies a commit whoever holds the run: a worker taken over keeps writing."""
 
-    async def claim_due(self, now: datetime, limit: int = 100) -> Sequence[DueEntry]:
-        return [e for e in self.due_entries() if e.when <= now][:limit]
+    async def commit(self, commit: Commit) -> Sequence[EventRecord]:
+        return await super().commit(replace(commit, lease=None))
+
+
+class ClaimingHeldRuns(MemoryStore):
+    """Claims runs whatever their leases: two workers may drive one run."""
+
+    async def claim_runs(
+        self, owner: str, now: datetime, expires: datetime, limit: int = 100
+    ) -> Sequence[Lease]:
+        taken = []
+        for run in await self.list_runs():
+            if len(taken) < limit and run.lifecycle in ("pending", "running", "parked"):
+                lease = await self.acquire_run(run.id, owner, now, expires, force=True)
+                if lease is not None:
+                    taken.append(lease)
+        return taken
+
+
+class FiringAnyInstant(MemoryStore):
+    """Removes a fired token's entry of that purpose even when it was set again since."""
+
+    async def commit(self, commit: Commit) -> Sequence[EventRecord]:
+        dropped = [(e.token_id, e.purpose) for e in commit.due_fired]
+        return await super().commit(
+            replace(commit, due_fired=(), due_dropped=[*commit.due_dropped, *dropped])
+        )
 
 
 class SharingState(MemoryStore):
@@ -114,8 +139,11 @@ class SharingState(MemoryStore):
         (IgnoringExpect, "compare_and_set_conflicts"),
         (IgnoringExpect, "a_refused_commit_applies_nothing"),
         (IgnoringTheRunsLifecycle, "run_lifecycle_conflicts"),
-        (ClaimingWithoutRemoving, "due_entries_are_claimed_earliest_first"),
-        (ClaimingWithoutRemoving, "due_entries_are_claimed_once"),
+        (IgnoringLeases, "commits_are_fenced_by_their_lease"),
+        (IgnoringLeases, "a_refused_commit_applies_nothing"),
+        (ClaimingHeldRuns, "claims_never_hand_a_run_to_two_owners"),
+        (ClaimingHeldRuns, "claims_take_runs_whose_wake_has_come"),
+        (FiringAnyInstant, "fired_entries_are_removed_only_as_they_were"),
         (SharingState, "records_are_copies"),
     ],
 )
@@ -134,11 +162,11 @@ async def test_a_broken_store_fails_the_check_meant_to_catch_it(
 
 async def test_a_check_that_crashes_is_reported_with_the_error() -> None:
     class Crashing(MemoryStore):
-        async def next_due(self) -> datetime | None:
+        async def next_wake(self) -> datetime | None:
             raise RuntimeError("the index is gone")
 
     with pytest.raises(StoreCheckFailed) as failed:
         await check_store(factory(Crashing))
     failures = dict(failed.value.failures)
-    assert failures["due_entries_are_claimed_earliest_first"] == ("RuntimeError: the index is gone")
+    assert failures["runs_wake_when_they_need_a_worker"] == "RuntimeError: the index is gone"
     assert isinstance(failed.value, AssertionError)

@@ -8,6 +8,8 @@ from flowtide.store.base import (
     DuplicateSignal,
     EventRecord,
     Expect,
+    Lease,
+    LeaseLost,
     NodeAnchor,
     ParkRecord,
     ParkStatus,
@@ -16,10 +18,12 @@ from flowtide.store.base import (
     SignalAnswer,
     Store,
     StoreConflict,
+    StoredFlow,
     StoreError,
     TokenRecord,
     TokenStatus,
     UnknownRunError,
+    UnknownStoredFlow,
 )
 from flowtide.store.jsonvalues import NotJSONError, check_json
 from flowtide.store.memory import MemoryStore
@@ -32,6 +36,8 @@ __all__ = [
     "DuplicateSignal",
     "EventRecord",
     "Expect",
+    "Lease",
+    "LeaseLost",
     "MemoryStore",
     "NodeAnchor",
     "NotJSONError",
@@ -43,8 +49,10 @@ __all__ = [
     "Store",
     "StoreConflict",
     "StoreError",
+    "StoredFlow",
     "TokenRecord",
     "TokenStatus",
     "UnknownRunError",
+    "UnknownStoredFlow",
     "check_json",
 ]

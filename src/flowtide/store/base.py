@@ -11,8 +11,12 @@ The engine keeps no state that a restart could not rebuild from a store:
 * **history** - the ordered :class:`EventRecord` list of each run;
 * **due instants** - ``(instant, token, purpose)`` entries: retry backoffs and waits (purpose
   ``""``), park deadlines (``timeout``), escalation timers (``timer:<visit>:<index>``) and run
-  deadlines of runs no engine holds in memory (``deadline``, the token id being the run id),
-  indexed by instant: :meth:`Store.next_due` and :meth:`Store.claim_due`;
+  deadlines (``deadline``, the token id being the run id), read per run (:meth:`Store.due_of`)
+  and removed by the commit of the move they cause (:attr:`Commit.due_fired`);
+* **leases** - which worker holds each run (:class:`Lease`: owner, epoch, expiry), and the
+  instant each run next needs a worker (its *wake* instant, below): :meth:`Store.claim_runs`;
+* **flows** - the flow documents runs were started on, by flow id and content digest
+  (:class:`StoredFlow`);
 * **node anchors** - per (run, placement[, item]) first-arrival instants of ``node`` timeout
   anchors, stored once and released (:attr:`Commit.anchors_released`);
 * **parks** - one :class:`ParkRecord` per time a token parked (its correlation key, deadline,
@@ -29,6 +33,24 @@ so racing steps (a signal, a park timeout, a timer, a cancel) are decided by the
 to commit wins, the others get :class:`StoreConflict`. Instants are always passed in by the
 engine (from its clock), never read by the store.
 
+**Leases.** A run is driven by at most one worker at a time: the one holding its lease. A worker
+takes runs with :meth:`Store.claim_runs` (runs whose wake instant has come) or
+:meth:`Store.acquire_run` (one run, to signal or cancel it), keeps them with
+:meth:`Store.renew_leases`, and gives one back with a commit that sets :attr:`Commit.release`.
+Each taking by a new owner bumps the run's lease *epoch*; a commit carrying :attr:`Commit.lease`
+applies only while the run's stored owner and epoch are still those (else :class:`LeaseLost`),
+so a worker that was presumed dead and replaced cannot write to the run any more (fencing).
+
+**Wake instants.** Each run's wake instant is kept by the store, from what it holds:
+
+* an ended run (a lifecycle of :data:`ENDED_LIFECYCLES`): none (and the commit that ends it
+  removes its due entries);
+* a held run: the earlier of its lease's expiry and its earliest due entry (its owner claims it
+  again to fire the entry; anyone takes it over once the lease has expired);
+* a run nobody holds, ``pending`` or ``running`` (:data:`RUNNABLE_LIFECYCLES`): its creation
+  instant (it needs a worker now);
+* any other run nobody holds (``parked``): its earliest due entry, or none.
+
 Run state, token and event data, park payloads, scatter results and keys, run results and
 options, signal answers and checkpoints are JSON on every store (:mod:`flowtide.store.jsonvalues`):
 a store refuses a value that is not JSON with :class:`~flowtide.store.jsonvalues.NotJSONError`,
@@ -37,6 +59,7 @@ and gives back what JSON gives back (a tuple comes back as a list), as new objec
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,13 +70,17 @@ from typing import Any
 from flowtide.errors import FlowtideError
 
 __all__ = [
+    "ENDED_LIFECYCLES",
     "LIVE_TOKEN_STATUSES",
+    "RUNNABLE_LIFECYCLES",
     "Checkpoint",
     "Commit",
     "DueEntry",
     "DuplicateSignal",
     "EventRecord",
     "Expect",
+    "Lease",
+    "LeaseLost",
     "NodeAnchor",
     "ParkRecord",
     "ParkStatus",
@@ -63,10 +90,17 @@ __all__ = [
     "Store",
     "StoreConflict",
     "StoreError",
+    "StoredFlow",
     "TokenRecord",
     "TokenStatus",
     "UnknownRunError",
+    "UnknownStoredFlow",
 ]
+
+ENDED_LIFECYCLES = frozenset({"completed", "failed", "cancelled", "timed_out"})
+"""The lifecycles of a run that has ended (it has no wake instant and no due entries)."""
+RUNNABLE_LIFECYCLES = frozenset({"pending", "running"})
+"""The lifecycles of a run that needs a worker as soon as nobody holds it."""
 
 
 class StoreError(FlowtideError):
@@ -90,6 +124,49 @@ class StoreConflict(StoreError):
 
 class DuplicateSignal(StoreConflict):
     """A signal idempotency key already has an answer (another signal with it committed)."""
+
+
+class LeaseLost(StoreConflict):
+    """A commit carried a lease the run no longer has: another worker has taken the run over
+    (or it was given back)."""
+
+
+class UnknownStoredFlow(StoreError, KeyError):
+    """No flow document is stored under this id and digest."""
+
+    def __init__(self, flow_id: str, digest: str) -> None:
+        self.flow_id = flow_id
+        self.digest = digest
+        super().__init__(f"no stored flow {flow_id!r} with digest {digest[:12]}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A worker's hold on a run: ``owner`` (the worker's id, unique to one process's life),
+    ``epoch`` (bumped each time a new owner takes the run) and the instant it ``expires``
+    unless renewed."""
+
+    run_id: str
+    owner: str
+    epoch: int
+    expires: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFlow:
+    """A flow document as a store keeps it: under its flow id and the digest of its content
+    (``version`` is the label the document gives itself; two documents of one flow id and
+    version with different content are two stored flows, told apart by ``digest``)."""
+
+    flow_id: str
+    version: str
+    digest: str
+    """The SHA-256 of the document's canonical JSON text, in hex."""
+    document: dict[str, Any]
+    """The flow as a JSON document (:func:`flowtide.documents.to_document`)."""
 
 
 class TokenStatus(StrEnum):
@@ -373,6 +450,16 @@ class Commit:
     """If given, the run's stored lifecycle must be one of these for the commit to apply (else
     ``StoreConflict``): a step decided on a run that another actor has ended since is refused.
     Checked against the run as stored before this commit (not its ``run``)."""
+    due_fired: Sequence[DueEntry] = ()
+    """Due entries this step fired: each is removed if the store still holds it as it is
+    (same token, purpose and instant; one set again since, for another instant, is kept).
+    Applied with ``due_dropped``, before ``due``."""
+    lease: Lease | None = None
+    """If given, the run's stored lease owner and epoch must be this lease's for the commit to
+    apply (else :class:`LeaseLost`); its expiry is not compared."""
+    release: bool = False
+    """Give the run back once the commit has applied: it has no owner any more (the epoch is
+    kept; the next owner bumps it)."""
 
 
 class Store(ABC):
@@ -385,25 +472,55 @@ class Store(ABC):
     is refused with :class:`~flowtide.store.jsonvalues.NotJSONError` and nothing is written.
     """
 
+    shared: bool = False
+    """Other processes may write to this store: a worker also waits for their changes
+    (:meth:`wait_changed`), not only for its own."""
+
+    async def close(self) -> None:  # noqa: B027 (a store holding nothing has nothing to do)
+        """Give back what the store holds (connections); it cannot be used afterwards."""
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def wait_changed(self, seconds: float) -> bool:
+        """Wait until another process may have changed what :meth:`next_wake` gives, or an
+        answer a waiter looks for, or ``seconds`` (of real time) have passed; True if something
+        may have changed. A store that only this process writes returns False once ``seconds``
+        have passed. A lost notice only delays: callers look again at least every ``seconds``."""
+        await asyncio.sleep(seconds)
+        return False
+
     @abstractmethod
     async def create_run(
-        self, run: RunRecord, state: Mapping[str, Any], commit: Commit | None = None
+        self,
+        run: RunRecord,
+        state: Mapping[str, Any],
+        commit: Commit | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> Sequence[EventRecord]:
         """Insert a new run with its initial state, and apply ``commit`` (a commit of this run)
         with it, all or nothing; returns the commit's events as :meth:`commit` does. A run id
-        that exists already raises :class:`StoreError`."""
+        that exists already raises :class:`StoreError`. With ``lease`` the run is created held
+        by its owner, at its epoch (the creator drives it); without, nobody holds it (a worker
+        will claim it)."""
 
     @abstractmethod
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         """Apply one step, all or nothing; returns its events, the commit's own records, with
         their ``seq`` filled in.
 
-        Nothing is applied when the run is unknown (:class:`UnknownRunError`), an expectation
-        does not hold (:class:`StoreConflict`), a signal key is answered already
-        (:class:`DuplicateSignal`) or a value is not JSON. Otherwise, in this order: the run
-        record, tokens, state keys set then deleted, events (numbered on from the run's last
-        ``seq``), due entries cleared by token, dropped by purpose, then set, node anchors stored
-        then released, scatter items, parks and signal answers."""
+        Nothing is applied when the run is unknown (:class:`UnknownRunError`), its lease is not
+        the commit's (:class:`LeaseLost`), an expectation does not hold (:class:`StoreConflict`),
+        a signal key is answered already (:class:`DuplicateSignal`) or a value is not JSON.
+        Otherwise, in this order: the run record, tokens, state keys set then deleted, events
+        (numbered on from the run's last ``seq``), due entries cleared by token, dropped by
+        purpose and fired, then set (all of them removed if the run record written is ended),
+        node anchors stored then released, scatter items, parks, signal answers, and the
+        release of the lease; then the run's wake instant is brought up to date."""
 
     @abstractmethod
     async def get_run(self, run_id: str) -> RunRecord:
@@ -435,14 +552,55 @@ class Store(ABC):
         :class:`UnknownRunError`)."""
 
     @abstractmethod
-    async def next_due(self) -> datetime | None:
-        """The earliest due instant of any token, or None."""
+    async def due_of(self, run_id: str) -> Sequence[DueEntry]:
+        """The run's due entries, earliest first; entries of one instant in the order they were
+        set (a commit's in its order). Raises :class:`UnknownRunError`."""
 
     @abstractmethod
-    async def claim_due(self, now: datetime, limit: int = 100) -> Sequence[DueEntry]:
-        """Remove and return up to ``limit`` due entries with ``when <= now``, earliest first;
-        entries of one instant in the order they were set (a commit's in its order). An entry
-        is claimed once, whoever claims it."""
+    async def next_wake(self) -> datetime | None:
+        """The earliest wake instant of any run, or None (see the module's notes)."""
+
+    @abstractmethod
+    async def claim_runs(
+        self, owner: str, now: datetime, expires: datetime, limit: int = 100
+    ) -> Sequence[Lease]:
+        """Take up to ``limit`` runs whose wake instant is at or before ``now`` and that nobody
+        else holds (no owner, an expired lease, or held by ``owner`` already), earliest wake
+        first; each is then held by ``owner`` until ``expires``. A run taken from nobody or from
+        an expired lease gets the next epoch; one ``owner`` held already keeps its epoch.
+        Claims that overlap (many workers) never hand one run to two owners."""
+
+    @abstractmethod
+    async def acquire_run(
+        self, run_id: str, owner: str, now: datetime, expires: datetime, *, force: bool = False
+    ) -> Lease | None:
+        """Take one run, whatever its wake instant, as :meth:`claim_runs` would; None if another
+        owner's lease is still alive at ``now`` (with ``force``, taken from it all the same: its
+        next commit fails with :class:`LeaseLost`) or the run has ended. Raises
+        :class:`UnknownRunError`."""
+
+    @abstractmethod
+    async def renew_leases(self, owner: str, expires: datetime) -> Sequence[Lease]:
+        """Extend every lease ``owner`` holds to ``expires``; returns them (a run taken over by
+        another owner is no longer among them)."""
+
+    @abstractmethod
+    async def release_runs(self, owner: str) -> Sequence[str]:
+        """Give back every run ``owner`` holds (a worker stopping); returns their ids."""
+
+    @abstractmethod
+    async def lease_of(self, run_id: str) -> Lease | None:
+        """Who holds the run, if anyone (an expired lease is still returned: nobody has taken
+        it over yet). Raises :class:`UnknownRunError`."""
+
+    @abstractmethod
+    async def put_flow(self, flow: StoredFlow) -> None:
+        """Store a flow document under its id and digest; storing the same one again changes
+        nothing."""
+
+    @abstractmethod
+    async def get_flow(self, flow_id: str, digest: str) -> StoredFlow:
+        """A stored flow document (raises :class:`UnknownStoredFlow`)."""
 
     @abstractmethod
     async def node_anchor(self, run_id: str, placement: str, item: str | None) -> datetime | None:

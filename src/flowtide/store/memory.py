@@ -11,6 +11,8 @@ loop, so other tasks see all of it or nothing.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -18,12 +20,16 @@ from typing import Any, TypeVar
 
 from flowtide.jsonpointer import join
 from flowtide.store.base import (
+    ENDED_LIFECYCLES,
+    RUNNABLE_LIFECYCLES,
     Checkpoint,
     Commit,
     DueEntry,
     DuplicateSignal,
     EventRecord,
     Expect,
+    Lease,
+    LeaseLost,
     Lineage,
     NodeAnchor,
     ParkRecord,
@@ -33,12 +39,13 @@ from flowtide.store.base import (
     SignalAnswer,
     Store,
     StoreConflict,
+    StoredFlow,
     StoreError,
     TokenRecord,
     TokenStatus,
     UnknownRunError,
+    UnknownStoredFlow,
 )
-from flowtide.store.dueindex import DueIndex
 from flowtide.store.jsonvalues import decode_json, encode_json
 
 __all__ = ["MemoryStore"]
@@ -55,7 +62,22 @@ class MemoryStore(Store):
         """run id -> token id -> row, in the order first written."""
         self._history: dict[str, list[_EventRow]] = {}
         """run id -> its events; an event's seq is its position (from 1)."""
-        self._due = DueIndex()
+        self._due: dict[str, dict[tuple[str, str], tuple[datetime, int]]] = {}
+        """run id -> (token id, purpose) -> (instant, order set)."""
+        self._due_order = itertools.count()
+        self._epochs: dict[str, int] = {}
+        """run id -> its lease epoch (kept when nobody holds it)."""
+        self._leases: dict[str, Lease] = {}
+        """run id -> the lease on it, for runs somebody holds."""
+        self._held: dict[str, set[str]] = {}
+        """owner -> the ids of the runs it holds."""
+        self._wakes: dict[str, tuple[datetime, int]] = {}
+        """run id -> its wake instant, and the order it was set in (its item in ``_wake_heap``)."""
+        self._wake_heap: list[tuple[datetime, int, str]] = []
+        """(wake instant, order set, run id); an item whose run has another wake since is stale."""
+        self._wake_order = itertools.count()
+        self._flows: dict[tuple[str, str], tuple[str, str]] = {}
+        """(flow id, digest) -> (version, the document as JSON text)."""
         self._anchors: dict[str, dict[tuple[str, str | None], datetime]] = {}
         """run id -> (placement, item) -> anchor instant."""
         self._parks: dict[str, _ParkRow] = {}
@@ -69,30 +91,55 @@ class MemoryStore(Store):
     # -- writes ------------
 
     async def create_run(
-        self, run: RunRecord, state: Mapping[str, Any], commit: Commit | None = None
+        self,
+        run: RunRecord,
+        state: Mapping[str, Any],
+        commit: Commit | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> Sequence[EventRecord]:
         if run.id in self._runs:
             raise StoreError(f"run {run.id!r} already exists")
         if commit is not None and commit.run_id != run.id:
             raise ValueError(f"a commit of run {commit.run_id!r} cannot create run {run.id!r}")
+        if lease is not None and lease.run_id != run.id:
+            raise ValueError(f"a lease on run {lease.run_id!r} cannot create run {run.id!r}")
         row = _RunRow.of(run, "run")
         initial = _encoded_state(state)
-        step = self._prepared(commit) if commit is not None else None
+        if commit is not None and commit.lease is not None and commit.lease != lease:
+            raise LeaseLost(f"run {run.id!r} is created without the lease its commit carries")
+        step = self._prepared(commit, created=True) if commit is not None else None
         self._runs[run.id] = row
         self._states[run.id] = initial
         self._tokens[run.id] = {}
         self._history[run.id] = []
-        return self._apply(step) if step is not None else []
+        self._due[run.id] = {}
+        self._epochs[run.id] = lease.epoch if lease is not None else 0
+        if lease is not None:
+            self._hold(lease)
+        events = self._apply(step) if step is not None else []
+        self._rewake(run.id)
+        return events
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         if commit.run_id not in self._runs:
             raise UnknownRunError(commit.run_id)
-        return self._apply(self._prepared(commit))
+        events = self._apply(self._prepared(commit))
+        self._rewake(commit.run_id)
+        return events
 
-    def _prepared(self, c: Commit) -> _Step:
+    def _prepared(self, c: Commit, *, created: bool = False) -> _Step:
         """``c`` checked and encoded: raises (having changed nothing) if it cannot apply."""
         if c.run is not None and c.run.id != c.run_id:
             raise ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
+        if c.lease is not None and not created:
+            held = self._leases.get(c.run_id)
+            if held is None or held.owner != c.lease.owner or held.epoch != c.lease.epoch:
+                who = f"{held.owner!r} at epoch {held.epoch}" if held is not None else "nobody"
+                raise LeaseLost(
+                    f"run {c.run_id!r} is held by {who}, not {c.lease.owner!r} at epoch "
+                    f"{c.lease.epoch}"
+                )
         stored = self._runs.get(c.run_id)
         lifecycle = stored.record.lifecycle if stored is not None else None
         if c.run_lifecycles is not None and lifecycle not in c.run_lifecycles:
@@ -140,12 +187,20 @@ class MemoryStore(Store):
         for seq, (kept, given) in enumerate(zip(step.events, c.events, strict=True), first):
             kept.record.seq = given.seq = seq  # (the caller's records too: a database returns it)
             history.append(kept)
+        due = self._due[run_id]
         for token_id in c.due_cleared:
-            self._due.clear(token_id)
+            for name in [name for name in due if name[0] == token_id]:
+                del due[name]
         for token_id, purpose in c.due_dropped:
-            self._due.drop(token_id, purpose)
+            due.pop((token_id, purpose), None)
+        for entry in c.due_fired:
+            fired = due.get((entry.token_id, entry.purpose))
+            if fired is not None and fired[0] == entry.when:
+                del due[(entry.token_id, entry.purpose)]
         for entry in c.due:
-            self._due.set(entry)
+            due[(entry.token_id, entry.purpose)] = (entry.when, next(self._due_order))
+        if self._runs[run_id].record.lifecycle in ENDED_LIFECYCLES:
+            due.clear()
         for anchor in c.anchors:
             self._anchors.setdefault(anchor.run_id, {})[(anchor.placement, anchor.item)] = anchor.at
         for placement, item in c.anchors_released:
@@ -157,7 +212,142 @@ class MemoryStore(Store):
             self._put_park(park)
         for answer in step.answers:
             self._answers[answer.record.key] = answer
+        if c.release:
+            self._let_go(run_id)
         return list(c.events)
+
+    # -- leases and wake instants ------------
+
+    def _hold(self, lease: Lease) -> None:
+        old = self._leases.get(lease.run_id)
+        if old is not None:
+            self._held[old.owner].discard(lease.run_id)
+        self._leases[lease.run_id] = lease
+        self._epochs[lease.run_id] = lease.epoch
+        self._held.setdefault(lease.owner, set()).add(lease.run_id)
+
+    def _let_go(self, run_id: str) -> None:
+        lease = self._leases.pop(run_id, None)
+        if lease is not None:
+            self._held[lease.owner].discard(run_id)
+
+    def _take(self, run_id: str, owner: str, expires: datetime) -> Lease:
+        old = self._leases.get(run_id)
+        same = old is not None and old.owner == owner
+        epoch = self._epochs[run_id] if same else self._epochs[run_id] + 1
+        lease = Lease(run_id, owner, epoch, expires)
+        self._hold(lease)
+        self._rewake(run_id)
+        return lease
+
+    def _rewake(self, run_id: str) -> None:
+        """Bring the run's wake instant up to date (see :mod:`flowtide.store.base`)."""
+        run = self._runs[run_id].record
+        wake: datetime | None
+        if run.lifecycle in ENDED_LIFECYCLES:
+            wake = None
+        else:
+            due = self._due[run_id]
+            first = min((when for when, _ in due.values()), default=None)
+            lease = self._leases.get(run_id)
+            if lease is not None:
+                wake = lease.expires if first is None else min(lease.expires, first)
+            elif run.lifecycle in RUNNABLE_LIFECYCLES:
+                wake = run.created_at
+            else:
+                wake = first
+        old = self._wakes.get(run_id)
+        if old is not None and old[0] == wake:
+            return
+        if wake is None:
+            self._wakes.pop(run_id, None)
+            return
+        order = next(self._wake_order)
+        self._wakes[run_id] = (wake, order)
+        heapq.heappush(self._wake_heap, (wake, order, run_id))
+
+    def _first_wake(self) -> tuple[datetime, int, str] | None:
+        """The heap's earliest item that is still its run's wake (stale items are dropped)."""
+        heap = self._wake_heap
+        while heap:
+            when, order, run_id = heap[0]
+            if self._wakes.get(run_id) == (when, order):
+                return heap[0]
+            heapq.heappop(heap)
+        return None
+
+    async def next_wake(self) -> datetime | None:
+        first = self._first_wake()
+        return first[0] if first is not None else None
+
+    async def claim_runs(
+        self, owner: str, now: datetime, expires: datetime, limit: int = 100
+    ) -> Sequence[Lease]:
+        taken: list[Lease] = []
+        passed: list[tuple[datetime, int, str]] = []
+        seen: set[str] = set()
+        while len(taken) < limit:
+            first = self._first_wake()
+            if first is None or first[0] > now:
+                break
+            heapq.heappop(self._wake_heap)
+            run_id = first[2]
+            lease = self._leases.get(run_id)
+            if run_id in seen or (
+                lease is not None and lease.owner != owner and lease.expires > now
+            ):
+                passed.append(first)  # (held by a live owner: its wake is that owner's)
+                continue
+            seen.add(run_id)
+            del self._wakes[run_id]
+            taken.append(self._take(run_id, owner, expires))
+        for item in passed:
+            heapq.heappush(self._wake_heap, item)
+        return taken
+
+    async def acquire_run(
+        self, run_id: str, owner: str, now: datetime, expires: datetime, *, force: bool = False
+    ) -> Lease | None:
+        run = self._run(run_id).record
+        if run.lifecycle in ENDED_LIFECYCLES:
+            return None
+        lease = self._leases.get(run_id)
+        if lease is not None and lease.owner != owner and lease.expires > now and not force:
+            return None
+        return self._take(run_id, owner, expires)
+
+    async def renew_leases(self, owner: str, expires: datetime) -> Sequence[Lease]:
+        renewed = []
+        for run_id in sorted(self._held.get(owner, ())):
+            lease = Lease(run_id, owner, self._leases[run_id].epoch, expires)
+            self._leases[run_id] = lease
+            self._rewake(run_id)
+            renewed.append(lease)
+        return renewed
+
+    async def release_runs(self, owner: str) -> Sequence[str]:
+        released = sorted(self._held.pop(owner, set()))
+        for run_id in released:
+            del self._leases[run_id]
+            self._rewake(run_id)
+        return released
+
+    async def lease_of(self, run_id: str) -> Lease | None:
+        self._run(run_id)
+        return self._leases.get(run_id)
+
+    # -- flows ------------
+
+    async def put_flow(self, flow: StoredFlow) -> None:
+        text = encode_json(flow.document, "document")
+        self._flows.setdefault((flow.flow_id, flow.digest), (flow.version, text))
+
+    async def get_flow(self, flow_id: str, digest: str) -> StoredFlow:
+        kept = self._flows.get((flow_id, digest))
+        if kept is None:
+            raise UnknownStoredFlow(flow_id, digest)
+        version, text = kept
+        return StoredFlow(flow_id, version, digest, decode_json(text))
 
     def _put_park(self, park: _ParkRow) -> None:
         record = park.record
@@ -208,11 +398,10 @@ class MemoryStore(Store):
         self._run(run_id)
         return [row.read() for row in self._history[run_id][max(after, 0) :]]
 
-    async def next_due(self) -> datetime | None:
-        return self._due.next_due()
-
-    async def claim_due(self, now: datetime, limit: int = 100) -> Sequence[DueEntry]:
-        return self._due.claim(now, limit)
+    async def due_of(self, run_id: str) -> Sequence[DueEntry]:
+        self._run(run_id)
+        kept = sorted(self._due[run_id].items(), key=lambda item: item[1])
+        return [DueEntry(when, run_id, token, purpose) for (token, purpose), (when, _) in kept]
 
     async def node_anchor(self, run_id: str, placement: str, item: str | None) -> datetime | None:
         return self._anchors.get(run_id, {}).get((placement, item))
@@ -255,8 +444,13 @@ class MemoryStore(Store):
         return [items[index].read() for index in sorted(items)]
 
     def due_entries(self) -> list[DueEntry]:
-        """Every due entry, in the order they would be claimed (for tests)."""
-        return self._due.entries()
+        """Every due entry of every run, earliest first (for tests)."""
+        kept = [
+            (when, order, DueEntry(when, run_id, token, purpose))
+            for run_id, due in self._due.items()
+            for (token, purpose), (when, order) in due.items()
+        ]
+        return [entry for _, _, entry in sorted(kept, key=lambda k: k[:2])]
 
     def _run(self, run_id: str) -> _RunRow:
         try:

@@ -18,9 +18,18 @@ from flowtide.testing.storechecks.commits import (
     unknown_runs,
 )
 from flowtide.testing.storechecks.due import (
-    due_entries_are_claimed_earliest_first,
-    due_entries_are_claimed_once,
+    an_ended_run_keeps_no_due_entries,
     due_entries_are_one_per_token_and_purpose,
+    due_entries_are_read_earliest_first,
+    fired_entries_are_removed_only_as_they_were,
+)
+from flowtide.testing.storechecks.leases import (
+    acquiring_a_run,
+    claims_never_hand_a_run_to_two_owners,
+    claims_take_runs_whose_wake_has_come,
+    commits_are_fenced_by_their_lease,
+    leases_are_renewed_and_given_back,
+    runs_wake_when_they_need_a_worker,
 )
 from flowtide.testing.storechecks.parking import (
     node_anchors_are_stored_and_released,
@@ -28,6 +37,7 @@ from flowtide.testing.storechecks.parking import (
 )
 from flowtide.testing.storechecks.records import (
     checkpoints_round_trip,
+    flows_are_stored_by_digest,
     json_values_round_trip,
     records_are_copies,
     scatter_items_are_kept_by_index,
@@ -51,9 +61,17 @@ CHECKS: tuple[StoreCheck, ...] = (
     state_keys_are_set_and_deleted,
     history_is_numbered_per_run,
     runs_are_listed_by_lifecycle,
-    due_entries_are_claimed_earliest_first,
-    due_entries_are_claimed_once,
+    due_entries_are_read_earliest_first,
     due_entries_are_one_per_token_and_purpose,
+    fired_entries_are_removed_only_as_they_were,
+    an_ended_run_keeps_no_due_entries,
+    runs_wake_when_they_need_a_worker,
+    claims_take_runs_whose_wake_has_come,
+    claims_never_hand_a_run_to_two_owners,
+    commits_are_fenced_by_their_lease,
+    acquiring_a_run,
+    leases_are_renewed_and_given_back,
+    flows_are_stored_by_digest,
     node_anchors_are_stored_and_released,
     parks_are_found_by_filters_in_order,
     tokens_are_filtered_by_status,

@@ -11,6 +11,8 @@ from flowtide.store.base import (
     DuplicateSignal,
     EventRecord,
     Expect,
+    Lease,
+    LeaseLost,
     SignalAnswer,
     Store,
     StoreConflict,
@@ -50,8 +52,8 @@ async def a_commit_applies_every_part(store: Store) -> None:
     same([i.output for i in after.scatter], ["a"], "the scatter items")
     answer = await store.signal_answer("answer-a")
     same(answer.answer if answer else None, {"by": "a"}, "the signal answer")
-    claimed = await store.claim_due(at(1000))
-    same([(e.token_id, e.purpose) for e in claimed], [("r.9", "due-a")], "the due entries")
+    due = await store.due_of("r")
+    same([(e.token_id, e.purpose) for e in due], [("r.9", "due-a")], "the due entries")
 
 
 async def a_refused_commit_applies_nothing(store: Store) -> None:
@@ -77,6 +79,11 @@ async def a_refused_commit_applies_nothing(store: Store) -> None:
             ),
         ),
         (
+            "a lease the run is not held under",
+            LeaseLost,
+            replace(every_part("r", "x"), lease=Lease("r", "someone", 1, at(99))),
+        ),
+        (
             "a value that is not JSON",
             NotJSONError,
             replace(every_part("r", "x"), events=[EventRecord("e", "r", T0, data={"s": {1}})]),
@@ -88,9 +95,9 @@ async def a_refused_commit_applies_nothing(store: Store) -> None:
         same_snapshot(await snapshot(store), before, f"after a commit refused for {why}")
         same(await store.signal_answer("answer-x"), None, f"answers after {why}")
         same(await store.signal_answer("twice"), None, f"answers after {why}")
-    claimed = await store.claim_due(at(1000))
+    due = await store.due_of("r")
     same(
-        [(e.token_id, e.purpose) for e in claimed],
+        [(e.token_id, e.purpose) for e in due],
         [("r.1", ""), ("r.2", "timeout")],
         "the due entries after the refused commits",
     )

@@ -1,8 +1,8 @@
-"""Checks of due entries: claimed earliest first and once, one per token and purpose."""
+"""Checks of due entries: one per token and purpose, read per run, removed by the step that
+fires them."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 
 from flowtide.store.base import Commit, DueEntry, Store
@@ -13,11 +13,10 @@ def _names(entries: Iterable[DueEntry]) -> list[tuple[str, str]]:
     return [(e.token_id, e.purpose) for e in entries]
 
 
-async def due_entries_are_claimed_earliest_first(store: Store) -> None:
-    same(await store.next_due(), None, "next_due of an empty store")
-    same(list(await store.claim_due(at(1000))), [], "claim_due of an empty store")
+async def due_entries_are_read_earliest_first(store: Store) -> None:
     await new_run(store)
     await new_run(store, "s")
+    same(list(await store.due_of("r")), [], "due_of a run without entries")
     await store.commit(
         Commit("r", due=[DueEntry(at(30), "r", "r.1"), DueEntry(at(10), "r", "r.2")])
     )
@@ -32,37 +31,16 @@ async def due_entries_are_claimed_earliest_first(store: Store) -> None:
             ],
         )
     )
-    same(await store.next_due(), at(10), "next_due")
-    same(list(await store.claim_due(at(9))), [], "claim_due before the first instant")
-    first = await store.claim_due(at(30), limit=2)
     same(
-        list(first),
-        [DueEntry(at(10), "r", "r.2"), DueEntry(at(20), "s", "s.1", "timeout")],
-        "the first claim (earliest first, ties in the order set, up to the limit)",
+        list(await store.due_of("r")),
+        [DueEntry(at(10), "r", "r.2"), DueEntry(at(30), "r", "r.1")],
+        "the entries of run r (earliest first)",
     )
-    same(await store.next_due(), at(20), "next_due after a claim")
-    second = await store.claim_due(at(30))
-    same(_names(second), [("s.1", "timer:1:0"), ("r.1", "")], "the second claim")
-    same(list(await store.claim_due(at(30))), [], "a claim of entries claimed already")
-    same(await store.next_due(), at(99), "next_due of the last entry")
     same(
-        _names(await store.claim_due(at(99))),
-        [("s.3", "b"), ("s.2", "a")],
-        "a claim at the entries' instant (ties in the order set)",
+        _names(await store.due_of("s")),
+        [("s.1", "timeout"), ("s.1", "timer:1:0"), ("s.3", "b"), ("s.2", "a")],
+        "the entries of run s (ties in the order set)",
     )
-    same(await store.next_due(), None, "next_due once every entry was claimed")
-
-
-async def due_entries_are_claimed_once(store: Store) -> None:
-    """Claims that overlap (two sweepers) share the entries out: none is claimed twice."""
-    await new_run(store)
-    entries = [DueEntry(at(i % 7), "r", f"r.{i}") for i in range(40)]
-    await store.commit(Commit("r", due=entries))
-    claims = await asyncio.gather(*(store.claim_due(at(10), limit=15) for _ in range(4)))
-    claimed = [e for claim in claims for e in claim]
-    same(len(claimed), 40, "entries claimed by four overlapping claims")
-    same(len(set(claimed)), 40, "distinct entries among them")
-    same(await store.next_due(), None, "next_due once every entry was claimed")
 
 
 async def due_entries_are_one_per_token_and_purpose(store: Store) -> None:
@@ -89,9 +67,8 @@ async def due_entries_are_one_per_token_and_purpose(store: Store) -> None:
     await store.commit(
         Commit("r", due_dropped=[("r.3", "x")], due=[DueEntry(at(31), "r", "r.3", "x")])
     )
-    same(await store.next_due(), at(5), "next_due")
     same(
-        list(await store.claim_due(at(1000))),
+        list(await store.due_of("r")),
         [
             DueEntry(at(5), "r", "r.1", "timer:1:0"),
             DueEntry(at(20), "r", "r.1", "timeout"),
@@ -99,3 +76,57 @@ async def due_entries_are_one_per_token_and_purpose(store: Store) -> None:
         ],
         "the entries left after replacing, dropping and clearing",
     )
+
+
+async def fired_entries_are_removed_only_as_they_were(store: Store) -> None:
+    """``Commit.due_fired`` removes an entry still stored for the instant it fired at; one set
+    again since (for another instant) stays, and so does every other entry."""
+    await new_run(store)
+    await store.commit(
+        Commit(
+            "r",
+            due=[
+                DueEntry(at(10), "r", "r.1", "timeout"),
+                DueEntry(at(10), "r", "r.2", "timeout"),
+                DueEntry(at(12), "r", "r.2"),
+            ],
+        )
+    )
+    await store.commit(Commit("r", due=[DueEntry(at(40), "r", "r.2", "timeout")]))
+    await store.commit(
+        Commit(
+            "r",
+            due_fired=[
+                DueEntry(at(10), "r", "r.1", "timeout"),
+                DueEntry(at(10), "r", "r.2", "timeout"),
+                DueEntry(at(10), "r", "r.7", "timeout"),
+            ],
+        )
+    )
+    same(
+        list(await store.due_of("r")),
+        [DueEntry(at(12), "r", "r.2"), DueEntry(at(40), "r", "r.2", "timeout")],
+        "the entries left after firing",
+    )
+    # Fired and set again in one commit: the new instant is kept.
+    await store.commit(
+        Commit(
+            "r",
+            due_fired=[DueEntry(at(12), "r", "r.2")],
+            due=[DueEntry(at(50), "r", "r.2")],
+        )
+    )
+    same(
+        _names(await store.due_of("r")),
+        [("r.2", "timeout"), ("r.2", "")],
+        "the entries after a fire that set its token's entry again",
+    )
+
+
+async def an_ended_run_keeps_no_due_entries(store: Store) -> None:
+    run = await new_run(store)
+    await store.commit(Commit("r", due=[DueEntry(at(10), "r", "r.1", "timeout")]))
+    run.lifecycle = "completed"
+    await store.commit(Commit("r", run=run, due=[DueEntry(at(20), "r", "r.2")]))
+    same(list(await store.due_of("r")), [], "the due entries of a run that ended")
+    same(await store.next_wake(), None, "the wake instant of a run that ended")

@@ -19,9 +19,11 @@ from flowtide.store.base import (
     ScatterItemRecord,
     SignalAnswer,
     Store,
+    StoredFlow,
     StoreError,
     TokenRecord,
     TokenStatus,
+    UnknownStoredFlow,
 )
 from flowtide.store.jsonvalues import NotJSONError
 from flowtide.testing.storechecks.support import (
@@ -365,3 +367,18 @@ async def _records_are_as_written(store: Store) -> None:
         SignalAnswer("k", "r", {"receipt": {"at": "now"}}),
         "a signal answer",
     )
+
+
+async def flows_are_stored_by_digest(store: Store) -> None:
+    with raises(UnknownStoredFlow, "a flow never stored"):
+        await store.get_flow("urn:f", "0" * 64)
+    one = StoredFlow("urn:f", "1", "a" * 64, {"id": "urn:f", "version": "1", "nodes": [1.5]})
+    changed = StoredFlow("urn:f", "1", "b" * 64, {"id": "urn:f", "version": "1", "nodes": []})
+    await store.put_flow(one)
+    await store.put_flow(one)
+    await store.put_flow(changed)
+    same(await store.get_flow("urn:f", "a" * 64), one, "the first document")
+    same(await store.get_flow("urn:f", "b" * 64), changed, "the changed one, beside it")
+    kept = await store.get_flow("urn:f", "a" * 64)
+    kept.document["nodes"].append(2)
+    same(await store.get_flow("urn:f", "a" * 64), one, "a document read, then changed")

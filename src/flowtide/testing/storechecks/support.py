@@ -12,6 +12,7 @@ from flowtide.store.base import (
     Commit,
     DueEntry,
     EventRecord,
+    Lease,
     NodeAnchor,
     ParkRecord,
     RunRecord,
@@ -99,7 +100,7 @@ async def seeded_run(store: Store, run_id: str = "r") -> None:
 
 @dataclass
 class Snapshot:
-    """Everything a store says about one run (due entries excepted: reading them claims them)."""
+    """Everything a store says about one run."""
 
     run: RunRecord
     state: dict[str, Any]
@@ -108,7 +109,9 @@ class Snapshot:
     parks: list[ParkRecord]
     anchors: list[NodeAnchor]
     scatter: list[ScatterItemRecord]
-    next_due: datetime | None
+    due: list[DueEntry]
+    lease: Lease | None
+    next_wake: datetime | None
 
 
 def same_snapshot(got: Snapshot, want: Snapshot, what: str) -> None:
@@ -126,7 +129,9 @@ async def snapshot(store: Store, run_id: str = "r") -> Snapshot:
         list(await store.parks(run_id=run_id)),
         sorted(await store.node_anchors(run_id), key=lambda a: (a.placement, a.item or "")),
         list(await store.scatter_items(run_id, "each#9")),
-        await store.next_due(),
+        list(await store.due_of(run_id)),
+        await store.lease_of(run_id),
+        await store.next_wake(),
     )
 
 

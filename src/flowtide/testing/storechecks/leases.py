@@ -1,0 +1,135 @@
+"""Checks of leases and wake instants: who drives each run, and when a run needs a worker."""
+
+from __future__ import annotations
+
+import asyncio
+
+from flowtide.store.base import Commit, DueEntry, Lease, LeaseLost, Store, UnknownRunError
+from flowtide.testing.storechecks.support import (
+    T0,
+    at,
+    new_run,
+    raises,
+    run_record,
+    same,
+    snapshot,
+    token,
+    true,
+)
+
+
+async def runs_wake_when_they_need_a_worker(store: Store) -> None:
+    same(await store.next_wake(), None, "next_wake of an empty store")
+    await new_run(store, "p", lifecycle="parked")
+    same(await store.next_wake(), None, "a parked run nobody holds, with nothing due")
+    await store.commit(Commit("p", due=[DueEntry(at(30), "p", "p.1", "timeout")]))
+    same(await store.next_wake(), at(30), "a parked run nobody holds: its earliest due entry")
+    await store.create_run(run_record("h", "running"), {}, lease=Lease("h", "w1", 1, at(20)))
+    same(await store.next_wake(), at(20), "a held run: its lease's expiry")
+    await store.commit(Commit("h", due=[DueEntry(at(5), "h", "h.1")]))
+    same(await store.next_wake(), at(5), "a held run: its due entry, if earlier")
+    await store.commit(Commit("h", due_cleared=["h.1"]))
+    same(await store.next_wake(), at(20), "a held run whose due entry went")
+    await store.create_run(run_record("n", "pending"), {})
+    same(await store.next_wake(), T0, "a pending run nobody holds: at once (its creation)")
+    ended = run_record("n", "cancelled")
+    await store.commit(Commit("n", run=ended))
+    same(await store.next_wake(), at(20), "once that run has ended")
+    await store.commit(Commit("h", release=True))
+    same(await store.next_wake(), T0, "a running run given back: at once")
+
+
+async def claims_take_runs_whose_wake_has_come(store: Store) -> None:
+    await store.create_run(run_record("a", "pending"), {})
+    await new_run(store, "b", lifecycle="parked")
+    await store.commit(Commit("b", due=[DueEntry(at(10), "b", "b.1", "timeout")]))
+    await new_run(store, "c", lifecycle="parked")
+    await store.commit(Commit("c", due=[DueEntry(at(50), "c", "c.1", "timeout")]))
+    same(list(await store.claim_runs("w1", at(-1), at(100))), [], "before any wake")
+    first = await store.claim_runs("w1", at(10), at(100), limit=1)
+    same(list(first), [Lease("a", "w1", 1, at(100))], "the first claim (earliest, up to limit)")
+    second = await store.claim_runs("w2", at(10), at(100))
+    same(list(second), [Lease("b", "w2", 1, at(100))], "the second claim (another owner)")
+    same(list(await store.claim_runs("w3", at(10), at(100))), [], "runs held by live owners")
+    same(await store.lease_of("b"), Lease("b", "w2", 1, at(100)), "the lease of a claimed run")
+    # The holder claims its own run again when an entry of it comes due: same epoch.
+    await store.commit(
+        Commit("b", due=[DueEntry(at(20), "b", "b.2")], lease=Lease("b", "w2", 1, at(100)))
+    )
+    again = await store.claim_runs("w2", at(20), at(120))
+    same(list(again), [Lease("b", "w2", 1, at(120))], "the holder's own claim")
+    # Once the lease has expired, anyone takes the run over, at the next epoch.
+    taken = await store.claim_runs("w3", at(121), at(200))
+    same(
+        sorted(taken, key=lambda lease: lease.run_id),
+        [Lease("a", "w3", 2, at(200)), Lease("b", "w3", 2, at(200)), Lease("c", "w3", 1, at(200))],
+        "runs whose leases expired, and a run whose due entry came",
+    )
+
+
+async def claims_never_hand_a_run_to_two_owners(store: Store) -> None:
+    for i in range(40):
+        await store.create_run(run_record(f"r{i}", "pending"), {})
+    claims = await asyncio.gather(
+        *(store.claim_runs(f"w{n}", at(10), at(100), limit=15) for n in range(4))
+    )
+    taken = [lease.run_id for claim in claims for lease in claim]
+    same(len(taken), 40, "runs claimed by four overlapping claims")
+    same(len(set(taken)), 40, "distinct runs among them")
+    same(await store.next_wake(), at(100), "the next wake: the leases' expiry")
+
+
+async def commits_are_fenced_by_their_lease(store: Store) -> None:
+    await store.create_run(run_record("r", "running"), {"n": 1}, lease=Lease("r", "w1", 1, at(10)))
+    old = Lease("r", "w1", 1, at(10))
+    await store.commit(Commit("r", tokens=[token("r", 1)], lease=old))
+    taken = await store.acquire_run("r", "w2", at(11), at(50))
+    same(taken, Lease("r", "w2", 2, at(50)), "a run taken over once its lease expired")
+    before = await snapshot(store)
+    with raises(LeaseLost, "a commit under the lease that was taken over"):
+        await store.commit(Commit("r", state={"n": 2}, tokens=[token("r", 2)], lease=old))
+    same(await snapshot(store), before, "the run after the refused commit")
+    assert taken is not None
+    await store.commit(Commit("r", state={"n": 3}, lease=taken, release=True))
+    same(await store.lease_of("r"), None, "the lease once given back")
+    with raises(LeaseLost, "a commit under a lease given back"):
+        await store.commit(Commit("r", state={"n": 4}, lease=taken))
+    same(await store.get_state("r"), {"n": 3}, "the state")
+    again = await store.acquire_run("r", "w1", at(12), at(60))
+    same(again, Lease("r", "w1", 3, at(60)), "taken again: the next epoch")
+
+
+async def acquiring_a_run(store: Store) -> None:
+    with raises(UnknownRunError, "acquiring an unknown run"):
+        await store.acquire_run("nope", "w1", T0, at(10))
+    await store.create_run(run_record("r", "parked"), {})
+    same(await store.acquire_run("r", "w1", T0, at(10)), Lease("r", "w1", 1, at(10)), "free")
+    same(await store.acquire_run("r", "w2", at(5), at(20)), None, "held by a live owner")
+    same(
+        await store.acquire_run("r", "w1", at(5), at(20)),
+        Lease("r", "w1", 1, at(20)),
+        "by its own holder (the same epoch, later expiry)",
+    )
+    forced = await store.acquire_run("r", "w2", at(5), at(30), force=True)
+    same(forced, Lease("r", "w2", 2, at(30)), "forced from a live owner")
+    with raises(LeaseLost, "a commit of the owner it was forced from"):
+        await store.commit(Commit("r", lease=Lease("r", "w1", 1, at(20))))
+    await store.commit(Commit("r", run=run_record("r", "completed")))
+    same(await store.acquire_run("r", "w3", at(99), at(200)), None, "a run that has ended")
+
+
+async def leases_are_renewed_and_given_back(store: Store) -> None:
+    for run_id in ("a", "b", "c"):
+        await store.create_run(run_record(run_id), {}, lease=Lease(run_id, "w1", 1, at(10)))
+    await store.acquire_run("c", "w2", at(11), at(40))
+    renewed = await store.renew_leases("w1", at(30))
+    same(
+        sorted(renewed, key=lambda lease: lease.run_id),
+        [Lease("a", "w1", 1, at(30)), Lease("b", "w1", 1, at(30))],
+        "the leases renewed (not the run taken over)",
+    )
+    same(sorted(await store.release_runs("w1")), ["a", "b"], "the runs given back")
+    same(await store.lease_of("a"), None, "a run given back")
+    same(list(await store.renew_leases("w1", at(50))), [], "renewing once nothing is held")
+    true(await store.lease_of("c") is not None, "another owner's run is still held")
+    same(await store.next_wake(), T0, "runs given back need a worker at once")
