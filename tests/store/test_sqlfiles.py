@@ -1,0 +1,48 @@
+"""Named queries and migrations read from ``.sql`` files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from flowtide.store.sqlfiles import load_migrations, load_queries
+
+
+@pytest.fixture
+def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "sqlpkg"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield folder
+    sys.modules.pop("sqlpkg", None)
+
+
+def test_queries_are_read_by_name(package: Path) -> None:
+    (package / "q.sql").write_text(
+        "-- The header says nothing.\n"
+        "-- name: one\n-- What it does.\nSELECT 1;\n\n"
+        "-- name: two\nUPDATE t\n  SET x = :x;\n"
+    )
+    assert load_queries("sqlpkg", "q.sql") == {"one": "SELECT 1;", "two": "UPDATE t\n  SET x = :x;"}
+
+
+def test_a_query_named_twice_or_empty_is_refused(package: Path) -> None:
+    (package / "twice.sql").write_text("-- name: one\nSELECT 1;\n-- name: one\nSELECT 2;\n")
+    with pytest.raises(ValueError, match="'one' is defined twice"):
+        load_queries("sqlpkg", "twice.sql")
+    (package / "empty.sql").write_text("-- name: one\n-- nothing\n")
+    with pytest.raises(ValueError, match="'one' is empty"):
+        load_queries("sqlpkg", "empty.sql")
+
+
+def test_migrations_run_in_order_without_gaps(package: Path) -> None:
+    (package / "0002_more.sql").write_text("ALTER TABLE t ADD y;")
+    (package / "0001_initial.sql").write_text("CREATE TABLE t (x);")
+    (package / "notes.txt").write_text("not a migration")
+    assert [(m.version, m.name) for m in load_migrations("sqlpkg")] == [(1, "initial"), (2, "more")]
+    (package / "0004_gap.sql").write_text("SELECT 1;")
+    with pytest.raises(ValueError, match="migration 0003 is missing"):
+        load_migrations("sqlpkg")
