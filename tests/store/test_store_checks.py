@@ -95,7 +95,7 @@ class ClaimingHeldRuns(MemoryStore):
     async def claim_runs(
         self, owner: str, now: datetime, expires: datetime, limit: int = 100
     ) -> Sequence[Lease]:
-        taken = []
+        taken: list[Lease] = []
         for run in await self.list_runs():
             if len(taken) < limit and run.lifecycle in ("pending", "running", "parked"):
                 lease = await self.acquire_run(run.id, owner, now, expires, force=True)
