@@ -49,6 +49,8 @@ __all__ = [
     "Store",
     "StoreConflict",
     "StoreError",
+    "StoreOpenError",
+    "StoreSchemaError",
     "StoredFlow",
     "TokenRecord",
     "TokenStatus",

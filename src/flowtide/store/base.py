@@ -90,6 +90,8 @@ __all__ = [
     "Store",
     "StoreConflict",
     "StoreError",
+    "StoreOpenError",
+    "StoreSchemaError",
     "StoredFlow",
     "TokenRecord",
     "TokenStatus",
@@ -124,6 +126,16 @@ class StoreConflict(StoreError):
 
 class DuplicateSignal(StoreConflict):
     """A signal idempotency key already has an answer (another signal with it committed)."""
+
+
+class StoreOpenError(StoreError):
+    """A store could not be opened: its database is unreachable, refused us, or is not one
+    Flowtide can use. The message names the database without its password."""
+
+
+class StoreSchemaError(StoreOpenError):
+    """A database's schema is not one this code can use: newer than the code (written by a
+    later Flowtide), or not Flowtide's."""
 
 
 class LeaseLost(StoreConflict):
@@ -476,10 +488,15 @@ class Store(ABC):
     """Other processes may write to this store: a worker also waits for their changes
     (:meth:`wait_changed`), not only for its own."""
 
+    async def open(self) -> None:  # noqa: B027 (a store in memory has nothing to open)
+        """Connect, and bring the database's schema up to date (raises
+        :class:`StoreOpenError`); ``async with store`` opens it too. Opening twice is harmless."""
+
     async def close(self) -> None:  # noqa: B027 (a store holding nothing has nothing to do)
         """Give back what the store holds (connections); it cannot be used afterwards."""
 
     async def __aenter__(self) -> Store:
+        await self.open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
