@@ -117,12 +117,13 @@ def _loose(data: dict[str, Any]) -> dict[str, Any]:
     """The same flow in the other forms the loader takes: each single route target as a list,
     each duration in milliseconds when it is a whole number of them."""
 
-    def walk(value: Any, key: str | None = None) -> Any:
+    def walk(value: Any, key: str | None = None, parent: str | None = None) -> Any:
         if isinstance(value, dict):
-            return {k: walk(v, k) for k, v in value.items()}
+            return {k: walk(v, k, key) for k, v in value.items()}
         if isinstance(value, list):
             return [walk(v) for v in value]
-        if key in _DURATIONS and isinstance(value, str):
+        # (A gather's "initial" is the reducer's first value, not a duration.)
+        if key in _DURATIONS and isinstance(value, str) and parent != "gather":
             return _milliseconds(value)
         return value
 

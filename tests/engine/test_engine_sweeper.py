@@ -68,8 +68,8 @@ async def one_race(
 ) -> str:
     """A signal sent 1 µs before the deadline races the sweeper firing the deadline.
 
-    The sweeper is stopped and its firing path is run by hand with the due entries claimed at
-    the deadline (as the sweeper of a process whose clock already reads 10 s would), each side
+    The sweeper is stopped and its firing path is run by hand with the runs claimed at the
+    deadline (as the sweeper of a process whose clock already reads 10 s would), each side
     after a random number of loop turns (up to ``turns``), in both orders. ``store``: a fresh
     memory store by default.
     """
@@ -94,8 +94,8 @@ async def one_race(
 
         async def sweep() -> None:
             await yields(rng, turns)
-            due = await store.claim_due(at(10))
-            await a._fire_batch(due)
+            leases = await store.claim_runs(a.owner, at(10), at(40))
+            await a._take(leases, at(10))
 
         tasks = [signal(), sweep()] if order == 0 else [sweep(), signal()]
         await asyncio.gather(*tasks)
@@ -190,7 +190,7 @@ async def test_many_parked_runs_fire_in_batches_at_their_deadlines() -> None:
         results = [await engine.wait(r) for r in runs]
         stats = engine.sweeper.statistics()
     assert {r.outcome for r in results} == {"late"}
-    assert stats.fired == 1200
+    assert stats.claimed == 1200
     assert stats.batches >= 3  # claimed in batches, not one by one nor all at once
 
 

@@ -1,10 +1,11 @@
-"""A due entry that an engine cannot fire (its run's flow is not registered there) is kept."""
+"""A run a worker cannot drive (its nodes do not resolve there) waits, visibly, for one that can;
+a worker that was never given the flow drives a run from the document kept in the store."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from flowtide.authoring import FlowBuilder, node
+from flowtide.authoring import FlowBuilder, NodeRegistry, node
 from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park
 from flowtide.engine.engine import DEFER_UNFIREABLE
@@ -13,48 +14,70 @@ from flowtide.store import MemoryStore
 from tests.engine.engine_helpers import T0, at, of_kind
 
 
-@node(outputs=["approved"], timeout="PT10S", register=False)
+@node(id="approval:wait", outputs=["approved"], timeout="PT10S", register=False)
 async def wait_for_ok(ctx: NodeContext) -> Any:
     return Park(key=ctx.run_id)
 
 
-def approval() -> Flow:
+@node(outputs=["approved"], timeout="PT10S", register=False)
+async def importable_wait(ctx: NodeContext) -> Any:
+    return Park(key=ctx.run_id)
+
+
+def approval(waiting: Any = wait_for_ok) -> Flow:
     return (
         FlowBuilder("urn:test:flow:unfireable")
-        .task("w", wait_for_ok, {"approved": "yes", "timeout": "late"})
+        .task("w", waiting, {"approved": "yes", "timeout": "late"})
         .terminal("yes", "approved")
         .terminal("late", "late")
         .build()
     )
 
 
-async def test_a_deadline_is_deferred_not_dropped_by_an_engine_without_the_flow() -> None:
+async def test_a_run_whose_nodes_do_not_resolve_waits_for_a_worker_that_can() -> None:
     clock = VirtualClock(T0)
     store = MemoryStore()
+    nodes = NodeRegistry({"approval:wait": wait_for_ok})
     flow = approval()
-    first = Engine(clock=clock, store=store, flows=[flow])
+    first = Engine(clock=clock, store=store, flows=[flow], registry=nodes)
     run_id = (await first.run(flow)).run_id
     await first.close()  # the parked run stays in the store, its deadline at 10 s
 
-    stranger = Engine(clock=clock, store=store)  # knows no flow
+    stranger = Engine(clock=clock, store=store)  # cannot resolve "approval:wait"
     stranger.sweeper  # noqa: B018 - start its sweeper
     await clock.settle()
     await clock.advance_to(at(10))
     await clock.settle()
-    retry_at = at(10) + DEFER_UNFIREABLE
-    assert [(e.when, e.purpose) for e in store.due_entries()] == [(retry_at, "timeout")]
+    # Nothing was changed or dropped: the deadline is still due, the run still parked, and the
+    # stranger holds it aside until it may be tried again.
+    assert [(e.when, e.purpose) for e in store.due_entries()] == [(at(10), "timeout")]
     (warning,) = of_kind(await stranger.history(run_id), "warning")
-    assert "cannot fire a due timeout here" in warning.data["message"]
+    assert "cannot drive this run" in warning.data["message"]
+    assert "approval:wait" in warning.data["message"]
     assert (await store.get_run(run_id)).lifecycle == Lifecycle.PARKED
+    lease = await store.lease_of(run_id)
+    assert lease is not None and lease.expires == at(10) + DEFER_UNFIREABLE
     await stranger.close()
 
-    owner = Engine(clock=clock, store=store, flows=[flow])
+    owner = Engine(clock=clock, store=store, registry=nodes)  # the nodes, not the flow
     owner.sweeper  # noqa: B018
-    await clock.settle()
-    await clock.advance_to(retry_at)
     await clock.settle()
     result = await owner.wait(run_id)
     assert (result.lifecycle, result.outcome) == (Lifecycle.COMPLETED, "late")
     (timed_out,) = of_kind(await owner.history(run_id), "node_timed_out")
-    assert timed_out.at == retry_at
+    assert timed_out.at == at(10)  # (the stranger gave the run back when it closed)
     await owner.close()
+
+
+async def test_a_worker_drives_a_run_from_the_stored_document() -> None:
+    clock = VirtualClock(T0, autojump=True)
+    store = MemoryStore()
+    flow = approval(importable_wait)
+    first = Engine(clock=clock, store=store, flows=[flow])
+    run_id = (await first.run(flow)).run_id
+    await first.close()
+
+    worker = Engine(clock=clock, store=store)  # given no flow at all
+    result = await worker.wait(run_id)
+    assert (result.lifecycle, result.outcome) == (Lifecycle.COMPLETED, "late")
+    await worker.close()

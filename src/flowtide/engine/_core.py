@@ -31,8 +31,10 @@ from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
 from flowtide.store.base import (
     Commit,
+    DueEntry,
     EventRecord,
     Expect,
+    Lease,
     ParkRecord,
     ParkStatus,
     RunRecord,
@@ -121,6 +123,15 @@ class RunCore(ABC):
         self.done: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
         self.item: Any = run.options.get("item")
         """The scatter item this (child) run works on, passed to its nodes as ``ctx.item``."""
+        self.lease: Lease | None = None
+        """The lease this executor drives the run under: every commit carries it, so that a
+        worker the run was taken from cannot write to it any more."""
+        self.fired: dict[str, list[DueEntry]] = {}
+        """Due entries fired for a token and not removed yet: the next commit that writes the
+        token removes them (``Commit.due_fired``), with the move they caused."""
+        self.handed_off = False
+        """A token is ready but this engine runs no nodes: the run goes back to the store for a
+        worker once the step is done (see ``RunHost.executes``)."""
 
     @property
     def run_id(self) -> str:
@@ -194,6 +205,12 @@ class RunCore(ABC):
                     expected = self.expect.pop(t.id, None)
                     if expected is not None:
                         c.expect = {**c.expect, t.id: expected}
+            if self.fired:
+                fired = [e for t in c.tokens for e in self.fired.pop(t.id, ())]
+                if fired:
+                    c.due_fired = [*c.due_fired, *fired]
+            if c.lease is None:
+                c.lease = self.lease
             if self.run.lifecycle == PARKED_LIFECYCLE and self.end is None:
                 # Something moves again: the run is running.
                 self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.RUNNING).value
@@ -206,7 +223,9 @@ class RunCore(ABC):
             events = await commit_step(self.host.store, c, self.clock, shield=not own)
             if events:
                 self.stored_events = events
-            if c.due:
+            if c.release:
+                self.host.wake_sweeper()  # (its wake instant is no longer the lease's)
+            elif c.due:
                 self.host.wake_sweeper(min(e.when for e in c.due))
             self.host.publish(events)
         return True
@@ -251,6 +270,10 @@ class RunCore(ABC):
         return n
 
     def spawn(self, token: TokenRecord) -> None:
+        if not self.host.executes:
+            # Nodes run on workers: the token is left ready, in the store, for one of them.
+            self.handed_off = True
+            return
         task = asyncio.get_running_loop().create_task(self.drive(token))
         self.tasks.add(task)
 

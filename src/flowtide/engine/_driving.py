@@ -167,6 +167,10 @@ class Driving(Subflows):
             return
         if self.pins:
             return
+        if self.handed_off:
+            if self.settling is None or self.settling.done():
+                self.settling = asyncio.get_running_loop().create_task(self.hand_off())
+            return
         if any(t.status in (S.WAITING, S.PARKED) for t in self.tokens.values()):
             settling = self.settling is not None and not self.settling.done()
             if not settling and self.quiescent():
@@ -233,10 +237,14 @@ class Driving(Subflows):
                     self.last_seq(), dict(self.visits), list(self.terminals), self.outcome
                 )
                 c.run = self.run
+                c.release = True  # nobody holds it now: its wake instant is its next due entry
+                c.lease = self.lease
             if c.run is not None or c.due:
                 c.run_lifecycles = LIVE_LIFECYCLES
                 await commit_step(self.host.store, c, self.clock)
-                if c.due:
+                if c.release:
+                    self.host.wake_sweeper()  # (its wake instant is no longer the lease's)
+                elif c.due:
                     self.host.wake_sweeper(c.due[0].when)
             if not self.quiescent():
                 return
@@ -249,6 +257,29 @@ class Driving(Subflows):
                 self.root.close()
                 self.host.let_go(self)
         self.host.settled(result)
+
+    async def hand_off(self) -> None:
+        """This engine runs no nodes, and a token is ready: give the run back to the store (it
+        needs a worker at once) and let go of it."""
+        await asyncio.sleep(0)
+        async with self.steps.hold():
+            if self.end is not None or self.closed or self.released or self.tasks or self.pins:
+                return
+            self.run.checkpoint = Checkpoint(
+                self.last_seq(), dict(self.visits), list(self.terminals), self.outcome
+            )
+            try:
+                await self.commit(Commit(self.run.id, run=self.run, release=True))
+            except (StoreConflict, StoreUnavailableError) as exc:
+                self.lose_view(exc)
+                return
+            self.released = True
+            if self.deadline_timer is not None:
+                self.deadline_timer.cancel()
+                self.deadline_timer = None
+            self.root.close()
+            self.host.let_go(self)
+        self.host.settled(self.snapshot())
 
     def pin(self) -> bool:
         """Keep the executor from being let go while a signal or a firing works on it; False if
@@ -306,6 +337,7 @@ class Driving(Subflows):
                     run=self.run,
                     due_cleared=[self.run.id] if self.run.deadline is not None else (),
                     events=[finished],
+                    release=True,
                 )
             )
         except (StoreConflict, StoreUnavailableError) as exc:

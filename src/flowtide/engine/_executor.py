@@ -27,7 +27,6 @@ from flowtide.engine._driving import Driving
 from flowtide.engine._records import JoinGroup, first_branch
 from flowtide.engine.events import EventKind
 from flowtide.store.base import (
-    DueEntry,
     EventRecord,
     TokenRecord,
     TokenStatus,
@@ -97,14 +96,11 @@ class RunExecutor(Driving):
             if token is not None and token.status is S.PARKED and token.epoch == park.epoch:
                 self.parks[park.token_id] = park
 
-    def resume_tokens(self) -> list[DueEntry]:
-        """Start driving restored tokens; returns the due entries to re-arm."""
-        dues = []
+    def resume_tokens(self) -> None:
+        """Start driving restored tokens (waiting and parked ones have their due entries in the
+        store: the sweeper fires them)."""
         for t in list(self.tokens.values()):
             if t.status in (S.READY, S.RUNNING):
                 t.status = S.READY
                 self.spawn(t)
-            elif t.status is S.WAITING and t.due is not None:
-                dues.append(DueEntry(t.due, self.run.id, t.id))
         self.arm_deadline()
-        return dues

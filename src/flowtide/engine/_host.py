@@ -50,6 +50,12 @@ class RunHost(Protocol):
     def output_contracts(self) -> OutputContracts | None:
         """The output schemas to check outputs against (None: not checked)."""
 
+    @property
+    def executes(self) -> bool:
+        """Whether this engine runs nodes. One that does not (a client: it starts, signals and
+        cancels runs) gives a run back to the store as soon as a token of it is ready, for a
+        worker to take."""
+
     def wake_sweeper(self, when: datetime | None = None) -> None:
         """A due instant was written: the sweeper looks again (by ``when`` at the latest)."""
 

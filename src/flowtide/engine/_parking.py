@@ -166,45 +166,63 @@ class Parking(Tasks):
 
     async def _fire(self, entry: DueEntry) -> None:
         async with self.steps.hold():
+            if self.end is not None or self.closed:
+                return  # (the run's end removes its due entries)
             token = self.tokens.get(entry.token_id)
-            if token is None or self.end is not None or self.closed:
-                return
-            purpose = entry.purpose
-            if purpose == "":
-                # Not yet due (the entry is stale: the token waits again, for a later instant).
-                if token.status is not S.WAITING or (
-                    token.due is not None and token.due > entry.when
-                ):
-                    return
-                token.data["fired"] = token.data.get("purpose", "wait")
-                token.status = S.READY
-                self.expect[token.id] = Expect(S.WAITING, token.epoch)
-                self.spawn(token)
-            elif purpose == "timeout":
-                # The token's own deadline must have passed by the entry's instant; an entry
-                # fired late (or deferred by an engine that could not fire it) still counts.
-                # A parked token, or one waiting out a retry's backoff past its window's end.
-                backoff = token.status is S.WAITING and token.data.get("purpose") == "retry"
-                if (
-                    not (token.status is S.PARKED or backoff)
-                    or token.deadline is None
-                    or token.deadline > entry.when
-                ):
-                    return
-                was, epoch = token.status, token.epoch
-                token.status = S.READY  # claimed
-                self.close_park(token, ParkStatus.TIMED_OUT, "timeout")
-                self.expect[token.id] = Expect(was, epoch)
-                await self.park_timeout(token)
-            elif purpose.startswith("timer:"):
-                _, visit, index = purpose.split(":")
-                if (
-                    token.visit != int(visit)
-                    or token.status not in AT_NODE
-                    or index not in token.data.get("timers", {})
-                ):
-                    return
-                await self.fire_timer(token, int(index))
+            later = False
+            if token is not None:
+                self.fired.setdefault(token.id, []).append(entry)
+                later = await self._fire_entry(token, entry)
+            left = self.fired.get(entry.token_id, [])
+            if not later and entry in left:
+                # Nothing was moved (the entry was stale), or the move did not write the token:
+                # the entry is removed on its own.
+                left.remove(entry)
+                if not left:
+                    self.fired.pop(entry.token_id, None)
+                await self.commit(Commit(self.run.id, due_fired=[entry]), unless_ended=True)
+
+    async def _fire_entry(self, token: TokenRecord, entry: DueEntry) -> bool:
+        """Fire ``entry`` for ``token``; True if the move is left to the token's own task (its
+        next commit removes the entry)."""
+        purpose = entry.purpose
+        if purpose == "":
+            # Not yet due (the entry is stale: the token waits again, for a later instant).
+            if token.status is not S.WAITING or (token.due is not None and token.due > entry.when):
+                return False
+            token.data["fired"] = token.data.get("purpose", "wait")
+            token.status = S.READY
+            self.expect[token.id] = Expect(S.WAITING, token.epoch)
+            self.spawn(token)
+            return True
+        if purpose == "timeout":
+            # The token's own deadline must have passed by the entry's instant; an entry fired
+            # late (or deferred by an engine that could not fire it) still counts. A parked
+            # token, or one waiting out a retry's backoff past its window's end.
+            backoff = token.status is S.WAITING and token.data.get("purpose") == "retry"
+            if (
+                not (token.status is S.PARKED or backoff)
+                or token.deadline is None
+                or token.deadline > entry.when
+            ):
+                return False
+            was, epoch = token.status, token.epoch
+            token.status = S.READY  # claimed
+            self.close_park(token, ParkStatus.TIMED_OUT, "timeout")
+            self.expect[token.id] = Expect(was, epoch)
+            await self.park_timeout(token)
+            return False
+        if purpose.startswith("timer:"):
+            _, visit, index = purpose.split(":")
+            if (
+                token.visit != int(visit)
+                or token.status not in AT_NODE
+                or index not in token.data.get("timers", {})
+            ):
+                return False
+            # An interrupting timer on a running node moves the token in its own task.
+            return await self.fire_timer(token, int(index))
+        return False
 
     async def park_timeout(self, token: TokenRecord) -> None:
         p = self.plan.placements[token.placement]
@@ -218,7 +236,9 @@ class Parking(Tasks):
         if nxt is not None:
             self.spawn(nxt)
 
-    async def fire_timer(self, token: TokenRecord, index: int) -> None:
+    async def fire_timer(self, token: TokenRecord, index: int) -> bool:
+        """Fire escalation timer ``index`` of ``token``; True if the token's own task moves it
+        (an interrupting timer of a running node)."""
         p = self.plan.placements[token.placement]
         timer = (self.plan.settings[p.id].timers or ())[index]
         running = self.running.get(token.id)
@@ -230,7 +250,7 @@ class Parking(Tasks):
         ):
             # The node's code has already returned and its step is being committed: the timer
             # has not fired (a park arms it again; a move drops it).
-            return
+            return True
         armed = dict(token.data.get("timers", {}))
         armed.pop(str(index), None)
         token.data["timers"] = armed
@@ -242,7 +262,7 @@ class Parking(Tasks):
                 if running is not None:
                     running[1].cancel(CancelReason.TIMER, self.clock.now())
                 # else: its scope is not registered yet; it is cancelled as soon as it is.
-                return
+                return True
             was = token.status
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.INTERRUPTED, f"timer:{timer.output}")
@@ -256,12 +276,13 @@ class Parking(Tasks):
             )
             if nxt is not None:
                 self.spawn(nxt)
-            return
+            return False
         self.expect[token.id] = Expect(token.status, token.epoch)
         targets = p.route_map().get(timer.output)
         to = list(targets) if targets else None
         ev = self.event(token, escalation(info, interrupting=False, to=to))
         await self.side_tokens(token, p, timer.output, ev)
+        return False
 
     async def side_tokens(
         self, token: TokenRecord, p: AnyPlacement, output: str, ev: EventRecord

@@ -21,6 +21,8 @@ after :meth:`Engine.close`) with :meth:`Engine.resume`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import random
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,7 +32,7 @@ from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.authoring.nodes import registry as default_registry
-from flowtide.clock import Clock, SystemClock, VirtualClock, isoformat
+from flowtide.clock import Clock, SystemClock, VirtualClock
 from flowtide.engine._addressing import find_park
 from flowtide.engine._commit import commit_step
 from flowtide.engine._executor import RunExecutor
@@ -38,51 +40,58 @@ from flowtide.engine._hooks import HookDelivery
 from flowtide.engine._host import ChildRun
 from flowtide.engine._signals import refusal
 from flowtide.engine._waiters import RunWaiters
+from flowtide.engine.catalog import FlowCatalog
 from flowtide.engine.contracts import OutputContracts
 from flowtide.engine.errors import (
     EngineError,
-    UnknownFlowError,
 )
 from flowtide.engine.event_data import event_record
-from flowtide.engine.event_types import HookFailed, RunWarning
+from flowtide.engine.event_types import HookFailed
 from flowtide.engine.events import Hook
 from flowtide.engine.explain import (
     Explanation,
     explain_last_visit,
     explain_token,
     explain_windowed_visits,
+    pick_token,
 )
 from flowtide.engine.handles import RunHandle, SignalReceipt
+from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, set_aside, worker_id
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import RunResult
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
+from flowtide.errors import NodeResolutionError
 from flowtide.model.durations import parse_duration
 from flowtide.model.flow import Flow
 from flowtide.store.base import (
     Commit,
-    DueEntry,
     DuplicateSignal,
     EventRecord,
+    Lease,
     ParkRecord,
     RunRecord,
     Store,
     StoreConflict,
+    StoreError,
     TokenRecord,
     UnknownRunError,
+    UnknownStoredFlow,
 )
 from flowtide.store.memory import MemoryStore
 
 __all__ = ["DEFER_UNFIREABLE", "Engine"]
 
+log = logging.getLogger("flowtide.engine")
+
 FIRE_SLICE = 50
 """How many due entries the sweeper fires before it lets the loop run other work."""
 
 DEFER_UNFIREABLE = timedelta(seconds=30)
-"""How long a due entry this engine cannot fire (its run's flow is not registered here) waits
-before it is tried again; the entry is kept, never dropped."""
+"""How long a run this engine cannot drive (its flow or nodes cannot be resolved here) is kept
+aside before a worker tries it again; nothing of it is changed or dropped."""
 
 
 class Engine:
@@ -96,6 +105,14 @@ class Engine:
     ``max_threads``: the worker threads for sync nodes. ``validate_outputs``: check the state
     each output carries against the output's JSON Schema, where its node type declares one (see
     :mod:`flowtide.engine.contracts`).
+
+    Many engines (in many processes, on many machines) may share one store: each run is driven
+    by the one holding its lease. ``owner``: this engine's worker id (default: host, process id
+    and a random part, unique to this engine's life). ``lease_ttl``: how long a run this engine
+    holds stays its own without a renewal (renewed every third of it). ``poll``: on a store
+    other processes write to, how often (seconds) the sweeper looks for work at the least, in
+    case a notice was lost. ``executes``: False for an engine that runs no node code (a client:
+    it starts, signals, cancels and reads runs, and hands them back to the store for workers).
     """
 
     def __init__(
@@ -109,14 +126,28 @@ class Engine:
         random: random.Random | None = None,
         max_threads: int = 32,
         validate_outputs: bool = False,
+        owner: str | None = None,
+        lease_ttl: timedelta = LEASE_TTL,
+        poll: float = 1.0,
+        executes: bool = True,
     ) -> None:
         self.store: Store = store if store is not None else MemoryStore()
+        self.owner = owner if owner is not None else worker_id()
+        self.lease_ttl = lease_ttl
+        self.poll = poll
+        self.executes = executes
+        self._deferred: set[str] = set()
+        """Runs this engine found it cannot drive (warned about once)."""
+        self._aside = f"{self.owner}:aside"
+        """The owner runs this engine cannot drive are held under, for a while."""
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.registry = registry
         self.hooks: list[Hook] = list(hooks)
         self.random = random
-        self._flows: dict[str, Flow] = {}
-        self._plans: dict[str, FlowPlan] = {}
+        self._catalog = FlowCatalog(self.store, self.resolve)
+        self._renewer = LeaseRenewer(
+            self.store, self.clock, self.owner, lease_ttl, lambda: self._runs, self._discard
+        )
         self._runs: dict[str, RunExecutor] = {}
         self._max_threads = max_threads
         self._contracts = OutputContracts() if validate_outputs else None
@@ -133,17 +164,10 @@ class Engine:
     # -- configuration ------------
 
     def register_flow(self, flow: Flow) -> Flow:
-        old = self._flows.get(flow.id)
-        if old is not flow:
-            self._flows[flow.id] = flow
-            self._plans.pop(flow.id, None)
-        return flow
+        return self._catalog.register(flow)
 
     def flow(self, flow_id: str) -> Flow:
-        try:
-            return self._flows[flow_id]
-        except KeyError:
-            raise UnknownFlowError(flow_id) from None
+        return self._catalog.flow(flow_id)
 
     def add_hook(self, hook: Hook) -> None:
         self.hooks.append(hook)
@@ -156,10 +180,8 @@ class Engine:
         return default_registry.resolve(ref)
 
     def plan(self, flow_id: str) -> FlowPlan:
-        plan = self._plans.get(flow_id)
-        if plan is None:
-            plan = self._plans[flow_id] = FlowPlan.build(self.flow(flow_id), self.resolve)
-        return plan
+        """The plan of the flow registered under ``flow_id``."""
+        return self._catalog.plan(flow_id)
 
     @property
     def threads(self) -> ThreadPoolExecutor:
@@ -172,7 +194,9 @@ class Engine:
     def sweeper(self) -> Sweeper:
         """The engine's sweeper (started on first use)."""
         if self._scheduler is None:
-            self._scheduler = Sweeper(self.store, self.clock, self._fire_batch)
+            self._scheduler = Sweeper(
+                self.store, self.clock, self.owner, self.lease_ttl, self._take, poll=self.poll
+            )
             self._scheduler.start()
         return self._scheduler
 
@@ -196,28 +220,50 @@ class Engine:
         :meth:`wait` (or ``start(...)`` and ``handle.result()``) to wait for the end."""
         self._ready()
         plan, run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
+        fut = self._waiters.settle(run.id)
         await self._launch(plan, run, state, entrypoint)
-        result = await self._waiters.settle(run.id)
-        await self._hooks.caught_up()
-        return result
+        return await self._answer(fut, run.id, parked=True)
 
     async def wait(self, run_id: str) -> RunResult:
-        """The run's result once it has ended (at once if it already has)."""
+        """The run's result once it has ended (at once if it already has), whichever engine
+        drives it."""
+        self._ready()
         fut = self._waiters.end(run_id)
         await self._waiters.from_store(self.store, run_id)
-        result = await asyncio.shield(fut)
-        await self._hooks.caught_up()
-        return result
+        return await self._answer(fut, run_id, parked=False)
 
     async def wait_parked(self, run_id: str) -> RunResult:
         """The run at its next quiescent point parked on the outside world, or its end."""
+        self._ready()
         fut = self._waiters.settle(run_id)
         if run_id not in self._runs:
             # Not held here (let go, or ended): what the store holds is the whole story.
             await self._waiters.from_store(self.store, run_id, parked=True)
-        result = await asyncio.shield(fut)
+        return await self._answer(fut, run_id, parked=True)
+
+    async def _answer(
+        self, fut: asyncio.Future[RunResult], run_id: str, *, parked: bool
+    ) -> RunResult:
+        """``fut``'s result. While this engine does not hold the run (another worker drives
+        it), the store is looked at whenever it may have changed, to answer ``fut`` from it."""
+        watch = asyncio.ensure_future(self._watch(fut, run_id, parked=parked))
+        try:
+            result = await asyncio.shield(fut)
+        finally:
+            watch.cancel()
         await self._hooks.caught_up()
         return result
+
+    async def _watch(self, fut: asyncio.Future[RunResult], run_id: str, *, parked: bool) -> None:
+        while not fut.done():
+            if run_id in self._runs:
+                # Driven here: its executor answers. Look again later, in case it is let go.
+                await asyncio.sleep(self.poll)
+                continue
+            await self.store.wait_changed(self.poll)
+            if run_id not in self._runs and not fut.done():
+                with contextlib.suppress(StoreError):  # (down for now: look again)
+                    await self._waiters.from_store(self.store, run_id, parked=parked)
 
     async def start(
         self,
@@ -263,14 +309,19 @@ class Engine:
             lifecycle=_PENDING,
             created_at=now,
             deadline=_deadline(deadline if deadline is not None else plan.flow.deadline, now),
-            options={"entrypoint": entrypoint},
+            options={"entrypoint": entrypoint, "flow_digest": self._catalog.digest(flow_id)},
         )
         return plan, run, copy_state(input or {})
 
     async def _launch(
         self, plan: FlowPlan, run: RunRecord, state: dict[str, Any], entrypoint: str | None
     ) -> None:
-        """Store the new run and start its executor."""
+        """Store the new run and start its executor (a client leaves it to a worker)."""
+        if not self.executes:
+            await self._catalog.keep(run.flow_id)
+            await self.store.create_run(run, state)
+            self.sweeper.wake()
+            return
         ex = await self._create(plan, run, state, None)
         ex.launch(entrypoint)
 
@@ -285,6 +336,9 @@ class Engine:
     ) -> RunExecutor:
         plan = self.plan(flow_id)
         now = self.clock.now()
+        options: dict[str, Any] = {"flow_digest": self._catalog.digest(flow_id)}
+        if item is not None:
+            options["item"] = item
         run = RunRecord(
             id=uuid.uuid4().hex,
             flow_id=flow_id,
@@ -295,7 +349,7 @@ class Engine:
             parent_run_id=parent.id,
             parent_token_id=token.id if token is not None else None,
             depth=parent.depth + 1,
-            options={"item": item} if item is not None else {},
+            options=options,
         )
         ex = await self._create(plan, run, state, scope)
         ex.launch(None)
@@ -308,14 +362,19 @@ class Engine:
         state: dict[str, Any],
         parent_scope: CancelScope | None,
     ) -> RunExecutor:
-        """The one place a run is created in the store, and its executor held here."""
-        await self.store.create_run(run, state)
+        """The one place a run is created in the store (held by this engine, which drives it),
+        and its executor held here."""
+        await self._catalog.keep(run.flow_id)
+        lease = Lease(run.id, self.owner, 1, self.clock.now() + self.lease_ttl)
+        await self.store.create_run(run, state, lease=lease)
         ex = RunExecutor(self._host, plan, run, state, parent_scope=parent_scope)
-        self._runs[run.id] = ex
+        ex.lease = lease
+        self._hold(run.id, ex)
         return ex
 
     async def resume(self, run_id: str) -> RunHandle:
-        """Continue a run from the store (after a crash, or a closed engine).
+        """Continue a run from the store (after a crash, or a closed engine), taking it over
+        from whoever held it.
 
         Tokens that were running re-run their attempt (same attempt number, so the same
         ``idempotency_key``); waiting tokens keep their due instants; a scatter re-runs only its
@@ -325,15 +384,20 @@ class Engine:
         end = self._waiters.end(run_id)
         if run_id in self._runs:
             return RunHandle(self, run_id, end)
-        ex = await self._executor(run_id, rearm=True)
+        ex = await self._executor(run_id)
         if ex is None and not end.done():
             await self._waiters.from_store(self.store, run_id)
         return RunHandle(self, run_id, end)
 
-    async def _executor(self, run_id: str, *, rearm: bool = False) -> RunExecutor | None:
-        """The run's executor: in memory, or rebuilt from the store (None: the run ended)."""
+    async def _executor(self, run_id: str, lease: Lease | None = None) -> RunExecutor | None:
+        """The run's executor: in memory, or rebuilt from the store under ``lease`` (a claim's)
+        or one taken now from whoever held it (None: the run ended). A live worker that held it
+        lets go of it at its next commit (see :meth:`Store.acquire_run`), and its nodes in
+        flight run again."""
         ex = self._runs.get(run_id)
-        if ex is not None:
+        if ex is not None and not ex.released:
+            if lease is not None:
+                ex.lease = lease
             return ex
         loading = self._loading.get(run_id)
         if loading is not None:
@@ -341,7 +405,20 @@ class Engine:
         fut: asyncio.Future[RunExecutor | None] = asyncio.get_running_loop().create_future()
         self._loading[run_id] = fut
         try:
-            ex = await self._load(run_id, rearm)
+            if lease is None:
+                now = self.clock.now()
+                lease = await self.store.acquire_run(
+                    run_id, self.owner, now, now + self.lease_ttl, force=True
+                )
+            ex = None
+            if lease is not None:
+                try:
+                    ex = await self._load(run_id, lease)
+                except (EngineError, StoreError, NodeResolutionError):
+                    # This engine cannot drive the run: give it back, untouched.
+                    with contextlib.suppress(StoreError):
+                        await self.store.commit(Commit(run_id, lease=lease, release=True))
+                    raise
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()
@@ -351,34 +428,67 @@ class Engine:
         fut.set_result(ex)
         return ex
 
-    async def _load(self, run_id: str, rearm: bool) -> RunExecutor | None:
+    async def _load(self, run_id: str, lease: Lease) -> RunExecutor | None:
+        """Rebuild the run's executor from the store, under ``lease``, and fire what is due."""
         run = await self.store.get_run(run_id)
         if Lifecycle(run.lifecycle).terminal:
             return None
-        plan = self.plan(run.flow_id)
-        if plan.flow.version != run.flow_version:
-            raise EngineError(
-                f"run {run_id!r} was started on version {run.flow_version!r} of flow "
-                f"{run.flow_id!r}; this engine knows version {plan.flow.version!r}"
-            )
+        plan = await self._catalog.plan_of_run(run)
         state = await self.store.get_state(run_id)
         tokens = await self.store.tokens(run_id)
         # Only the history after the run's resume checkpoint (all of it without one).
         seen = run.checkpoint.seq if run.checkpoint is not None else 0
         history = await self.store.history(run_id, after=seen)
         ex = RunExecutor(self._host, plan, run, state)
-        self._runs[run_id] = ex
+        ex.lease = lease
+        self._hold(run_id, ex)
         if run.lifecycle == Lifecycle.PENDING:
             ex.launch(run.options.get("entrypoint"))
             return ex
         ex.restore(tokens, history)
         await ex.load_extras()
-        dues = ex.resume_tokens()
-        if dues and rearm:
-            await commit_step(self.store, Commit(run_id, due=dues), self.clock)
-            self.sweeper.wake()
+        ex.resume_tokens()
+        await self._fire_due(ex, self.clock.now())
         ex.maybe_drained()
         return ex
+
+    async def _fire_due(self, ex: RunExecutor, now: datetime) -> None:
+        """Fire the run's due entries whose instant has come by ``now`` (its lease is held
+        here)."""
+        due = [e for e in await self.store.due_of(ex.run.id) if e.when <= now]
+        if due and ex.pin():
+            try:
+                for entry in due:
+                    ex.fire_due(entry)
+            finally:
+                ex.unpin()
+
+    async def _take(self, leases: Sequence[Lease], now: datetime) -> None:
+        """Runs the sweeper claimed at ``now`` (their wake instant came): each is found here, or
+        rebuilt from the store, and its due entries fired. Every :data:`FIRE_SLICE` runs the
+        loop gets a turn, so that a large batch does not hold up the other runs on the loop."""
+        for n, lease in enumerate(leases, 1):
+            if n % FIRE_SLICE == 0:
+                await asyncio.sleep(0)
+            try:
+                ex = await self._executor(lease.run_id, lease)
+            except UnknownRunError:
+                continue  # the run is gone: nothing to fire
+            except (EngineError, NodeResolutionError, UnknownStoredFlow) as exc:
+                # This engine cannot drive the run (its flow or nodes cannot be resolved here):
+                # it waits for a worker that can.
+                await self._defer(lease.run_id, exc)
+                continue
+            except StoreError as exc:
+                log.warning("cannot take run %s: %s", lease.run_id, exc)
+                continue
+            if ex is not None:
+                await self._fire_due(ex, now)
+
+    def _hold(self, run_id: str, ex: RunExecutor) -> None:
+        """Hold the run's executor (and keep its lease renewed while any is held)."""
+        self._runs[run_id] = ex
+        self._renewer.start()
 
     # -- signals, cancel, explain ------------
 
@@ -428,7 +538,7 @@ class Engine:
                     output=output,
                     idempotency_key=idempotency_key,
                 )
-                return SignalReceipt.from_answer(answer)
+                receipt = SignalReceipt.from_answer(answer)
             except DuplicateSignal:
                 assert idempotency_key is not None
                 known = await self.store.signal_answer(idempotency_key)
@@ -440,6 +550,8 @@ class Engine:
                 continue
             finally:
                 ex.unpin()
+            await self._let_out(ex)
+            return receipt
         raise EngineError("signal: the run kept changing under this signal; try again")
 
     async def cancel(self, run_id: str, reason: str | None = None) -> bool:
@@ -448,7 +560,19 @@ class Engine:
         ex = await self._executor(run_id)
         if ex is None:
             return False
-        return ex.cancel(reason)
+        cancelled = ex.cancel(reason)
+        await self._let_out(ex)
+        return cancelled
+
+    async def _let_out(self, ex: RunExecutor) -> None:
+        """An engine that runs no nodes waits for the step it made to be done with: the run
+        handed back to the store (or ended) before it answers."""
+        if self.executes:
+            return
+        for step in (ex.settling, ex.finalizer):
+            if step is not None:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.shield(step)
 
     def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:
         ex = self._runs.get(run_id)
@@ -470,24 +594,14 @@ class Engine:
         run = await self.store.get_run(run_id)
         if Lifecycle(run.lifecycle).terminal:
             history = await self.store.history(run_id)
-            plan = self.plan(run.flow_id)
+            plan = await self._catalog.plan_of_run(run)
             return explain_last_visit(plan, run, history, placement=placement, token_id=token_id)
         tokens = list(await self.store.tokens(run_id))
         ex = self._runs.get(run_id)
         if ex is not None:
             tokens = [ex.tokens.get(t.id, t) for t in tokens]
-        if token_id is not None:
-            found = [t for t in tokens if t.id == token_id]
-        elif placement is not None:
-            found = [t for t in tokens if t.placement == placement and t.status.live]
-            if not found:
-                found = [t for t in tokens if t.placement == placement]
-        else:
-            raise EngineError("explain needs a placement or a token_id")
-        if not found:
-            raise EngineError(f"run {run_id!r} has no token {token_id or 'at ' + str(placement)}")
-        token = found[-1]
-        plan = self.plan(run.flow_id)
+        token = pick_token(run_id, tokens, placement=placement, token_id=token_id)
+        plan = await self._catalog.plan_of_run(run)
         anchors = {(a.placement, a.item): a.at for a in await self.store.node_anchors(run_id)}
         return explain_token(plan, run, token, anchors.get((token.placement, None)))
 
@@ -496,7 +610,7 @@ class Engine:
         a run that has ended, or one still going)."""
         run = await self.store.get_run(run_id)
         history = await self.store.history(run_id)
-        return explain_windowed_visits(self.plan(run.flow_id), run, history)
+        return explain_windowed_visits(await self._catalog.plan_of_run(run), run, history)
 
     async def parks(self, run_id: str) -> Sequence[ParkRecord]:
         """Every park of the run, oldest first (open and closed)."""
@@ -511,6 +625,11 @@ class Engine:
         for ex in list(self._runs.values()):
             ex.close()
         self._runs.clear()
+        self._renewer.close()
+        with contextlib.suppress(StoreError):
+            # Given back: another worker takes them at once (nodes in flight run again there).
+            await self.store.release_runs(self.owner)
+            await self.store.release_runs(self._aside)
         self._waiters.fail_all(
             lambda run_id: EngineError(f"the engine was closed; resume run {run_id!r} to finish it")
         )
@@ -537,10 +656,6 @@ class Engine:
             self.clock.start_autojump()
         _ = self.sweeper
 
-    def _known_plan(self, flow_id: str) -> FlowPlan | None:
-        """The flow's plan, if the flow is registered here."""
-        return self.plan(flow_id) if flow_id in self._flows else None
-
     def _forget(self, ex: object) -> None:
         for run_id, held in list(self._runs.items()):
             if held is ex:
@@ -566,51 +681,12 @@ class Engine:
                 )
                 task.add_done_callback(_consume)
 
-    async def _fire_batch(self, entries: Sequence[DueEntry]) -> None:
-        """Fire due entries (from the sweeper): each through its run's executor.
-
-        Every :data:`FIRE_SLICE` firings the loop gets a turn, so that a large batch does not
-        hold up the other runs on the loop."""
-        for n, entry in enumerate(entries, 1):
-            if n % FIRE_SLICE == 0:
-                await asyncio.sleep(0)
-            ex = self._runs.get(entry.run_id)
-            if ex is None or ex.released:
-                try:
-                    ex = await self._executor(entry.run_id)
-                except UnknownRunError:
-                    continue  # the run is gone: nothing to fire
-                except EngineError as exc:
-                    # This engine cannot drive the run (its flow or version is not registered
-                    # here): keep the entry, due again later, rather than lose a deadline.
-                    await self._defer(entry, exc)
-                    continue
-                if ex is None:
-                    continue
-            if ex.pin():
-                try:
-                    ex.fire_due(entry)
-                finally:
-                    ex.unpin()
-
-    async def _defer(self, entry: DueEntry, why: Exception) -> None:
-        """Put a due entry this engine cannot fire back, :data:`DEFER_UNFIREABLE` later."""
-        later = self.clock.now() + DEFER_UNFIREABLE
-        warning = event_record(
-            RunWarning(
-                message=f"cannot fire a due {entry.purpose or 'wait'} here: {why}; "
-                f"retrying at {isoformat(later)}",
-                purpose=entry.purpose,
-                due=isoformat(entry.when),
-            ),
-            entry.run_id,
-            self.clock.now(),
-            token_id=entry.token_id,
-        )
-        deferred = DueEntry(later, entry.run_id, entry.token_id, entry.purpose)
-        await commit_step(
-            self.store, Commit(entry.run_id, events=[warning], due=[deferred]), self.clock
-        )
+    async def _defer(self, run_id: str, why: Exception) -> None:
+        """This engine cannot drive the run (its flow or nodes cannot be resolved here): it is
+        set aside for :data:`DEFER_UNFIREABLE`, and why said in its history (once per engine)."""
+        warn = run_id not in self._deferred
+        self._deferred.add(run_id)
+        await set_aside(self.store, self.clock, self._aside, run_id, why, DEFER_UNFIREABLE, warn)
 
     async def _hook_failed(self, hook: Hook, event: EventRecord, exc: Exception) -> None:
         """Record a hook's failure in the run's history (it is not delivered to hooks)."""
@@ -654,6 +730,10 @@ class _EngineHost:
     @property
     def output_contracts(self) -> OutputContracts | None:
         return self._engine._contracts
+
+    @property
+    def executes(self) -> bool:
+        return self._engine.executes
 
     def wake_sweeper(self, when: datetime | None = None) -> None:
         self._engine.sweeper.wake(when)

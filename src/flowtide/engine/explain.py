@@ -141,6 +141,28 @@ def _instant(value: object) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) else None
 
 
+def pick_token(
+    run_id: str,
+    tokens: Sequence[TokenRecord],
+    *,
+    placement: str | None = None,
+    token_id: str | None = None,
+) -> TokenRecord:
+    """The token to explain: ``token_id``, or the live token at ``placement`` (else the last
+    one that was there)."""
+    if token_id is not None:
+        found = [t for t in tokens if t.id == token_id]
+    elif placement is not None:
+        found = [t for t in tokens if t.placement == placement and t.status.live]
+        if not found:
+            found = [t for t in tokens if t.placement == placement]
+    else:
+        raise EngineError("explain needs a placement or a token_id")
+    if not found:
+        raise EngineError(f"run {run_id!r} has no token {token_id or 'at ' + str(placement)}")
+    return found[-1]
+
+
 def explain_token(
     plan: FlowPlan, run: RunRecord, token: TokenRecord, node_anchor: datetime | None
 ) -> Explanation:

@@ -1,36 +1,50 @@
-"""The sweeper: one task per engine that fires what the store says is due.
+"""The sweeper: one task per engine that takes the runs whose wake instant has come.
 
-Due instants are rows in the store (retry backoffs, waits, park deadlines, escalation timers, run
-deadlines of runs nobody holds in memory), indexed by instant. The sweeper asks the store for the
-earliest one, sleeps until then through the clock (one timer, re-armed only when a nearer instant
-is written: :meth:`Sweeper.wake`), then claims due entries in batches (``claim_due`` removes
-them, earliest first) and hands each batch to the engine, which fires every entry through the
-same compare-and-set path as signals. The cost of a firing does not depend on how many tokens
-wait: a heap (or a database index) gives the earliest entry, and stale entries are skipped lazily.
+The store keeps each run's wake instant (see :mod:`flowtide.store.base`): at once for a run
+that needs a worker (new, handed back, or whose worker's lease expired), the earliest due entry
+of a parked run (a wait, a retry backoff, a park deadline, an escalation timer, the run's
+deadline), and, for a run a worker holds, the earlier of its lease's expiry and its next due
+entry. The sweeper asks the store for the earliest wake instant, sleeps until then through the
+clock (one timer, re-armed when a nearer instant is written: :meth:`Sweeper.wake`), then claims
+the runs that are due (``claim_runs``: each comes with a lease) and hands them to the engine,
+which rebuilds or finds each one and fires its due entries. The cost does not depend on how many
+runs wait: the store's index on the wake instant gives the earliest.
+
+On a store other processes write to (``Store.shared``), the sweeper also waits for their notices
+(``Store.wait_changed``), and looks again at least every ``poll`` seconds, so that a notice lost
+only delays.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import Clock, TimerHandle
-from flowtide.store.base import DueEntry, Store
+from flowtide.store.base import Lease, Store, StoreError
 
-__all__ = ["BATCH", "Sweeper", "SweeperStatistics"]
+log = logging.getLogger("flowtide.sweeper")
 
-BATCH = 500
+__all__ = ["BATCH", "RECHECK", "Sweeper", "SweeperStatistics"]
+
+BATCH = 100
+"""How many runs one claim takes at most."""
+
+RECHECK = timedelta(seconds=1)
+"""How soon the sweeper looks again when every run due now is held by another live worker
+(whose own sweeper will take it)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SweeperStatistics:
     """An immutable snapshot of the sweeper's counters."""
 
-    fired: int
+    claimed: int
     batches: int
     wakeups: int
     armed_for: datetime | None
@@ -41,19 +55,25 @@ class Sweeper:
         self,
         store: Store,
         clock: Clock,
-        fire: Callable[[Sequence[DueEntry]], Awaitable[None]],
+        owner: str,
+        lease_ttl: timedelta,
+        take: Callable[[Sequence[Lease], datetime], Awaitable[None]],
         *,
         batch: int = BATCH,
+        poll: float = 1.0,
     ) -> None:
         self._store = store
         self._clock = clock
-        self._fire = fire
+        self._owner = owner
+        self._ttl = lease_ttl
+        self._take = take
         self._batch = batch
+        self._poll = poll
         self._task: asyncio.Task[None] | None = None
         self._event: asyncio.Event | None = None
         self._timer: TimerHandle | None = None
         self._armed_for: datetime | None = None
-        self._fired = 0
+        self._claimed = 0
         self._batches = 0
         self._wakeups = 0
 
@@ -63,14 +83,15 @@ class Sweeper:
             self._task = asyncio.get_running_loop().create_task(self._loop())
 
     def wake(self, when: datetime | None = None) -> None:
-        """A due instant was written (at ``when``): look again if nearer than the armed one."""
+        """A wake instant may have moved (to ``when``): look again if nearer than the armed
+        one."""
         if self._event is None:
             return
         if when is None or self._armed_for is None or when < self._armed_for:
             self._event.set()
 
     def statistics(self) -> SweeperStatistics:
-        return SweeperStatistics(self._fired, self._batches, self._wakeups, self._armed_for)
+        return SweeperStatistics(self._claimed, self._batches, self._wakeups, self._armed_for)
 
     async def close(self) -> None:
         if self._timer is not None:
@@ -87,19 +108,47 @@ class Sweeper:
         while True:
             event.clear()
             now = self._clock.now()
-            nxt = await self._store.next_due()
-            if nxt is not None and nxt <= now:
-                due = await self._store.claim_due(now, self._batch)
-                if due:
-                    self._fired += len(due)
-                    self._batches += 1
-                    await self._fire(due)
-                await asyncio.sleep(0)
-                continue
+            try:
+                nxt = await self._store.next_wake()
+                if nxt is not None and nxt <= now:
+                    leases = await self._store.claim_runs(
+                        self._owner, now, now + self._ttl, self._batch
+                    )
+                    if leases:
+                        self._claimed += len(leases)
+                        self._batches += 1
+                        await self._take(leases, now)
+                        await asyncio.sleep(0)
+                        continue
+                    nxt = now + RECHECK
+            except StoreError as exc:
+                # The store is down or busy: nothing is lost (wake instants are in it); look
+                # again a little later.
+                log.warning("sweeper: %s; looking again in %s", exc, RECHECK)
+                nxt = now + RECHECK
             if nxt is not None:
                 self._arm(nxt, event)
-            await event.wait()
+            await self._idle(event)
             self._wakeups += 1
+
+    async def _idle(self, event: asyncio.Event) -> None:
+        """Wait for the armed instant or a nearer wake; on a shared store, also for another
+        process's notice (or ``poll`` seconds)."""
+        if not self._store.shared:
+            await event.wait()
+            return
+        ours = asyncio.ensure_future(event.wait())
+        theirs = asyncio.ensure_future(self._store.wait_changed(self._poll))
+        try:
+            await asyncio.wait({ours, theirs}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (ours, theirs):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+                elif not task.cancelled():
+                    task.exception()  # (a store error is seen again at the next look)
 
     def _arm(self, when: datetime, event: asyncio.Event) -> None:
         if self._timer is not None:

@@ -11,6 +11,7 @@ loop, so other tasks see all of it or nothing.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
@@ -78,6 +79,8 @@ class MemoryStore(Store):
         self._wake_order = itertools.count()
         self._flows: dict[tuple[str, str], tuple[str, str]] = {}
         """(flow id, digest) -> (version, the document as JSON text)."""
+        self._watchers: set[asyncio.Event] = set()
+        """Who waits in :meth:`wait_changed` (engines sharing this store in one process)."""
         self._anchors: dict[str, dict[tuple[str, str | None], datetime]] = {}
         """run id -> (placement, item) -> anchor instant."""
         self._parks: dict[str, _ParkRow] = {}
@@ -240,8 +243,23 @@ class MemoryStore(Store):
         self._rewake(run_id)
         return lease
 
+    async def wait_changed(self, seconds: float) -> bool:
+        changed = asyncio.Event()
+        self._watchers.add(changed)
+        try:
+            async with asyncio.timeout(seconds):
+                await changed.wait()
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._watchers.discard(changed)
+
     def _rewake(self, run_id: str) -> None:
-        """Bring the run's wake instant up to date (see :mod:`flowtide.store.base`)."""
+        """Bring the run's wake instant up to date (see :mod:`flowtide.store.base`), and tell
+        whoever waits for a change."""
+        for watcher in self._watchers:
+            watcher.set()
         run = self._runs[run_id].record
         wake: datetime | None
         if run.lifecycle in ENDED_LIFECYCLES:

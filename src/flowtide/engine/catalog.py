@@ -1,0 +1,95 @@
+"""The flows an engine knows, and the flow documents kept in its store.
+
+Flows are registered by id (the latest registration of an id wins, for runs started after it).
+Each run records the digest of the document it was started on (``options["flow_digest"]``):
+the engine that resumes it, whichever it is, plans it from that very document, the registered
+flow's when it is the same, the stored one's otherwise (see :mod:`flowtide.engine.stored_flows`).
+Plans are made once per document.
+"""
+
+from __future__ import annotations
+
+from flowtide.engine.errors import EngineError, UnknownFlowError
+from flowtide.engine.plan import FlowPlan, Resolver
+from flowtide.engine.stored_flows import flow_from_stored, stored_flow
+from flowtide.model.flow import Flow
+from flowtide.store.base import RunRecord, Store, StoredFlow
+
+__all__ = ["FlowCatalog"]
+
+
+class FlowCatalog:
+    def __init__(self, store: Store, resolve: Resolver) -> None:
+        self._store = store
+        self._resolve = resolve
+        self._flows: dict[str, Flow] = {}
+        self._stored: dict[str, StoredFlow] = {}
+        """Flow id -> the registered flow as the store keeps it (made on first use)."""
+        self._kept: set[tuple[str, str]] = set()
+        """(flow id, digest) of the documents put in the store from here."""
+        self._plans: dict[tuple[str, str], FlowPlan] = {}
+        """(flow id, digest) -> the plan of that document."""
+
+    def register(self, flow: Flow) -> Flow:
+        if self._flows.get(flow.id) is not flow:
+            self._flows[flow.id] = flow
+            self._stored.pop(flow.id, None)
+        return flow
+
+    def __contains__(self, flow_id: object) -> bool:
+        return flow_id in self._flows
+
+    def flow(self, flow_id: str) -> Flow:
+        try:
+            return self._flows[flow_id]
+        except KeyError:
+            raise UnknownFlowError(flow_id) from None
+
+    def digest(self, flow_id: str) -> str:
+        """The digest of the registered flow's document."""
+        return self._stored_form(flow_id).digest
+
+    def plan(self, flow_id: str) -> FlowPlan:
+        """The plan of the flow registered under ``flow_id``."""
+        return self._plan_of(self.flow(flow_id), self.digest(flow_id))
+
+    async def keep(self, flow_id: str) -> FlowPlan:
+        """The registered flow's plan, its document put in the store (once from here)."""
+        plan = self.plan(flow_id)
+        stored = self._stored_form(flow_id)
+        if (flow_id, stored.digest) not in self._kept:
+            await self._store.put_flow(stored)
+            self._kept.add((flow_id, stored.digest))
+        return plan
+
+    async def plan_of_run(self, run: RunRecord) -> FlowPlan:
+        """The plan of the flow document ``run`` was started on."""
+        digest = run.options.get("flow_digest")
+        if not isinstance(digest, str):
+            # A run recorded without its document: only the registered flow can drive it.
+            plan = self.plan(run.flow_id)
+            if plan.flow.version != run.flow_version:
+                raise EngineError(
+                    f"run {run.id!r} was started on version {run.flow_version!r} of flow "
+                    f"{run.flow_id!r}; this engine knows version {plan.flow.version!r}"
+                )
+            return plan
+        known = self._plans.get((run.flow_id, digest))
+        if known is not None:
+            return known
+        if run.flow_id in self._flows and self.digest(run.flow_id) == digest:
+            return self.plan(run.flow_id)
+        stored = await self._store.get_flow(run.flow_id, digest)
+        return self._plan_of(flow_from_stored(stored), digest)
+
+    def _stored_form(self, flow_id: str) -> StoredFlow:
+        stored = self._stored.get(flow_id)
+        if stored is None:
+            stored = self._stored[flow_id] = stored_flow(self.flow(flow_id))
+        return stored
+
+    def _plan_of(self, flow: Flow, digest: str) -> FlowPlan:
+        plan = self._plans.get((flow.id, digest))
+        if plan is None:
+            plan = self._plans[(flow.id, digest)] = FlowPlan.build(flow, self._resolve)
+        return plan
