@@ -132,6 +132,8 @@ class RunCore(ABC):
         self.handed_off = False
         """A token is ready but this engine runs no nodes: the run goes back to the store for a
         worker once the step is done (see ``RunHost.executes``)."""
+        self.handing: asyncio.Task[None] | None = None
+        """The step that hands the run back (see ``handed_off``)."""
 
     @property
     def run_id(self) -> str:

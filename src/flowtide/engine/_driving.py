@@ -168,8 +168,8 @@ class Driving(Subflows):
         if self.pins:
             return
         if self.handed_off:
-            if self.settling is None or self.settling.done():
-                self.settling = asyncio.get_running_loop().create_task(self.hand_off())
+            if self.handing is None:
+                self.handing = asyncio.get_running_loop().create_task(self.hand_off())
             return
         if any(t.status in (S.WAITING, S.PARKED) for t in self.tokens.values()):
             settling = self.settling is not None and not self.settling.done()

@@ -320,7 +320,6 @@ class Engine:
         if not self.executes:
             await self._catalog.keep(run.flow_id)
             await self.store.create_run(run, state)
-            self.sweeper.wake()
             return
         ex = await self._create(plan, run, state, None)
         ex.launch(entrypoint)
@@ -569,7 +568,7 @@ class Engine:
         handed back to the store (or ended) before it answers."""
         if self.executes:
             return
-        for step in (ex.settling, ex.finalizer):
+        for step in (ex.handing, ex.settling, ex.finalizer):
             if step is not None:
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.shield(step)
@@ -654,7 +653,8 @@ class Engine:
     def _ready(self) -> None:
         if isinstance(self.clock, VirtualClock):
             self.clock.start_autojump()
-        _ = self.sweeper
+        if self.executes:  # (a client takes no runs: workers do)
+            _ = self.sweeper
 
     def _forget(self, ex: object) -> None:
         for run_id, held in list(self._runs.items()):
@@ -736,7 +736,8 @@ class _EngineHost:
         return self._engine.executes
 
     def wake_sweeper(self, when: datetime | None = None) -> None:
-        self._engine.sweeper.wake(when)
+        if self._engine.executes:
+            self._engine.sweeper.wake(when)
 
     def publish(self, events: Sequence[EventRecord]) -> None:
         self._engine._hooks.publish(events)
