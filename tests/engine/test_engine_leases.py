@@ -125,3 +125,34 @@ async def test_a_client_starts_and_signals_runs_that_a_worker_drives() -> None:
         await client.close()
         await worker.close()
         await clock.aclose()
+
+
+@node(outputs=["done"], register=False)
+async def child_step(ctx: NodeContext) -> str:
+    ctx.state["child"] = "ran"
+    return "done"
+
+
+async def test_a_worker_runs_subflows_from_the_documents_the_run_was_started_with() -> None:
+    child = FlowBuilder("urn:test:flow:child").task("c", child_step, {"done": "end"})
+    child_flow = child.terminal("end").build()
+    parent = (
+        FlowBuilder("urn:test:flow:parent")
+        .subflow("sub", child_flow, {"success": "end"}, output={"child": "child"})
+        .terminal("end")
+        .build()
+    )
+    clock = VirtualClock(T0, autojump=True)
+    store = MemoryStore()
+    client = Engine(clock=clock, store=store, flows=[parent, child_flow], executes=False)
+    worker = Engine(clock=clock, store=store)  # given neither flow
+    try:
+        worker.sweeper  # noqa: B018
+        handle = await client.start(parent)
+        result = await client.wait(handle.run_id)
+    finally:
+        await client.close()
+        await worker.close()
+        await clock.aclose()
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert result.state["child"] == "ran"

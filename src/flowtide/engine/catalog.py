@@ -56,11 +56,42 @@ class FlowCatalog:
     async def keep(self, flow_id: str) -> FlowPlan:
         """The registered flow's plan, its document put in the store (once from here)."""
         plan = self.plan(flow_id)
-        stored = self._stored_form(flow_id)
-        if (flow_id, stored.digest) not in self._kept:
-            await self._store.put_flow(stored)
-            self._kept.add((flow_id, stored.digest))
+        await self.keep_document(flow_id)
         return plan
+
+    async def keep_document(self, flow_id: str) -> None:
+        """Put the registered flow's document in the store (once from here), and those of the
+        flows it runs (subflows, scatter bodies) that are registered, without planning them
+        (their nodes need not resolve here: workers resolve them)."""
+        for name in (flow_id, *self.children(flow_id)):
+            stored = self._stored_form(name)
+            if (name, stored.digest) not in self._kept:
+                await self._store.put_flow(stored)
+                self._kept.add((name, stored.digest))
+
+    def children(self, flow_id: str) -> dict[str, str]:
+        """The registered flows the flow runs, directly or through others: id -> digest (a
+        run records them, so that its children run on the documents it started with)."""
+        found: dict[str, str] = {}
+        todo = [flow_id]
+        while todo:
+            for p in self.flow(todo.pop()).placements:
+                body = getattr(p, "body", None)
+                name = getattr(p, "flow", None) or getattr(body, "flow", None)
+                if isinstance(name, str) and name in self._flows and name not in found:
+                    found[name] = self.digest(name)
+                    todo.append(name)
+        found.pop(flow_id, None)
+        return found
+
+    async def plan_of_child(self, parent: RunRecord, flow_id: str) -> tuple[FlowPlan, str]:
+        """The plan of a child run of ``parent`` on ``flow_id``, and its document's digest: the
+        document ``parent`` recorded for it, else the registered flow's."""
+        recorded = parent.options.get("flows", {})
+        digest = recorded.get(flow_id) if isinstance(recorded, dict) else None
+        if not isinstance(digest, str):
+            return self.plan(flow_id), self.digest(flow_id)
+        return await self._plan_by_digest(flow_id, digest), digest
 
     async def plan_of_run(self, run: RunRecord) -> FlowPlan:
         """The plan of the flow document ``run`` was started on."""
@@ -74,12 +105,15 @@ class FlowCatalog:
                     f"{run.flow_id!r}; this engine knows version {plan.flow.version!r}"
                 )
             return plan
-        known = self._plans.get((run.flow_id, digest))
+        return await self._plan_by_digest(run.flow_id, digest)
+
+    async def _plan_by_digest(self, flow_id: str, digest: str) -> FlowPlan:
+        known = self._plans.get((flow_id, digest))
         if known is not None:
             return known
-        if run.flow_id in self._flows and self.digest(run.flow_id) == digest:
-            return self.plan(run.flow_id)
-        stored = await self._store.get_flow(run.flow_id, digest)
+        if flow_id in self._flows and self.digest(flow_id) == digest:
+            return self.plan(flow_id)
+        stored = await self._store.get_flow(flow_id, digest)
         return self._plan_of(flow_from_stored(stored), digest)
 
     def _stored_form(self, flow_id: str) -> StoredFlow:

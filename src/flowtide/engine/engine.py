@@ -219,9 +219,9 @@ class Engine:
         early: the timers move it on by themselves. See :meth:`start` for the options; use
         :meth:`wait` (or ``start(...)`` and ``handle.result()``) to wait for the end."""
         self._ready()
-        plan, run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
+        run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
         fut = self._waiters.settle(run.id)
-        await self._launch(plan, run, state, entrypoint)
+        await self._launch(run, state, entrypoint)
         return await self._answer(fut, run.id, parked=True)
 
     async def wait(self, run_id: str) -> RunResult:
@@ -281,9 +281,9 @@ class Engine:
         of ``flow.entrypoints`` (default ``main``, else the first).
         """
         self._ready()
-        plan, run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
+        run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
         end = self._waiters.end(run.id)
-        await self._launch(plan, run, state, entrypoint)
+        await self._launch(run, state, entrypoint)
         return RunHandle(self, run.id, end)
 
     def _new_run(
@@ -293,35 +293,39 @@ class Engine:
         deadline: timedelta | datetime | str | int | None,
         run_id: str | None,
         entrypoint: str | None,
-    ) -> tuple[FlowPlan, RunRecord, dict[str, Any]]:
-        """A new run's plan, record (lifecycle ``pending``, not stored yet) and state."""
+    ) -> tuple[RunRecord, dict[str, Any]]:
+        """A new run's record (lifecycle ``pending``, not stored yet) and state."""
         if isinstance(flow, Flow):
             self.register_flow(flow)
             flow_id = flow.id
         else:
             flow_id = flow
-        plan = self.plan(flow_id)
+        if self.executes:
+            self.plan(flow_id)  # (its nodes resolve here, or nothing is stored)
+        known = self.flow(flow_id)
         now = self.clock.now()
         run = RunRecord(
             id=run_id or uuid.uuid4().hex,
             flow_id=flow_id,
-            flow_version=plan.flow.version,
+            flow_version=known.version,
             lifecycle=_PENDING,
             created_at=now,
-            deadline=_deadline(deadline if deadline is not None else plan.flow.deadline, now),
-            options={"entrypoint": entrypoint, "flow_digest": self._catalog.digest(flow_id)},
+            deadline=_deadline(deadline if deadline is not None else known.deadline, now),
+            options={
+                "entrypoint": entrypoint,
+                "flow_digest": self._catalog.digest(flow_id),
+                "flows": self._catalog.children(flow_id),
+            },
         )
-        return plan, run, copy_state(input or {})
+        return run, copy_state(input or {})
 
-    async def _launch(
-        self, plan: FlowPlan, run: RunRecord, state: dict[str, Any], entrypoint: str | None
-    ) -> None:
+    async def _launch(self, run: RunRecord, state: dict[str, Any], entrypoint: str | None) -> None:
         """Store the new run and start its executor (a client leaves it to a worker)."""
         if not self.executes:
-            await self._catalog.keep(run.flow_id)
+            await self._catalog.keep_document(run.flow_id)
             await self.store.create_run(run, state)
             return
-        ex = await self._create(plan, run, state, None)
+        ex = await self._create(self.plan(run.flow_id), run, state, None)
         ex.launch(entrypoint)
 
     async def _start_child(
@@ -333,9 +337,9 @@ class Engine:
         token: TokenRecord | None,
         item: Any,
     ) -> RunExecutor:
-        plan = self.plan(flow_id)
+        plan, digest = await self._catalog.plan_of_child(parent, flow_id)
         now = self.clock.now()
-        options: dict[str, Any] = {"flow_digest": self._catalog.digest(flow_id)}
+        options: dict[str, Any] = {"flow_digest": digest, "flows": parent.options.get("flows", {})}
         if item is not None:
             options["item"] = item
         run = RunRecord(
@@ -350,7 +354,7 @@ class Engine:
             depth=parent.depth + 1,
             options=options,
         )
-        ex = await self._create(plan, run, state, scope)
+        ex = await self._create(plan, run, state, scope, stored=True)
         ex.launch(None)
         return ex
 
@@ -360,10 +364,13 @@ class Engine:
         run: RunRecord,
         state: dict[str, Any],
         parent_scope: CancelScope | None,
+        *,
+        stored: bool = False,
     ) -> RunExecutor:
         """The one place a run is created in the store (held by this engine, which drives it),
-        and its executor held here."""
-        await self._catalog.keep(run.flow_id)
+        and its executor held here (``stored``: its flow document is in the store already)."""
+        if not stored:
+            await self._catalog.keep_document(run.flow_id)
         lease = Lease(run.id, self.owner, 1, self.clock.now() + self.lease_ttl)
         await self.store.create_run(run, state, lease=lease)
         ex = RunExecutor(self._host, plan, run, state, parent_scope=parent_scope)
