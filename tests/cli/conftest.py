@@ -12,3 +12,10 @@ import pytest
 @pytest.fixture(autouse=True)
 def temporary_folders_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
+@pytest.fixture(autouse=True)
+def store_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands that keep runs keep them in the test's own store, never in the working
+    directory."""
+    monkeypatch.setenv("FLOWTIDE_STORE", "memory:")

@@ -9,10 +9,13 @@ import typer
 from flowtide import __version__
 from flowtide.cli.common import EXIT_CODES_HELP
 from flowtide.cli.demo import demo
+from flowtide.cli.operate import cancel, signal, start
 from flowtide.cli.render import render
 from flowtide.cli.run import run
+from flowtide.cli.runs import explain, history, runs, show
 from flowtide.cli.schema import schema_app
 from flowtide.cli.validate import validate
+from flowtide.cli.worker import worker
 
 app = typer.Typer(
     name="flowtide",
@@ -50,5 +53,13 @@ def _root(
 app.command("validate", epilog=EXIT_CODES_HELP)(validate)
 app.command("render", epilog=EXIT_CODES_HELP)(render)
 app.command("run", epilog=EXIT_CODES_HELP)(run)
+app.command("start", epilog=EXIT_CODES_HELP)(start)
+app.command("worker", epilog=EXIT_CODES_HELP)(worker)
+app.command("signal", epilog=EXIT_CODES_HELP)(signal)
+app.command("cancel", epilog=EXIT_CODES_HELP)(cancel)
+app.command("runs", epilog=EXIT_CODES_HELP)(runs)
+app.command("show", epilog=EXIT_CODES_HELP)(show)
+app.command("history", epilog=EXIT_CODES_HELP)(history)
+app.command("explain", epilog=EXIT_CODES_HELP)(explain)
 app.command("demo", epilog=EXIT_CODES_HELP)(demo)
 app.add_typer(schema_app)

@@ -27,7 +27,13 @@ class ExitCode(IntEnum):
     FAILURE = 1
     """Flowtide itself failed (an internal error, a file it could not write)."""
     BAD_INPUT = 2
-    """The input is at fault: a missing or unreadable file, an invalid flow, a bad option."""
+    """The input is at fault: a missing or unreadable file, an invalid flow, a bad option, a
+    store that cannot be opened, a run that does not exist."""
+    INTERRUPTED = 130
+    """Stopped by Ctrl-C (SIGINT) or SIGTERM while waiting; what it waited on is kept."""
+    REFUSED = 3
+    """The run refused what was asked: a signal that could not apply (the park expired, the
+    token moved on, ...), a cancel of a run that had ended."""
 
 
 class BadInput(Exception):
@@ -36,9 +42,10 @@ class BadInput(Exception):
 
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 ok (warnings allowed) · 1 failure (internal error, output not written) · "
-    "2 bad input (missing or unreadable file, invalid flow, bad option, your code that cannot "
-    "be imported or found)."
+    "Exit codes: 0 ok (warnings allowed) · 1 failure (internal error, output not written, a "
+    "run that did not complete) · 2 bad input (missing or unreadable file, invalid flow, bad "
+    "option, your code that cannot be imported or found, a store that cannot be opened, an "
+    "unknown run) · 3 refused (a signal that cannot apply, a cancel of a run that ended)."
 )
 
 NodesOption = Annotated[

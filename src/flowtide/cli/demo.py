@@ -19,8 +19,8 @@ from rich.table import Column, Table
 
 from flowtide.cli.common import ExitCode, display_path, fail, guarded, out, print_problems
 from flowtide.cli.examples import bundled_examples, examples_dir
+from flowtide.cli.inputs import LIFECYCLE_STYLE
 from flowtide.cli.loading import load_files
-from flowtide.cli.run import LIFECYCLE_STYLE
 from flowtide.demo import EXAMPLE_NODES, run_approval_demo, run_checkout_demo, run_dispatcher_demo
 from flowtide.demo.approval import ApprovalRun
 from flowtide.demo.checkout import START as CHECKOUT_START

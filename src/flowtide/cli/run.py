@@ -3,121 +3,138 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
 from flowtide.cli.code import Code, current_directory_first, load_modules
 from flowtide.cli.common import (
     DEBUG_VARIABLE,
-    BadInput,
     ExitCode,
     NodesOption,
     WithOption,
-    display_path,
+    err,
     guarded,
     out,
-    print_problems,
 )
-from flowtide.cli.loading import load_files
+from flowtide.cli.inputs import LIFECYCLE_STYLE, flows_to_run, parse_deadline, parse_state
+from flowtide.cli.operate import start
+from flowtide.cli.stores import DEFAULT, StoreOption, opened, relative, shown_store
 from flowtide.engine import Engine, Lifecycle, RunResult
-from flowtide.model.durations import parse_duration
 from flowtide.model.flow import Flow
-
-LIFECYCLE_STYLE = {
-    Lifecycle.COMPLETED: "green",
-    Lifecycle.FAILED: "red",
-    Lifecycle.CANCELLED: "yellow",
-    Lifecycle.TIMED_OUT: "yellow",
-}
-
-
-def _parse_input(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"--input is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise BadInput("--input must be a JSON object (the run's initial state)")
-    return value
-
-
-def parse_deadline(text: str | None) -> timedelta | datetime | None:
-    """``--deadline``: a duration (ISO 8601 or milliseconds) or an instant with a time zone."""
-    if text is None:
-        return None
-    try:
-        duration = parse_duration(text)
-    except ValueError as exc:
-        reason = str(exc)
-    else:
-        try:
-            datetime.now(UTC) + duration
-        except OverflowError:
-            raise BadInput(f"--deadline {text!r}: the duration is too long") from None
-        return duration
-    try:
-        instant = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise BadInput(
-            f"--deadline: {reason}; or an instant with a time zone, such as '2026-01-01T09:00:00Z'"
-        ) from None
-    if instant.tzinfo is None:
-        raise BadInput(
-            f"--deadline {text!r}: an instant needs a time zone (such as 'Z' or '+01:00')"
-        )
-    return instant
-
-
-def flows_to_run(file: Path, others: Sequence[Path], code: Code) -> list[Flow]:
-    """The flow of ``file`` then those of ``others``, each checked against ``code``; the
-    problems of every file, and exit 2, when one of them cannot run."""
-    loaded = load_files([file, *others], code)
-    if any(item.flow is None for item in loaded):
-        for item in loaded:
-            print_problems(item.problems)
-        bad = [display_path(item.path) for item in loaded if item.flow is None]
-        what = "is not a valid flow" if len(bad) == 1 else "are not valid flows"
-        raise BadInput(f"{', '.join(bad)} {what}; nothing run")
-    errors = [p for item in loaded for p in item.errors]
-    if errors:
-        print_problems(errors)
-        count = len(errors)
-        what = "reference does not resolve" if count == 1 else "references do not resolve"
-        hint = (
-            "; name the module that implements a node with --nodes MODULE"
-            if code.unregistered
-            else ""
-        )
-        raise BadInput(f"cannot run {display_path(file)}: {count} {what}{hint}")
-    return [item.flow for item in loaded if item.flow is not None]
 
 
 async def _run_flows(
-    flows: list[Flow], code: Code, state: dict[str, Any], deadline: timedelta | datetime | None
-) -> tuple[RunResult, list[dict[str, Any]]]:
-    async with Engine(flows=flows, registry=code.registry()) as engine:
-        result = await engine.run(flows[0], state, deadline=deadline)
-        history = [
-            {
-                "seq": e.seq,
-                "kind": e.kind,
-                "at": e.at.isoformat(),
-                "placement": e.placement,
-                "attempt": e.attempt,
-                "data": e.data,
-            }
-            for e in await engine.history(result.run_id)
-        ]
-    return result, history
+    url: str,
+    flows: list[Flow],
+    code: Code,
+    state: dict[str, Any],
+    deadline: timedelta | datetime | None,
+) -> tuple[RunResult | None, str, list[dict[str, Any]]]:
+    """Run the first flow to its end in this process, waiting (with a line saying for what)
+    while it is parked. Ctrl-C (or SIGTERM) stops waiting: the run stays in the store, and the
+    result is None."""
+    store = await opened(url)
+    engine = Engine(store=store, flows=flows, registry=code.registry())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        first = await _until(stop, engine.run(flows[0], state, deadline=deadline))
+        if first is None:
+            return None, "", []
+        result: RunResult | None = first
+        if first.lifecycle is Lifecycle.PARKED:
+            result = await _wait_parked(engine, url, first, stop)
+        if result is None:
+            return None, first.run_id, []
+        history = [_event(e) for e in await engine.history(result.run_id)]
+        return result, result.run_id, history
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        await engine.close()
+        await store.close()
+
+
+async def _until(stop: asyncio.Event, work: Awaitable[RunResult]) -> RunResult | None:
+    """``work``'s result, or None if ``stop`` is set first (``work`` is then cancelled)."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    return task.result() if task.done() and not task.cancelled() else None
+
+
+async def _wait_parked(
+    engine: Engine, url: str, parked: RunResult, stop: asyncio.Event
+) -> RunResult | None:
+    """Wait for a parked run's end, showing what it waits for (refreshed every second)."""
+    run_id = parked.run_id
+    ending = asyncio.ensure_future(engine.wait(run_id))
+    shown = ""
+    with Live(console=out, transient=True, auto_refresh=False) as live:
+        while not ending.done() and not stop.is_set():
+            line = await waiting_line(engine, url, run_id)
+            if out.is_terminal:
+                live.update(line, refresh=True)
+            elif line != shown:
+                out.print(line)
+            shown = line
+            await asyncio.wait({ending}, timeout=1.0)
+    if ending.done():
+        return ending.result()
+    ending.cancel()
+    return None
+
+
+async def waiting_line(engine: Engine, url: str, run_id: str) -> str:
+    """What a parked run waits for: ``waiting: parked at X (key K), window ends in 9m 58s``."""
+    now = datetime.now(UTC)
+    parks = await engine.store.parks(run_id=run_id, open_only=True)
+    if not parks:
+        return "waiting: the run is moving"
+    where = "; ".join(
+        f"parked at {escape(p.placement)}"
+        + (f" (key {escape(p.key)})" if p.key else "")
+        + (f", window ends {relative(p.deadline, now)}" if p.deadline else "")
+        for p in parks
+    )
+    first = parks[0]
+    how = f"--key {first.key}" if first.key else f"{run_id} --placement {first.placement}"
+    return (
+        f"[yellow]waiting[/]: {where} [dim]· signal it: flowtide signal {escape(how)} "
+        f"--store {escape(shown_store(url))} · Ctrl-C leaves the run in the store[/]"
+    )
+
+
+def _event(e: Any) -> dict[str, Any]:
+    return {
+        "seq": e.seq,
+        "kind": e.kind,
+        "at": e.at.isoformat(),
+        "placement": e.placement,
+        "attempt": e.attempt,
+        "data": e.data,
+    }
 
 
 def print_result(result: RunResult) -> None:
@@ -135,11 +152,6 @@ def print_result(result: RunResult) -> None:
         key = f", key {escape(p.key)}" if p.key else ""
         until = f", until {p.deadline.isoformat()}" if p.deadline else ""
         out.print(f"  parked at {escape(p.placement)}{key}{until}")
-    if result.parked:
-        out.print(
-            "  [dim](flowtide run keeps nothing: the parked run ends with the command, "
-            "no signal can reach it)[/]"
-        )
     debug = os.environ.get(DEBUG_VARIABLE) == "1"
     for e in result.errors:
         where = f" at {escape(e.placement)}" if e.placement else ""
@@ -180,19 +192,33 @@ def run(
     history: Annotated[
         bool, typer.Option("--history", help="Also print the run's events.")
     ] = False,
+    detach: Annotated[
+        bool,
+        typer.Option("--detach", "-d", help="Start the run and return at once (a worker runs it)."),
+    ] = False,
+    store: StoreOption = DEFAULT,
 ) -> None:
-    """Run a flow document to its end and print the result.
+    """Run a flow document to its end in this process and print the result.
 
-    Each node is found among the nodes of the modules given with --nodes, or imported from its
-    'module:attribute' reference. Exits 0 when the run completed, 1 when it failed, was
-    cancelled, timed out or parked, 2 on bad input.
+    The run is kept in the store (--store). While it is parked on the outside world the command
+    waits, saying for what and how to signal it; Ctrl-C stops waiting and leaves the run in the
+    store, for a worker (flowtide worker) to go on with. With --detach it returns at once, as
+    flowtide start does. Each node is found among the nodes of the modules given with --nodes,
+    or imported from its 'module:attribute' reference. Exits 0 when the run completed, 1 when it
+    failed, was cancelled or timed out, 130 when it was left waiting, 2 on bad input.
     """
-    state = _parse_input(input)
+    if detach:
+        start(file, input, deadline, None, nodes, others, store, json_output)
+        return
+    state = parse_state(input)
     when = parse_deadline(deadline)
     with current_directory_first():
         code = load_modules(nodes or [])
         flows = flows_to_run(file, others or [], code)
-        result, events = asyncio.run(_run_flows(flows, code, state, when))
+        result, run_id, events = asyncio.run(_run_flows(store, flows, code, state, when))
+    if result is None:
+        _left_waiting(run_id, nodes or [], store)
+        raise typer.Exit(ExitCode.INTERRUPTED)
     if json_output:
         data = result.to_dict()
         if history:
@@ -214,3 +240,16 @@ def run(
             out.print(table)
     if result.lifecycle is not Lifecycle.COMPLETED:
         raise typer.Exit(ExitCode.FAILURE)
+
+
+def _left_waiting(run_id: str, nodes: Sequence[str], url: str) -> None:
+    if not run_id:
+        err.print("stopped before the run was stored")
+        return
+    where = f" --store {shown_store(url)}"
+    modules = "".join(f" --nodes {n}" for n in nodes)
+    err.print(
+        f"stopped waiting: run {escape(run_id)} is left in the store, as it is.\n"
+        f"  go on with it: flowtide worker{escape(modules + where)}\n"
+        f"  see it: flowtide show {escape(run_id + where)}"
+    )

@@ -113,6 +113,8 @@ class Engine:
     other processes write to, how often (seconds) the sweeper looks for work at the least, in
     case a notice was lost. ``executes``: False for an engine that runs no node code (a client:
     it starts, signals, cancels and reads runs, and hands them back to the store for workers).
+    ``max_runs``: how many runs the sweeper lets this engine hold at once (None: no limit; runs
+    this engine starts itself, and their subflows, are not limited).
     """
 
     def __init__(
@@ -130,12 +132,14 @@ class Engine:
         lease_ttl: timedelta = LEASE_TTL,
         poll: float = 1.0,
         executes: bool = True,
+        max_runs: int | None = None,
     ) -> None:
         self.store: Store = store if store is not None else MemoryStore()
         self.owner = owner if owner is not None else worker_id()
         self.lease_ttl = lease_ttl
         self.poll = poll
         self.executes = executes
+        self.max_runs = max_runs
         self._deferred: set[str] = set()
         """Runs this engine found it cannot drive (warned about once)."""
         self._aside = f"{self.owner}:aside"
@@ -194,8 +198,15 @@ class Engine:
     def sweeper(self) -> Sweeper:
         """The engine's sweeper (started on first use)."""
         if self._scheduler is None:
+            room = None if self.max_runs is None else self._room
             self._scheduler = Sweeper(
-                self.store, self.clock, self.owner, self.lease_ttl, self._take, poll=self.poll
+                self.store,
+                self.clock,
+                self.owner,
+                self.lease_ttl,
+                self._take,
+                poll=self.poll,
+                room=room,
             )
             self._scheduler.start()
         return self._scheduler
@@ -618,6 +629,10 @@ class Engine:
         history = await self.store.history(run_id)
         return explain_windowed_visits(await self._catalog.plan_of_run(run), run, history)
 
+    def held_runs(self) -> list[str]:
+        """The ids of the runs this engine holds in memory now."""
+        return list(self._runs)
+
     async def parks(self, run_id: str) -> Sequence[ParkRecord]:
         """Every park of the run, oldest first (open and closed)."""
         return await self.store.parks(run_id=run_id)
@@ -663,10 +678,16 @@ class Engine:
         if self.executes:  # (a client takes no runs: workers do)
             _ = self.sweeper
 
+    def _room(self) -> int:
+        assert self.max_runs is not None
+        return self.max_runs - len(self._runs)
+
     def _forget(self, ex: object) -> None:
         for run_id, held in list(self._runs.items()):
             if held is ex:
                 del self._runs[run_id]
+        if self.max_runs is not None and self._scheduler is not None:
+            self._scheduler.wake()  # (room for another run)
 
     def _unavailable(self, ex: object, error: Exception) -> None:
         """The store kept failing under this executor: drop it and tell who waits on its run."""

@@ -61,6 +61,7 @@ class Sweeper:
         *,
         batch: int = BATCH,
         poll: float = 1.0,
+        room: Callable[[], int] | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -69,6 +70,8 @@ class Sweeper:
         self._take = take
         self._batch = batch
         self._poll = poll
+        self._room = room
+        """How many more runs the engine may take now (None: no limit)."""
         self._task: asyncio.Task[None] | None = None
         self._event: asyncio.Event | None = None
         self._timer: TimerHandle | None = None
@@ -108,12 +111,14 @@ class Sweeper:
         while True:
             event.clear()
             now = self._clock.now()
+            limit = self._batch if self._room is None else min(self._batch, self._room())
+            if limit <= 0:
+                await event.wait()  # (the engine wakes it when it lets go of a run)
+                continue
             try:
                 nxt = await self._store.next_wake()
                 if nxt is not None and nxt <= now:
-                    leases = await self._store.claim_runs(
-                        self._owner, now, now + self._ttl, self._batch
-                    )
+                    leases = await self._store.claim_runs(self._owner, now, now + self._ttl, limit)
                     if leases:
                         self._claimed += len(leases)
                         self._batches += 1

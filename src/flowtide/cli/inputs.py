@@ -1,0 +1,87 @@
+"""What the commands that start runs read from their options: the flows of a document (checked
+against the user's code), the initial state, a deadline; and how lifecycles are coloured."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from flowtide.cli.code import Code
+from flowtide.cli.common import BadInput, display_path, print_problems
+from flowtide.cli.loading import load_files
+from flowtide.engine import Lifecycle
+from flowtide.model.durations import parse_duration
+from flowtide.model.flow import Flow
+
+LIFECYCLE_STYLE = {
+    Lifecycle.COMPLETED: "green",
+    Lifecycle.FAILED: "red",
+    Lifecycle.CANCELLED: "yellow",
+    Lifecycle.TIMED_OUT: "yellow",
+}
+
+
+def parse_state(text: str, option: str = "--input") -> dict[str, Any]:
+    """``--input`` (or ``option``): a JSON object."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{option} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        what = "the run's initial state" if option == "--input" else "merged into the state"
+        raise BadInput(f"{option} must be a JSON object ({what})")
+    return value
+
+
+def parse_deadline(text: str | None) -> timedelta | datetime | None:
+    """``--deadline``: a duration (ISO 8601 or milliseconds) or an instant with a time zone."""
+    if text is None:
+        return None
+    try:
+        duration = parse_duration(text)
+    except ValueError as exc:
+        reason = str(exc)
+    else:
+        try:
+            datetime.now(UTC) + duration
+        except OverflowError:
+            raise BadInput(f"--deadline {text!r}: the duration is too long") from None
+        return duration
+    try:
+        instant = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise BadInput(
+            f"--deadline: {reason}; or an instant with a time zone, such as '2026-01-01T09:00:00Z'"
+        ) from None
+    if instant.tzinfo is None:
+        raise BadInput(
+            f"--deadline {text!r}: an instant needs a time zone (such as 'Z' or '+01:00')"
+        )
+    return instant
+
+
+def flows_to_run(file: Path, others: Sequence[Path], code: Code) -> list[Flow]:
+    """The flow of ``file`` then those of ``others``, each checked against ``code``; the
+    problems of every file, and exit 2, when one of them cannot run."""
+    loaded = load_files([file, *others], code)
+    if any(item.flow is None for item in loaded):
+        for item in loaded:
+            print_problems(item.problems)
+        bad = [display_path(item.path) for item in loaded if item.flow is None]
+        what = "is not a valid flow" if len(bad) == 1 else "are not valid flows"
+        raise BadInput(f"{', '.join(bad)} {what}; nothing run")
+    errors = [p for item in loaded for p in item.errors]
+    if errors:
+        print_problems(errors)
+        count = len(errors)
+        what = "reference does not resolve" if count == 1 else "references do not resolve"
+        hint = (
+            "; name the module that implements a node with --nodes MODULE"
+            if code.unregistered
+            else ""
+        )
+        raise BadInput(f"cannot run {display_path(file)}: {count} {what}{hint}")
+    return [item.flow for item in loaded if item.flow is not None]

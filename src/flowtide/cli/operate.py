@@ -1,0 +1,244 @@
+"""``flowtide start``, ``signal`` and ``cancel``: act on stored runs, which workers drive."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from flowtide.cli.code import Code, current_directory_first, load_modules
+from flowtide.cli.common import (
+    BadInput,
+    ExitCode,
+    NodesOption,
+    WithOption,
+    err,
+    guarded,
+    out,
+)
+from flowtide.cli.inputs import flows_to_run, parse_deadline, parse_state
+from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, client, emit_json, unknown_run
+from flowtide.engine import SignalReceipt, SignalRefused
+from flowtide.model.flow import Flow
+from flowtide.store.base import StoreError, UnknownRunError
+
+FileArgument = Annotated[
+    Path,
+    typer.Argument(
+        metavar="FILE", help="The flow document (JSON-LD, JSON or YAML).", show_default=False
+    ),
+]
+RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="The run's id.")]
+
+
+@guarded
+def start(
+    file: FileArgument,
+    input: Annotated[
+        str, typer.Option("--input", "-i", help="The initial state, a JSON object.")
+    ] = "{}",
+    deadline: Annotated[
+        str | None,
+        typer.Option(
+            "--deadline",
+            help="A deadline for the whole run: a duration (PT5M, or milliseconds) or an "
+            "instant with a time zone.",
+        ),
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="The run's id (default: a new one).")
+    ] = None,
+    nodes: NodesOption = None,
+    others: WithOption = None,
+    store: StoreOption = DEFAULT,
+    json_output: JsonOption = False,
+) -> None:
+    """Start a run of FILE in the store and print its id; a worker (flowtide worker) runs it.
+
+    The flow document is kept in the store with the run, so workers need only the code of its
+    nodes. Exits 0 once the run is stored, 2 on bad input.
+    """
+    state = parse_state(input)
+    when = parse_deadline(deadline)
+    with current_directory_first():
+        code = load_modules(nodes or [])
+        flows = flows_to_run(file, others or [], code)
+        started = asyncio.run(_start(store, flows, code, state, when, run_id))
+    if json_output:
+        emit_json(started)
+        return
+    rid = started["run_id"]
+    out.print(
+        f"started run [bold]{escape(rid)}[/] of {escape(started['flow'])} "
+        f"(version {escape(started['version'])})"
+    )
+    nodes_hint = " ".join(f"--nodes {n}" for n in nodes or [])
+    hint = f"flowtide worker {nodes_hint}".rstrip()
+    out.print(f"  [dim]a worker runs it: {escape(hint)}; see it: flowtide show {rid}[/]")
+
+
+async def _start(
+    url: str,
+    flows: list[Flow],
+    code: Code,
+    state: dict[str, Any],
+    deadline: timedelta | datetime | None,
+    run_id: str | None,
+) -> dict[str, Any]:
+    async with client(url, flows=flows, registry=code.registry()) as engine:
+        try:
+            handle = await engine.start(flows[0], state, deadline=deadline, run_id=run_id)
+        except StoreError as exc:
+            raise BadInput(f"cannot start the run: {exc}") from None
+        run = await engine.store.get_run(handle.run_id)
+    return {
+        "run_id": run.id,
+        "flow": run.flow_id,
+        "version": run.flow_version,
+        "lifecycle": run.lifecycle,
+        "deadline": run.deadline,
+    }
+
+
+@guarded
+def signal(
+    run: Annotated[
+        str | None, typer.Argument(metavar="[RUN]", help="The run's id (optional with --key).")
+    ] = None,
+    placement: Annotated[
+        str | None, typer.Option("--placement", "-p", help="The parked placement.")
+    ] = None,
+    key: Annotated[
+        str | None, typer.Option("--key", "-k", help="The park's correlation key.")
+    ] = None,
+    payload: Annotated[
+        str, typer.Option("--payload", help="A JSON object merged into the run's state.")
+    ] = "{}",
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output", help="Move the token on by this output (default: its node runs again)."
+        ),
+    ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option("--idempotency-key", help="Repeating a signal with this key changes nothing."),
+    ] = None,
+    nodes: NodesOption = None,
+    store: StoreOption = DEFAULT,
+    json_output: JsonOption = False,
+) -> None:
+    """Signal a parked token, by RUN and --placement or by --key.
+
+    The signal's step is made here and the run handed to a worker. Exits 0 when the signal was
+    accepted (or answered already, with the same --idempotency-key), 3 when it was refused
+    (the park expired, the token moved on, the run ended: the reason is printed), 2 on bad
+    input (an unknown run, no --placement or --key, a payload that is not a JSON object).
+    """
+    if placement is None and key is None:
+        raise BadInput("say which park to signal: --placement PLACEMENT (with RUN) or --key KEY")
+    if placement is not None and run is None:
+        raise BadInput("--placement needs the RUN it is in")
+    data = parse_state(payload, "--payload")
+    with current_directory_first():
+        code = load_modules(nodes or [])
+        answer = asyncio.run(
+            _signal(store, code, run, placement, key, data, output, idempotency_key)
+        )
+    if isinstance(answer, SignalRefused):
+        if json_output:
+            emit_json({"accepted": False, "reason": answer.reason, "message": str(answer)})
+        else:
+            err.print(f"[yellow]refused[/] ({answer.reason}): {escape(str(answer))}")
+        raise typer.Exit(ExitCode.REFUSED)
+    if json_output:
+        emit_json({"accepted": True, **_receipt(answer)})
+        return
+    again = " (answered already: nothing changed)" if answer.duplicate else ""
+    out.print(
+        f"signalled [bold]{escape(answer.placement)}[/] of run {escape(answer.run_id)}{again}"
+    )
+
+
+def _receipt(receipt: SignalReceipt) -> dict[str, Any]:
+    return {
+        "run_id": receipt.run_id,
+        "token_id": receipt.token_id,
+        "placement": receipt.placement,
+        "output": receipt.output,
+        "at": receipt.at,
+        "park": receipt.park,
+        "idempotency_key": receipt.idempotency_key,
+        "duplicate": receipt.duplicate,
+    }
+
+
+async def _signal(
+    url: str,
+    code: Code,
+    run: str | None,
+    placement: str | None,
+    key: str | None,
+    payload: dict[str, Any],
+    output: str | None,
+    idempotency_key: str | None,
+) -> SignalReceipt | SignalRefused:
+    async with client(url, registry=code.registry()) as engine:
+        try:
+            return await engine.signal(
+                run,
+                placement=placement,
+                key=key,
+                payload=payload,
+                output=output,
+                idempotency_key=idempotency_key,
+            )
+        except SignalRefused as exc:
+            return exc
+        except UnknownRunError as exc:
+            raise unknown_run(exc, url) from None
+
+
+@guarded
+def cancel(
+    run: RunArgument,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why, kept with the run's result.")
+    ] = None,
+    nodes: NodesOption = None,
+    store: StoreOption = DEFAULT,
+    json_output: JsonOption = False,
+) -> None:
+    """Cancel RUN: its running nodes are cancelled and it ends ``cancelled``.
+
+    Exits 0 when it was cancelled, 3 when it had already ended (its lifecycle is printed), 2 for
+    an unknown run.
+    """
+    with current_directory_first():
+        code = load_modules(nodes or [])
+        cancelled, lifecycle = asyncio.run(_cancel(store, code, run, reason))
+    if json_output:
+        emit_json({"run_id": run, "cancelled": cancelled, "lifecycle": lifecycle})
+    elif cancelled:
+        out.print(f"cancelled run [bold]{escape(run)}[/]")
+    else:
+        err.print(f"run {escape(run)} had already ended: {lifecycle}")
+    if not cancelled:
+        raise typer.Exit(ExitCode.REFUSED)
+
+
+async def _cancel(url: str, code: Code, run: str, reason: str | None) -> tuple[bool, str]:
+    async with client(url, registry=code.registry()) as engine:
+        try:
+            cancelled = await engine.cancel(run, reason)
+            record = await engine.store.get_run(run)
+        except UnknownRunError as exc:
+            raise unknown_run(exc, url) from None
+    return cancelled, record.lifecycle
+
+
+__all__ = ["cancel", "signal", "start"]

@@ -1,0 +1,306 @@
+"""``flowtide runs``, ``show``, ``history`` and ``explain``: read stored runs."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from flowtide.cli.code import Code, current_directory_first, load_modules
+from flowtide.cli.common import BadInput, NodesOption, guarded, out
+from flowtide.cli.inputs import LIFECYCLE_STYLE
+from flowtide.cli.operate import RunArgument
+from flowtide.cli.stores import (
+    DEFAULT,
+    JsonOption,
+    StoreOption,
+    client,
+    emit_json,
+    opened,
+    relative,
+    unknown_run,
+)
+from flowtide.engine import EngineError, Lifecycle
+from flowtide.store.base import (
+    LIVE_TOKEN_STATUSES,
+    Lease,
+    RunRecord,
+    Store,
+    TokenRecord,
+    UnknownRunError,
+)
+
+
+def _style(lifecycle: str) -> str:
+    try:
+        return LIFECYCLE_STYLE.get(Lifecycle(lifecycle), "white")
+    except ValueError:
+        return "white"
+
+
+def _where(tokens: list[TokenRecord]) -> str:
+    """Where a run's live tokens are: ``collect-payment (parked), notify (running)``."""
+    return ", ".join(f"{t.placement} ({t.status.value})" for t in tokens) or "-"
+
+
+def _next_deadline(run: RunRecord, tokens: list[TokenRecord]) -> datetime | None:
+    instants = [t.deadline for t in tokens if t.deadline is not None]
+    if run.deadline is not None and not Lifecycle(run.lifecycle).terminal:
+        instants.append(run.deadline)
+    return min(instants, default=None)
+
+
+# -- runs ------------
+
+
+@guarded
+def runs(
+    lifecycle: Annotated[
+        str | None,
+        typer.Option(
+            "--lifecycle",
+            "-l",
+            help="Only runs in this lifecycle: pending, running, parked, completed, failed, "
+            "cancelled, timed_out.",
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", help="At most this many runs, the newest first.")
+    ] = 50,
+    store: StoreOption = DEFAULT,
+    json_output: JsonOption = False,
+) -> None:
+    """List stored runs, newest first: where each run's tokens are, its next deadline and the
+    time left, and which worker holds it."""
+    if lifecycle is not None and lifecycle not in {m.value for m in Lifecycle}:
+        choices = ", ".join(m.value for m in Lifecycle)
+        raise BadInput(f"--lifecycle {lifecycle!r} is not a lifecycle ({choices})")
+    rows = asyncio.run(_runs(store, lifecycle, limit))
+    now = datetime.now(UTC)
+    if json_output:
+        emit_json([_run_json(run, tokens, lease) for run, tokens, lease in rows])
+        return
+    if not rows:
+        out.print("no runs" + (f" {lifecycle}" if lifecycle else ""))
+        return
+    table = Table("run", "flow", "lifecycle", "where", "next deadline", "held by")
+    for run, tokens, lease in rows:
+        deadline = _next_deadline(run, tokens)
+        when = f"{deadline.isoformat()} ({relative(deadline, now)})" if deadline else "-"
+        table.add_row(
+            escape(run.id),
+            escape(run.flow_id),
+            f"[{_style(run.lifecycle)}]{run.lifecycle}[/]",
+            escape(_where(tokens)),
+            when,
+            escape(lease.owner) if lease is not None else "-",
+        )
+    out.print(table)
+
+
+Row = tuple[RunRecord, list[TokenRecord], Lease | None]
+
+
+async def _runs(url: str, lifecycle: str | None, limit: int) -> list[Row]:
+    store = await opened(url)
+    try:
+        found = sorted(
+            await store.list_runs(lifecycle), key=lambda r: (r.created_at, r.id), reverse=True
+        )
+        return [await _row(store, run) for run in found[: max(limit, 0)]]
+    finally:
+        await store.close()
+
+
+async def _row(store: Store, run: RunRecord) -> Row:
+    tokens = list(await store.tokens(run.id, LIVE_TOKEN_STATUSES))
+    return run, tokens, await store.lease_of(run.id)
+
+
+def _run_json(run: RunRecord, tokens: list[TokenRecord], lease: Lease | None) -> dict[str, Any]:
+    return {
+        "run_id": run.id,
+        "flow": run.flow_id,
+        "version": run.flow_version,
+        "lifecycle": run.lifecycle,
+        "outcome": run.outcome,
+        "created_at": run.created_at,
+        "deadline": run.deadline,
+        "next_deadline": _next_deadline(run, tokens),
+        "tokens": [_token_json(t) for t in tokens],
+        "held_by": lease.owner if lease is not None else None,
+        "lease_expires": lease.expires if lease is not None else None,
+    }
+
+
+def _token_json(t: TokenRecord) -> dict[str, Any]:
+    return {
+        "token_id": t.id,
+        "placement": t.placement,
+        "status": t.status.value,
+        "attempt": t.attempt,
+        "visit": t.visit,
+        "deadline": t.deadline,
+        "due": t.due,
+    }
+
+
+# -- show ------------
+
+
+@guarded
+def show(run: RunArgument, store: StoreOption = DEFAULT, json_output: JsonOption = False) -> None:
+    """Show one run: lifecycle and outcome, its tokens and open parks with their deadlines and
+    time left, who holds it, and its state."""
+    data = asyncio.run(_show(store, run))
+    if json_output:
+        emit_json(data)
+        return
+    now = datetime.now(UTC)
+    style = _style(data["lifecycle"])
+    outcome = f", outcome [bold]{escape(str(data['outcome']))}[/]" if data["outcome"] else ""
+    out.print(f"run [bold]{escape(run)}[/]: [{style}]{data['lifecycle']}[/]{outcome}")
+    out.print(f"  flow {escape(data['flow'])} version {escape(data['version'])}")
+    out.print(f"  created {data['created_at'].isoformat()}")
+    if data["deadline"] is not None:
+        out.print(
+            f"  run deadline {data['deadline'].isoformat()} ({relative(data['deadline'], now)})"
+        )
+    held = data["held_by"]
+    if held is not None:
+        out.print(f"  held by {escape(held)} (lease {relative(data['lease_expires'], now)})")
+    for t in data["tokens"]:
+        window = f", window ends {t['deadline'].isoformat()} ({relative(t['deadline'], now)})"
+        out.print(
+            f"  token {escape(t['token_id'])} at [bold]{escape(t['placement'])}[/]: "
+            f"{t['status']}, attempt {t['attempt']}" + (window if t["deadline"] else "")
+        )
+    for p in data["parks"]:
+        key = f" key {escape(str(p['key']))}" if p["key"] else ""
+        until = f", until {p['deadline'].isoformat()} ({relative(p['deadline'], now)})"
+        out.print(
+            f"  parked at [bold]{escape(p['placement'])}[/]{key}" + (until if p["deadline"] else "")
+        )
+    for e in data["errors"]:
+        out.print(f"  [red]{escape(str(e.get('type')))}[/]: {escape(str(e.get('message')))}")
+    out.print("  state: " + escape(json.dumps(data["state"], sort_keys=True, default=str)))
+
+
+async def _show(url: str, run_id: str) -> dict[str, Any]:
+    store = await opened(url)
+    try:
+        try:
+            run = await store.get_run(run_id)
+        except UnknownRunError as exc:
+            raise unknown_run(exc, url) from None
+        run, tokens, lease = await _row(store, run)
+        parks = await store.parks(run_id=run_id, open_only=True)
+        data = _run_json(run, tokens, lease)
+        data["parks"] = [
+            {"placement": p.placement, "key": p.key, "deadline": p.deadline, "payload": p.payload}
+            for p in parks
+        ]
+        data["state"] = await store.get_state(run_id)
+        data["due"] = [
+            {"when": e.when, "token_id": e.token_id, "purpose": e.purpose or "wait"}
+            for e in await store.due_of(run_id)
+        ]
+        data["errors"] = list((run.result or {}).get("errors", []))
+        return data
+    finally:
+        await store.close()
+
+
+# -- history ------------
+
+
+@guarded
+def history(
+    run: RunArgument, store: StoreOption = DEFAULT, json_output: JsonOption = False
+) -> None:
+    """Print a run's events, in order."""
+    events = asyncio.run(_history(store, run))
+    if json_output:
+        emit_json(events)
+        return
+    table = Table("seq", "at", "event", "placement", "attempt", "data")
+    for e in events:
+        table.add_row(
+            str(e["seq"]),
+            e["at"].isoformat(),
+            e["kind"],
+            escape(str(e["placement"] or "")),
+            str(e["attempt"] or ""),
+            escape(json.dumps(e["data"], default=str)),
+        )
+    out.print(table)
+
+
+async def _history(url: str, run_id: str) -> list[dict[str, Any]]:
+    store = await opened(url)
+    try:
+        try:
+            events = await store.history(run_id)
+        except UnknownRunError as exc:
+            raise unknown_run(exc, url) from None
+        return [
+            {
+                "seq": e.seq,
+                "kind": e.kind,
+                "at": e.at,
+                "placement": e.placement,
+                "attempt": e.attempt,
+                "token_id": e.token_id,
+                "data": e.data,
+            }
+            for e in events
+        ]
+    finally:
+        await store.close()
+
+
+# -- explain ------------
+
+
+@guarded
+def explain(
+    run: RunArgument,
+    placement: Annotated[
+        str | None,
+        typer.Option("--placement", "-p", help="Explain this placement's window only."),
+    ] = None,
+    nodes: NodesOption = None,
+    store: StoreOption = DEFAULT,
+    json_output: JsonOption = False,
+) -> None:
+    """Explain a run's deadlines: for each placement with a window (or --placement only), when
+    it ends, from which anchor, and which setting gave its timeout; also once the run has
+    ended (why it expired, from which anchor)."""
+    with current_directory_first():
+        code = load_modules(nodes or [])
+        found = asyncio.run(_explain(store, code, run, placement))
+    if json_output:
+        emit_json([dataclasses.asdict(e) for e in found])
+        return
+    if not found:
+        out.print(f"run {escape(run)}: no placement with a window or timers was visited")
+    for e in found:
+        out.print(escape(str(e)))
+
+
+async def _explain(url: str, code: Code, run: str, placement: str | None) -> list[Any]:
+    async with client(url, registry=code.registry()) as engine:
+        try:
+            if placement is not None:
+                return [await engine.explain(run, placement=placement)]
+            return list(await engine.explain_run(run))
+        except UnknownRunError as exc:
+            raise unknown_run(exc, url) from None
+        except EngineError as exc:
+            raise BadInput(str(exc)) from None

@@ -1,0 +1,111 @@
+"""``flowtide worker``: run nodes and the sweeper on the store's runs until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from flowtide.cli.code import Code, current_directory_first, load_modules
+from flowtide.cli.common import NodesOption, guarded, out
+from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, opened, shown_store
+from flowtide.engine import Engine
+from flowtide.store.base import EventRecord
+
+
+@guarded
+def worker(
+    nodes: NodesOption = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            "-c",
+            min=1,
+            help="At most this many runs driven at once (default: no limit).",
+        ),
+    ] = None,
+    poll: Annotated[
+        float,
+        typer.Option(
+            "--poll",
+            min=0.05,
+            help="Look for work at least this often (seconds), should a notice be lost.",
+        ),
+    ] = 1.0,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Do not print the runs' events.")
+    ] = False,
+    store: StoreOption = DEFAULT,
+    json_output: JsonOption = False,
+) -> None:
+    """Run the store's runs: their nodes, their timeouts, timers and deadlines, until stopped.
+
+    Any number of workers may share a store, on any number of machines: each run is driven by
+    one worker at a time, under a lease it renews; a worker that dies loses its runs to the
+    others when their leases expire. SIGTERM or SIGINT (Ctrl-C) stops it: the runs it holds are
+    given back at once, for another worker to take (nodes in flight run again there), and it
+    exits 0. Events are printed as they happen (one JSON object per line with --json).
+    """
+    with current_directory_first():
+        code = load_modules(nodes or [])
+        asyncio.run(_work(store, code, concurrency, poll, quiet, json_output))
+
+
+async def _work(
+    url: str, code: Code, concurrency: int | None, poll: float, quiet: bool, as_json: bool
+) -> None:
+    store = await opened(url)
+    hooks = [] if quiet else [_json_line if as_json else _text_line]
+    engine = Engine(
+        store=store, registry=code.registry(), hooks=hooks, max_runs=concurrency, poll=poll
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        if not as_json:
+            out.print(
+                f"worker [bold]{escape(engine.owner)}[/] on {escape(shown_store(url))}: "
+                "taking runs (Ctrl-C to stop)"
+            )
+        engine.sweeper.wake()
+        await stop.wait()
+        held = len(engine.held_runs())
+        if not as_json:
+            out.print(f"stopping: giving back {held} run(s) it holds")
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        with contextlib.suppress(Exception):
+            await engine.close()
+        await store.close()
+
+
+def _text_line(event: EventRecord) -> None:
+    where = f" {event.placement}" if event.placement else ""
+    out.print(
+        f"{event.at.strftime('%H:%M:%S')} {escape(event.run_id[:12])} {event.kind}{escape(where)}"
+    )
+
+
+def _json_line(event: EventRecord) -> None:
+    data = {
+        "at": event.at.isoformat(),
+        "run_id": event.run_id,
+        "seq": event.seq,
+        "kind": event.kind,
+        "placement": event.placement,
+        "attempt": event.attempt,
+        "data": event.data,
+    }
+    print(json.dumps(data, default=str), flush=True)
+
+
+__all__ = ["worker"]

@@ -1,0 +1,72 @@
+"""Stores named by URL: ``sqlite:///path/runs.db`` (or a plain path), ``postgresql://...``,
+``memory:``; and URLs as they may be shown (never with their password)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from flowtide.store.base import Store, StoreOpenError
+from flowtide.store.memory import MemoryStore
+
+__all__ = ["DEFAULT_STORE", "open_store", "redact", "store_for"]
+
+DEFAULT_STORE = "sqlite:///flowtide.db"
+"""The store a command uses without ``--store`` or ``FLOWTIDE_STORE``: a SQLite file in the
+current directory."""
+
+_SECRET = re.compile(r"(?i)(password=)[^&\s]*")
+
+
+def redact(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (in its user part or its query)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _SECRET.sub(r"\1***", url)
+    user, at, host = parts.netloc.rpartition("@")
+    if at and ":" in user:
+        hidden = f"{user.split(':', 1)[0]}:***@{host}"
+        url = urlunsplit(parts._replace(netloc=hidden))
+    return _SECRET.sub(r"\1***", url)
+
+
+def store_for(url: str) -> Store:
+    """The store ``url`` names, not opened yet (raises :class:`StoreOpenError` for a URL that
+    names no store Flowtide has)."""
+    if url in ("memory:", "memory://"):
+        return MemoryStore()
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from flowtide.store.postgres import PostgresStore
+        except ImportError as exc:
+            raise StoreOpenError(
+                f"cannot open {redact(url)}: the PostgreSQL store needs psycopg "
+                "(pip install 'flowtide[postgres]')"
+            ) from exc
+        return PostgresStore(url)
+    if scheme == "sqlite":
+        rest = url[len("sqlite://") :]
+        # sqlite:///runs.db is relative, sqlite:////srv/runs.db absolute (as SQLAlchemy reads them)
+        path = rest[1:] if rest.startswith("/") else rest
+        if not path:
+            raise StoreOpenError(f"{redact(url)} names no file (sqlite:///path/runs.db)")
+    elif scheme:
+        raise StoreOpenError(
+            f"{redact(url)}: unknown kind of store {scheme!r} "
+            "(use sqlite:///path/runs.db, postgresql://user@host/db or memory:)"
+        )
+    else:
+        path = url
+    from flowtide.store.sqlite import SQLiteStore
+
+    return SQLiteStore(Path(path))
+
+
+async def open_store(url: str) -> Store:
+    """The store ``url`` names, opened (raises :class:`StoreOpenError`)."""
+    store = store_for(url)
+    await store.open()
+    return store
