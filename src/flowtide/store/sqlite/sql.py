@@ -1,0 +1,43 @@
+"""The SQLite store's statements (``queries.sql``), the transaction every write runs in, and
+SQLite's errors as store errors."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+from flowtide.store.base import StoreError
+from flowtide.store.sqlfiles import load_queries
+
+__all__ = ["QUERIES", "immediate", "store_error"]
+
+QUERIES = load_queries("flowtide.store.sqlite", "queries.sql")
+"""Statement name -> its text (each is prepared once per connection, then reused)."""
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction: ``BEGIN IMMEDIATE`` takes the database's write lock before the
+    first read (waiting up to the busy timeout for another connection's), so what the
+    transaction reads stays true until it commits; it is rolled back if the block raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):  # (the error that got us here is the one to report)
+                conn.execute("ROLLBACK")
+        raise
+
+
+def store_error(error: sqlite3.Error, path: str) -> StoreError:
+    """``error``, raised by SQLite on the database at ``path``, as a :class:`StoreError`."""
+    name = getattr(error, "sqlite_errorname", "")
+    if name.startswith("SQLITE_BUSY") or "database is locked" in str(error):
+        return StoreError(
+            f"the SQLite store {path} is locked: another connection kept it longer than the "
+            f"busy timeout ({error})"
+        )
+    return StoreError(f"the SQLite store {path} failed: {type(error).__name__}: {error}")

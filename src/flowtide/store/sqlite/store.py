@@ -1,0 +1,260 @@
+"""The SQLite store: Flowtide's embedded default, one database file that many processes may
+share.
+
+Each :class:`SQLiteStore` has one connection, used only from one thread of its own: every call
+is sent to that thread and awaited, so the event loop never waits for the disk and a store's
+calls are applied one at a time, in the order they were made. Every transaction that may write
+starts with ``BEGIN IMMEDIATE`` (it holds the database's write lock from its first read to its
+commit), so claims, lease fencing and compare-and-set hold across connections and processes.
+The database runs in WAL mode: readers do not wait for the writer.
+
+Other processes' changes are noticed by polling ``PRAGMA data_version``, which changes when
+another connection commits (:meth:`SQLiteStore.wait_changed`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, Self, TypeVar
+
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    EventRecord,
+    Lease,
+    NodeAnchor,
+    ParkRecord,
+    RunRecord,
+    ScatterItemRecord,
+    SignalAnswer,
+    Store,
+    StoredFlow,
+    StoreError,
+    TokenRecord,
+    TokenStatus,
+)
+from flowtide.store.jsonvalues import encode_json
+from flowtide.store.sqlite import commits, flows, leases, reads
+from flowtide.store.sqlite.schema import SYNCHRONOUS, open_database
+from flowtide.store.sqlite.sql import store_error
+
+__all__ = ["SQLiteStore"]
+
+T = TypeVar("T")
+
+POLL_SECONDS = 0.02
+"""How often :meth:`SQLiteStore.wait_changed` looks for another connection's commit."""
+
+
+class SQLiteStore(Store):
+    """A store in the SQLite database file at ``path`` (created, with its schema, on first
+    open). ``synchronous``: ``"FULL"`` (each commit is on disk before it returns) or
+    ``"NORMAL"`` (faster; a power loss may undo the last commits, never half of one)."""
+
+    shared = True
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "FULL") -> None:
+        setting = synchronous.upper()
+        if setting not in SYNCHRONOUS:
+            raise ValueError(
+                f"synchronous must be one of {', '.join(SYNCHRONOUS)}, not {synchronous!r}"
+            )
+        self.path = os.fspath(path)
+        self.synchronous = setting
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowtide-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        """Opened, and only ever used, in ``_thread``."""
+        self._closed = False
+        self._data_version = 0
+        """``PRAGMA data_version`` as :meth:`wait_changed` last saw it."""
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    # -- the store's thread ------------
+
+    async def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work(connection)``, run in the store's thread (opening the database first if it
+        is not open yet)."""
+        if self._closed:
+            raise StoreError(f"the SQLite store {self.path} is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._run, work)
+
+    def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return work(self._conn if self._conn is not None else self._connect())
+        except sqlite3.Error as error:
+            raise store_error(error, self.path) from error
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = open_database(self.path, self.synchronous)
+        self._data_version = _data_version(conn)
+        self._conn = conn
+        return conn
+
+    def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error as error:
+                raise store_error(error, self.path) from error
+
+    async def open(self) -> None:
+        await self._call(_nothing)
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._thread, self._disconnect)
+        finally:
+            self._thread.shutdown(wait=False)
+
+    async def wait_changed(self, seconds: float) -> bool:
+        end = time.monotonic() + seconds
+        while True:
+            version = await self._call(_data_version)
+            if version != self._data_version:
+                self._data_version = version
+                return True
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(POLL_SECONDS, left))
+
+    # -- writes ------------
+
+    async def create_run(
+        self,
+        run: RunRecord,
+        state: Mapping[str, Any],
+        commit: Commit | None = None,
+        *,
+        lease: Lease | None = None,
+    ) -> Sequence[EventRecord]:
+        new = commits.encode_run(run, state)
+        step = (commit, commits.encode_commit(commit)) if commit is not None else None
+        first = await self._call(lambda conn: commits.create_run(conn, run, new, step, lease))
+        return _numbered(commit.events, first) if commit is not None else []
+
+    async def commit(self, commit: Commit) -> Sequence[EventRecord]:
+        encoded = commits.encode_commit(commit)
+        first = await self._call(lambda conn: commits.apply_commit(conn, commit, encoded))
+        return _numbered(commit.events, first)
+
+    # -- leases and wake instants ------------
+
+    async def next_wake(self) -> datetime | None:
+        return await self._call(leases.next_wake)
+
+    async def claim_runs(
+        self, owner: str, now: datetime, expires: datetime, limit: int = 100
+    ) -> Sequence[Lease]:
+        return await self._call(lambda conn: leases.claim_runs(conn, owner, now, expires, limit))
+
+    async def acquire_run(
+        self, run_id: str, owner: str, now: datetime, expires: datetime, *, force: bool = False
+    ) -> Lease | None:
+        return await self._call(
+            lambda conn: leases.acquire_run(conn, run_id, owner, now, expires, force)
+        )
+
+    async def renew_leases(self, owner: str, expires: datetime) -> Sequence[Lease]:
+        return await self._call(lambda conn: leases.renew_leases(conn, owner, expires))
+
+    async def release_runs(self, owner: str) -> Sequence[str]:
+        return await self._call(lambda conn: leases.release_runs(conn, owner))
+
+    async def lease_of(self, run_id: str) -> Lease | None:
+        return await self._call(lambda conn: leases.lease_of(conn, run_id))
+
+    # -- flows ------------
+
+    async def put_flow(self, flow: StoredFlow) -> None:
+        document = encode_json(flow.document, "document")
+        await self._call(lambda conn: flows.put_flow(conn, flow, document))
+
+    async def get_flow(self, flow_id: str, digest: str) -> StoredFlow:
+        return await self._call(lambda conn: flows.get_flow(conn, flow_id, digest))
+
+    # -- reads ------------
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        return await self._call(lambda conn: reads.get_run(conn, run_id))
+
+    async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
+        return await self._call(lambda conn: reads.list_runs(conn, lifecycle))
+
+    async def get_state(self, run_id: str) -> dict[str, Any]:
+        return await self._call(lambda conn: reads.get_state(conn, run_id))
+
+    async def tokens(
+        self, run_id: str, statuses: Sequence[TokenStatus] | None = None
+    ) -> Sequence[TokenRecord]:
+        wanted = list(statuses) if statuses is not None else None
+        return await self._call(lambda conn: reads.tokens(conn, run_id, wanted))
+
+    async def token(self, run_id: str, token_id: str) -> TokenRecord | None:
+        return await self._call(lambda conn: reads.token(conn, run_id, token_id))
+
+    async def history(self, run_id: str, after: int = 0) -> Sequence[EventRecord]:
+        return await self._call(lambda conn: reads.history(conn, run_id, after))
+
+    async def due_of(self, run_id: str) -> Sequence[DueEntry]:
+        return await self._call(lambda conn: reads.due_of(conn, run_id))
+
+    async def node_anchor(self, run_id: str, placement: str, item: str | None) -> datetime | None:
+        return await self._call(lambda conn: reads.node_anchor(conn, run_id, placement, item))
+
+    async def node_anchors(self, run_id: str) -> Sequence[NodeAnchor]:
+        return await self._call(lambda conn: reads.node_anchors(conn, run_id))
+
+    async def parks(
+        self,
+        *,
+        run_id: str | None = None,
+        key: str | None = None,
+        placement: str | None = None,
+        open_only: bool = False,
+    ) -> Sequence[ParkRecord]:
+        if run_id is None and key is None:
+            raise StoreError("parks() needs a run_id or a key")
+        return await self._call(lambda conn: reads.parks(conn, run_id, key, placement, open_only))
+
+    async def signal_answer(self, key: str) -> SignalAnswer | None:
+        return await self._call(lambda conn: reads.signal_answer(conn, key))
+
+    async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
+        return await self._call(lambda conn: reads.scatter_items(conn, run_id, progress))
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    """Nothing to do but open the database (:meth:`SQLiteStore.open`)."""
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    """A number that changes when another connection commits to the database."""
+    row = conn.execute("PRAGMA data_version").fetchone()
+    return int(row[0])
+
+
+def _numbered(events: Sequence[EventRecord], first: int) -> list[EventRecord]:
+    """A commit's own event records, their ``seq`` filled in from ``first`` (as the memory store
+    does, the caller's records themselves)."""
+    for seq, event in enumerate(events, first):
+        event.seq = seq
+    return list(events)
