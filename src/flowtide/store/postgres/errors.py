@@ -8,7 +8,7 @@ any password scrubbed from what it quotes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -45,7 +45,8 @@ class Target:
     ``user@host:port/database`` (whatever of these the string gives), never the password."""
 
     name: str
-    password: str | None
+    password: str | None = field(repr=False)
+    """Kept only to be masked in the text of errors that might quote it."""
     readable: bool = True
     """False: the string could not be read (``name`` then says only that)."""
 
@@ -57,13 +58,13 @@ class Target:
             return cls("(a connection string that cannot be read)", None, readable=False)
         password = params.get("password")
         user, host, port, dbname = (params.get(key) for key in ("user", "host", "port", "dbname"))
-        where = str(host or "")
+        where = str(host or "(local socket)")
         if port:
             where += f":{port}"
         name = f"{user}@{where}" if user else where
         if dbname:
             name += f"/{dbname}"
-        return cls(f"'{name or 'the default database'}'", str(password) if password else None)
+        return cls(f"'{name}'", str(password) if password else None)
 
     def scrub(self, text: str) -> str:
         """``text`` on one line, with the password (if it shows) masked."""
