@@ -18,6 +18,7 @@ import flowtide
 from flowtide.store import (
     Commit,
     DueEntry,
+    DuplicateSignal,
     EventRecord,
     Expect,
     Lease,
@@ -289,6 +290,33 @@ async def test_racing_commits_expecting_one_token_let_exactly_one_win(schemas: S
             assert await one.signal_answer(f"{winner}-{epoch}") is not None
             loser = "two" if winner == "one" else "one"
             assert await one.signal_answer(f"{loser}-{epoch}") is None
+
+
+async def test_racing_answers_to_one_signal_key_let_exactly_one_commit(schemas: Schemas) -> None:
+    # Two runs, no expectation in common: the signal key alone decides (a key answered while the
+    # other commit was in flight is refused by the database's key, and nothing of it stays).
+    schema = schemas.new()
+    async with schemas.store(schema) as one, schemas.store(schema) as two:
+        await one.create_run(run_record("a", "running"), {})
+        await one.create_run(run_record("b", "running"), {})
+        for n in range(60):
+            key = f"k{n}"
+            outcomes = await asyncio.gather(
+                one.commit(
+                    Commit("a", state={"n": n}, signal_answers=[SignalAnswer(key, "a", {})])
+                ),
+                two.commit(
+                    Commit("b", state={"n": n}, signal_answers=[SignalAnswer(key, "b", {})])
+                ),
+                return_exceptions=True,
+            )
+            lost = [o for o in outcomes if isinstance(o, BaseException)]
+            assert len(lost) == 1 and isinstance(lost[0], DuplicateSignal), outcomes
+            answer = await one.signal_answer(key)
+            winner = "a" if not isinstance(outcomes[0], BaseException) else "b"
+            assert answer is not None and answer.run_id == winner
+            loser = "b" if winner == "a" else "a"
+            assert (await two.get_state(loser)).get("n") != n
 
 
 async def test_wait_changed_wakes_when_another_store_makes_work(schemas: Schemas) -> None:

@@ -96,7 +96,10 @@ def store_error(error: psycopg.Error, target: Target) -> StoreError:
     if isinstance(error, pg_errors.UniqueViolation):
         constraint = error.diag.constraint_name
         if constraint == "signal_answers_pkey":
-            return DuplicateSignal("a signal idempotency key was answered by a racing commit")
+            detail = target.scrub(error.diag.message_detail or "")
+            return DuplicateSignal(
+                f"a signal idempotency key was answered by a racing commit: {detail}"
+            )
         if constraint == "runs_pkey":
             return StoreError("a run with this id was created by a racing commit")
     if isinstance(error, PoolClosed):

@@ -33,6 +33,15 @@ VALUES (%(version)s, %(name)s, %(min_reader_version)s, now());
 LISTEN {channel};
 
 -- ---------------------------------------------------------------------------------------------
+-- Transactions (the store's connections are in autocommit mode: a transaction is explicit)
+
+-- name: begin
+BEGIN;
+
+-- name: commit
+COMMIT;
+
+-- ---------------------------------------------------------------------------------------------
 -- Commits: what is checked before writing
 
 -- name: lock_run

@@ -23,6 +23,7 @@ from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.pq import TransactionStatus
 from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool
 
@@ -185,11 +186,21 @@ class PostgresStore(Store):
     async def _transaction(self) -> AsyncIterator[Connection]:
         """A connection in a transaction, in pipeline mode (statements are sent as they come
         and wait for one another only when a result is read); committed at the end, rolled back
-        on an error."""
+        on an error.
+
+        ``BEGIN`` and ``COMMIT`` are sent as statements of the pipeline: the whole ends in one
+        sync (psycopg's ``transaction()`` would add one more round trip)."""
         pool = await self._connections()
         try:
-            async with pool.connection() as conn, conn.pipeline(), conn.transaction():
-                yield conn
+            async with pool.connection() as conn:
+                try:
+                    async with conn.pipeline():
+                        await conn.execute(Q["begin"])
+                        yield conn
+                        await conn.execute(Q["commit"])
+                finally:
+                    if conn.info.transaction_status != TransactionStatus.IDLE:
+                        await conn.rollback()  # (refused, or failed: nothing of it stays)
         except psycopg.Error as error:
             raise store_error(error, self._target) from error
         except UnicodeEncodeError as error:
