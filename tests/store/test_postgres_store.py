@@ -118,12 +118,10 @@ async def test_a_newer_schema_is_refused_unchanged_unless_this_code_may_read_it(
     schemas.query("UPDATE {schema}.flowtide_schema SET min_reader_version = 1", schema)
     async with schemas.store(schema) as store:
         await store.create_run(run_record("r"), {})
-    assert schemas.query(
+    versions = schemas.query(
         "SELECT version FROM {schema}.flowtide_schema ORDER BY version", schema
-    ) == [
-        (1,),
-        (2,),
-    ]
+    )
+    assert versions == [(1,), (2,)], "nothing migrated, nothing recorded"
 
 
 async def test_a_schema_that_is_not_flowtides_is_refused(schemas: Schemas) -> None:
@@ -132,9 +130,8 @@ async def test_a_schema_that_is_not_flowtides_is_refused(schemas: Schemas) -> No
     schemas.query("CREATE TABLE {schema}.orders (id int)", schema)
     with pytest.raises(StoreSchemaError, match="not Flowtide's"):
         await schemas.store(schema).open()
-    assert schemas.query(
-        "SELECT tablename FROM pg_tables WHERE schemaname = %s", schema, schema
-    ) == [("orders",)]
+    tables = schemas.query("SELECT tablename FROM pg_tables WHERE schemaname = %s", schema, schema)
+    assert tables == [("orders",)], "the schema is left as it was"
 
 
 async def test_concurrent_opens_of_a_fresh_schema_migrate_it_once(schemas: Schemas) -> None:
