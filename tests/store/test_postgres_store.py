@@ -351,6 +351,26 @@ async def test_wait_changed_wakes_when_another_store_makes_work(schemas: Schemas
         assert await waiter.wait_changed(0.1) is False
 
 
+async def test_wait_changed_listens_again_after_its_connection_was_lost(schemas: Schemas) -> None:
+    schema = schemas.new()
+    async with schemas.store(schema) as waiter, schemas.store(schema) as worker:
+        assert await waiter.wait_changed(0.01) is False  # (listening)
+        listening = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE %s"
+        listen = f'LISTEN "flowtide_{schema}"%'
+        started = time.monotonic()
+        woke, terminated = await asyncio.gather(
+            waiter.wait_changed(10), asyncio.to_thread(schemas.query, listening, schema, listen)
+        )
+        assert terminated == [(True,)], "the listening connection, found and ended"
+        assert woke is True, "notices may have been lost: callers should look"
+        assert time.monotonic() - started < 5
+        assert await waiter.wait_changed(0.01) is False  # (listening again)
+        woke, _ = await asyncio.gather(
+            waiter.wait_changed(10), worker.create_run(run_record("r"), {})
+        )
+        assert woke is True
+
+
 # -- many processes ------------
 
 _CLAIMER = """
