@@ -16,6 +16,7 @@ run to two owners. Other processes learn of new work through ``NOTIFY``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -75,6 +76,8 @@ _ENDED = sorted(ENDED_LIFECYCLES)
 _RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
 _CONNECT_TIMEOUT = 10
 """Seconds to wait for a connection, unless the URL says (``connect_timeout``)."""
+_OPEN = frozenset({TransactionStatus.INTRANS, TransactionStatus.INERROR})
+"""A connection's states in a transaction (begun, or failed and not yet rolled back)."""
 Connection = psycopg.AsyncConnection[Any]
 
 
@@ -199,8 +202,11 @@ class PostgresStore(Store):
                         yield conn
                         await conn.execute(Q["commit"])
                 finally:
-                    if conn.info.transaction_status != TransactionStatus.IDLE:
-                        await conn.rollback()  # (refused, or failed: nothing of it stays)
+                    if conn.info.transaction_status in _OPEN:
+                        # Refused, or failed: nothing of it stays. (A connection that broke is
+                        # left to the pool, which drops it; the error in flight is the one told.)
+                        with contextlib.suppress(psycopg.Error):
+                            await conn.rollback()
         except psycopg.Error as error:
             raise store_error(error, self._target) from error
         except UnicodeEncodeError as error:
