@@ -101,7 +101,8 @@ def store_error(error: psycopg.Error, target: Target) -> StoreError:
                 f"a signal idempotency key was answered by a racing commit: {detail}"
             )
         if constraint == "runs_pkey":
-            return StoreError("a run with this id was created by a racing commit")
+            detail = target.scrub(error.diag.message_detail or "")
+            return StoreError(f"a run with this id exists already: {detail}")
     if isinstance(error, PoolClosed):
         return StoreError(f"the PostgreSQL store of {target.name} is closed")
     if isinstance(error, PoolTimeout):

@@ -35,7 +35,6 @@ from flowtide.store.base import (
     DueEntry,
     EventRecord,
     Lease,
-    LeaseLost,
     NodeAnchor,
     ParkRecord,
     ParkStatus,
@@ -51,8 +50,8 @@ from flowtide.store.base import (
     UnknownRunError,
     UnknownStoredFlow,
 )
-from flowtide.store.jsonvalues import NotJSONError, decode_json
-from flowtide.store.postgres.commits import check, prepare, read_facts, write
+from flowtide.store.jsonvalues import decode_json
+from flowtide.store.postgres.commits import Creation, Facts, check, prepare, read_facts, write
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
 from flowtide.store.postgres.notify import ChangeListener
 from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, with_schema
@@ -63,9 +62,7 @@ from flowtide.store.postgres.rows import (
     lease_of_row,
     park_of_row,
     run_of_row,
-    run_params,
     scatter_of_row,
-    state_params,
     token_of_row,
 )
 from flowtide.store.postgres.schema import migrate
@@ -245,44 +242,26 @@ class PostgresStore(Store):
         *,
         lease: Lease | None = None,
     ) -> Sequence[EventRecord]:
-        step = commit if commit is not None else Commit(run.id)
-        invalid: ValueError | None = None
-        if step.run_id != run.id:
-            invalid = ValueError(f"a commit of run {step.run_id!r} cannot create run {run.id!r}")
-        elif lease is not None and lease.run_id != run.id:
-            invalid = ValueError(f"a lease on run {lease.run_id!r} cannot create run {run.id!r}")
-        not_json: NotJSONError | None = None
-        created: Params = {}
-        initial: list[Params] = []
-        try:
-            created = run_params(run, "run")
-            initial = state_params(run.id, state)
-        except NotJSONError as error:
-            not_json = error
-        prepared = prepare(step)
+        creation = Creation.of(run, state, commit, lease)
         async with self._transaction() as conn:
-            exists = await conn.execute(Q["run_exists"], {"run_id": run.id})
-            facts = await read_facts(conn, step, creating=True)
-            if (row := await exists.fetchone()) is not None and row[0]:
-                raise StoreError(f"run {run.id!r} already exists")
-            if invalid is not None:
-                raise invalid
-            if not_json is not None:
-                raise not_json
-            if commit is not None and commit.lease is not None and commit.lease != lease:
-                raise LeaseLost(f"run {run.id!r} is created without the lease its commit carries")
-            assert facts is not None
-            check(prepared, facts, creating=True)
-            held: Params = {"owner": None, "epoch": 0, "lease_expires": None}
-            if lease is not None:
-                held = {"owner": lease.owner, "epoch": lease.epoch, "lease_expires": lease.expires}
-            await conn.execute(Q["insert_run"], {**created, **held})
-            if initial:
-                await conn.cursor().executemany(Q["put_state"], initial)
+            facts = Facts(None)
+            if creation.may_be_refused:
+                exists = await conn.execute(Q["run_exists"], {"run_id": run.id})
+                found = await read_facts(conn, creation.step.commit, creating=True)
+                if (row := await exists.fetchone()) is not None and row[0]:
+                    raise StoreError(f"run {run.id!r} already exists")
+                assert found is not None
+                facts = found
+                creation.check(facts)
+            await conn.execute(Q["insert_run"], creation.row)
+            if creation.state:
+                await conn.cursor().executemany(Q["put_state"], creation.state)
             facts.lifecycle = run.lifecycle
             held_by_creator = lease is not None
-            first = await write(conn, prepared, facts, self._channel, by_holder=held_by_creator)
-        return _numbered(step.events, first)
+            first = await write(
+                conn, creation.step, facts, self._channel, by_holder=held_by_creator
+            )
+        return _numbered(creation.step.commit.events, first)
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         prepared = prepare(commit)
