@@ -20,6 +20,8 @@ from flowtide.store.base import (
     StoreConflict,
     StoredFlow,
     StoreError,
+    StoreOpenError,
+    StoreSchemaError,
     TokenRecord,
     TokenStatus,
     UnknownRunError,

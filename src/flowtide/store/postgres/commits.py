@@ -1,0 +1,355 @@
+"""One commit as the PostgreSQL store applies it, in one transaction and two round trips.
+
+1. **Prepared** (no database): every value kept as JSON is encoded (:func:`prepare`). A value
+   that is not JSON is not raised yet: the memory store, the reference, refuses a commit for a
+   conflict before it looks at its values, so the error waits for its turn.
+2. **Facts** (first round trip, pipelined): the run row locked ``FOR UPDATE`` (every writer of
+   one run waits here for the one before), the tokens the commit expects, and which of its
+   signal keys are answered already (:func:`read_facts`).
+3. **Checks**, in the memory store's order (:func:`check`): the commit's own run, its lease,
+   the run's lifecycle, its expectations, its signal keys, its values.
+4. **Writes** (second round trip, pipelined with the ``COMMIT``): the parts in the contract's
+   order, then ``settle_run``: the history counter, the release, the wake instant and the
+   notice to other processes (:func:`write`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from flowtide.store.base import (
+    ENDED_LIFECYCLES,
+    RUNNABLE_LIFECYCLES,
+    Commit,
+    DuplicateSignal,
+    Expect,
+    Lease,
+    LeaseLost,
+    RunRecord,
+    StoreConflict,
+)
+from flowtide.store.jsonvalues import NotJSONError
+from flowtide.store.postgres.queries import Q
+from flowtide.store.postgres.rows import (
+    Params,
+    answer_params,
+    event_params,
+    park_params,
+    run_params,
+    scatter_params,
+    state_params,
+    token_params,
+)
+
+__all__ = ["Creation", "Facts", "Prepared", "check", "prepare", "read_facts", "write"]
+
+_ENDED = sorted(ENDED_LIFECYCLES)
+_RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
+Connection = psycopg.AsyncConnection[Any]
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A commit with what it keeps as JSON encoded, and the errors that wait for their turn."""
+
+    commit: Commit
+    invalid: ValueError | None = None
+    """The commit carries another run's record (raised once the run is known)."""
+    not_json: NotJSONError | None = None
+    """A value is not JSON (raised once every other check passed)."""
+    run: Params | None = None
+    tokens: list[Params] = field(default_factory=list)
+    state: list[Params] = field(default_factory=list)
+    events: list[Params] = field(default_factory=list)
+    scatter: list[Params] = field(default_factory=list)
+    parks: list[Params] = field(default_factory=list)
+    answers: list[Params] = field(default_factory=list)
+
+
+def prepare(c: Commit) -> Prepared:
+    """``c`` encoded, in the order the memory store encodes it (the first value that is not
+    JSON is the one reported)."""
+    p = Prepared(c)
+    if c.run is not None and c.run.id != c.run_id:
+        p.invalid = ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
+    try:
+        p.run = run_params(c.run, "run") if c.run is not None else None
+        p.tokens = [token_params(c.run_id, t, f"tokens/{i}") for i, t in enumerate(c.tokens)]
+        p.state = state_params(c.run_id, c.state or {})
+        p.events = [event_params(c.run_id, e, f"events/{i}") for i, e in enumerate(c.events)]
+        p.scatter = [scatter_params(s, f"scatter/{i}") for i, s in enumerate(c.scatter)]
+        p.parks = [park_params(k, f"parks/{i}") for i, k in enumerate(c.parks)]
+        p.answers = [
+            answer_params(a, f"signal_answers/{i}") for i, a in enumerate(c.signal_answers)
+        ]
+    except NotJSONError as error:
+        p.not_json = error
+    return p
+
+
+@dataclass(slots=True)
+class Creation:
+    """A run to create, with its first commit (``step``), encoded; and what waits for its turn
+    to be raised, in the memory store's order (after the run's id was found free)."""
+
+    run: RunRecord
+    lease: Lease | None
+    step: Prepared
+    row: Params = field(default_factory=dict)
+    """The run's row: its record and who holds it."""
+    state: list[Params] = field(default_factory=list)
+    invalid: ValueError | None = None
+    not_json: NotJSONError | None = None
+    lease_lost: LeaseLost | None = None
+
+    @classmethod
+    def of(
+        cls, run: RunRecord, state: Mapping[str, Any], commit: Commit | None, lease: Lease | None
+    ) -> Creation:
+        made = cls(run, lease, prepare(commit if commit is not None else Commit(run.id)))
+        if commit is not None and commit.run_id != run.id:
+            made.invalid = ValueError(
+                f"a commit of run {commit.run_id!r} cannot create run {run.id!r}"
+            )
+        elif lease is not None and lease.run_id != run.id:
+            made.invalid = ValueError(
+                f"a lease on run {lease.run_id!r} cannot create run {run.id!r}"
+            )
+        try:
+            made.row = run_params(run, "run")
+            made.state = state_params(run.id, state)
+        except NotJSONError as error:
+            made.not_json = error
+        if commit is not None and commit.lease is not None and commit.lease != lease:
+            made.lease_lost = LeaseLost(
+                f"run {run.id!r} is created without the lease its commit carries"
+            )
+        held = (lease.owner, lease.epoch, lease.expires) if lease is not None else (None, 0, None)
+        made.row.update(zip(("owner", "epoch", "lease_expires"), held, strict=True))
+        return made
+
+    @property
+    def may_be_refused(self) -> bool:
+        """Whether anything but an id taken already may refuse it (else no check is needed
+        before writing: a taken id fails the insert)."""
+        c = self.step.commit
+        return bool(
+            self.invalid
+            or self.not_json
+            or self.lease_lost
+            or self.step.invalid
+            or self.step.not_json
+            or c.run_lifecycles is not None
+            or c.expect
+            or c.signal_answers
+        )
+
+    def check(self, facts: Facts) -> None:
+        """Raise what keeps the run from being created, in the memory store's order."""
+        for error in (self.invalid, self.not_json, self.lease_lost):
+            if error is not None:
+                raise error
+        check(self.step, facts, creating=True)
+
+
+@dataclass(slots=True)
+class Facts:
+    """What the checks and writes of one commit need to know of its run, as stored."""
+
+    lifecycle: str | None
+    """None for a run this transaction creates."""
+    owner: str | None = None
+    epoch: int = 0
+    last_seq: int = 0
+    wake_at: datetime | None = None
+    tokens: dict[str, tuple[str, int, datetime | None]] = field(default_factory=dict)
+    """The expected tokens found: id -> (status, epoch, deadline)."""
+    answered: set[str] = field(default_factory=set)
+    """The commit's signal keys that have an answer already."""
+
+
+async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> Facts | None:
+    """The facts of ``c``'s run, its row locked until the transaction ends (None if there is
+    no such run); ``creating``: the run does not exist yet (only its signal keys are read)."""
+    run = None if creating else await conn.execute(Q["lock_run"], {"run_id": c.run_id})
+    tokens = None
+    if c.expect and not creating:
+        ids = list(c.expect)
+        tokens = await conn.execute(Q["expected_tokens"], {"run_id": c.run_id, "ids": ids})
+    answers = None
+    if c.signal_answers:
+        keys = [a.key for a in c.signal_answers]
+        answers = await conn.execute(Q["answered_keys"], {"keys": keys})
+    facts = Facts(None)
+    if run is not None:
+        row = await run.fetchone()
+        if row is None:
+            return None
+        facts = Facts(row[0], row[1], row[2], row[3], row[4])
+    if tokens is not None:
+        facts.tokens = {r[0]: (r[1], r[2], r[3]) for r in await tokens.fetchall()}
+    if answers is not None:
+        facts.answered = {r[0] for r in await answers.fetchall()}
+    return facts
+
+
+def check(p: Prepared, facts: Facts, *, creating: bool = False) -> None:
+    """Raise what keeps ``p`` from applying to a run with these ``facts``, in the memory
+    store's order (``creating``: the lease is the creation's, checked already)."""
+    c = p.commit
+    if p.invalid is not None:
+        raise p.invalid
+    if c.lease is not None and not creating:
+        _check_lease(c.run_id, c.lease, facts)
+    if c.run_lifecycles is not None and facts.lifecycle not in c.run_lifecycles:
+        allowed = "/".join(sorted(c.run_lifecycles))
+        raise StoreConflict(f"run {c.run_id!r} is {facts.lifecycle}, not {allowed}")
+    for token_id, wanted in c.expect.items():
+        expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
+        found = facts.tokens.get(token_id)
+        why = "missing" if found is None else expect.mismatch(*found)
+        if why is not None:
+            raise StoreConflict(f"token {token_id!r} of run {c.run_id!r} is {why}")
+    keys = [a.key for a in c.signal_answers]
+    for key in keys:
+        if key in facts.answered:
+            raise DuplicateSignal(f"signal idempotency key {key!r} already answered")
+        if keys.count(key) > 1:
+            raise DuplicateSignal(f"signal idempotency key {key!r} answered twice in a commit")
+    if p.not_json is not None:
+        raise p.not_json
+
+
+def _check_lease(run_id: str, lease: Lease, facts: Facts) -> None:
+    if facts.owner != lease.owner or facts.epoch != lease.epoch:
+        who = f"{facts.owner!r} at epoch {facts.epoch}" if facts.owner is not None else "nobody"
+        raise LeaseLost(
+            f"run {run_id!r} is held by {who}, not {lease.owner!r} at epoch {lease.epoch}"
+        )
+
+
+async def write(
+    conn: Connection, p: Prepared, facts: Facts, channel: str, *, by_holder: bool
+) -> int:
+    """Queue the writes of a checked commit (they run when the pipeline next syncs); returns
+    the seq of its first event. ``by_holder``: the commit comes from the run's holder (it was
+    made under the run's lease), who needs no notice of what it changed itself."""
+    c = p.commit
+    run_id = c.run_id
+    cursor = conn.cursor()
+    if p.run is not None:
+        await cursor.execute(Q["write_run"], p.run)
+    if p.tokens:
+        await _each(cursor, Q["put_token"], p.tokens)
+    if p.state:
+        await _each(cursor, Q["put_state"], p.state)
+    if c.state_deleted:
+        await cursor.execute(Q["delete_state"], {"run_id": run_id, "keys": list(c.state_deleted)})
+    first = facts.last_seq + 1
+    if p.events:
+        for seq, params in enumerate(p.events, first):
+            params["seq"] = seq
+        await _each(cursor, Q["insert_event"], p.events)
+    lifecycle = c.run.lifecycle if c.run is not None else facts.lifecycle
+    if lifecycle in ENDED_LIFECYCLES:
+        await cursor.execute(Q["delete_all_due"], {"run_id": run_id})
+    else:
+        await _write_due(cursor, c)
+    await _write_kept(cursor, p)
+    await cursor.execute(
+        Q["settle_run"],
+        {
+            "run_id": run_id,
+            "events": len(p.events),
+            "release": c.release,
+            "ended": _ENDED,
+            "runnable": _RUNNABLE,
+            "channel": channel,
+            "payload": run_id[:200],
+            "answered": bool(p.answers),
+            "was_held": facts.owner is not None,
+            "by_holder": by_holder,
+            "old_wake": facts.wake_at,
+        },
+    )
+    return first
+
+
+async def _write_due(cursor: psycopg.AsyncCursor[Any], c: Commit) -> None:
+    """Due entries cleared by token, dropped by purpose, fired (as they were), then set."""
+    run_id = c.run_id
+    if c.due_cleared:
+        await cursor.execute(Q["clear_due"], {"run_id": run_id, "token_ids": list(c.due_cleared)})
+    if c.due_dropped:
+        await _each(
+            cursor,
+            Q["drop_due"],
+            [{"run_id": run_id, "token_id": t, "purpose": p} for t, p in c.due_dropped],
+        )
+    if c.due_fired:
+        await _each(
+            cursor,
+            Q["fire_due"],
+            [
+                {"run_id": run_id, "token_id": e.token_id, "purpose": e.purpose, "due_at": e.when}
+                for e in c.due_fired
+            ],
+        )
+    if c.due:
+        await _each(
+            cursor,
+            Q["set_due"],
+            [
+                {"run_id": run_id, "token_id": e.token_id, "purpose": e.purpose, "due_at": e.when}
+                for e in c.due
+            ],
+        )
+
+
+async def _write_kept(cursor: psycopg.AsyncCursor[Any], p: Prepared) -> None:
+    """Node anchors stored then released, scatter items, parks, signal answers."""
+    c = p.commit
+    if c.anchors:
+        await _each(
+            cursor,
+            Q["put_anchor"],
+            [
+                {"run_id": a.run_id, "placement": a.placement, "item": a.item, "at": a.at}
+                for a in c.anchors
+            ],
+        )
+    if c.anchors_released:
+        await _each(
+            cursor,
+            Q["release_anchor"],
+            [
+                {"run_id": c.run_id, "placement": placement, "item": item}
+                for placement, item in c.anchors_released
+            ],
+        )
+    if p.scatter:
+        await _each(cursor, Q["put_scatter_item"], p.scatter)
+    if p.parks:
+        await _each(cursor, Q["put_park"], p.parks)
+    if p.answers:
+        # In key order, as every commit takes them: two commits answering the same keys wait
+        # for one another instead of deadlocking.
+        answers: list[Params] = sorted(p.answers, key=_key)
+        await _each(cursor, Q["insert_answer"], answers)
+
+
+def _key(params: Params) -> str:
+    return str(params["key"])
+
+
+async def _each(cursor: psycopg.AsyncCursor[Any], query: str, rows: list[Params]) -> None:
+    """Run ``query`` once per row (one row alone: as a plain statement, which costs less)."""
+    if len(rows) == 1:
+        await cursor.execute(query, rows[0])
+    else:
+        await cursor.executemany(query, rows)

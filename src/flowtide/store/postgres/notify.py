@@ -1,0 +1,86 @@
+"""Waiting for other processes' changes: one connection that LISTENs on the store's channel.
+
+Commits that make a run claimable sooner (a new run, a run given back, a due entry of a run
+nobody holds) or that answer a signal notify the channel, in their transaction: PostgreSQL
+delivers the notice when (and only if) it commits. The listening connection is opened on the
+first wait, outside the pool (it must not be handed to anyone else), in autocommit mode, and
+opened again after it failed. Notices that arrive between two waits are kept by the connection
+and end the next wait at once. A notice lost (before the first wait, or while the connection was
+down) only delays: callers look again at least every ``seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import psycopg
+
+from flowtide.store.postgres.queries import with_channel
+
+__all__ = ["ChangeListener"]
+
+
+class ChangeListener:
+    """Waits for notices on ``channel`` of the database ``conninfo`` names (see the module)."""
+
+    def __init__(self, conninfo: str, channel: str) -> None:
+        self._conninfo = conninfo
+        self._channel = channel
+        self._connection: psycopg.AsyncConnection[tuple[object, ...]] | None = None
+        self._lock = asyncio.Lock()
+        """One waiter reads the connection at a time."""
+
+    async def wait(self, seconds: float) -> bool:
+        """True once a notice arrives (or may have been missed: the connection failed), False
+        once ``seconds`` have passed without one."""
+        deadline = time.monotonic() + max(seconds, 0.0)
+        try:
+            async with asyncio.timeout(max(seconds, 0.0)):
+                await self._lock.acquire()
+        except TimeoutError:
+            return False
+        try:
+            return await self._wait_locked(deadline)
+        finally:
+            self._lock.release()
+
+    async def _wait_locked(self, deadline: float) -> bool:
+        try:
+            async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
+                connection = await self._connected()
+        except (TimeoutError, psycopg.Error):
+            # The database cannot be reached: wait out the time (the next look will tell).
+            await asyncio.sleep(max(deadline - time.monotonic(), 0.0))
+            return False
+        received = 0
+        notices = connection.notifies(timeout=max(deadline - time.monotonic(), 0.0), stop_after=1)
+        try:
+            async with contextlib.aclosing(notices):
+                async for _ in notices:
+                    received += 1
+        except psycopg.Error:
+            await self.close()
+            return True  # (notices may have been lost while it failed)
+        return received > 0
+
+    async def _connected(self) -> psycopg.AsyncConnection[tuple[object, ...]]:
+        connection = self._connection
+        if connection is not None and not connection.closed:
+            return connection
+        connection = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        try:
+            await connection.execute(with_channel("listen", self._channel))
+        except BaseException:
+            await connection.close()
+            raise
+        self._connection = connection
+        return connection
+
+    async def close(self) -> None:
+        """Stop listening (a later wait listens again)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(psycopg.Error):
+                await connection.close()

@@ -1,0 +1,401 @@
+-- The PostgreSQL store's statements, by name. Parameters are bound (%(name)s); {schema} and
+-- {channel} are identifiers, quoted by the store (psycopg.sql.Identifier).
+
+-- ---------------------------------------------------------------------------------------------
+-- Connections and the schema
+
+-- name: set_search_path
+-- Every statement below names its tables without a schema: the store's schema is the path.
+SET search_path TO {schema};
+
+-- name: set_time_zone
+-- Instants come back as UTC.
+SET TIME ZONE 'UTC';
+
+-- name: lock_schema
+-- Held until the migrating transaction ends: openers of one schema migrate one at a time.
+SELECT pg_advisory_xact_lock(%(key)s);
+
+-- name: create_schema
+CREATE SCHEMA IF NOT EXISTS {schema};
+
+-- name: schema_tables
+SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = %(schema)s;
+
+-- name: schema_version
+SELECT version, min_reader_version FROM flowtide_schema ORDER BY version DESC LIMIT 1;
+
+-- name: record_migration
+INSERT INTO flowtide_schema (version, name, min_reader_version, applied_at)
+VALUES (%(version)s, %(name)s, %(min_reader_version)s, now());
+
+-- name: listen
+LISTEN {channel};
+
+-- ---------------------------------------------------------------------------------------------
+-- Transactions (the store's connections are in autocommit mode: a transaction is explicit)
+
+-- name: begin
+BEGIN;
+
+-- name: commit
+COMMIT;
+
+-- ---------------------------------------------------------------------------------------------
+-- Commits: what is checked before writing
+
+-- name: lock_run
+-- Taken first by every commit: it serialises the writers of one run.
+SELECT lifecycle, owner, epoch, last_seq, wake_at FROM runs WHERE id = %(run_id)s FOR UPDATE;
+
+-- name: run_exists
+SELECT EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s);
+
+-- name: expected_tokens
+SELECT id, status, epoch, deadline FROM tokens WHERE run_id = %(run_id)s AND id = ANY(%(ids)s::text[]);
+
+-- name: answered_keys
+SELECT key FROM signal_answers WHERE key = ANY(%(keys)s::text[]);
+
+-- ---------------------------------------------------------------------------------------------
+-- Commits: what is written
+
+-- name: insert_run
+INSERT INTO runs (
+    id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
+    parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint,
+    owner, epoch, lease_expires
+) VALUES (
+    %(id)s, %(flow_id)s, %(flow_version)s, %(lifecycle)s, %(created_at)s, %(deadline)s,
+    %(started_at)s, %(finished_at)s, %(parent_run_id)s, %(parent_token_id)s, %(depth)s,
+    %(outcome)s, %(result)s, %(options)s, %(checkpoint)s, %(owner)s, %(epoch)s, %(lease_expires)s
+);
+
+-- name: write_run
+UPDATE runs SET
+    flow_id = %(flow_id)s, flow_version = %(flow_version)s, lifecycle = %(lifecycle)s,
+    created_at = %(created_at)s, deadline = %(deadline)s, started_at = %(started_at)s,
+    finished_at = %(finished_at)s, parent_run_id = %(parent_run_id)s,
+    parent_token_id = %(parent_token_id)s, depth = %(depth)s, outcome = %(outcome)s,
+    result = %(result)s, options = %(options)s, checkpoint = %(checkpoint)s
+WHERE id = %(id)s;
+
+-- name: put_token
+-- A token rewritten keeps its place (ord) among the run's tokens.
+INSERT INTO tokens (
+    run_id, id, placement, status, attempt, visit, lineage, deadline, due, created_at, data, epoch
+) VALUES (
+    %(run_id)s, %(id)s, %(placement)s, %(status)s, %(attempt)s, %(visit)s, %(lineage)s,
+    %(deadline)s, %(due)s, %(created_at)s, %(data)s, %(epoch)s
+)
+ON CONFLICT (run_id, id) DO UPDATE SET
+    placement = EXCLUDED.placement, status = EXCLUDED.status, attempt = EXCLUDED.attempt,
+    visit = EXCLUDED.visit, lineage = EXCLUDED.lineage, deadline = EXCLUDED.deadline,
+    due = EXCLUDED.due, created_at = EXCLUDED.created_at, data = EXCLUDED.data,
+    epoch = EXCLUDED.epoch;
+
+-- name: put_state
+INSERT INTO state (run_id, key, value) VALUES (%(run_id)s, %(key)s, %(value)s)
+ON CONFLICT (run_id, key) DO UPDATE SET value = EXCLUDED.value;
+
+-- name: delete_state
+DELETE FROM state WHERE run_id = %(run_id)s AND key = ANY(%(keys)s::text[]);
+
+-- name: insert_event
+INSERT INTO events (run_id, seq, kind, at, placement, attempt, token_id, data)
+VALUES (
+    %(run_id)s, %(seq)s, %(kind)s, %(at)s, %(placement)s, %(attempt)s, %(token_id)s, %(data)s
+);
+
+-- name: clear_due
+DELETE FROM due WHERE run_id = %(run_id)s AND token_id = ANY(%(token_ids)s::text[]);
+
+-- name: drop_due
+DELETE FROM due WHERE run_id = %(run_id)s AND token_id = %(token_id)s AND purpose = %(purpose)s;
+
+-- name: fire_due
+-- Only as it was fired: an entry set again since, for another instant, is kept.
+DELETE FROM due
+WHERE run_id = %(run_id)s AND token_id = %(token_id)s AND purpose = %(purpose)s
+    AND due_at = %(due_at)s;
+
+-- name: delete_all_due
+DELETE FROM due WHERE run_id = %(run_id)s;
+
+-- name: set_due
+-- An entry set again replaces the old one and takes a new place among entries of one instant.
+INSERT INTO due (run_id, token_id, purpose, due_at)
+VALUES (%(run_id)s, %(token_id)s, %(purpose)s, %(due_at)s)
+ON CONFLICT (run_id, token_id, purpose) DO UPDATE SET
+    due_at = EXCLUDED.due_at, set_order = EXCLUDED.set_order;
+
+-- name: put_anchor
+INSERT INTO node_anchors (run_id, placement, item, at)
+VALUES (%(run_id)s, %(placement)s, %(item)s, %(at)s)
+ON CONFLICT (run_id, placement, item_key) DO UPDATE SET at = EXCLUDED.at;
+
+-- name: release_anchor
+DELETE FROM node_anchors
+WHERE run_id = %(run_id)s AND placement = %(placement)s
+    AND item_key = COALESCE('=' || %(item)s::text, '');
+
+-- name: put_scatter_item
+INSERT INTO scatter_items (
+    run_id, progress, item_index, status, output, result, key, item_order
+) VALUES (
+    %(run_id)s, %(progress)s, %(index)s, %(status)s, %(output)s, %(result)s, %(key)s,
+    %(order)s
+)
+ON CONFLICT (run_id, progress, item_index) DO UPDATE SET
+    status = EXCLUDED.status, output = EXCLUDED.output, result = EXCLUDED.result,
+    key = EXCLUDED.key, item_order = EXCLUDED.item_order;
+
+-- name: put_park
+-- A park rewritten (closed) keeps its place (ord).
+INSERT INTO parks (
+    id, run_id, token_id, placement, visit, epoch, parked_at, deadline, key, payload, status,
+    closed_at, closed_by
+) VALUES (
+    %(id)s, %(run_id)s, %(token_id)s, %(placement)s, %(visit)s, %(epoch)s, %(parked_at)s,
+    %(deadline)s, %(key)s, %(payload)s, %(status)s, %(closed_at)s, %(closed_by)s
+)
+ON CONFLICT (id) DO UPDATE SET
+    run_id = EXCLUDED.run_id, token_id = EXCLUDED.token_id, placement = EXCLUDED.placement,
+    visit = EXCLUDED.visit, epoch = EXCLUDED.epoch, parked_at = EXCLUDED.parked_at,
+    deadline = EXCLUDED.deadline, key = EXCLUDED.key, payload = EXCLUDED.payload,
+    status = EXCLUDED.status, closed_at = EXCLUDED.closed_at, closed_by = EXCLUDED.closed_by;
+
+-- name: insert_answer
+-- A key answered already (by a commit racing this one) fails on the primary key.
+INSERT INTO signal_answers (key, run_id, answer) VALUES (%(key)s, %(run_id)s, %(answer)s);
+
+-- name: settle_run
+-- The last statement of every commit: the history counter, the release of the lease, and the
+-- wake instant from what the run now holds (ended: none; held: the earlier of the lease's
+-- expiry and the earliest due entry; pending or running: its creation; else its earliest due
+-- entry). Notifies the listeners when the run needs a worker sooner than it did (for a run
+-- nobody holds, or one held by a worker other than the committer), or a signal was answered.
+-- SET expressions read the row as it was before this statement.
+WITH settled AS (
+    UPDATE runs SET
+        last_seq = last_seq + %(events)s,
+        owner = CASE WHEN %(release)s THEN NULL ELSE owner END,
+        lease_expires = CASE WHEN %(release)s THEN NULL ELSE lease_expires END,
+        wake_at = CASE
+            WHEN lifecycle = ANY(%(ended)s::text[]) THEN NULL
+            WHEN owner IS NOT NULL AND NOT %(release)s THEN LEAST(
+                lease_expires, (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
+            WHEN lifecycle = ANY(%(runnable)s::text[]) THEN created_at
+            ELSE (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id)
+        END
+    WHERE id = %(run_id)s
+    RETURNING owner, wake_at
+)
+SELECT pg_notify(%(channel)s, %(payload)s)
+FROM settled
+WHERE %(answered)s OR (
+    settled.wake_at IS NOT NULL
+    -- (a run its holder changed: the holder knows)
+    AND (settled.owner IS NULL OR NOT %(by_holder)s)
+    AND (
+        %(old_wake)s::timestamptz IS NULL
+        OR settled.wake_at < %(old_wake)s::timestamptz
+        OR (settled.owner IS NULL AND %(was_held)s)
+    )
+);
+
+-- ---------------------------------------------------------------------------------------------
+-- Leases
+
+-- name: claim_runs
+-- Runs whose wake has come that nobody else holds, earliest first; a row another claim (or a
+-- commit) has locked is skipped, so overlapping claims never take one run twice.
+WITH claimable AS (
+    SELECT id, wake_at FROM runs
+    WHERE wake_at <= %(now)s
+        AND (owner IS NULL OR owner = %(owner)s OR lease_expires <= %(now)s)
+    ORDER BY wake_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE runs SET
+        epoch = CASE WHEN runs.owner = %(owner)s THEN runs.epoch ELSE runs.epoch + 1 END,
+        owner = %(owner)s,
+        lease_expires = %(expires)s,
+        wake_at = CASE
+            WHEN runs.lifecycle = ANY(%(ended)s::text[]) THEN NULL
+            ELSE LEAST(
+                %(expires)s::timestamptz,
+                (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
+        END
+    FROM claimable
+    WHERE runs.id = claimable.id
+    RETURNING runs.id, runs.owner, runs.epoch, runs.lease_expires, claimable.wake_at AS woke
+)
+SELECT id, owner, epoch, lease_expires FROM claimed ORDER BY woke, id;
+
+-- name: acquire_run
+-- One run, whatever its wake, unless it has ended or another owner's lease is alive at now
+-- (with force, taken from it all the same).
+UPDATE runs SET
+    epoch = CASE WHEN owner = %(owner)s THEN epoch ELSE epoch + 1 END,
+    owner = %(owner)s,
+    lease_expires = %(expires)s,
+    wake_at = LEAST(
+        %(expires)s::timestamptz, (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
+WHERE id = %(run_id)s
+    AND NOT lifecycle = ANY(%(ended)s::text[])
+    AND (owner IS NULL OR owner = %(owner)s OR lease_expires <= %(now)s OR %(force)s)
+RETURNING id, owner, epoch, lease_expires;
+
+-- name: renew_leases
+-- Rows are locked in id order, as every statement taking several runs does.
+WITH held AS (
+    SELECT id FROM runs WHERE owner = %(owner)s ORDER BY id FOR UPDATE
+)
+UPDATE runs SET
+    lease_expires = %(expires)s,
+    wake_at = CASE
+        WHEN runs.lifecycle = ANY(%(ended)s::text[]) THEN NULL
+        ELSE LEAST(
+            %(expires)s::timestamptz,
+            (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
+    END
+FROM held
+WHERE runs.id = held.id
+RETURNING runs.id, runs.owner, runs.epoch, runs.lease_expires;
+
+-- name: release_runs
+-- Given back: each run's wake is then that of a run nobody holds.
+WITH held AS (
+    SELECT id FROM runs WHERE owner = %(owner)s ORDER BY id FOR UPDATE
+)
+UPDATE runs SET
+    owner = NULL,
+    lease_expires = NULL,
+    wake_at = CASE
+        WHEN runs.lifecycle = ANY(%(ended)s::text[]) THEN NULL
+        WHEN runs.lifecycle = ANY(%(runnable)s::text[]) THEN runs.created_at
+        ELSE (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id)
+    END
+FROM held
+WHERE runs.id = held.id
+RETURNING runs.id;
+
+-- name: notify
+SELECT pg_notify(%(channel)s, %(payload)s);
+
+-- name: lease_of
+SELECT id, owner, epoch, lease_expires FROM runs WHERE id = %(run_id)s;
+
+-- name: next_wake
+SELECT min(wake_at) FROM runs WHERE wake_at IS NOT NULL;
+
+-- ---------------------------------------------------------------------------------------------
+-- Reads. A read of one run's rows joins them to the run, so that one statement also tells an
+-- unknown run (no row at all) from a run that has none (one row of NULLs).
+
+-- name: get_run
+SELECT
+    id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
+    parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint
+FROM runs WHERE id = %(run_id)s;
+
+-- name: list_runs
+SELECT
+    id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
+    parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint
+FROM runs ORDER BY ord;
+
+-- name: list_runs_by_lifecycle
+SELECT
+    id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
+    parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint
+FROM runs WHERE lifecycle = %(lifecycle)s ORDER BY ord;
+
+-- name: get_state
+SELECT s.key, s.value
+FROM runs r LEFT JOIN state s ON s.run_id = r.id
+WHERE r.id = %(run_id)s
+ORDER BY s.ord;
+
+-- name: tokens
+SELECT
+    t.id, t.placement, t.status, t.attempt, t.visit, t.lineage, t.deadline, t.due, t.created_at,
+    t.data, t.epoch
+FROM runs r LEFT JOIN tokens t ON t.run_id = r.id
+WHERE r.id = %(run_id)s
+ORDER BY t.ord;
+
+-- name: tokens_by_status
+SELECT
+    t.id, t.placement, t.status, t.attempt, t.visit, t.lineage, t.deadline, t.due, t.created_at,
+    t.data, t.epoch
+FROM runs r LEFT JOIN tokens t ON t.run_id = r.id AND t.status = ANY(%(statuses)s::text[])
+WHERE r.id = %(run_id)s
+ORDER BY t.ord;
+
+-- name: token
+SELECT
+    t.id, t.placement, t.status, t.attempt, t.visit, t.lineage, t.deadline, t.due, t.created_at,
+    t.data, t.epoch
+FROM runs r LEFT JOIN tokens t ON t.run_id = r.id AND t.id = %(token_id)s
+WHERE r.id = %(run_id)s;
+
+-- name: history
+SELECT e.seq, e.kind, e.at, e.placement, e.attempt, e.token_id, e.data
+FROM runs r LEFT JOIN events e ON e.run_id = r.id AND e.seq > %(after)s
+WHERE r.id = %(run_id)s
+ORDER BY e.seq;
+
+-- name: due_of
+SELECT d.due_at, d.token_id, d.purpose
+FROM runs r LEFT JOIN due d ON d.run_id = r.id
+WHERE r.id = %(run_id)s
+ORDER BY d.due_at, d.set_order;
+
+-- name: put_flow
+INSERT INTO flows (flow_id, digest, version, document)
+VALUES (%(flow_id)s, %(digest)s, %(version)s, %(document)s)
+ON CONFLICT (flow_id, digest) DO NOTHING;
+
+-- name: get_flow
+SELECT version, document FROM flows WHERE flow_id = %(flow_id)s AND digest = %(digest)s;
+
+-- name: node_anchor
+SELECT at FROM node_anchors
+WHERE run_id = %(run_id)s AND placement = %(placement)s
+    AND item_key = COALESCE('=' || %(item)s::text, '');
+
+-- name: node_anchors
+SELECT placement, item, at FROM node_anchors WHERE run_id = %(run_id)s ORDER BY ord;
+
+-- name: parks_by_run
+SELECT
+    id, run_id, token_id, placement, visit, epoch, parked_at, deadline, key, payload, status,
+    closed_at, closed_by
+FROM parks
+WHERE run_id = %(run_id)s
+    AND (%(placement)s::text IS NULL OR placement = %(placement)s::text)
+    AND (NOT %(open_only)s OR status = %(parked)s)
+ORDER BY ord;
+
+-- name: parks_by_key
+SELECT
+    id, run_id, token_id, placement, visit, epoch, parked_at, deadline, key, payload, status,
+    closed_at, closed_by
+FROM parks
+WHERE key = %(key)s
+    AND (%(run_id)s::text IS NULL OR run_id = %(run_id)s::text)
+    AND (%(placement)s::text IS NULL OR placement = %(placement)s::text)
+    AND (NOT %(open_only)s OR status = %(parked)s)
+ORDER BY ord;
+
+-- name: signal_answer
+SELECT key, run_id, answer FROM signal_answers WHERE key = %(key)s;
+
+-- name: scatter_items
+SELECT run_id, progress, item_index, status, output, result, key, item_order
+FROM scatter_items
+WHERE run_id = %(run_id)s AND progress = %(progress)s
+ORDER BY item_index;

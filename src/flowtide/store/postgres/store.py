@@ -1,0 +1,448 @@
+"""The PostgreSQL store: many workers, on many machines, sharing one database.
+
+Everything lives in one schema of the database (``flowtide`` unless told otherwise), created and
+migrated by :meth:`PostgresStore.open`; several installations (or test sessions) each keep to
+their own schema. Connections come from a pool (psycopg 3, async); every statement is in
+``queries.sql``, every parameter is bound.
+
+A commit is one transaction that takes its run's row ``FOR UPDATE`` first: writers of one run
+wait for one another there, where the lease fence and the run's lifecycle are checked, then the
+expectations, then the writes (:mod:`flowtide.store.postgres.commits`). Claims take runs whose
+wake instant has come with ``FOR UPDATE SKIP LOCKED``, so that overlapping claims never hand one
+run to two owners. Other processes learn of new work through ``NOTIFY``
+(:mod:`flowtide.store.postgres.notify`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.pq import TransactionStatus
+from psycopg.types.string import TextLoader
+from psycopg_pool import AsyncConnectionPool
+
+from flowtide.store.base import (
+    ENDED_LIFECYCLES,
+    RUNNABLE_LIFECYCLES,
+    Commit,
+    DueEntry,
+    EventRecord,
+    Lease,
+    NodeAnchor,
+    ParkRecord,
+    ParkStatus,
+    RunRecord,
+    ScatterItemRecord,
+    SignalAnswer,
+    Store,
+    StoredFlow,
+    StoreError,
+    StoreOpenError,
+    TokenRecord,
+    TokenStatus,
+    UnknownRunError,
+    UnknownStoredFlow,
+)
+from flowtide.store.jsonvalues import decode_json
+from flowtide.store.postgres.commits import Creation, Facts, check, prepare, read_facts, write
+from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
+from flowtide.store.postgres.notify import ChangeListener
+from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, with_schema
+from flowtide.store.postgres.rows import (
+    Params,
+    event_of_row,
+    json_text,
+    lease_of_row,
+    park_of_row,
+    run_of_row,
+    scatter_of_row,
+    token_of_row,
+)
+from flowtide.store.postgres.schema import migrate
+
+__all__ = ["PostgresStore"]
+
+_ENDED = sorted(ENDED_LIFECYCLES)
+_RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
+_CONNECT_TIMEOUT = 10
+"""Seconds to wait for a connection, unless the URL says (``connect_timeout``)."""
+_OPEN = frozenset({TransactionStatus.INTRANS, TransactionStatus.INERROR})
+"""A connection's states in a transaction (begun, or failed and not yet rolled back)."""
+Connection = psycopg.AsyncConnection[Any]
+
+
+class PostgresStore(Store):
+    """A store in a PostgreSQL database (``url``: a ``postgresql://`` URL or a libpq
+    connection string), in its own ``schema``, through a pool of ``min_size`` to ``max_size``
+    connections. ``async with PostgresStore(url) as store`` opens and closes it; a store not
+    yet opened opens on its first use."""
+
+    shared = True
+
+    def __init__(
+        self, url: str, *, schema: str = "flowtide", min_size: int = 1, max_size: int = 10
+    ) -> None:
+        check_schema_name(schema)
+        if not 0 <= min_size <= max_size or max_size < 1:
+            raise ValueError(f"a pool of {min_size} to {max_size} connections")
+        self._target = Target.of(url)
+        self._schema = schema
+        self._channel = channel_name(schema)
+        self._min_size = min_size
+        self._max_size = max_size
+        self._conninfo = url
+        if self._target.readable and "connect_timeout" not in conninfo_to_dict(url):
+            self._conninfo = make_conninfo(url, connect_timeout=_CONNECT_TIMEOUT)
+        self._pool: AsyncConnectionPool[Connection] | None = None
+        self._opening = asyncio.Lock()
+        self._closed = False
+        self._listener = ChangeListener(self._conninfo, self._channel)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._target.name}, schema={self._schema!r})"
+
+    @property
+    def schema(self) -> str:
+        """The schema of the database that holds this store's tables."""
+        return self._schema
+
+    # -- opening and closing ------------
+
+    async def open(self) -> None:
+        async with self._opening:
+            if self._closed:
+                raise StoreError(f"{self!r} is closed")
+            if self._pool is not None:
+                return
+            if not self._target.readable:
+                raise StoreOpenError(f"cannot open a PostgreSQL store: {self._target.name}")
+            await self._migrate()
+            pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+                self._conninfo,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                kwargs={"autocommit": True},
+                configure=self._configure,
+                name=f"flowtide:{self._schema}",
+                open=False,
+            )
+            try:
+                await pool.open(wait=True, timeout=float(_CONNECT_TIMEOUT))
+            except psycopg.Error as error:
+                await pool.close()
+                raise open_error(error, self._target) from None
+            self._pool = pool
+
+    async def _migrate(self) -> None:
+        """Connect once, on a connection of our own, and bring the schema up to date."""
+        try:
+            connection = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        except psycopg.Error as error:
+            raise open_error(error, self._target) from None
+        try:
+            async with connection:
+                await self._configure(connection)
+                await migrate(connection, self._schema, self._target.name)
+        except psycopg.Error as error:
+            raise open_error(error, self._target) from None
+
+    async def _configure(self, connection: Connection) -> None:
+        """Every connection: the store's schema as its search path, instants in UTC, JSON
+        columns read as their text (decoded by the store)."""
+        connection.adapters.register_loader("json", TextLoader)
+        await connection.execute(with_schema("set_search_path", self._schema))
+        await connection.execute(Q["set_time_zone"])
+
+    async def close(self) -> None:
+        async with self._opening:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        await self._listener.close()
+        if pool is not None:
+            await pool.close()
+
+    async def wait_changed(self, seconds: float) -> bool:
+        await self._connections()  # (an unusable store says so, rather than waiting)
+        return await self._listener.wait(seconds)
+
+    # -- connections ------------
+
+    async def _connections(self) -> AsyncConnectionPool[Connection]:
+        pool = self._pool
+        if pool is None:
+            await self.open()
+            pool = self._pool
+            assert pool is not None
+        return pool
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[Connection]:
+        """A connection in a transaction, in pipeline mode (statements are sent as they come
+        and wait for one another only when a result is read); committed at the end, rolled back
+        on an error.
+
+        ``BEGIN`` and ``COMMIT`` are sent as statements of the pipeline: the whole ends in one
+        sync (psycopg's ``transaction()`` would add one more round trip)."""
+        pool = await self._connections()
+        try:
+            async with pool.connection() as conn:
+                try:
+                    async with conn.pipeline():
+                        await conn.execute(Q["begin"])
+                        yield conn
+                        await conn.execute(Q["commit"])
+                finally:
+                    if conn.info.transaction_status in _OPEN:
+                        # Refused, or failed: nothing of it stays. (A connection that broke is
+                        # left to the pool, which drops it; the error in flight is the one told.)
+                        with contextlib.suppress(psycopg.Error):
+                            await conn.rollback()
+        except psycopg.Error as error:
+            raise store_error(error, self._target) from error
+        except UnicodeEncodeError as error:
+            raise unencodable(error) from error
+
+    async def _rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+        """The rows of one statement, run on its own (autocommit)."""
+        pool = await self._connections()
+        try:
+            async with pool.connection() as conn:
+                cursor = await conn.execute(Q[name], params)
+                return await cursor.fetchall()
+        except psycopg.Error as error:
+            raise store_error(error, self._target) from error
+        except UnicodeEncodeError as error:
+            raise unencodable(error) from error
+
+    async def _run_rows(self, name: str, params: Params) -> list[tuple[Any, ...]]:
+        """The rows of a read of one run's rows joined to the run (``params["run_id"]``):
+        raises :class:`UnknownRunError` if the run does not exist, and gives no rows for a
+        run that has none (the statement's one row of NULLs)."""
+        rows = await self._rows(name, params)
+        if not rows:
+            raise UnknownRunError(params["run_id"])
+        if rows[0][0] is None:
+            return []
+        return rows
+
+    # -- writes ------------
+
+    async def create_run(
+        self,
+        run: RunRecord,
+        state: Mapping[str, Any],
+        commit: Commit | None = None,
+        *,
+        lease: Lease | None = None,
+    ) -> Sequence[EventRecord]:
+        creation = Creation.of(run, state, commit, lease)
+        async with self._transaction() as conn:
+            facts = Facts(None)
+            if creation.may_be_refused:
+                exists = await conn.execute(Q["run_exists"], {"run_id": run.id})
+                found = await read_facts(conn, creation.step.commit, creating=True)
+                if (row := await exists.fetchone()) is not None and row[0]:
+                    raise StoreError(f"run {run.id!r} already exists")
+                assert found is not None
+                facts = found
+                creation.check(facts)
+            await conn.execute(Q["insert_run"], creation.row)
+            if creation.state:
+                await conn.cursor().executemany(Q["put_state"], creation.state)
+            facts.lifecycle = run.lifecycle
+            held_by_creator = lease is not None
+            first = await write(
+                conn, creation.step, facts, self._channel, by_holder=held_by_creator
+            )
+        return _numbered(creation.step.commit.events, first)
+
+    async def commit(self, commit: Commit) -> Sequence[EventRecord]:
+        prepared = prepare(commit)
+        async with self._transaction() as conn:
+            facts = await read_facts(conn, commit)
+            if facts is None:
+                raise UnknownRunError(commit.run_id)
+            check(prepared, facts)
+            by_holder = commit.lease is not None
+            first = await write(conn, prepared, facts, self._channel, by_holder=by_holder)
+        return _numbered(commit.events, first)
+
+    # -- leases and wake instants ------------
+
+    async def next_wake(self) -> datetime | None:
+        rows = await self._rows("next_wake")
+        wake: datetime | None = rows[0][0]
+        return wake
+
+    async def claim_runs(
+        self, owner: str, now: datetime, expires: datetime, limit: int = 100
+    ) -> Sequence[Lease]:
+        if limit <= 0:
+            return []
+        rows = await self._rows(
+            "claim_runs",
+            {"owner": owner, "now": now, "expires": expires, "limit": limit, "ended": _ENDED},
+        )
+        return [Lease(*row) for row in rows]
+
+    async def acquire_run(
+        self, run_id: str, owner: str, now: datetime, expires: datetime, *, force: bool = False
+    ) -> Lease | None:
+        rows = await self._rows(
+            "acquire_run",
+            {
+                "run_id": run_id,
+                "owner": owner,
+                "now": now,
+                "expires": expires,
+                "force": force,
+                "ended": _ENDED,
+            },
+        )
+        if rows:
+            return Lease(*rows[0])
+        if not (await self._rows("run_exists", {"run_id": run_id}))[0][0]:
+            raise UnknownRunError(run_id)
+        return None
+
+    async def renew_leases(self, owner: str, expires: datetime) -> Sequence[Lease]:
+        rows = await self._rows(
+            "renew_leases", {"owner": owner, "expires": expires, "ended": _ENDED}
+        )
+        return sorted((Lease(*row) for row in rows), key=lambda lease: lease.run_id)
+
+    async def release_runs(self, owner: str) -> Sequence[str]:
+        async with self._transaction() as conn:
+            cursor = await conn.execute(
+                Q["release_runs"], {"owner": owner, "ended": _ENDED, "runnable": _RUNNABLE}
+            )
+            released = sorted(str(row[0]) for row in await cursor.fetchall())
+            if released:
+                notice = {"channel": self._channel, "payload": released[0][:200]}
+                await conn.execute(Q["notify"], notice)
+        return released
+
+    async def lease_of(self, run_id: str) -> Lease | None:
+        rows = await self._rows("lease_of", {"run_id": run_id})
+        if not rows:
+            raise UnknownRunError(run_id)
+        return lease_of_row(rows[0])
+
+    # -- flows ------------
+
+    async def put_flow(self, flow: StoredFlow) -> None:
+        document = json_text(flow.document, "document")
+        async with self._transaction() as conn:
+            await conn.execute(
+                Q["put_flow"],
+                {
+                    "flow_id": flow.flow_id,
+                    "digest": flow.digest,
+                    "version": flow.version,
+                    "document": document,
+                },
+            )
+
+    async def get_flow(self, flow_id: str, digest: str) -> StoredFlow:
+        rows = await self._rows("get_flow", {"flow_id": flow_id, "digest": digest})
+        if not rows:
+            raise UnknownStoredFlow(flow_id, digest)
+        version, document = rows[0]
+        return StoredFlow(flow_id, version, digest, decode_json(document))
+
+    # -- reads ------------
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        rows = await self._rows("get_run", {"run_id": run_id})
+        if not rows:
+            raise UnknownRunError(run_id)
+        return run_of_row(rows[0])
+
+    async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
+        if lifecycle is None:
+            rows = await self._rows("list_runs")
+        else:
+            rows = await self._rows("list_runs_by_lifecycle", {"lifecycle": lifecycle})
+        return [run_of_row(row) for row in rows]
+
+    async def get_state(self, run_id: str) -> dict[str, Any]:
+        rows = await self._run_rows("get_state", {"run_id": run_id})
+        return {key: decode_json(value) for key, value in rows}
+
+    async def tokens(
+        self, run_id: str, statuses: Sequence[TokenStatus] | None = None
+    ) -> Sequence[TokenRecord]:
+        if statuses is None:
+            rows = await self._run_rows("tokens", {"run_id": run_id})
+        else:
+            wanted = [str(status) for status in statuses]
+            rows = await self._run_rows("tokens_by_status", {"run_id": run_id, "statuses": wanted})
+        return [token_of_row(run_id, row) for row in rows]
+
+    async def token(self, run_id: str, token_id: str) -> TokenRecord | None:
+        rows = await self._run_rows("token", {"run_id": run_id, "token_id": token_id})
+        return token_of_row(run_id, rows[0]) if rows else None
+
+    async def history(self, run_id: str, after: int = 0) -> Sequence[EventRecord]:
+        rows = await self._run_rows("history", {"run_id": run_id, "after": after})
+        return [event_of_row(run_id, row) for row in rows]
+
+    async def due_of(self, run_id: str) -> Sequence[DueEntry]:
+        rows = await self._run_rows("due_of", {"run_id": run_id})
+        return [DueEntry(when, run_id, token_id, purpose) for when, token_id, purpose in rows]
+
+    async def node_anchor(self, run_id: str, placement: str, item: str | None) -> datetime | None:
+        rows = await self._rows(
+            "node_anchor", {"run_id": run_id, "placement": placement, "item": item}
+        )
+        anchor: datetime | None = rows[0][0] if rows else None
+        return anchor
+
+    async def node_anchors(self, run_id: str) -> Sequence[NodeAnchor]:
+        rows = await self._rows("node_anchors", {"run_id": run_id})
+        return [NodeAnchor(run_id, placement, item, at) for placement, item, at in rows]
+
+    async def parks(
+        self,
+        *,
+        run_id: str | None = None,
+        key: str | None = None,
+        placement: str | None = None,
+        open_only: bool = False,
+    ) -> Sequence[ParkRecord]:
+        if key is None and run_id is None:
+            raise StoreError("parks() needs a run_id or a key")
+        params = {
+            "run_id": run_id,
+            "key": key,
+            "placement": placement,
+            "open_only": open_only,
+            "parked": str(ParkStatus.PARKED),
+        }
+        rows = await self._rows("parks_by_key" if key is not None else "parks_by_run", params)
+        return [park_of_row(row) for row in rows]
+
+    async def signal_answer(self, key: str) -> SignalAnswer | None:
+        rows = await self._rows("signal_answer", {"key": key})
+        if not rows:
+            return None
+        key, run_id, answer = rows[0]
+        return SignalAnswer(key, run_id, decode_json(answer))
+
+    async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
+        rows = await self._rows("scatter_items", {"run_id": run_id, "progress": progress})
+        return [scatter_of_row(row) for row in rows]
+
+
+def _numbered(events: Sequence[EventRecord], first: int) -> list[EventRecord]:
+    """The commit's own event records, their seq filled in (from ``first``)."""
+    for seq, event in enumerate(events, first):
+        event.seq = seq
+    return list(events)

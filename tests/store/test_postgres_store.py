@@ -1,0 +1,430 @@
+"""The PostgreSQL store: every store check, its schema and how it is opened, and what many
+stores (many workers, many processes) sharing one schema may and may not do."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import traceback
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+import flowtide
+from flowtide.store import (
+    Commit,
+    DueEntry,
+    DuplicateSignal,
+    EventRecord,
+    Expect,
+    Lease,
+    LeaseLost,
+    RunRecord,
+    SignalAnswer,
+    StoreConflict,
+    StoreOpenError,
+    StoreSchemaError,
+    TokenRecord,
+    TokenStatus,
+)
+from flowtide.store.postgres import PostgresStore
+from flowtide.testing import StoreCheck, StoreFactory, run_store_check, store_checks
+from tests.store.postgres_schemas import Schemas
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+P = TokenStatus.PARKED
+CHECKS = store_checks()
+SOURCE = str(Path(flowtide.__file__).resolve().parents[1])
+"""The folder ``flowtide`` is imported from, for the processes the tests start."""
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def run_record(run_id: str, lifecycle: str = "pending") -> RunRecord:
+    return RunRecord(run_id, "urn:flowtide:test", "1", lifecycle, T0, options={"entrypoint": None})
+
+
+@pytest.mark.parametrize(("name", "check"), CHECKS, ids=[name for name, _ in CHECKS])
+async def test_the_postgres_store_passes(
+    name: str, check: StoreCheck, postgres_stores: StoreFactory
+) -> None:
+    await run_store_check(postgres_stores, check)
+
+
+# -- the schema ------------
+
+
+async def test_open_creates_the_schema_and_records_its_version(schemas: Schemas) -> None:
+    store = schemas.store()
+    async with store:
+        await store.open()  # (opening twice is harmless)
+        await store.create_run(run_record("r"), {"n": 1})
+    versions = schemas.query(
+        "SELECT version, name, min_reader_version FROM {schema}.flowtide_schema", store.schema
+    )
+    assert versions == [(1, "initial", 1)]
+    tables = schemas.query(
+        "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename",
+        store.schema,
+        store.schema,
+    )
+    assert ("runs",) in tables and ("flowtide_schema",) in tables
+    assert schemas.query("SELECT id FROM {schema}.runs", store.schema) == [("r",)]
+
+
+async def test_reopening_a_schema_keeps_its_records(schemas: Schemas) -> None:
+    schema = schemas.new()
+    async with schemas.store(schema) as first:
+        await first.create_run(
+            run_record("r", "running"),
+            {"n": 1},
+            Commit(
+                "r", events=[EventRecord("started", "r", at(1))], due=[DueEntry(at(5), "r", "r.1")]
+            ),
+        )
+    async with schemas.store(schema) as again:
+        assert (await again.get_run("r")) == run_record("r", "running")
+        assert await again.get_state("r") == {"n": 1}
+        assert [e.seq for e in await again.history("r")] == [1]
+        assert list(await again.due_of("r")) == [DueEntry(at(5), "r", "r.1")]
+        (event,) = await again.commit(Commit("r", events=[EventRecord("next", "r", at(2))]))
+        assert event.seq == 2
+    rows = schemas.query("SELECT version FROM {schema}.flowtide_schema", schema)
+    assert rows == [(1,)]
+
+
+async def test_a_newer_schema_is_refused_unchanged_unless_this_code_may_read_it(
+    schemas: Schemas,
+) -> None:
+    schema = schemas.new()
+    async with schemas.store(schema):
+        pass
+    schemas.query("INSERT INTO {schema}.flowtide_schema VALUES (2, 'later', 2, now())", schema)
+    before = schemas.query("SELECT * FROM {schema}.flowtide_schema ORDER BY version", schema)
+    with pytest.raises(StoreSchemaError) as refused:
+        await schemas.store(schema).open()
+    message = str(refused.value)
+    assert "version 2" in message and "up to 1" in message and "upgrade Flowtide" in message
+    assert isinstance(refused.value, StoreOpenError)
+    after = schemas.query("SELECT * FROM {schema}.flowtide_schema ORDER BY version", schema)
+    assert after == before
+    # A later version that code of version 1 may still use (min_reader_version 1) is accepted.
+    schemas.query("UPDATE {schema}.flowtide_schema SET min_reader_version = 1", schema)
+    async with schemas.store(schema) as store:
+        await store.create_run(run_record("r"), {})
+    versions = schemas.query(
+        "SELECT version FROM {schema}.flowtide_schema ORDER BY version", schema
+    )
+    assert versions == [(1,), (2,)], "nothing migrated, nothing recorded"
+
+
+async def test_a_schema_that_is_not_flowtides_is_refused(schemas: Schemas) -> None:
+    schema = schemas.new()
+    schemas.query("CREATE SCHEMA {schema}", schema)
+    schemas.query("CREATE TABLE {schema}.orders (id int)", schema)
+    with pytest.raises(StoreSchemaError, match="not Flowtide's"):
+        await schemas.store(schema).open()
+    tables = schemas.query("SELECT tablename FROM pg_tables WHERE schemaname = %s", schema, schema)
+    assert tables == [("orders",)], "the schema is left as it was"
+
+
+async def test_concurrent_opens_of_a_fresh_schema_migrate_it_once(schemas: Schemas) -> None:
+    schema = schemas.new()
+    stores = [schemas.store(schema, max_size=2) for _ in range(4)]
+    await asyncio.gather(*(store.open() for store in stores))
+    try:
+        await stores[0].create_run(run_record("r"), {})
+        for store in stores:
+            assert (await store.get_run("r")).id == "r"
+    finally:
+        for store in stores:
+            await store.close()
+    assert schemas.query("SELECT version FROM {schema}.flowtide_schema", schema) == [(1,)]
+
+
+async def test_schemas_of_one_database_do_not_meet(schemas: Schemas) -> None:
+    async with schemas.store() as one, schemas.store() as other:
+        await one.create_run(run_record("r"), {"in": "one"})
+        await other.create_run(run_record("r"), {"in": "other"})
+        assert await one.get_state("r") == {"in": "one"}
+        assert await other.get_state("r") == {"in": "other"}
+        await one.wait_changed(0.01)  # (listening from now on; its own notice may come)
+        while await one.wait_changed(0.01):
+            pass
+        await other.create_run(run_record("s"), {})
+        assert await one.wait_changed(0.2) is False, "a notice of another schema's store"
+
+
+async def test_a_schema_name_is_quoted_as_an_identifier(schemas: Schemas) -> None:
+    odd = f'{schemas.new()} "Odd" Name; DROP'
+    schemas.names.append(odd)
+    async with schemas.store(odd) as store, schemas.store(odd) as other:
+        assert await store.wait_changed(0.01) is False
+        woke, _ = await asyncio.gather(
+            store.wait_changed(10), other.create_run(run_record("r"), {"n": 1})
+        )
+        assert woke is True
+        assert [lease.run_id for lease in await store.claim_runs("w", at(1), at(9))] == ["r"]
+    rows = schemas.query("SELECT id, owner FROM {schema}.runs", odd)
+    assert rows == [("r", "w")]
+
+
+async def test_instants_come_back_in_utc_as_written(postgres_stores: StoreFactory) -> None:
+    paris = timezone(timedelta(hours=1))
+    written = datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=paris)
+    async with postgres_stores() as store:
+        await store.create_run(
+            run_record("r"), {}, Commit("r", due=[DueEntry(written, "r", "r.1")])
+        )
+        (entry,) = await store.due_of("r")
+        assert entry.when == written and entry.when.tzinfo is UTC
+        assert (await store.get_run("r")).created_at.tzinfo is UTC
+
+
+# -- opening errors ------------
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("postgresql://postgres:hunter2@127.0.0.1:1/test", "cannot be reached"),
+        ("postgresql://postgres:hunter2@127.0.0.1:5432/flowtide_no_such_db", "does not exist"),
+        ("postgresql://flowtide_no_such_role:hunter2@127.0.0.1:5432/test", "credentials"),
+        ("host=127.0.0.1 port=1 dbname=test user=postgres password=hunter2", "cannot be reached"),
+    ],
+    ids=["unreachable", "unknown-database", "unknown-role", "libpq-string"],
+)
+async def test_a_database_that_cannot_be_opened_is_named_without_its_password(
+    url: str, reason: str
+) -> None:
+    store = PostgresStore(url, schema="flowtide_test_never")
+    assert "hunter2" not in repr(store)
+    with pytest.raises(StoreOpenError) as refused:
+        await store.open()
+    error = refused.value
+    message = str(error)
+    assert reason in message
+    assert "127.0.0.1" in message and "\n" not in message
+    shown = "".join(traceback.format_exception(error))
+    assert "hunter2" not in shown, shown
+    await store.close()
+
+
+async def test_an_unreadable_url_is_refused_on_open_without_showing_it() -> None:
+    store = PostgresStore("postgresql://po stgres:hunter2@", schema="flowtide_test_never")
+    with pytest.raises(StoreOpenError) as refused:
+        await store.open()
+    assert "hunter2" not in str(refused.value) and "hunter2" not in repr(store)
+
+
+# -- many stores on one schema ------------
+
+
+async def test_racing_claims_never_hand_a_run_to_two_owners(schemas: Schemas) -> None:
+    schema = schemas.new()
+    async with schemas.store(schema) as one, schemas.store(schema) as two:
+        for round_ in range(200):
+            made = {f"r{round_}.{i}" for i in range(3)}
+            for run_id in sorted(made):
+                await one.create_run(run_record(run_id), {})
+            now = at(round_)
+            claims = await asyncio.gather(
+                one.claim_runs("w1", now, now + timedelta(hours=1), limit=2),
+                two.claim_runs("w2", now, now + timedelta(hours=1), limit=2),
+            )
+            first, second = ({lease.run_id for lease in claim} for claim in claims)
+            assert not first & second, f"round {round_}: {first & second} claimed twice"
+            assert first | second == made, f"round {round_}: {made - (first | second)} left"
+
+
+async def test_a_commit_under_a_lease_another_store_took_over_is_refused(
+    schemas: Schemas,
+) -> None:
+    schema = schemas.new()
+    async with schemas.store(schema) as one, schemas.store(schema) as two:
+        mine = Lease("r", "w1", 1, at(10))
+        await one.create_run(run_record("r", "running"), {"n": 1}, lease=mine)
+        await one.commit(Commit("r", state={"n": 2}, lease=mine))
+        (taken,) = await two.claim_runs("w2", at(11), at(60))
+        assert taken == Lease("r", "w2", 2, at(60))
+        with pytest.raises(LeaseLost):
+            await one.commit(Commit("r", state={"n": 3}, lease=mine))
+        await two.commit(Commit("r", state={"n": 4}, lease=taken))
+        assert await one.get_state("r") == {"n": 4}
+        assert await one.lease_of("r") == taken
+
+
+async def test_racing_commits_expecting_one_token_let_exactly_one_win(schemas: Schemas) -> None:
+    schema = schemas.new()
+    async with schemas.store(schema) as one, schemas.store(schema) as two:
+        await one.create_run(run_record("r", "running"), {})
+        for epoch in range(1, 101):
+            parked = TokenRecord("r.1", "r", "p", P, epoch=epoch)
+            await one.commit(Commit("r", tokens=[parked]))
+            moves = [
+                Commit(
+                    "r",
+                    tokens=[TokenRecord("r.1", "r", "p", TokenStatus.READY, epoch=epoch + 1)],
+                    state={"won": by},
+                    signal_answers=[SignalAnswer(f"{by}-{epoch}", "r", {})],
+                    expect={"r.1": Expect(P, epoch)},
+                )
+                for by in ("one", "two")
+            ]
+            outcomes = await asyncio.gather(
+                one.commit(moves[0]), two.commit(moves[1]), return_exceptions=True
+            )
+            lost = [o for o in outcomes if isinstance(o, BaseException)]
+            assert len(lost) == 1 and isinstance(lost[0], StoreConflict), outcomes
+            winner = "one" if not isinstance(outcomes[0], BaseException) else "two"
+            assert (await two.get_state("r"))["won"] == winner
+            assert await one.signal_answer(f"{winner}-{epoch}") is not None
+            loser = "two" if winner == "one" else "one"
+            assert await one.signal_answer(f"{loser}-{epoch}") is None
+
+
+async def test_racing_answers_to_one_signal_key_let_exactly_one_commit(schemas: Schemas) -> None:
+    # Two runs, no expectation in common: the signal key alone decides (a key answered while the
+    # other commit was in flight is refused by the database's key, and nothing of it stays).
+    schema = schemas.new()
+    async with schemas.store(schema) as one, schemas.store(schema) as two:
+        await one.create_run(run_record("a", "running"), {})
+        await one.create_run(run_record("b", "running"), {})
+        for n in range(60):
+            key = f"k{n}"
+            outcomes = await asyncio.gather(
+                one.commit(
+                    Commit("a", state={"n": n}, signal_answers=[SignalAnswer(key, "a", {})])
+                ),
+                two.commit(
+                    Commit("b", state={"n": n}, signal_answers=[SignalAnswer(key, "b", {})])
+                ),
+                return_exceptions=True,
+            )
+            lost = [o for o in outcomes if isinstance(o, BaseException)]
+            assert len(lost) == 1 and isinstance(lost[0], DuplicateSignal), outcomes
+            answer = await one.signal_answer(key)
+            winner = "a" if not isinstance(outcomes[0], BaseException) else "b"
+            assert answer is not None and answer.run_id == winner
+            loser = "b" if winner == "a" else "a"
+            assert (await two.get_state(loser)).get("n") != n
+
+
+async def test_wait_changed_wakes_when_another_store_makes_work(schemas: Schemas) -> None:
+    schema = schemas.new()
+    async with schemas.store(schema) as waiter, schemas.store(schema) as worker:
+        started = time.monotonic()
+        assert await waiter.wait_changed(0.2) is False
+        assert time.monotonic() - started >= 0.19
+        # A new run nobody holds: claimable at once.
+        woke, _ = await asyncio.gather(
+            waiter.wait_changed(10), worker.create_run(run_record("r", "running"), {})
+        )
+        assert woke is True
+        # A run given back.
+        lease = await worker.acquire_run("r", "w", at(1), at(100))
+        assert lease is not None
+        await worker.commit(Commit("r", state={"x": 1}, lease=lease))
+        assert await waiter.wait_changed(0.2) is False, "a held run changed: no notice"
+        # A due entry set by someone other than the holder (it may not know).
+        woke, _ = await asyncio.gather(
+            waiter.wait_changed(10), worker.commit(Commit("r", due=[DueEntry(at(5), "r", "r.1")]))
+        )
+        assert woke is True
+        started = time.monotonic()
+        woke, _ = await asyncio.gather(
+            waiter.wait_changed(10), worker.commit(Commit("r", lease=lease, release=True))
+        )
+        assert woke is True and time.monotonic() - started < 5
+        # A signal answered.
+        woke, _ = await asyncio.gather(
+            waiter.wait_changed(10),
+            worker.commit(Commit("r", signal_answers=[SignalAnswer("k", "r", {})])),
+        )
+        assert woke is True
+        assert await waiter.wait_changed(0.1) is False
+
+
+async def test_wait_changed_listens_again_after_its_connection_was_lost(schemas: Schemas) -> None:
+    schema = schemas.new()
+    async with schemas.store(schema) as waiter, schemas.store(schema) as worker:
+        assert await waiter.wait_changed(0.01) is False  # (listening)
+        listening = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE %s"
+        listen = f'LISTEN "flowtide_{schema}"%'
+        started = time.monotonic()
+        woke, terminated = await asyncio.gather(
+            waiter.wait_changed(10), asyncio.to_thread(schemas.query, listening, schema, listen)
+        )
+        assert terminated == [(True,)], "the listening connection, found and ended"
+        assert woke is True, "notices may have been lost: callers should look"
+        assert time.monotonic() - started < 5
+        assert await waiter.wait_changed(0.01) is False  # (listening again)
+        woke, _ = await asyncio.gather(
+            waiter.wait_changed(10), worker.create_run(run_record("r"), {})
+        )
+        assert woke is True
+
+
+# -- many processes ------------
+
+_CLAIMER = """
+import asyncio, json, sys
+from datetime import UTC, datetime
+from flowtide.store.postgres import PostgresStore
+
+async def main(url, schema, owner):
+    now, expires = datetime(2026, 1, 1, 0, 0, 10, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
+    claimed = []
+    async with PostgresStore(url, schema=schema, max_size=1) as store:
+        while True:
+            leases = await store.claim_runs(owner, now, expires, limit=3)
+            if not leases:
+                break
+            claimed += [lease.run_id for lease in leases]
+    print(json.dumps(claimed))
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+async def test_processes_claiming_from_one_schema_never_take_a_run_twice(
+    schemas: Schemas,
+) -> None:
+    schema = schemas.new()
+    made = [f"r{i:03d}" for i in range(120)]
+    async with schemas.store(schema) as store:
+        for run_id in made:
+            await store.create_run(run_record(run_id), {})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SOURCE, os.environ.get("PYTHONPATH", "")])}
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _CLAIMER,
+            schemas.url,
+            schema,
+            f"process-{n}",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        for n in range(4)
+    ]
+    claimed: dict[str, list[str]] = {}
+    for n, process in enumerate(processes):
+        out, err = await process.communicate()
+        assert process.returncode == 0, err.decode()
+        claimed[f"process-{n}"] = json.loads(out)
+    every = [run_id for runs in claimed.values() for run_id in runs]
+    assert sorted(every) == made, "each run claimed once, by one process"
+    async with schemas.store(schema) as store:
+        for owner, runs in claimed.items():
+            for run_id in runs:
+                lease = await store.lease_of(run_id)
+                assert lease is not None and lease.owner == owner and lease.epoch == 1
