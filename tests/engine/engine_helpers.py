@@ -12,9 +12,20 @@ from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, NodeContext, Output, RunResult
 from flowtide.model import Flow
-from flowtide.store import EventRecord, MemoryStore
+from flowtide.store import EventRecord, MemoryStore, Store
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+StoreMaker = Callable[[], Store]
+"""Makes a fresh store (not opened yet) of the kind the test runs on."""
+
+store_kind: list[StoreMaker] = []
+"""The kind of store tests run on now (set by the ``every_store`` fixture; empty: memory)."""
+
+
+def fresh_store() -> Store:
+    """A fresh store of the kind the test runs on (memory, SQLite or PostgreSQL)."""
+    return store_kind[0]() if store_kind else MemoryStore()
 
 
 def at(seconds: float) -> datetime:
@@ -27,23 +38,28 @@ async def running(
 ) -> AsyncIterator[tuple[Engine, VirtualClock]]:
     if clock is None:
         clock = VirtualClock(T0, autojump=autojump)
+    made = "store" not in options
+    if made:
+        options["store"] = fresh_store()
     engine = Engine(clock=clock, **options)
     try:
         yield engine, clock
     finally:
         await engine.close()
+        if made:
+            await options["store"].close()
         await clock.aclose()
 
 
 @asynccontextmanager
 async def two_engines(
     flow: Flow, *, autojump: bool, **options: Any
-) -> AsyncIterator[tuple[Engine, Engine, VirtualClock, MemoryStore]]:
+) -> AsyncIterator[tuple[Engine, Engine, VirtualClock, Store]]:
     """Two engines on one store and one clock (as two processes on one database): ``a`` knows no
     flow (it runs what it is given), ``b`` has ``flow`` registered (it can rebuild its runs).
     ``options`` go to both. Both are closed at the end."""
     clock = VirtualClock(T0, autojump=autojump)
-    store = MemoryStore()
+    store = fresh_store()
     a = Engine(clock=clock, store=store, **options)
     b = Engine(clock=clock, store=store, flows=[flow], **options)
     try:
@@ -51,6 +67,7 @@ async def two_engines(
     finally:
         await a.close()
         await b.close()
+        await store.close()
         await clock.aclose()
 
 

@@ -33,7 +33,7 @@ from flowtide.store import (
 )
 from flowtide.store.postgres import PostgresStore
 from flowtide.testing import StoreCheck, StoreFactory, run_store_check, store_checks
-from tests.store.postgres_schemas import Schemas
+from tests.postgres_schemas import Schemas
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 P = TokenStatus.PARKED

@@ -135,6 +135,10 @@ class Engine:
         max_runs: int | None = None,
     ) -> None:
         self.store: Store = store if store is not None else MemoryStore()
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        if isinstance(self.clock, VirtualClock):
+            # Virtual time must not jump while the database works.
+            self.store.busy = self.clock.hold
         self.owner = owner if owner is not None else worker_id()
         self.lease_ttl = lease_ttl
         self.poll = poll
@@ -144,7 +148,6 @@ class Engine:
         """Runs this engine found it cannot drive (warned about once)."""
         self._aside = f"{self.owner}:aside"
         """The owner runs this engine cannot drive are held under, for a while."""
-        self.clock: Clock = clock if clock is not None else SystemClock()
         self.registry = registry
         self.hooks: list[Hook] = list(hooks)
         self.random = random

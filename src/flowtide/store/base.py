@@ -60,8 +60,10 @@ and gives back what JSON gives back (a tuple comes back as a list), as new objec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -487,6 +489,11 @@ class Store(ABC):
     shared: bool = False
     """Other processes may write to this store: a worker also waits for their changes
     (:meth:`wait_changed`), not only for its own."""
+
+    busy: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
+    """Work the store does off the event loop (a database round trip, a call in its thread)
+    runs under ``busy()``. An engine on a virtual clock sets it to the clock's ``hold``, so
+    that virtual time does not jump while the database works."""
 
     async def open(self) -> None:  # noqa: B027 (a store in memory has nothing to open)
         """Connect, and bring the database's schema up to date (raises

@@ -192,18 +192,20 @@ class PostgresStore(Store):
         sync (psycopg's ``transaction()`` would add one more round trip)."""
         pool = await self._connections()
         try:
-            async with pool.connection() as conn:
-                try:
-                    async with conn.pipeline():
-                        await conn.execute(Q["begin"])
-                        yield conn
-                        await conn.execute(Q["commit"])
-                finally:
-                    if conn.info.transaction_status in _OPEN:
-                        # Refused, or failed: nothing of it stays. (A connection that broke is
-                        # left to the pool, which drops it; the error in flight is the one told.)
-                        with contextlib.suppress(psycopg.Error):
-                            await conn.rollback()
+            with self.busy():
+                async with pool.connection() as conn:
+                    try:
+                        async with conn.pipeline():
+                            await conn.execute(Q["begin"])
+                            yield conn
+                            await conn.execute(Q["commit"])
+                    finally:
+                        if conn.info.transaction_status in _OPEN:
+                            # Refused, or failed: nothing of it stays. (A connection that broke
+                            # is left to the pool, which drops it; the error in flight is the
+                            # one told.)
+                            with contextlib.suppress(psycopg.Error):
+                                await conn.rollback()
         except psycopg.Error as error:
             raise store_error(error, self._target) from error
         except UnicodeEncodeError as error:
@@ -213,9 +215,10 @@ class PostgresStore(Store):
         """The rows of one statement, run on its own (autocommit)."""
         pool = await self._connections()
         try:
-            async with pool.connection() as conn:
-                cursor = await conn.execute(Q[name], params)
-                return await cursor.fetchall()
+            with self.busy():
+                async with pool.connection() as conn:
+                    cursor = await conn.execute(Q[name], params)
+                    return await cursor.fetchall()
         except psycopg.Error as error:
             raise store_error(error, self._target) from error
         except UnicodeEncodeError as error:

@@ -85,7 +85,8 @@ class SQLiteStore(Store):
         if self._closed:
             raise StoreError(f"the SQLite store {self.path} is closed")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, self._run, work)
+        with self.busy():
+            return await loop.run_in_executor(self._thread, self._run, work)
 
     def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         try:
