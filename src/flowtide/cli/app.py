@@ -12,6 +12,7 @@ from flowtide.cli.demo import demo
 from flowtide.cli.render import render
 from flowtide.cli.run import run
 from flowtide.cli.schema import schema_app
+from flowtide.cli.simulate import simulate
 from flowtide.cli.validate import validate
 
 app = typer.Typer(
@@ -50,5 +51,6 @@ def _root(
 app.command("validate", epilog=EXIT_CODES_HELP)(validate)
 app.command("render", epilog=EXIT_CODES_HELP)(render)
 app.command("run", epilog=EXIT_CODES_HELP)(run)
+app.command("simulate", epilog=EXIT_CODES_HELP)(simulate)
 app.command("demo", epilog=EXIT_CODES_HELP)(demo)
 app.add_typer(schema_app)
