@@ -13,6 +13,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from flowtide.cli import ExitCode, app
+from flowtide.simulation import parse_script
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -409,3 +410,17 @@ def test_the_json_shape(played: dict[str, dict[str, Any]]) -> None:
     }
     assert data["result"]["run_id"] == "sim"
     assert data["result"]["started_at"] == "2026-01-01T09:00:00+00:00"
+
+
+def test_the_script_the_docs_show_reads() -> None:
+    shown = DOC.split("### The script", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", shown, re.S)
+    assert block is not None
+    script = parse_script(yaml.safe_load(block.group(1)))
+    assert [step.output for step in script.nodes["collect-payment"]] == [
+        "declined",
+        None,
+        None,
+        "paid",
+    ]
+    assert [s.at.total_seconds() for s in script.signals] == [570, 630]

@@ -3,6 +3,7 @@ runs a review as a subflow, and real implementations to fall back on."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 from typing import Any
 
@@ -10,7 +11,7 @@ import yaml
 
 from flowtide.authoring.nodes import NodeRegistry, node
 from flowtide.documents import load_flow
-from flowtide.engine import NodeContext, Park
+from flowtide.engine import NodeContext
 from flowtide.model.flow import Flow
 from flowtide.simulation import Script, parse_script
 
@@ -98,15 +99,27 @@ def act(ctx: NodeContext) -> str:
     return "done"
 
 
-@node(id="urn:test:node:wait-for-it", outputs=["done"], register=False)
-async def wait_for_it(ctx: NodeContext) -> Any:
-    return Park(key="it") if ctx.signal is None else "done"
+@node(id="urn:test:node:crunch", outputs=["done"], timeout="PT1M", register=False)
+def crunch(ctx: NodeContext) -> str:
+    """Real work in a worker thread (tens of milliseconds), no virtual time at all."""
+    ctx.state["digest"] = hashlib.sha256(b"x" * 20_000_000).hexdigest()[:8]
+    return "done"
+
+
+CRUNCH = """
+id: urn:test:flow:crunch
+entrypoints: {main: crunch}
+placements:
+  - {id: crunch, kind: task, node: "urn:test:node:crunch", routes: {done: end, timeout: late}}
+  - {id: end, kind: terminal}
+  - {id: late, kind: terminal, outcome: late}
+"""
 
 
 def registry() -> NodeRegistry:
     """The real implementations (the charge's is left out: see :func:`with_charge`)."""
     found = NodeRegistry()
-    for impl in (think, act):
+    for impl in (think, act, crunch):
         found.register(impl)
     return found
 

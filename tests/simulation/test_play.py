@@ -3,7 +3,6 @@ windows and the result, all on the virtual clock."""
 
 from __future__ import annotations
 
-import importlib
 import json
 from datetime import timedelta
 
@@ -11,9 +10,10 @@ import pytest
 
 from flowtide.engine import Lifecycle
 from flowtide.errors import FlowValidationError
-from flowtide.simulation import Moment, Timeline, play
+from flowtide.simulation import Moment, Timeline, play_script
 from tests.simulation.flows import (
     CHARGE,
+    CRUNCH,
     LOOP,
     PARENT,
     REVIEW,
@@ -37,7 +37,9 @@ def first(timeline: Timeline, kind: str) -> Moment:
 
 
 async def test_a_scripted_output_after_a_delay_on_the_virtual_clock() -> None:
-    played = await play(script("nodes: {charge: [{after: PT2M, output: paid}]}"), flow(CHARGE))
+    played = await play_script(
+        script("nodes: {charge: [{after: PT2M, output: paid}]}"), flow(CHARGE)
+    )
     assert said(played, "node_started") == [
         (0 * MINUTE, "charge started, window ends +5:00 (anchored at this attempt's start, +0:00)")
     ]
@@ -50,7 +52,7 @@ async def test_a_scripted_output_after_a_delay_on_the_virtual_clock() -> None:
 
 async def test_scripted_raises_are_retried_with_the_placements_own_retry_policy() -> None:
     steps = "nodes: {charge: [{raise: gateway down}, {raise: gateway down}, {output: paid}]}"
-    played = await play(script(steps), flow(CHARGE))
+    played = await play_script(script(steps), flow(CHARGE))
     failed = said(played, "node_failed")
     assert failed == [
         (timedelta(seconds=0), "charge failed: ScriptedFailure: gateway down"),
@@ -67,7 +69,9 @@ async def test_scripted_raises_are_retried_with_the_placements_own_retry_policy(
 
 
 async def test_a_step_slower_than_the_window_times_out() -> None:
-    played = await play(script("nodes: {charge: [{after: PT10M, output: paid}]}"), flow(CHARGE))
+    played = await play_script(
+        script("nodes: {charge: [{after: PT10M, output: paid}]}"), flow(CHARGE)
+    )
     assert said(played, "node_timed_out") == [
         (5 * MINUTE, "charge timed out: its window of PT5M ended at +5:00 → late")
     ]
@@ -85,7 +89,7 @@ async def test_a_park_taken_by_a_signal_with_an_output() -> None:
     nodes: {charge: [{park: {key: pay-1, payload: {amount: 10}}}]}
     signals: [{at: PT1M, key: pay-1, output: paid}]
     """
-    played = await play(script(text), flow(CHARGE))
+    played = await play_script(script(text), flow(CHARGE))
     assert said(played)[2:5] == [
         (
             timedelta(0),
@@ -106,7 +110,7 @@ async def test_a_signal_after_the_window_is_refused_as_expired() -> None:
       - {at: PT7M, key: pay-1, output: paid}
       - {at: PT8M, key: nobody, output: paid}
     """
-    played = await play(script(text), flow(CHARGE))
+    played = await play_script(script(text), flow(CHARGE))
     assert [text for _, text in said(played, "signal")] == [
         "signal key pay-1, output 'paid': refused, expired: the park's window ended at +5:00",
         "signal key nobody, output 'paid': refused, unknown: no park matches it",
@@ -124,14 +128,14 @@ async def test_what_is_due_at_a_signals_instant_happens_before_the_signal() -> N
     nodes: {charge: [{park: {key: pay-1}}]}
     signals: [{at: PT5M, key: pay-1, output: paid}]
     """
-    played = await play(script(text), flow(CHARGE))
+    played = await play_script(script(text), flow(CHARGE))
     kinds = [m.kind for m in played.moments if m.after == 5 * MINUTE]
     assert kinds == ["node_timed_out", "terminal_reached", "run_finished", "signal"]
     assert played.signals[0].reason == "expired"
 
 
 async def test_steps_used_up_without_an_implementation_fail_the_attempt_naming_it() -> None:
-    played = await play(script("nodes: {charge: [{raise: gateway down}]}"), flow(CHARGE))
+    played = await play_script(script("nodes: {charge: [{raise: gateway down}]}"), flow(CHARGE))
     assert played.result.lifecycle is Lifecycle.FAILED
     (error,) = played.result.errors
     assert error.type == "ScriptUsedUp"
@@ -143,7 +147,7 @@ async def test_steps_used_up_without_an_implementation_fail_the_attempt_naming_i
 
 async def test_steps_used_up_then_the_real_implementation_runs() -> None:
     steps = script("nodes: {charge: [{raise: gateway down}]}")
-    played = await play(steps, flow(CHARGE), registry=with_charge())
+    played = await play_script(steps, flow(CHARGE), registry=with_charge())
     assert played.result.outcome == "paid"
     assert played.result.state["charged_by"] == "the real node"
     assert [m.attempt for m in played.moments if m.kind == "node_started"] == [1, 2]
@@ -158,7 +162,7 @@ async def test_outputs_parks_and_updates_set_the_state() -> None:
         - {output: paid, update: {receipt: {id: r-1}}}
     signals: [{at: PT1M, key: k, payload: {gateway: ok}}]
     """
-    played = await play(script(text), flow(CHARGE))
+    played = await play_script(script(text), flow(CHARGE))
     assert dict(played.result.state) == {
         "order": 42,
         "asked": "gateway",
@@ -171,7 +175,7 @@ async def test_outputs_parks_and_updates_set_the_state() -> None:
 async def test_real_nodes_run_on_the_virtual_clock_keeping_their_settings() -> None:
     # think sleeps 30 s of its one-minute window (its implementation's default), then the run
     # waits three hours, then act runs in a worker thread: all in a moment.
-    played = await play(script("{}"), flow(SLOW), registry=registry())
+    played = await play_script(script("{}"), flow(SLOW), registry=registry())
     assert said(played, "node_finished") == [
         (timedelta(seconds=30), "think returned 'done' → pause"),
         (timedelta(hours=3, seconds=30), "act returned 'done' → end"),
@@ -192,8 +196,18 @@ async def test_real_nodes_run_on_the_virtual_clock_keeping_their_settings() -> N
     assert pause.duration == timedelta(hours=3)
 
 
+async def test_time_waits_for_work_in_a_worker_thread() -> None:
+    # The clock does not move while a sync node works in a thread: it ends in its window,
+    # though the script's (unanswered) signal has the clock go on to +5:00.
+    played = await play_script(
+        script("signals: [{at: PT5M, key: k}]"), flow(CRUNCH), registry=registry()
+    )
+    assert played.result.outcome == "completed"
+    assert said(played, "node_finished") == [(timedelta(0), "crunch returned 'done' → end")]
+
+
 async def test_a_scripted_node_keeps_its_implementations_settings() -> None:
-    played = await play(
+    played = await play_script(
         script("nodes: {think: [{after: PT2M, output: done}]}"), flow(SLOW), registry=registry()
     )
     assert said(played, "node_timed_out") == [
@@ -203,7 +217,9 @@ async def test_a_scripted_node_keeps_its_implementations_settings() -> None:
 
 
 async def test_a_run_still_parked_when_the_clock_stops() -> None:
-    played = await play(script("nodes: {charge: [{park: {key: k}}]}\nuntil: PT3M"), flow(CHARGE))
+    played = await play_script(
+        script("nodes: {charge: [{park: {key: k}}]}\nuntil: PT3M"), flow(CHARGE)
+    )
     # The park's window (five minutes) is beyond 'until': the run is still parked.
     result = played.result
     assert (result.lifecycle, result.ended_at) == (Lifecycle.PARKED, None)
@@ -219,7 +235,7 @@ async def test_a_subflows_park_signalled_by_its_key() -> None:
     until: P2D
     """
     review = flow(REVIEW)
-    played = await play(script(text), flow(PARENT, review), others=[review])
+    played = await play_script(script(text), flow(PARENT, review), others=[review])
     child = [m for m in played.moments if m.run == "review"]
     assert (child[0].text, child[-1].text) == (
         "the run started",
@@ -237,7 +253,7 @@ async def test_the_script_is_checked_against_the_flows() -> None:
     signals: [{at: PT1M, placement: elsewhere}]
     """
     with pytest.raises(FlowValidationError) as raised:
-        await play(script(text), flow(CHARGE), source="story.yaml")
+        await play_script(script(text), flow(CHARGE), source="story.yaml")
     assert [(p.pointer, p.source) for p in raised.value.problems] == [
         ("/nodes/charge/0/output", "story.yaml"),
         ("/nodes/done", "story.yaml"),
@@ -256,7 +272,7 @@ async def test_the_timeline_as_json() -> None:
     nodes: {charge: [{park: {key: k}}]}
     signals: [{at: PT6M, key: k, output: paid}]
     """
-    data = json.loads(json.dumps((await play(script(text), flow(CHARGE))).to_dict()))
+    data = json.loads(json.dumps((await play_script(script(text), flow(CHARGE))).to_dict()))
     assert set(data) == {"timeline", "windows", "result"}
     started, *_, signal = data["timeline"]
     assert started["kind"] == "run_started"
@@ -270,10 +286,9 @@ async def test_the_timeline_as_json() -> None:
 
 
 async def test_a_run_that_never_rests_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
-    # (the package's ``play`` is the function: the module is reached by its name)
-    monkeypatch.setattr(importlib.import_module("flowtide.simulation.play"), "MAX_TIMERS", 5)
+    monkeypatch.setattr("flowtide.simulation.play.MAX_TIMERS", 5)
     steps = script("nodes: {check: [" + ", ".join(["{output: again}"] * 10) + "]}")
-    played = await play(steps, flow(LOOP))
+    played = await play_script(steps, flow(LOOP))
     result = played.result
     assert (result.busy, result.ended_at) == (True, None)
     assert played.since(result.stopped_at) == 5 * MINUTE

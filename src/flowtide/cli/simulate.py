@@ -35,7 +35,7 @@ from flowtide.simulation import (
     anchor_words,
     compact_json,
     load_script,
-    play,
+    play_script,
 )
 
 NO_CODE_HINT = (
@@ -94,7 +94,9 @@ def simulate(
             file, others or [], code, excused=_scripted(plan, code), hint=NO_CODE_HINT
         )
         timeline = asyncio.run(
-            play(plan, flows[0], others=flows[1:], registry=code.registry(), source=str(script))
+            play_script(
+                plan, flows[0], others=flows[1:], registry=code.registry(), source=str(script)
+            )
         )
     if json_output:
         out.print_json(json.dumps(timeline.to_dict(), default=str))

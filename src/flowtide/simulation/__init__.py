@@ -2,16 +2,17 @@
 
 A :class:`Script` says what the outside world does to one run, and when: signals at instants
 since the start, and, for some placements, what their node does on each attempt (return an
-output, park, raise, after a while of virtual time) in the place of its code. :func:`play` plays
-it against an in-memory store and tells what happened as a :class:`Timeline`: the run's events
-and the signals (accepted, or refused and why) in the order they happened, the window of each
-placement that had one (its deadline, anchor, and where each setting came from), and the result.
+output, park, raise, after a while of virtual time) in the place of its code.
+:func:`play_script` plays it against an in-memory store and tells what happened as a
+:class:`Timeline`: the run's events and the signals (accepted, or refused and why) in the order
+they happened, the window of each placement that had one (its deadline, anchor, and where each
+setting came from), and the result.
 Hours of a flow play in milliseconds.
 
 ``flowtide simulate FILE --script SCRIPT`` prints a timeline.
 """
 
-from flowtide.simulation.play import MAX_TIMERS, play, resolver
+from flowtide.simulation.play import MAX_TIMERS, play_script, resolver
 from flowtide.simulation.script import (
     DEFAULT_RUN_ID,
     DEFAULT_START,
@@ -51,6 +52,6 @@ __all__ = [
     "compact_json",
     "load_script",
     "parse_script",
-    "play",
+    "play_script",
     "resolver",
 ]

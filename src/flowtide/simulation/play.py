@@ -3,7 +3,7 @@ sent at their instants, and what happened told as a :class:`~flowtide.simulation
 
 ::
 
-    timeline = await play(load_script(Path("story.simulate.yaml")), flow, registry=nodes)
+    timeline = await play_script(load_script(Path("story.simulate.yaml")), flow, registry=nodes)
     for moment in timeline.moments:
         print(since(moment.after), moment.text)
 
@@ -45,7 +45,7 @@ from flowtide.simulation.timeline import Result, SignalSent, Timeline, Window
 from flowtide.simulation.words import Narrator
 from flowtide.store import EventRecord, ParkStatus
 
-__all__ = ["MAX_TIMERS", "play", "resolver"]
+__all__ = ["MAX_TIMERS", "play_script", "resolver"]
 
 MAX_TIMERS = 10_000
 """How many timers the clock fires at most: a run that never rests (a loop of short waits) is
@@ -68,7 +68,7 @@ def resolver(registry: NodeRegistry | None = None) -> Resolve:
     return resolve
 
 
-async def play(
+async def play_script(
     script: Script,
     flow: Flow,
     *,

@@ -180,13 +180,13 @@ class Narrator:
     def _started(self, record: EventRecord, payload: NodeStarted) -> str:
         p = record.placement or "?"
         token = record.token_id or ""
-        if payload.kind == "phase":
-            return f"{payload.phase} phase {p} started"
-        if payload.kind == "scatter":
-            return f"scatter {p} started"
-        if payload.kind == "subflow":
-            return f"subflow {p} started (flow {payload.subflow})"
         window = self._window(record, payload.deadline, parked=False)
+        if payload.kind == "phase":
+            return f"{payload.phase} phase {p} started{window}"
+        if payload.kind == "scatter":
+            return f"scatter {p} started{window}"
+        if payload.kind == "subflow":
+            return f"subflow {p} started (flow {payload.subflow}){window}"
         if token in self._woken:
             self._woken.discard(token)
             return f"{p} runs again with the signal{window}"
