@@ -174,6 +174,22 @@ def test_the_timelines_read_as_the_docs_say() -> None:
     assert "+10:00 payment-window: the wait is over → first-to-finish" in branch
 
 
+def test_with_the_park_anchor_every_try_gets_ten_fresh_minutes(tmp_path: Path) -> None:
+    # As the docs say: change the anchor to 'park' and play the story again.
+    text = NODE_ANCHOR.read_text().replace("timeout_anchor: node", "timeout_anchor: park")
+    flow = tmp_path / "checkout-park-anchor.yaml"
+    flow.write_text(text)
+    result = simulate(flow, "examples/checkout-node-anchor.simulate.yaml", *STAND_INS)
+    assert result.exit_code == ExitCode.OK, result.output
+    said = lines(result)
+    assert (
+        "+9:30 collect-payment parked (key charge-sim-4), window ends +19:30 "
+        "(anchored at this park, +9:30)"
+    ) in said
+    assert '+10:30 signal key charge-sim-4 {"gateway": "paid"}: accepted' in said
+    assert "Result: completed, outcome 'paid', ended at +10:30" in result.stdout
+
+
 # -- scripted nodes --------------------------------------------------------------------------
 
 
@@ -230,6 +246,35 @@ def test_an_unscripted_node_without_code_is_bad_input(tmp_path: Path) -> None:
     (problem, last) = result.stderr.splitlines()
     assert "placement 'offer-retry'" in problem
     assert last.endswith("or script its placement (the script's 'nodes')")
+
+
+def test_a_scripted_placement_needs_no_code_even_by_reference(tmp_path: Path) -> None:
+    flow = write(
+        tmp_path / "flow.yaml",
+        {
+            "id": "urn:test:flow:ref",
+            "entrypoints": {"main": "work"},
+            "node_types": [{"id": "nowhere_to_be_found:collect", "outputs": ["done"]}],
+            "placements": [
+                {
+                    "id": "work",
+                    "kind": "task",
+                    "node": "nowhere_to_be_found:collect",
+                    "routes": {"done": "end"},
+                },
+                {"id": "end", "kind": "terminal"},
+            ],
+        },
+    )
+    script = write(
+        tmp_path / "story.yaml", {"nodes": {"work": [{"after": "PT1H", "output": "done"}]}}
+    )
+    result = simulate(flow, script)
+    assert result.exit_code == ExitCode.OK, result.output
+    assert "+1:00:00 work returned 'done' → end" in lines(result)
+    unscripted = simulate(flow, write(tmp_path / "none.yaml", {}))
+    assert unscripted.exit_code == ExitCode.BAD_INPUT
+    assert "no module named 'nowhere_to_be_found'" in unscripted.stderr
 
 
 # -- signals -----------------------------------------------------------------------------------

@@ -35,7 +35,6 @@ from flowtide.engine import (
     WaitStarted,
     payload_of,
 )
-from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
 from flowtide.model.placements import Wait
 from flowtide.model.settings import TimeoutAnchor
@@ -54,7 +53,8 @@ stopped there, its result marked ``busy``."""
 
 def resolver(registry: NodeRegistry | None = None) -> Resolve:
     """Node reference -> its implementation: in ``registry``, else the process-wide registry,
-    else imported from its ``module:attribute`` reference (None when it does not resolve)."""
+    else imported from its ``module:attribute`` reference (None when it does not resolve: a
+    placement the script plays needs none, and the engine says why any other cannot run)."""
 
     def resolve(ref: str) -> NodeImplementation | None:
         found = registry.get(ref) if registry is not None else None
@@ -62,7 +62,7 @@ def resolver(registry: NodeRegistry | None = None) -> Resolve:
             return found
         try:
             return default_registry.resolve(ref)
-        except NodeResolutionError:
+        except Exception:  # not found, or a module that fails to import: no code to run here
             return None
 
     return resolve
