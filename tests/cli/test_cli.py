@@ -52,6 +52,7 @@ def bad_route(tmp_path: Path) -> Path:
         ["render"],
         ["run"],
         ["demo"],
+        ["simulate"],
         ["schema"],
         ["schema", "node-settings"],
         ["schema", "flow"],
@@ -197,10 +198,21 @@ def test_validate_keeps_warnings_of_good_files_when_another_fails(tmp_path: Path
 
 
 def test_validate_the_examples() -> None:
+    # The simulation scripts among them are checked as scripts.
     paths = sorted(str(p) for p in EXAMPLES.iterdir() if p.suffix in (".yaml", ".jsonld"))
     result = runner.invoke(app, ["validate", *paths])
     assert result.exit_code == ExitCode.OK, result.output
     assert " 0 error(s)" in result.stdout
+    assert "checkout-node-anchor.simulate.yaml: a simulation script (7 signals" in result.stdout
+
+
+def test_validate_names_the_mistakes_of_a_script(tmp_path: Path) -> None:
+    script = tmp_path / "story.simulate.yaml"
+    script.write_text("signals:\n  - {at: soon, key: k}\n")
+    result = runner.invoke(app, ["validate", str(script)])
+    assert result.exit_code == ExitCode.BAD_INPUT
+    assert "/signals/0/at" in result.stdout
+    assert "1 file checked: 1 error(s)" in result.stdout
 
 
 # -- render --------------------------------------------------------------------------------
@@ -309,7 +321,11 @@ def test_demo_runs_the_dispatcher_then_renders_every_example(tmp_path: Path) -> 
     text = " ".join(result.stdout.split())
     assert "1. A support bot" in text
     assert "NodeTimeoutErr" in text
-    expected = sorted(p.stem for p in EXAMPLES.iterdir() if p.suffix in (".yaml", ".jsonld"))
+    expected = sorted(
+        p.stem
+        for p in EXAMPLES.iterdir()
+        if p.suffix in (".yaml", ".jsonld") and not p.stem.endswith(".simulate")
+    )
     assert sorted(p.stem for p in tmp_path.glob("*.mmd")) == expected
     for chart in tmp_path.glob("*.mmd"):
         assert parse(chart.read_text()).nodes

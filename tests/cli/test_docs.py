@@ -58,7 +58,8 @@ def test_documents_doc_lists_every_context_term(term: str) -> None:
 
 def test_cli_doc_covers_every_command_and_exit_code() -> None:
     doc = (ROOT / "docs" / "cli.md").read_text()
-    for command in ("validate", "render", "run", "schema node-settings", "schema flow", "demo"):
+    commands = ("validate", "render", "run", "simulate", "schema node-settings", "schema flow")
+    for command in (*commands, "demo"):
         assert f"flowtide {command}" in doc
     for code in ("`0`", "`1`", "`2`"):
         assert f"| {code} |" in doc

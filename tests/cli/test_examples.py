@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flowtide.cli.examples import bundled_examples, examples_dir
+from flowtide.cli.examples import bundled_examples, bundled_scripts, examples_dir, is_script
 from flowtide.documents import load_document, load_flow, load_flows
 from flowtide.model import Flow, Join, JoinMode, Task, TimeoutAnchor, Wait
 from flowtide.render import effective_settings, render_mermaid
@@ -16,7 +16,10 @@ from tests.render.mermaid_graph import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-DOCUMENTS = sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".yaml", ".jsonld"))
+DOCUMENTS = sorted(
+    p for p in EXAMPLES.iterdir() if p.suffix in (".yaml", ".jsonld") and not is_script(p)
+)
+SCRIPTS = sorted(p for p in EXAMPLES.iterdir() if is_script(p))
 # support-dispatcher.jsonld declares no node types, so its outputs go unchecked.
 UNTYPED = {"support-dispatcher.jsonld"}
 
@@ -34,6 +37,16 @@ def test_the_examples_are_there() -> None:
 def test_bundled_examples_are_found_from_a_checkout() -> None:
     assert examples_dir() is not None
     assert [p.name for p in bundled_examples()] == [p.name for p in DOCUMENTS]
+
+
+def test_the_simulation_scripts_are_bundled_apart_from_the_flows() -> None:
+    assert [p.name for p in SCRIPTS] == [
+        "checkout-node-anchor.simulate.yaml",
+        "checkout-wait-branch.simulate.yaml",
+    ]
+    assert bundled_scripts() == SCRIPTS
+    for script in SCRIPTS:
+        assert (EXAMPLES / script.name.replace(".simulate", "")).exists()
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
@@ -151,6 +164,8 @@ def test_installed_examples_come_first(tmp_path: Path, monkeypatch: pytest.Monke
     (package / "examples").mkdir(parents=True)
     (package / "examples" / "only.yaml").write_text("id: x\n")
     (package / "examples" / "notes.txt").write_text("not a flow\n")
+    (package / "examples" / "only.simulate.yaml").write_text("signals: []\n")
     monkeypatch.setattr("flowtide.cli.examples.files", lambda name: package)
     assert examples_dir() == package / "examples"
     assert [p.name for p in bundled_examples()] == ["only.yaml"]
+    assert [p.name for p in bundled_scripts()] == ["only.simulate.yaml"]

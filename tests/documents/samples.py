@@ -14,6 +14,13 @@ SUPPORT_DISPATCHER = FIXTURES / "support-dispatcher.jsonld"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
+def example_flows() -> list[Path]:
+    """The example flow documents, sorted (the simulation scripts beside them left out)."""
+    if not EXAMPLES.is_dir():
+        return []
+    return sorted(p for p in EXAMPLES.iterdir() if p.is_file() and ".simulate." not in p.name)
+
+
 def fixture_document() -> dict[str, Any]:
     """The support-dispatcher JSON-LD document, parsed (a fresh copy each call)."""
     data: dict[str, Any] = json.loads(SUPPORT_DISPATCHER.read_text(encoding="utf-8"))

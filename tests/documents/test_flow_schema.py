@@ -23,13 +23,13 @@ from jsonschema import Draft7Validator, Draft202012Validator
 from flowtide.documents import load_document, load_flow
 from flowtide.errors import FlowValidationError
 from flowtide.model import Flow, flow_schema, format_duration, node_settings_schema
-from tests.documents.samples import EXAMPLES, FIXTURES
+from tests.documents.samples import FIXTURES, example_flows
 from tests.strategies import flows
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "tests" / "validation" / "samples"
 DOCUMENTS = sorted(
-    [*EXAMPLES.iterdir(), *FIXTURES.iterdir(), *(SAMPLES / "good").iterdir()],
+    [*example_flows(), *FIXTURES.iterdir(), *(SAMPLES / "good").iterdir()],
     key=lambda p: str(p.relative_to(ROOT)),
 )
 VALIDATORS = (Draft202012Validator(flow_schema()), Draft7Validator(flow_schema()))

@@ -16,7 +16,7 @@ from flowtide.documents import Format, dump_flow, load_document, load_flow, to_j
 from flowtide.documents.contexts import RemoteContextRefused
 from flowtide.model import Flow
 from flowtide.validation import check_flow
-from tests.documents.samples import EXAMPLES, SUPPORT_DISPATCHER, rich_flow
+from tests.documents.samples import SUPPORT_DISPATCHER, example_flows, rich_flow
 from tests.strategies import flows
 
 FORMATS = ("jsonld", "json", "yaml")
@@ -113,9 +113,7 @@ def test_a_source_function_under_another_term_name_means_the_same_flow() -> None
     assert load_flow(doc) == flow
 
 
-@pytest.mark.parametrize(
-    "path", sorted(EXAMPLES.glob("*.*")) if EXAMPLES.is_dir() else [], ids=lambda p: p.name
-)
+@pytest.mark.parametrize("path", example_flows(), ids=lambda p: p.name)
 def test_examples_round_trip(path: Path) -> None:
     flow = load_document(path).flow
     for fmt in FORMATS:

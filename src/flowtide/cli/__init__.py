@@ -1,7 +1,7 @@
 """The ``flowtide`` command line.
 
-Commands: ``validate``, ``render``, ``run``, ``schema``, ``demo``; ``python -m flowtide`` runs it
-too. Exit codes: 0 ok, 1 failure, 2 bad input.
+Commands: ``validate``, ``render``, ``run``, ``simulate``, ``schema``, ``demo``; ``python -m
+flowtide`` runs it too. Exit codes: 0 ok, 1 failure, 2 bad input.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from flowtide.cli.render import render
 from flowtide.cli.run import run
 from flowtide.cli.runs import explain, history, runs, show
 from flowtide.cli.schema import schema_app
+from flowtide.cli.simulate import simulate
 from flowtide.cli.validate import validate
 from flowtide.cli.worker import worker
 
@@ -61,5 +62,6 @@ app.command("runs", epilog=EXIT_CODES_HELP)(runs)
 app.command("show", epilog=EXIT_CODES_HELP)(show)
 app.command("history", epilog=EXIT_CODES_HELP)(history)
 app.command("explain", epilog=EXIT_CODES_HELP)(explain)
+app.command("simulate", epilog=EXIT_CODES_HELP)(simulate)
 app.command("demo", epilog=EXIT_CODES_HELP)(demo)
 app.add_typer(schema_app)

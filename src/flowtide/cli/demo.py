@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from flowtide.cli.common import ExitCode, display_path, fail, guarded, out, print_problems
-from flowtide.cli.examples import bundled_examples, examples_dir
+from flowtide.cli.examples import bundled_examples, bundled_scripts, examples_dir
 from flowtide.cli.inputs import LIFECYCLE_STYLE
 from flowtide.cli.loading import load_files
 from flowtide.demo import EXAMPLE_NODES, run_approval_demo, run_checkout_demo, run_dispatcher_demo
@@ -319,3 +319,16 @@ def _try_it(paths: list[Path]) -> None:
         f"      --nodes {escape(EXAMPLE_NODES[example.name])} \\\n"
         """      --input '{"message": "Where is my order?"}'"""
     )
+    stories = [
+        (script, flow)
+        for script in bundled_scripts()
+        if (flow := script.with_name(script.name.replace(".simulate", ""))).name in EXAMPLE_NODES
+    ]
+    if stories:
+        script, flow = stories[0]
+        _say("A script plays a story on an example, and says what happened when:")
+        out.print(
+            f"  flowtide simulate {escape(display_path(flow))} \\\n"
+            f"      --script {escape(display_path(script))} \\\n"
+            f"      --nodes {escape(EXAMPLE_NODES[flow.name])}"
+        )

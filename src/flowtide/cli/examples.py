@@ -1,7 +1,8 @@
-"""The example flows that ship with Flowtide.
+"""The example flows that ship with Flowtide, and the simulation scripts that play them.
 
 A wheel carries the repository's ``examples/`` folder as ``flowtide/examples``; a checkout (or an
-editable install) reads the repository's ``examples/`` directly.
+editable install) reads the repository's ``examples/`` directly. A file named
+``<name>.simulate.yaml`` (or ``.json``) is a script for ``flowtide simulate``, not a flow.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from importlib.resources import files
 from pathlib import Path
 
 DOCUMENT_SUFFIXES = (".jsonld", ".json", ".yaml", ".yml")
+SCRIPT_MARK = ".simulate"
+"""What the name of a simulation script has before its suffix: ``checkout.simulate.yaml``."""
 
 
 def examples_dir() -> Path | None:
@@ -23,8 +26,22 @@ def examples_dir() -> Path | None:
     return None
 
 
+def is_script(path: Path) -> bool:
+    """Whether ``path`` names a simulation script (``<name>.simulate.yaml``)."""
+    return path.suffix in DOCUMENT_SUFFIXES and path.stem.endswith(SCRIPT_MARK)
+
+
 def bundled_examples() -> list[Path]:
-    """Every example flow document, sorted by file name."""
+    """Every example flow document, sorted by file name (the simulation scripts left out)."""
+    return [p for p in _bundled() if not is_script(p)]
+
+
+def bundled_scripts() -> list[Path]:
+    """Every bundled simulation script, sorted by file name."""
+    return [p for p in _bundled() if is_script(p)]
+
+
+def _bundled() -> list[Path]:
     folder = examples_dir()
     if folder is None:
         return []

@@ -4,7 +4,7 @@ against the user's code), the initial state, a deadline; and how lifecycles are 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ from flowtide.cli.code import Code
 from flowtide.cli.common import BadInput, display_path, print_problems
 from flowtide.cli.loading import load_files
 from flowtide.engine import Lifecycle
+from flowtide.errors import Problem
 from flowtide.model.durations import parse_duration
 from flowtide.model.flow import Flow
 
@@ -63,9 +64,17 @@ def parse_deadline(text: str | None) -> timedelta | datetime | None:
     return instant
 
 
-def flows_to_run(file: Path, others: Sequence[Path], code: Code) -> list[Flow]:
+def flows_to_run(
+    file: Path,
+    others: Sequence[Path],
+    code: Code,
+    excused: Callable[[Flow, Problem], bool] | None = None,
+    hint: str = "name the module that implements a node with --nodes MODULE",
+) -> list[Flow]:
     """The flow of ``file`` then those of ``others``, each checked against ``code``; the
-    problems of every file, and exit 2, when one of them cannot run."""
+    problems of every file, and exit 2, when one of them cannot run. ``excused`` says which
+    errors of a loaded flow do not stop it from running (``simulate``: a scripted placement
+    needs no code); ``hint`` says what to do about a node no module implements."""
     loaded = load_files([file, *others], code)
     if any(item.flow is None for item in loaded):
         for item in loaded:
@@ -73,15 +82,16 @@ def flows_to_run(file: Path, others: Sequence[Path], code: Code) -> list[Flow]:
         bad = [display_path(item.path) for item in loaded if item.flow is None]
         what = "is not a valid flow" if len(bad) == 1 else "are not valid flows"
         raise BadInput(f"{', '.join(bad)} {what}; nothing run")
-    errors = [p for item in loaded for p in item.errors]
+    errors = [
+        p
+        for item in loaded
+        for p in item.errors
+        if excused is None or item.flow is None or not excused(item.flow, p)
+    ]
     if errors:
         print_problems(errors)
         count = len(errors)
         what = "reference does not resolve" if count == 1 else "references do not resolve"
-        hint = (
-            "; name the module that implements a node with --nodes MODULE"
-            if code.unregistered
-            else ""
-        )
-        raise BadInput(f"cannot run {display_path(file)}: {count} {what}{hint}")
+        shown = f"; {hint}" if code.unregistered else ""
+        raise BadInput(f"cannot run {display_path(file)}: {count} {what}{shown}")
     return [item.flow for item in loaded if item.flow is not None]

@@ -1,4 +1,8 @@
-"""``flowtide validate``: check flow documents and name every problem."""
+"""``flowtide validate``: check flow documents and name every problem.
+
+A simulation script given among them (``<name>.simulate.yaml``, see ``flowtide simulate``) is
+checked as a script, on its own.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,10 @@ from flowtide.cli.common import (
     out,
     print_problems,
 )
-from flowtide.cli.loading import load_files
+from flowtide.cli.examples import is_script
+from flowtide.cli.loading import Loaded, load_files
+from flowtide.errors import FlowValidationError
+from flowtide.simulation import load_script
 
 
 @guarded
@@ -43,13 +50,17 @@ def validate(
 
     With --nodes, the flows are checked against your code as run would use it: routes against
     the outputs the implementations declare, and every node, source function and reducer must
-    resolve. Without it, no code is imported.
+    resolve. Without it, no code is imported. A simulation script (a file named
+    <name>.simulate.yaml or .json) is checked as a script.
     """
+    documents = [f for f in files if not is_script(f)]
+    loaded: list[Loaded] = []
     if nodes:
         with current_directory_first():
-            loaded = load_files(files, load_modules(nodes))
-    else:
-        loaded = load_files(files)
+            code = load_modules(nodes)
+            loaded = load_files(documents, code) if documents else []
+    elif documents:
+        loaded = load_files(documents)
     errors = warnings = 0
     for item in loaded:
         print_problems(item.problems, out)
@@ -61,12 +72,33 @@ def validate(
                 f"[green]ok[/] {escape(display_path(item.path))}: {escape(flow.id)} "
                 f"(v{escape(flow.version)}, {len(flow.placements)} placements)"
             )
+    scripts = [f for f in files if is_script(f)]
+    for script in scripts:
+        errors += _check_script(script, quiet)
     if not quiet:
-        files_word = "file" if len(loaded) == 1 else "files"
+        count = len(loaded) + len(scripts)
+        files_word = "file" if count == 1 else "files"
         style = "red" if errors else "green"
         out.print(
-            f"[{style}]{len(loaded)} {files_word} checked: {errors} error(s), "
-            f"{warnings} warning(s)[/]"
+            f"[{style}]{count} {files_word} checked: {errors} error(s), {warnings} warning(s)[/]"
         )
     if errors:
         raise typer.Exit(ExitCode.BAD_INPUT)
+
+
+def _check_script(path: Path, quiet: bool) -> int:
+    """Check a simulation script on its own; its number of errors."""
+    try:
+        script = load_script(path)
+    except FlowValidationError as exc:
+        print_problems(exc.problems, out)
+        return len(exc.errors)
+    if not quiet:
+        signals = len(script.signals)
+        places = len(script.nodes)
+        out.print(
+            f"[green]ok[/] {escape(display_path(path))}: a simulation script ({signals} "
+            f"signal{'s' if signals != 1 else ''}, {places} scripted "
+            f"placement{'s' if places != 1 else ''}); flowtide simulate plays it"
+        )
+    return 0
