@@ -110,6 +110,13 @@ class Clock(ABC):
         """Real work outside the event loop is in progress (a no-op on the system clock)."""
         yield
 
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """A store's round trip is in progress: short work outside the loop that always ends
+        (a no-op on the system clock). Unlike :meth:`hold`, a virtual clock waits for it before
+        any timer fires, when it advances too."""
+        yield
+
 
 class _LoopTimer(TimerHandle):
     __slots__ = ("_handle", "_when")
@@ -209,6 +216,7 @@ class VirtualClock(Clock):
         self._heap: list[tuple[datetime, int, _VirtualTimer]] = []
         self._seq = itertools.count()
         self._holds = 0
+        self._busy = 0
         self._autojump = autojump
         self._jumper: asyncio.Task[None] | None = None
         self._changed: asyncio.Event | None = None
@@ -238,6 +246,17 @@ class VirtualClock(Clock):
             self._poke()
 
     # -- driving time ------------
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        self._busy += 1
+        self._activity += 1
+        try:
+            yield
+        finally:
+            self._busy -= 1
+            self._activity += 1
+            self._poke()
 
     @property
     def held(self) -> bool:
@@ -285,7 +304,7 @@ class VirtualClock(Clock):
         quiet = 0
         for _ in range(SETTLE_LIMIT):
             await asyncio.sleep(0)
-            if wait_held and self._holds:
+            if self._busy or (wait_held and self._holds):
                 await self._wait_change()
                 seen, quiet = self._activity, 0
             elif self._activity != seen:
@@ -352,7 +371,7 @@ class VirtualClock(Clock):
     async def _jump_loop(self) -> None:
         while True:
             await self.settle(wait_held=True)
-            if self._holds:
+            if self._holds or self._busy:
                 continue
             timer = self._pop_due(None)
             if timer is None:

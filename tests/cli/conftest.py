@@ -18,4 +18,4 @@ def temporary_folders_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def store_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Commands that keep runs keep them in the test's own store, never in the working
     directory."""
-    monkeypatch.setenv("FLOWTIDE_STORE", "memory:")
+    monkeypatch.setenv("FLOWTIDE_STORE", f"sqlite:///{tmp_path / 'runs.db'}")

@@ -4,7 +4,9 @@ line with exit code 2 (never an internal error)."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -268,20 +270,32 @@ def test_a_missing_flow_file_is_one_located_problem(here: Path) -> None:
     assert "gone.yaml: error: (document): cannot read the document" in result.stderr
 
 
-def test_a_parked_run_says_where_it_waits() -> None:
-    result = runner.invoke(
-        app,
-        [
-            "run",
-            str(EXAMPLES / "support-dispatcher.jsonld"),
-            "-n",
-            "flowtide.demo.dispatcher",
-            "--input",
-            '{"message": "I want to talk to a human", "modelLatency": 0}',
-        ],
+def test_a_parked_run_says_where_it_waits_and_is_left_in_the_store_on_ctrl_c(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    command = [
+        sys.executable, "-m", "flowtide", "run", str(EXAMPLES / "support-dispatcher.jsonld"),
+        "-n", "flowtide.demo.dispatcher", "--store", store,
+        "--input", '{"message": "I want to talk to a human", "modelLatency": 0}',
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
     )
-    assert result.exit_code == ExitCode.FAILURE, result.output
-    assert "parked at park-for-operator" in result.stdout
+    assert process.stdout is not None
+    line = process.stdout.readline()  # (a pipe: the waiting line is printed, not redrawn)
+    assert "waiting: parked at park-for-operator" in line
+    assert "flowtide signal" in line
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == ExitCode.INTERRUPTED, out + err
+    assert "is left in the store, as it is" in err
+    assert "flowtide worker --nodes flowtide.demo.dispatcher" in err
+    shown = runner.invoke(app, ["runs", "--store", store, "--json"])
+    (run,) = json.loads(shown.stdout)
+    assert run["lifecycle"] == "parked"
+    assert run["tokens"][0]["placement"] == "park-for-operator"
 
 
 def test_iris_are_printed_as_they_are(here: Path) -> None:

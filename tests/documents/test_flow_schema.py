@@ -122,8 +122,9 @@ def _loose(data: dict[str, Any]) -> dict[str, Any]:
             return {k: walk(v, k, key) for k, v in value.items()}
         if isinstance(value, list):
             return [walk(v) for v in value]
-        # (A gather's "initial" is the reducer's first value, not a duration.)
-        if key in _DURATIONS and isinstance(value, str) and parent != "gather":
+        # (A gather's "initial" is the reducer's first value, an output or mapping may be named
+        # "deadline": only settings' durations are durations.)
+        if key in _DURATIONS and isinstance(value, str) and parent not in _NOT_SETTINGS:
             return _milliseconds(value)
         return value
 
@@ -136,6 +137,7 @@ def _loose(data: dict[str, Any]) -> dict[str, Any]:
 
 
 _DURATIONS = {"timeout", "deadline", "duration", "after", "initial", "max", "idle"}
+_NOT_SETTINGS = {"gather", "routes", "input", "output", "entrypoints", "reducers", "mapping"}
 
 
 def _milliseconds(text: str) -> int | str:

@@ -13,6 +13,8 @@ from flowtide.engine import Engine, Lifecycle, NodeContext, Park
 from flowtide.model import Flow
 from tests.engine.engine_helpers import at, of_kind, running
 
+pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
+
 
 @node(outputs=["done"], register=False)
 async def warmup(ctx: NodeContext) -> str:

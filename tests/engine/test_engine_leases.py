@@ -6,12 +6,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park
 from flowtide.model import Flow
-from flowtide.store import MemoryStore
-from tests.engine.engine_helpers import T0, at, kinds, of_kind
+from tests.engine.engine_helpers import T0, at, fresh_store, kinds, of_kind
+
+pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 
 keys: list[tuple[str, str]] = []
 """(engine owner, ctx.idempotency_key) of every attempt of ``slow``."""
@@ -51,7 +54,7 @@ def approval_flow() -> Flow:
 
 async def test_a_run_is_held_while_driven_and_given_back_when_it_parks() -> None:
     clock = VirtualClock(T0)
-    store = MemoryStore()
+    store = fresh_store()
     engine = Engine(clock=clock, store=store, owner="w1")
     try:
         handle = await engine.start(slow_flow())
@@ -67,12 +70,13 @@ async def test_a_run_is_held_while_driven_and_given_back_when_it_parks() -> None
     finally:
         await engine.close()
         await clock.aclose()
+        await store.close()
 
 
 async def test_a_frozen_workers_run_is_taken_over_and_its_late_commit_refused() -> None:
     keys.clear()
     clock = VirtualClock(T0)
-    store = MemoryStore()
+    store = fresh_store()
     flow = slow_flow()
     frozen = Engine(clock=clock, store=store, owner="frozen", lease_ttl=timedelta(seconds=30))
     rescuer = Engine(clock=clock, store=store, owner="rescuer", lease_ttl=timedelta(seconds=30))
@@ -90,6 +94,7 @@ async def test_a_frozen_workers_run_is_taken_over_and_its_late_commit_refused() 
         await frozen.close()
         await rescuer.close()
         await clock.aclose()
+        await store.close()
     assert result.lifecycle is Lifecycle.COMPLETED
     # Taken over at the lease's expiry (30 s) and the attempt run again there, with the same
     # idempotency key; the frozen worker's result at 100 s was refused (its lease was gone).
@@ -102,7 +107,7 @@ async def test_a_frozen_workers_run_is_taken_over_and_its_late_commit_refused() 
 
 async def test_a_client_starts_and_signals_runs_that_a_worker_drives() -> None:
     clock = VirtualClock(T0, autojump=True)
-    store = MemoryStore()
+    store = fresh_store()
     flow = approval_flow()
     client = Engine(clock=clock, store=store, flows=[flow], executes=False, owner="client")
     worker = Engine(clock=clock, store=store, owner="worker")  # given no flow
@@ -125,6 +130,7 @@ async def test_a_client_starts_and_signals_runs_that_a_worker_drives() -> None:
         await client.close()
         await worker.close()
         await clock.aclose()
+        await store.close()
 
 
 @node(outputs=["done"], register=False)
@@ -143,7 +149,7 @@ async def test_a_worker_runs_subflows_from_the_documents_the_run_was_started_wit
         .build()
     )
     clock = VirtualClock(T0, autojump=True)
-    store = MemoryStore()
+    store = fresh_store()
     client = Engine(clock=clock, store=store, flows=[parent, child_flow], executes=False)
     worker = Engine(clock=clock, store=store)  # given neither flow
     try:
@@ -154,5 +160,6 @@ async def test_a_worker_runs_subflows_from_the_documents_the_run_was_started_wit
         await client.close()
         await worker.close()
         await clock.aclose()
+        await store.close()
     assert result.lifecycle is Lifecycle.COMPLETED
     assert result.state["child"] == "ran"

@@ -25,6 +25,8 @@ from flowtide.model import Flow
 from flowtide.store import EventRecord, ParkStatus, TokenStatus
 from tests.engine.engine_helpers import T0, at, kinds, of_kind, running, two_engines
 
+pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
+
 calls: list[tuple[str, Any]] = []
 
 

@@ -13,8 +13,7 @@ from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Engine, Lifecycle, NodeContext, SourceContext
 from flowtide.engine.scatter import progress_key
 from flowtide.model import Flow
-from flowtide.store import MemoryStore
-from tests.engine.engine_helpers import at, of_kind, running
+from tests.engine.engine_helpers import at, fresh_store, of_kind, running
 
 active = 0
 peak = 0
@@ -348,11 +347,12 @@ RESUMABLE = (
 )
 
 
+@pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 async def test_scatter_resumed_after_a_crash_reruns_only_unfinished_items() -> None:
     from flowtide.clock import VirtualClock
 
     executed.clear()
-    store = MemoryStore()
+    store = fresh_store()
     clock = VirtualClock(at(0))
     first = Engine(store=store, clock=clock, flows=[RESUMABLE])
     handle = await first.start(RESUMABLE, {"items": [0, 1, 2, 3, 4, 5], "crash": True})
@@ -378,6 +378,7 @@ async def test_scatter_resumed_after_a_crash_reruns_only_unfinished_items() -> N
     await clock.advance(timedelta(seconds=10))
     result = await resumed.result()
     await second.close()
+    await store.close()
     assert executed == [3, 4, 5]
     assert result.lifecycle is Lifecycle.COMPLETED
     assert result.state["results"] == [0, 10, 20, 30, 40, 50]
@@ -436,12 +437,13 @@ async def test_two_scatters_in_a_row_each_run_their_body_and_gather_their_own_re
     assert sorted(ran) == [("double", i) for i in (1, 2, 3)] + [("square", i) for i in (1, 2, 3)]
 
 
+@pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 async def test_a_run_resumed_in_its_second_scatter_reruns_only_its_unfinished_items() -> None:
     from flowtide.clock import VirtualClock
     from flowtide.store import Commit
 
     ran.clear()
-    store = MemoryStore()
+    store = fresh_store()
     clock = VirtualClock(at(0))
     first = Engine(store=store, clock=clock, flows=[TWO_SCATTERS])
     handle = await first.start(TWO_SCATTERS, {"items": [0, 1, 2, 3, 4, 5], "crash": True})
@@ -456,6 +458,7 @@ async def test_a_run_resumed_in_its_second_scatter_reruns_only_its_unfinished_it
     await clock.advance(timedelta(seconds=20))
     result = await resumed.result()
     await second.close()
+    await store.close()
     assert ran == [("square", 3), ("square", 4), ("square", 5)]
     assert result.lifecycle is Lifecycle.COMPLETED
     assert result.state["doubled"] == [0, 2, 4, 6, 8, 10]
@@ -528,10 +531,11 @@ WAITING = (
 )
 
 
+@pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 async def test_a_waiting_run_is_resumed_by_another_engine_and_fires_on_time() -> None:
     from flowtide.clock import VirtualClock
 
-    store = MemoryStore()
+    store = fresh_store()
     clock = VirtualClock(at(0))
     first = Engine(store=store, clock=clock)
     handle = await first.start(WAITING)
@@ -545,5 +549,6 @@ async def test_a_waiting_run_is_resumed_by_another_engine_and_fires_on_time() ->
     result = await resumed.result()
     history = await second.history(handle.run_id)
     await second.close()
+    await store.close()
     assert result.lifecycle is Lifecycle.COMPLETED
     assert [e.at for e in of_kind(history, "timer_fired")] == [at(3600)]

@@ -13,8 +13,8 @@ from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park, SignalReceipt, SignalRefused
 from flowtide.model import Flow
-from flowtide.store import Commit, MemoryStore
-from tests.engine.engine_helpers import T0, at, kinds, of_kind, running
+from flowtide.store import Commit, MemoryStore, Store
+from tests.engine.engine_helpers import T0, at, fresh_store, kinds, of_kind, running
 
 
 @node(outputs=["approved"], timeout="PT10S", register=False)
@@ -63,7 +63,7 @@ async def one_race(
     order: int,
     *,
     two_engines: bool,
-    store: MemoryStore | None = None,
+    store: Store | None = None,
     turns: int = 3,
 ) -> str:
     """A signal sent 1 µs before the deadline races the sweeper firing the deadline.
@@ -107,7 +107,7 @@ async def one_race(
         # Exactly one of them won, and the history, the result and the answer agree.
         assert len(signalled) + len(timed_out) == 1
         assert kinds(history).count("run_finished") == 1
-        assert store.due_entries() == []
+        assert list(await store.due_of(run_id)) == []
         if signalled:
             assert result.outcome == "approved" and "signal" in outcome
             return "signal"
@@ -125,11 +125,20 @@ async def test_a_signal_and_a_timeout_racing_at_the_same_instant_exactly_one_win
     assert set(winners) == {"signal", "timeout"}
 
 
+@pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 async def test_the_store_decides_the_race_between_two_engines() -> None:
     # Two engines on one store (as two processes would be): each rebuilds the run in its own
     # memory, so only the store's compare-and-set can decide.
     rng = random.Random(11)
-    winners = [await one_race(rng, i % 2, two_engines=True) for i in range(200)]
+    store = fresh_store()
+    try:
+        # (Up to 3,000 loop turns before each side: a database's round trips take several.)
+        winners = [
+            await one_race(rng, i % 2, two_engines=True, store=store, turns=3000)
+            for i in range(100)
+        ]
+    finally:
+        await store.close()
     assert set(winners) == {"signal", "timeout"}
 
 

@@ -18,6 +18,8 @@ from flowtide.model import Flow
 from flowtide.store import Commit, EventRecord, MemoryStore
 from tests.engine.engine_helpers import T0, at, of_kind, running
 
+pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
+
 
 @node(outputs=["done"], register=False)
 async def warmup(ctx: NodeContext) -> str:
@@ -116,7 +118,7 @@ async def test_timers_are_cancelled_when_the_token_leaves() -> None:
         await clock.advance_to(at(5 * M))
         await engine.signal(handle.run_id, placement="ask", output="approved")
         result = await handle.result()
-        assert engine.store.due_entries() == []  # type: ignore[attr-defined]
+        assert list(await engine.store.due_of(handle.run_id)) == []
         await clock.advance(timedelta(hours=2))
         history = await engine.history(handle.run_id)
     assert result.outcome == "approved"

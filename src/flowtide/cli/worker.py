@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import json
 import signal
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Annotated
 
 import typer
@@ -15,6 +17,7 @@ from flowtide.cli.code import Code, current_directory_first, load_modules
 from flowtide.cli.common import NodesOption, guarded, out
 from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, opened, shown_store
 from flowtide.engine import Engine
+from flowtide.engine.leases import LEASE_TTL
 from flowtide.store.base import EventRecord
 
 
@@ -38,6 +41,15 @@ def worker(
             help="Look for work at least this often (seconds), should a notice be lost.",
         ),
     ] = 1.0,
+    lease: Annotated[
+        float,
+        typer.Option(
+            "--lease",
+            min=0.1,
+            help="How long (seconds) the runs this worker holds stay its own should it stop "
+            "renewing them (it died): then other workers take them over.",
+        ),
+    ] = LEASE_TTL.total_seconds(),
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Do not print the runs' events.")
     ] = False,
@@ -54,16 +66,30 @@ def worker(
     """
     with current_directory_first():
         code = load_modules(nodes or [])
-        asyncio.run(_work(store, code, concurrency, poll, quiet, json_output))
+        settings = _Settings(concurrency, poll, timedelta(seconds=lease), quiet, json_output)
+        asyncio.run(_work(store, code, settings))
 
 
-async def _work(
-    url: str, code: Code, concurrency: int | None, poll: float, quiet: bool, as_json: bool
-) -> None:
+@dataclass(frozen=True)
+class _Settings:
+    concurrency: int | None
+    poll: float
+    lease: timedelta
+    quiet: bool
+    as_json: bool
+
+
+async def _work(url: str, code: Code, settings: _Settings) -> None:
     store = await opened(url)
-    hooks = [] if quiet else [_json_line if as_json else _text_line]
+    as_json = settings.as_json
+    hooks = [] if settings.quiet else [_json_line if as_json else _text_line]
     engine = Engine(
-        store=store, registry=code.registry(), hooks=hooks, max_runs=concurrency, poll=poll
+        store=store,
+        registry=code.registry(),
+        hooks=hooks,
+        max_runs=settings.concurrency,
+        poll=settings.poll,
+        lease_ttl=settings.lease,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

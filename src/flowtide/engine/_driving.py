@@ -238,10 +238,16 @@ class Driving(Subflows):
                 )
                 c.run = self.run
                 c.release = True  # nobody holds it now: its wake instant is its next due entry
-                c.lease = self.lease
             if c.run is not None or c.due:
                 c.run_lifecycles = LIVE_LIFECYCLES
-                await commit_step(self.host.store, c, self.clock)
+                c.lease = self.lease
+                try:
+                    await commit_step(self.host.store, c, self.clock)
+                except (StoreConflict, StoreUnavailableError) as exc:
+                    # Another worker took the run, or the store stays down: the run is as
+                    # the store has it.
+                    self.lose_view(exc)
+                    return
                 if c.release:
                     self.host.wake_sweeper()  # (its wake instant is no longer the lease's)
                 elif c.due:

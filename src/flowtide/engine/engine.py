@@ -136,9 +136,8 @@ class Engine:
     ) -> None:
         self.store: Store = store if store is not None else MemoryStore()
         self.clock: Clock = clock if clock is not None else SystemClock()
-        if isinstance(self.clock, VirtualClock):
-            # Virtual time must not jump while the database works.
-            self.store.busy = self.clock.hold
+        # Virtual time must not move while the database works.
+        self.store.busy = self.clock.busy
         self.owner = owner if owner is not None else worker_id()
         self.lease_ttl = lease_ttl
         self.poll = poll
@@ -409,15 +408,20 @@ class Engine:
             await self._waiters.from_store(self.store, run_id)
         return RunHandle(self, run_id, end)
 
-    async def _executor(self, run_id: str, lease: Lease | None = None) -> RunExecutor | None:
+    async def _executor(
+        self, run_id: str, lease: Lease | None = None, now: datetime | None = None
+    ) -> RunExecutor | None:
         """The run's executor: in memory, or rebuilt from the store under ``lease`` (a claim's)
         or one taken now from whoever held it (None: the run ended). A live worker that held it
         lets go of it at its next commit (see :meth:`Store.acquire_run`), and its nodes in
-        flight run again."""
+        flight run again. Its due entries whose instant has come by ``now`` (default: the clock's
+        now) are fired."""
         ex = self._runs.get(run_id)
         if ex is not None and not ex.released:
             if lease is not None:
                 ex.lease = lease
+            if now is not None:
+                await self._fire_due(ex, now)
             return ex
         loading = self._loading.get(run_id)
         if loading is not None:
@@ -433,7 +437,7 @@ class Engine:
             ex = None
             if lease is not None:
                 try:
-                    ex = await self._load(run_id, lease)
+                    ex = await self._load(run_id, lease, now or self.clock.now())
                 except (EngineError, StoreError, NodeResolutionError):
                     # This engine cannot drive the run: give it back, untouched.
                     with contextlib.suppress(StoreError):
@@ -448,8 +452,9 @@ class Engine:
         fut.set_result(ex)
         return ex
 
-    async def _load(self, run_id: str, lease: Lease) -> RunExecutor | None:
-        """Rebuild the run's executor from the store, under ``lease``, and fire what is due."""
+    async def _load(self, run_id: str, lease: Lease, now: datetime) -> RunExecutor | None:
+        """Rebuild the run's executor from the store, under ``lease``, and fire what is due by
+        ``now``."""
         run = await self.store.get_run(run_id)
         if Lifecycle(run.lifecycle).terminal:
             return None
@@ -468,7 +473,7 @@ class Engine:
         ex.restore(tokens, history)
         await ex.load_extras()
         ex.resume_tokens()
-        await self._fire_due(ex, self.clock.now())
+        await self._fire_due(ex, now)
         ex.maybe_drained()
         return ex
 
@@ -491,7 +496,7 @@ class Engine:
             if n % FIRE_SLICE == 0:
                 await asyncio.sleep(0)
             try:
-                ex = await self._executor(lease.run_id, lease)
+                await self._executor(lease.run_id, lease, now)
             except UnknownRunError:
                 continue  # the run is gone: nothing to fire
             except (EngineError, NodeResolutionError, UnknownStoredFlow) as exc:
@@ -501,9 +506,6 @@ class Engine:
                 continue
             except StoreError as exc:
                 log.warning("cannot take run %s: %s", lease.run_id, exc)
-                continue
-            if ex is not None:
-                await self._fire_due(ex, now)
 
     def _hold(self, run_id: str, ex: RunExecutor) -> None:
         """Hold the run's executor (and keep its lease renewed while any is held)."""
@@ -699,11 +701,15 @@ class Engine:
             self._waiters.fail(ex.run.id, error)
 
     def _discard(self, ex: object) -> None:
-        """What this executor knows is stale (another process moved the run): drop it."""
+        """What this executor knows is stale (another process moved the run): drop it. If its
+        lease is still this engine's, the run is given back, for a fresh view to go on with."""
         self._forget(ex)
         if isinstance(ex, RunExecutor):
             ex.close(notify=False)
             run_id = ex.run.id
+            if ex.lease is not None and ex.lease.owner == self.owner:
+                task = asyncio.get_running_loop().create_task(self._give_back(ex.lease))
+                task.add_done_callback(_consume)
             if self._waiters.waiting(run_id):
                 # Whoever waits here learns the run's end from the store, if another actor
                 # has ended it.
@@ -711,6 +717,12 @@ class Engine:
                     self._waiters.from_store(self.store, run_id)
                 )
                 task.add_done_callback(_consume)
+
+    async def _give_back(self, lease: Lease) -> None:
+        with contextlib.suppress(StoreError):  # (taken already, or down: its lease expires)
+            await self.store.commit(Commit(lease.run_id, lease=lease, release=True))
+        if self.executes:
+            self.sweeper.wake()
 
     async def _defer(self, run_id: str, why: Exception) -> None:
         """This engine cannot drive the run (its flow or nodes cannot be resolved here): it is

@@ -190,9 +190,9 @@ class PostgresStore(Store):
 
         ``BEGIN`` and ``COMMIT`` are sent as statements of the pipeline: the whole ends in one
         sync (psycopg's ``transaction()`` would add one more round trip)."""
-        pool = await self._connections()
         try:
             with self.busy():
+                pool = await self._connections()
                 async with pool.connection() as conn:
                     try:
                         async with conn.pipeline():
@@ -213,9 +213,9 @@ class PostgresStore(Store):
 
     async def _rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """The rows of one statement, run on its own (autocommit)."""
-        pool = await self._connections()
         try:
             with self.busy():
+                pool = await self._connections()
                 async with pool.connection() as conn:
                     cursor = await conn.execute(Q[name], params)
                     return await cursor.fetchall()

@@ -73,6 +73,8 @@ class SQLiteStore(Store):
         self._closed = False
         self._data_version = 0
         """``PRAGMA data_version`` as :meth:`wait_changed` last saw it."""
+        self._written = 0
+        """How many commits this store object has made (seen by :meth:`wait_changed`)."""
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
@@ -126,8 +128,13 @@ class SQLiteStore(Store):
             self._thread.shutdown(wait=False)
 
     async def wait_changed(self, seconds: float) -> bool:
+        # Another connection's commit changes ``data_version``; this store's own writes (other
+        # engines of this process on it) are counted in ``_written``.
         end = time.monotonic() + seconds
+        written = self._written
         while True:
+            if self._written != written:
+                return True
             version = await self._call(_data_version)
             if version != self._data_version:
                 self._data_version = version
@@ -150,11 +157,13 @@ class SQLiteStore(Store):
         new = commits.encode_run(run, state)
         step = (commit, commits.encode_commit(commit)) if commit is not None else None
         first = await self._call(lambda conn: commits.create_run(conn, run, new, step, lease))
+        self._written += 1
         return _numbered(commit.events, first) if commit is not None else []
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         encoded = commits.encode_commit(commit)
         first = await self._call(lambda conn: commits.apply_commit(conn, commit, encoded))
+        self._written += 1
         return _numbered(commit.events, first)
 
     # -- leases and wake instants ------------
@@ -165,7 +174,9 @@ class SQLiteStore(Store):
     async def claim_runs(
         self, owner: str, now: datetime, expires: datetime, limit: int = 100
     ) -> Sequence[Lease]:
-        return await self._call(lambda conn: leases.claim_runs(conn, owner, now, expires, limit))
+        taken = await self._call(lambda conn: leases.claim_runs(conn, owner, now, expires, limit))
+        self._written += 1
+        return taken
 
     async def acquire_run(
         self, run_id: str, owner: str, now: datetime, expires: datetime, *, force: bool = False
@@ -178,7 +189,9 @@ class SQLiteStore(Store):
         return await self._call(lambda conn: leases.renew_leases(conn, owner, expires))
 
     async def release_runs(self, owner: str) -> Sequence[str]:
-        return await self._call(lambda conn: leases.release_runs(conn, owner))
+        released = await self._call(lambda conn: leases.release_runs(conn, owner))
+        self._written += 1
+        return released
 
     async def lease_of(self, run_id: str) -> Lease | None:
         return await self._call(lambda conn: leases.lease_of(conn, run_id))

@@ -1,0 +1,167 @@
+"""Crash rounds with real processes: runs are started, a worker process is killed (SIGKILL) at a
+seeded random instant (in a node, in a commit, in its sweeper: wherever it happens to be), and
+a second worker finishes the job. Then every run is checked:
+
+* it ended (completed): no run lost;
+* its history is numbered 1, 2, 3, ... with no gap;
+* each placement was visited by one token (no token duplicated), and each visit ended once
+  (finished or timed out: no transition applied twice); a park ended by exactly one of a
+  signal and its deadline;
+* it finished once.
+
+Used by ``tests/crash/test_crash.py`` (a few rounds in CI) and by ``python -m
+tests.crash.soak`` (as many rounds as asked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flowtide.authoring import FlowBuilder
+from flowtide.clock import SystemClock
+from flowtide.engine import Engine, SignalRefused
+from flowtide.model import Flow
+from flowtide.store import EventRecord, Store
+from flowtide.store.urls import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+LEASE = 0.5
+"""The workers' lease (seconds): a killed worker's runs are taken over this soon."""
+
+
+def crash_flow() -> Flow:
+    return (
+        FlowBuilder("urn:flowtide:test:crash")
+        .task("think", "crash:think", {"done": "block"})
+        .task("block", "crash:block", {"done": "ask"})
+        .task("ask", "crash:wait-for-ok", {"approved": "after", "timeout": "after"})
+        .task("after", "crash:think", {"done": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+@dataclass
+class Round:
+    seed: int
+    runs: list[str] = field(default_factory=list)
+    killed_after: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+
+def worker(url: str) -> subprocess.Popen[bytes]:
+    """A worker process on ``url``, with the crash nodes."""
+    command = [
+        sys.executable, "-m", "flowtide", "worker", "--nodes", "tests.crash.nodes",
+        "--store", url, "--lease", str(LEASE), "--poll", "0.05", "--quiet",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+
+
+async def play(url: str, seed: int, runs: int = 12, timeout: float = 60.0) -> Round:
+    """One round: ``runs`` runs, a worker killed at a seeded instant, another that finishes."""
+    rng = random.Random(seed)
+    result = Round(seed)
+    store = await open_store(url)
+    client = Engine(store=store, clock=SystemClock(), executes=False, flows=[crash_flow()])
+    first = worker(url)
+    try:
+        for _ in range(runs):
+            handle = await client.start("urn:flowtide:test:crash")
+            result.runs.append(handle.run_id)
+        result.killed_after = rng.uniform(0.05, 0.8)
+        signals = asyncio.ensure_future(_signal_some(client, result.runs, rng))
+        await asyncio.sleep(result.killed_after)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        await signals
+        second = worker(url)
+        try:
+            await _until_ended(store, result.runs, timeout)
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.wait(timeout=10)
+        for run_id in result.runs:
+            result.problems += await check(store, run_id)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        await client.close()
+        await store.close()
+    return result
+
+
+async def _signal_some(client: Engine, runs: list[str], rng: random.Random) -> None:
+    """Signal about half of the runs, each at a random instant (some before their node parks,
+    some after its deadline: those are refused)."""
+    chosen = [r for r in runs if rng.random() < 0.5]
+    delays = sorted((rng.uniform(0.05, 1.0), r) for r in chosen)
+    start = time.monotonic()
+    for delay, run_id in delays:
+        await asyncio.sleep(max(0.0, start + delay - time.monotonic()))
+        try:
+            await client.signal(key=f"ok-{run_id}", payload={"ok": True})
+        except SignalRefused:
+            pass  # (not parked yet, or expired: either way nothing changed)
+
+
+async def _until_ended(store: Store, runs: list[str], timeout: float) -> None:
+    end = time.monotonic() + timeout
+    left = set(runs)
+    while left and time.monotonic() < end:
+        for run_id in list(left):
+            if (await store.get_run(run_id)).lifecycle in ("completed", "failed", "cancelled",
+                                                          "timed_out"):
+                left.discard(run_id)
+        await asyncio.sleep(0.05)
+
+
+async def check(store: Store, run_id: str) -> list[str]:
+    """What is wrong with a run after the round (nothing: an empty list)."""
+    run = await store.get_run(run_id)
+    history = list(await store.history(run_id))
+    tokens = list(await store.tokens(run_id))
+    problems = []
+    if run.lifecycle != "completed":
+        problems.append(f"{run_id}: lifecycle {run.lifecycle}, not completed")
+    seqs = [e.seq for e in history]
+    if seqs != list(range(1, len(history) + 1)):
+        problems.append(f"{run_id}: history numbered {seqs}")
+    per_placement = Counter(t.placement for t in tokens)
+    twice = {p: n for p, n in per_placement.items() if n > 1}
+    if twice:
+        problems.append(f"{run_id}: placements with more than one token {twice}")
+    problems += _transitions(run_id, history)
+    return problems
+
+
+def _transitions(run_id: str, history: list[EventRecord]) -> list[str]:
+    problems = []
+    kinds = Counter(e.kind for e in history)
+    if kinds["run_finished"] != 1:
+        problems.append(f"{run_id}: finished {kinds['run_finished']} times")
+    ended = Counter(
+        (e.placement, e.data.get("visit", 1))
+        for e in history
+        if e.kind in ("node_finished", "node_timed_out")
+    )
+    again = {k: n for k, n in ended.items() if n > 1}
+    if again:
+        problems.append(f"{run_id}: visits ended more than once {again}")
+    if kinds["signalled"] and kinds["node_timed_out"]:
+        problems.append(f"{run_id}: its park was both signalled and timed out")
+    if kinds["signalled"] > 1:
+        problems.append(f"{run_id}: signalled {kinds['signalled']} times")
+    return problems
