@@ -4,12 +4,13 @@ quiescent point with a parked token, or its end), answered from the executor or 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Callable
 
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import ParkedToken, RunResult
-from flowtide.store.base import RunRecord, Store
+from flowtide.store.base import RunRecord, Store, StoreError
 
 _Futures = defaultdict[str, list[asyncio.Future[RunResult]]]
 
@@ -74,6 +75,43 @@ class RunWaiters:
                     parked=tuple(tokens),
                 )
                 _resolve(self._settles, run_id, result)
+
+    async def answer(
+        self,
+        fut: asyncio.Future[RunResult],
+        run_id: str,
+        store: Store,
+        held: Callable[[], bool],
+        poll: float,
+        *,
+        parked: bool,
+    ) -> RunResult:
+        """``fut``'s result. While the run is not ``held()`` here (another worker drives it),
+        the store is looked at whenever it may have changed, to answer ``fut`` from it."""
+        watch = asyncio.ensure_future(self._watch(fut, run_id, store, held, poll, parked))
+        try:
+            return await asyncio.shield(fut)
+        finally:
+            watch.cancel()
+
+    async def _watch(
+        self,
+        fut: asyncio.Future[RunResult],
+        run_id: str,
+        store: Store,
+        held: Callable[[], bool],
+        poll: float,
+        parked: bool,
+    ) -> None:
+        while not fut.done():
+            if held():
+                # Driven here: its executor answers. Look again later, in case it is let go.
+                await asyncio.sleep(poll)
+                continue
+            await store.wait_changed(poll)
+            if not held() and not fut.done():
+                with contextlib.suppress(StoreError):  # (down for now: look again)
+                    await self.from_store(store, run_id, parked=parked)
 
     @staticmethod
     def _add(futures: _Futures, run_id: str) -> asyncio.Future[RunResult]:

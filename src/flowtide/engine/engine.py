@@ -1,21 +1,10 @@
-"""The engine: runs flows on asyncio, many runs at once, against a store and a clock.
+"""The engine: runs flows on asyncio, many runs at once, against a store and a clock (see
+``docs/engine.md``).
 
-::
-
-    engine = Engine(flows=[checkout], clock=VirtualClock(autojump=True))
-    result = await engine.run("urn:shop:flow:checkout", {"cart": [...]}, deadline="PT1H")
-    # ended, or parked: result.lifecycle is Lifecycle.PARKED and result.parked lists the tokens
-    await engine.signal(result.run_id, placement="collect-payment", payload={"paid": True})
-    final = await engine.wait(result.run_id)
-
-    handle = await engine.start(checkout, {"cart": [...]})
-    handle.cancel(reason="customer left")
-    result = await handle.result()
-
-A run that has only parked and waiting tokens left is let go: nothing of it stays in memory. A
-signal, the sweeper (a deadline, a timer, a wait) or :meth:`Engine.resume` rebuilds its executor
-from the store. A run can be continued by another engine on the same store (after a crash, or
-after :meth:`Engine.close`) with :meth:`Engine.resume`.
+A run that has only parked and waiting tokens left is let go: nothing of it stays in memory, and
+its lease is given back. A signal, the sweeper (a deadline, a timer, a wait) or
+:meth:`Engine.resume` rebuilds its executor from the store, in this engine or any other on the
+same store (see :mod:`flowtide.engine.leases`).
 """
 
 from __future__ import annotations
@@ -87,11 +76,10 @@ __all__ = ["DEFER_UNFIREABLE", "Engine"]
 log = logging.getLogger("flowtide.engine")
 
 FIRE_SLICE = 50
-"""How many due entries the sweeper fires before it lets the loop run other work."""
+"""How many claimed runs the engine takes before it lets the loop run other work."""
 
 DEFER_UNFIREABLE = timedelta(seconds=30)
-"""How long a run this engine cannot drive (its flow or nodes cannot be resolved here) is kept
-aside before a worker tries it again; nothing of it is changed or dropped."""
+"""How long a run this engine cannot drive (its nodes do not resolve here) is set aside."""
 
 
 class Engine:
@@ -213,8 +201,6 @@ class Engine:
             self._scheduler.start()
         return self._scheduler
 
-    scheduler = sweeper
-
     # -- runs ------------
 
     async def run(
@@ -257,26 +243,12 @@ class Engine:
     async def _answer(
         self, fut: asyncio.Future[RunResult], run_id: str, *, parked: bool
     ) -> RunResult:
-        """``fut``'s result. While this engine does not hold the run (another worker drives
-        it), the store is looked at whenever it may have changed, to answer ``fut`` from it."""
-        watch = asyncio.ensure_future(self._watch(fut, run_id, parked=parked))
-        try:
-            result = await asyncio.shield(fut)
-        finally:
-            watch.cancel()
+        """``fut``'s result; while another worker drives the run, answered from the store."""
+        result = await self._waiters.answer(
+            fut, run_id, self.store, lambda: run_id in self._runs, self.poll, parked=parked
+        )
         await self._hooks.caught_up()
         return result
-
-    async def _watch(self, fut: asyncio.Future[RunResult], run_id: str, *, parked: bool) -> None:
-        while not fut.done():
-            if run_id in self._runs:
-                # Driven here: its executor answers. Look again later, in case it is let go.
-                await asyncio.sleep(self.poll)
-                continue
-            await self.store.wait_changed(self.poll)
-            if run_id not in self._runs and not fut.done():
-                with contextlib.suppress(StoreError):  # (down for now: look again)
-                    await self._waiters.from_store(self.store, run_id, parked=parked)
 
     async def start(
         self,
@@ -587,14 +559,9 @@ class Engine:
         return cancelled
 
     async def _let_out(self, ex: RunExecutor) -> None:
-        """An engine that runs no nodes waits for the step it made to be done with: the run
-        handed back to the store (or ended) before it answers."""
-        if self.executes:
-            return
-        for step in (ex.handing, ex.settling, ex.finalizer):
-            if step is not None:
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await asyncio.shield(step)
+        """A client answers once the run is handed back to the store (or ended)."""
+        if not self.executes:
+            await ex.wound_down()
 
     def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:
         ex = self._runs.get(run_id)

@@ -28,7 +28,7 @@ def redact(url: str) -> str:
     user, at, host = parts.netloc.rpartition("@")
     if at and ":" in user:
         hidden = f"{user.split(':', 1)[0]}:***@{host}"
-        url = urlunsplit(parts._replace(netloc=hidden))
+        url = urlunsplit((parts.scheme, hidden, parts.path, parts.query, parts.fragment))
     return _SECRET.sub(r"\1***", url)
 
 
