@@ -16,6 +16,7 @@ tests.crash.soak`` (as many rounds as asked).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -32,6 +33,9 @@ from flowtide.engine import Engine, SignalRefused
 from flowtide.model import Flow
 from flowtide.store import EventRecord, Store
 from flowtide.store.urls import open_store
+from tests.crash import nodes
+
+NODES = nodes  # (imported for the process-wide registry: the client starts runs by them)
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 0.5
@@ -58,25 +62,28 @@ class Round:
     problems: list[str] = field(default_factory=list)
 
 
-def worker(url: str) -> subprocess.Popen[bytes]:
-    """A worker process on ``url``, with the crash nodes."""
+def worker(url: str, log: Path) -> subprocess.Popen[bytes]:
+    """A worker process on ``url``, with the crash nodes; what it says on stderr goes to
+    ``log``."""
     command = [
         sys.executable, "-m", "flowtide", "worker", "--nodes", "tests.crash.nodes",
         "--store", url, "--lease", str(LEASE), "--poll", "0.05", "--quiet",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    return subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    with log.open("ab") as errors:
+        return subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors
+        )
 
 
-async def play(url: str, seed: int, runs: int = 12, timeout: float = 60.0) -> Round:
-    """One round: ``runs`` runs, a worker killed at a seeded instant, another that finishes."""
+async def play(url: str, seed: int, log: Path, runs: int = 12, patience: float = 60.0) -> Round:
+    """One round: ``runs`` runs, a worker killed at a seeded instant, another that finishes
+    (the workers' stderr goes to ``log``)."""
     rng = random.Random(seed)
     result = Round(seed)
     store = await open_store(url)
     client = Engine(store=store, clock=SystemClock(), executes=False, flows=[crash_flow()])
-    first = worker(url)
+    first = worker(url, log)
     try:
         for _ in range(runs):
             handle = await client.start("urn:flowtide:test:crash")
@@ -87,12 +94,16 @@ async def play(url: str, seed: int, runs: int = 12, timeout: float = 60.0) -> Ro
         first.send_signal(signal.SIGKILL)
         first.wait()
         await signals
-        second = worker(url)
+        second = worker(url, log)
         try:
-            await _until_ended(store, result.runs, timeout)
+            await _until_ended(store, result.runs, patience)
         finally:
             second.send_signal(signal.SIGTERM)
-            second.wait(timeout=10)
+            try:
+                second.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                result.problems.append("the second worker did not stop within 30 s of SIGTERM")
+                second.kill()
         for run_id in result.runs:
             result.problems += await check(store, run_id)
     finally:
@@ -111,19 +122,21 @@ async def _signal_some(client: Engine, runs: list[str], rng: random.Random) -> N
     start = time.monotonic()
     for delay, run_id in delays:
         await asyncio.sleep(max(0.0, start + delay - time.monotonic()))
-        try:
+        with contextlib.suppress(SignalRefused):  # (not parked yet, or expired: no change)
             await client.signal(key=f"ok-{run_id}", payload={"ok": True})
-        except SignalRefused:
-            pass  # (not parked yet, or expired: either way nothing changed)
 
 
-async def _until_ended(store: Store, runs: list[str], timeout: float) -> None:
-    end = time.monotonic() + timeout
+async def _until_ended(store: Store, runs: list[str], patience: float) -> None:
+    end = time.monotonic() + patience
     left = set(runs)
     while left and time.monotonic() < end:
         for run_id in list(left):
-            if (await store.get_run(run_id)).lifecycle in ("completed", "failed", "cancelled",
-                                                          "timed_out"):
+            if (await store.get_run(run_id)).lifecycle in (
+                "completed",
+                "failed",
+                "cancelled",
+                "timed_out",
+            ):
                 left.discard(run_id)
         await asyncio.sleep(0.05)
 

@@ -27,3 +27,10 @@ async def wait_for_ok(ctx: NodeContext) -> Any:
     if ctx.signal is not None:
         return "approved"
     return Park(key=f"ok-{ctx.run_id}")
+
+
+@node(id="crash:await-answer", outputs=["answered"], timeout="PT1.5S")
+async def await_answer(ctx: NodeContext) -> Any:
+    if ctx.signal is not None:
+        return "answered"
+    return Park(key=f"answer-{ctx.run_id}")

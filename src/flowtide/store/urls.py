@@ -1,11 +1,12 @@
-"""Stores named by URL: ``sqlite:///path/runs.db`` (or a plain path), ``postgresql://...``,
-``memory:``; and URLs as they may be shown (never with their password)."""
+"""Stores named by URL: ``sqlite:///path/runs.db`` (or a plain path), ``postgresql://...`` (with
+``?schema=NAME`` for a schema other than ``flowtide``), ``memory:``; and URLs as they may be
+shown (never with their password)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from flowtide.store.base import Store, StoreOpenError
 from flowtide.store.memory import MemoryStore
@@ -46,7 +47,8 @@ def store_for(url: str) -> Store:
                 f"cannot open {redact(url)}: the PostgreSQL store needs psycopg "
                 "(pip install 'flowtide[postgres]')"
             ) from exc
-        return PostgresStore(url)
+        conninfo, schema = _without_schema(url)
+        return PostgresStore(conninfo, schema=schema) if schema else PostgresStore(conninfo)
     if scheme == "sqlite":
         rest = url[len("sqlite://") :]
         # sqlite:///runs.db is relative, sqlite:////srv/runs.db absolute (as SQLAlchemy reads them)
@@ -63,6 +65,18 @@ def store_for(url: str) -> Store:
     from flowtide.store.sqlite import SQLiteStore
 
     return SQLiteStore(Path(path))
+
+
+def _without_schema(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``schema`` query parameter (Flowtide's, not the driver's), and the
+    schema it names, if any: ``postgresql://host/db?schema=shop_runs``."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for name, value in query if name == "schema"]
+    if not schemas:
+        return url, None
+    kept = urlencode([(name, value) for name, value in query if name != "schema"])
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, kept, parts.fragment)), schemas[-1]
 
 
 async def open_store(url: str) -> Store:

@@ -1,0 +1,143 @@
+"""Signals racing their deadlines, with real worker processes (each the sweeper of the runs it
+may take) on one store: every run must be moved by exactly one of them, and the signal's answer
+must say which.
+
+Runs park with a 1.5 s window; each is signalled close to its deadline (from 800 ms before to
+20 ms after it, seeded: a signal's own step takes some ms, and many queue), while the workers' sweepers fire the
+same deadlines. Used by ``tests/crash/test_race.py`` (1,000
+tries) and ``python -m tests.crash.soak --race`` (as many as asked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from flowtide.authoring import FlowBuilder
+from flowtide.clock import SystemClock
+from flowtide.engine import Engine, SignalRefused
+from flowtide.model import Flow
+from flowtide.store import Store
+from flowtide.store.urls import open_store
+from tests.crash.harness import NODES, worker
+
+__all__ = ["NODES", "Race", "race"]
+
+
+def race_flow() -> Flow:
+    return (
+        FlowBuilder("urn:flowtide:test:race")
+        .task("ask", "crash:await-answer", {"answered": "ok", "timeout": "late"})
+        .terminal("ok", "answered")
+        .terminal("late", "late")
+        .build()
+    )
+
+
+@dataclass
+class Race:
+    seed: int
+    tries: int = 0
+    signal_won: int = 0
+    deadline_won: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+async def race(
+    url: str, seed: int, log: Path, tries: int = 1000, workers: int = 3, batch: int = 250
+) -> Race:
+    """``tries`` races, ``batch`` runs at a time, against ``workers`` worker processes."""
+    rng = random.Random(seed)
+    result = Race(seed, tries)
+    store = await open_store(url)
+    client = Engine(store=store, clock=SystemClock(), executes=False, flows=[race_flow()])
+    processes = [worker(url, log) for _ in range(workers)]
+    try:
+        for first in range(0, tries, batch):
+            count = min(batch, tries - first)
+            runs = [(await client.start("urn:flowtide:test:race")).run_id for _ in range(count)]
+            deadlines = await _deadlines(store, runs, 120.0)
+            answers = await _signal_at_deadlines(client, deadlines, rng)
+            await _until_ended(store, runs, 120.0)
+            for run_id in runs:
+                result.problems += await _check(store, run_id, answers.get(run_id), result)
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            process.wait(timeout=30)
+        await client.close()
+        await store.close()
+    return result
+
+
+async def _deadlines(store: Store, runs: list[str], patience: float) -> dict[str, datetime]:
+    """Each run's park deadline, once every run has parked."""
+    found: dict[str, datetime] = {}
+    end = time.monotonic() + patience
+    while len(found) < len(runs) and time.monotonic() < end:
+        for run_id in runs:
+            if run_id not in found:
+                parks = await store.parks(run_id=run_id)
+                if parks and parks[0].deadline is not None:
+                    found[run_id] = parks[0].deadline
+        await asyncio.sleep(0.02)
+    return found
+
+
+async def _signal_at_deadlines(
+    client: Engine, deadlines: dict[str, datetime], rng: random.Random
+) -> dict[str, bool]:
+    """Signal each run close to its deadline; run id -> accepted."""
+    answers: dict[str, bool] = {}
+
+    async def one(run_id: str, at: datetime) -> None:
+        delay = (at - datetime.now(UTC)).total_seconds() + rng.uniform(-0.8, 0.02)
+        await asyncio.sleep(max(0.0, delay))
+        try:
+            await client.signal(key=f"answer-{run_id}", payload={"by": "race"})
+            answers[run_id] = True
+        except SignalRefused:
+            answers[run_id] = False
+
+    await asyncio.gather(*(one(run_id, at) for run_id, at in deadlines.items()))
+    return answers
+
+
+async def _until_ended(store: Store, runs: list[str], patience: float) -> None:
+    end = time.monotonic() + patience
+    left = set(runs)
+    while left and time.monotonic() < end:
+        for run_id in list(left):
+            if (await store.get_run(run_id)).lifecycle == "completed":
+                left.discard(run_id)
+        await asyncio.sleep(0.05)
+
+
+async def _check(store: Store, run_id: str, accepted: bool | None, result: Race) -> list[str]:
+    history = await store.history(run_id)
+    kinds = Counter(e.kind for e in history)
+    run = await store.get_run(run_id)
+    signalled, timed_out = kinds["signalled"], kinds["node_timed_out"]
+    if run.lifecycle != "completed":
+        return [f"{run_id}: {run.lifecycle}, not completed"]
+    if signalled + timed_out != 1:
+        return [f"{run_id}: signalled {signalled} and timed out {timed_out} times"]
+    if accepted is None:
+        return [f"{run_id}: never signalled"]
+    if accepted != bool(signalled):
+        said = "accepted" if accepted else "refused"
+        return [f"{run_id}: the signal was {said}, but the history says otherwise"]
+    if kinds["run_finished"] != 1:
+        return [f"{run_id}: finished {kinds['run_finished']} times"]
+    if accepted:
+        result.signal_won += 1
+    else:
+        result.deadline_won += 1
+    return []
