@@ -3,9 +3,9 @@ may take) on one store: every run must be moved by exactly one of them, and the 
 must say which.
 
 Runs park with a 1.5 s window; each is signalled close to its deadline (from 800 ms before to
-20 ms after it, seeded: a signal's own step takes some ms, and many queue), while the workers' sweepers fire the
-same deadlines. Used by ``tests/crash/test_race.py`` (1,000
-tries) and ``python -m tests.crash.soak --race`` (as many as asked).
+20 ms after it, seeded: a signal's own step takes some ms, and many queue), while the workers'
+sweepers fire the same deadlines. Used by ``tests/crash/test_race.py`` (1,000 tries) and
+``python -m tests.crash.soak --race`` (as many as asked).
 """
 
 from __future__ import annotations
