@@ -319,7 +319,8 @@ def test_demo_runs_the_dispatcher_then_renders_every_example(tmp_path: Path) -> 
     result = runner.invoke(app, ["demo", "--output", str(tmp_path)])
     assert result.exit_code == ExitCode.OK, result.output
     text = " ".join(result.stdout.split())
-    assert "1. A support bot" in text
+    assert "1. A payment that outlives its worker" in text
+    assert "2. A support bot" in text
     assert "NodeTimeoutErr" in text
     expected = sorted(
         p.stem

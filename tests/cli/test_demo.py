@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from flowtide.cli import demo as demo_command
+from tests.cli.conftest import canned_scene
 
 BOX_DRAWING = re.compile("[\u2500-\u257f]")
 
@@ -33,6 +34,7 @@ def words(text: str) -> set[str]:
 def narrow_and_wide(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     charts = tmp_path_factory.mktemp("charts")
     with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(demo_command, "play_durable", canned_scene)
         narrow = play(80, charts, monkeypatch)
         wide = play(400, charts, monkeypatch)
     return narrow, wide
@@ -62,7 +64,7 @@ def test_times_are_since_the_run_started(narrow_and_wide: tuple[str, str]) -> No
 def test_each_scene_says_in_one_line_what_it_shows(narrow_and_wide: tuple[str, str]) -> None:
     narrow, _ = narrow_and_wide
     titles = [line for line in narrow.splitlines() if re.match(r"\d\. ", line)]
-    assert [t[0] for t in titles] == ["1", "2", "3", "4"]
+    assert [t[0] for t in titles] == ["1", "2", "3", "4", "5"]
     for number, (title, _setting) in enumerate(demo_command.SCENES, start=1):
         assert f"{number}. {title}" in titles
 

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -103,6 +104,7 @@ async def play(url: str, seed: int, log: Path, runs: int = 12, patience: float =
                 second.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 result.problems.append("the second worker did not stop within 30 s of SIGTERM")
+                _dump(second, log)
                 second.kill()
         for run_id in result.runs:
             result.problems += await check(store, run_id)
@@ -112,6 +114,15 @@ async def play(url: str, seed: int, log: Path, runs: int = 12, patience: float =
         await client.close()
         await store.close()
     return result
+
+
+def _dump(process: subprocess.Popen[bytes], log: Path) -> None:
+    """Where a stuck worker is, into ``log`` (if py-spy is installed)."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if Path(spy).exists():
+        dump = subprocess.run([spy, "dump", "--pid", str(process.pid)], capture_output=True)
+        with log.open("ab") as out:
+            out.write(dump.stdout + dump.stderr)
 
 
 async def _signal_some(client: Engine, runs: list[str], rng: random.Random) -> None:

@@ -26,6 +26,7 @@ from flowtide.demo.approval import ApprovalRun
 from flowtide.demo.checkout import START as CHECKOUT_START
 from flowtide.demo.checkout import CheckoutRun
 from flowtide.demo.dispatcher import DemoRun
+from flowtide.demo.durable import DurableScene, play_durable
 from flowtide.demo.timing import since
 from flowtide.engine import ErrorInfo
 from flowtide.render.mermaid import render_mermaid
@@ -33,6 +34,11 @@ from flowtide.render.mermaid import render_mermaid
 MAX_TABLE_WIDTH = 100
 
 SCENES = (
+    (
+        "A payment that outlives its worker: start, two workers, one killed, callbacks",
+        "The node-anchored payment kept in a SQLite file and worked by separate flowtide "
+        "processes, its ten-minute window cut to six seconds so the scene plays in real time.",
+    ),
     (
         "A support bot: a stuck model call stops at 60 s, a handover waits for a human",
         "Four messages through examples/support-dispatcher-timeouts.jsonld, whose model "
@@ -78,34 +84,49 @@ def demo(
         bool, typer.Option("--json", help="Print the runs as JSON, and nothing else.")
     ] = False,
 ) -> None:
-    """Play three bundled flows on a virtual clock, then validate and render every example.
+    """Play a durable payment across processes, three bundled flows on a virtual clock, then
+    validate and render every example.
 
-    A support bot (a model call past its 60 s window, a handover to a human), a payment with
+    A payment kept in a SQLite file while one worker process is killed and another finishes it,
+    a support bot (a model call past its 60 s window, a handover to a human), a payment with
     ten minutes for every retry, and an approval with reminders and escalations.
     """
     paths = bundled_examples()
     if not paths:
         raise fail("no bundled examples found in this installation", ExitCode.FAILURE)
+    folder = examples_dir()
+    assert folder is not None
+    durable = play_durable(
+        folder / "checkout-node-anchor.yaml", Path(tempfile.mkdtemp(prefix="flowtide-demo-"))
+    )
     dispatcher = asyncio.run(run_dispatcher_demo())
     checkout = asyncio.run(run_checkout_demo())
     approval = asyncio.run(run_approval_demo())
     if json_output:
         data = {
+            "durable": _durable_json(durable),
             "dispatcher": [_dispatcher_json(r) for r in dispatcher],
             "checkout": [_checkout_json(r) for r in checkout],
             "approval": _approval_json(approval),
         }
         out.print_json(json.dumps(data, default=str))
         return
-    _say(
-        "[bold]Flowtide demo[/]: flows run on a virtual clock, so hours pass in a moment. "
-        "Times are since the run started: +10:00 is ten minutes in, +12:00:00 twelve hours."
-    )
+    _say("[bold]Flowtide demo[/]: durable runs, then timeouts, parking and anchors.")
     _scene(1)
-    out.print(_dispatcher_table(dispatcher))
+    out.print(_durable_table(durable))
+    _say(
+        f"[dim]The file: {escape(durable.store)}. Look with flowtide runs, show, history or "
+        f"explain --store {escape(durable.store)}.[/]"
+    )
+    _say(
+        "\nThe next scenes run on a virtual clock, so hours pass in a moment. Times are since "
+        "the run started: +10:00 is ten minutes in, +12:00:00 twelve hours."
+    )
     _scene(2)
-    out.print(_checkout_table(checkout))
+    out.print(_dispatcher_table(dispatcher))
     _scene(3)
+    out.print(_checkout_table(checkout))
+    _scene(4)
     out.print(_approval_table(approval))
     _examples(paths, output, show)
 
@@ -127,7 +148,33 @@ def _table(*columns: Column) -> Table:
     return Table(*columns, width=min(out.width, MAX_TABLE_WIDTH))
 
 
-# -- 1. the support dispatcher ------------------------------------------------------------
+# -- 1. durable runs ----------------------------------------------------------------------
+
+
+def _durable_table(scene: DurableScene) -> Table:
+    table = _table(
+        Column("time", width=6, no_wrap=True, justify="right"),
+        Column("who", width=14, no_wrap=True),
+        Column("what happened", ratio=1),
+    )
+    for step in scene.steps:
+        style = "red" if step.who == "kill -9" else "white"
+        table.add_row(f"{step.at:.1f} s", f"[{style}]{escape(step.who)}[/]", escape(step.what))
+    return table
+
+
+def _durable_json(scene: DurableScene) -> dict[str, Any]:
+    return {
+        "store": scene.store,
+        "run_id": scene.run_id,
+        "lifecycle": scene.lifecycle,
+        "outcome": scene.outcome,
+        "late_callback_refused": scene.refused,
+        "steps": [{"at": s.at, "who": s.who, "what": s.what} for s in scene.steps],
+    }
+
+
+# -- 2. the support dispatcher ------------------------------------------------------------
 
 
 def _dispatcher_table(runs: list[DemoRun]) -> Table:
@@ -185,7 +232,7 @@ def _dispatcher_json(r: DemoRun) -> dict[str, Any]:
     }
 
 
-# -- 2. the payment window ----------------------------------------------------------------
+# -- 3. the payment window ----------------------------------------------------------------
 
 MODEL_NOTES = {
     "node anchor": "ten minutes from the first try",
@@ -234,7 +281,7 @@ def _checkout_json(r: CheckoutRun) -> dict[str, Any]:
     }
 
 
-# -- 3. the escalation ladder -------------------------------------------------------------
+# -- 4. the escalation ladder -------------------------------------------------------------
 
 
 def _approval_table(run: ApprovalRun) -> Table:
@@ -254,11 +301,11 @@ def _approval_json(run: ApprovalRun) -> dict[str, Any]:
     }
 
 
-# -- 4. every bundled example -------------------------------------------------------------
+# -- 5. every bundled example -------------------------------------------------------------
 
 
 def _examples(paths: list[Path], output: Path | None, show: bool) -> None:
-    _scene(4)
+    _scene(5)
     folder = examples_dir()
     if folder is not None:
         _say(f"[dim]{len(paths)} example flows in {escape(str(folder))}[/]")

@@ -23,6 +23,7 @@ from flowtide.cli.common import (
 from flowtide.cli.inputs import flows_to_run, parse_deadline, parse_state
 from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, client, emit_json, unknown_run
 from flowtide.engine import SignalReceipt, SignalRefused
+from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
 from flowtide.store.base import StoreError, UnknownRunError
 
@@ -201,6 +202,8 @@ async def _signal(
             return exc
         except UnknownRunError as exc:
             raise unknown_run(exc, url) from None
+        except NodeResolutionError as exc:
+            raise BadInput(f"{exc}; name the module that implements it with --nodes") from None
 
 
 @guarded
@@ -238,6 +241,8 @@ async def _cancel(url: str, code: Code, run: str, reason: str | None) -> tuple[b
             record = await engine.store.get_run(run)
         except UnknownRunError as exc:
             raise unknown_run(exc, url) from None
+        except NodeResolutionError as exc:
+            raise BadInput(f"{exc}; name the module that implements it with --nodes") from None
     return cancelled, record.lifecycle
 
 
