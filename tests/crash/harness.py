@@ -70,7 +70,11 @@ def worker(url: str, log: Path) -> subprocess.Popen[bytes]:
         sys.executable, "-m", "flowtide", "worker", "--nodes", "tests.crash.nodes",
         "--store", url, "--lease", str(LEASE), "--poll", "0.05", "--quiet",
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+        "FLOWTIDE_LOG": os.environ.get("FLOWTIDE_LOG", "WARNING"),
+    }
     with log.open("ab") as errors:
         return subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors

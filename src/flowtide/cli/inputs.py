@@ -67,12 +67,13 @@ def parse_deadline(text: str | None) -> timedelta | datetime | None:
 def flows_to_run(
     file: Path,
     others: Sequence[Path],
-    code: Code,
+    code: Code | None,
     excused: Callable[[Flow, Problem], bool] | None = None,
     hint: str = "name the module that implements a node with --nodes MODULE",
 ) -> list[Flow]:
-    """The flow of ``file`` then those of ``others``, each checked against ``code``; the
-    problems of every file, and exit 2, when one of them cannot run. ``excused`` says which
+    """The flow of ``file`` then those of ``others``, each checked against ``code`` (None: not
+    checked against code: the workers have it); the problems of every file, and exit 2, when
+    one of them cannot run. ``excused`` says which
     errors of a loaded flow do not stop it from running (``simulate``: a scripted placement
     needs no code); ``hint`` says what to do about a node no module implements."""
     loaded = load_files([file, *others], code)
@@ -92,6 +93,6 @@ def flows_to_run(
         print_problems(errors)
         count = len(errors)
         what = "reference does not resolve" if count == 1 else "references do not resolve"
-        shown = f"; {hint}" if code.unregistered else ""
+        shown = f"; {hint}" if code is not None and code.unregistered else ""
         raise BadInput(f"cannot run {display_path(file)}: {count} {what}{shown}")
     return [item.flow for item in loaded if item.flow is not None]

@@ -61,13 +61,15 @@ def start(
     """Start a run of FILE in the store and print its id; a worker (flowtide worker) runs it.
 
     The flow document is kept in the store with the run, so workers need only the code of its
-    nodes. Exits 0 once the run is stored, 2 on bad input.
+    nodes; with --nodes, the flow is also checked against that code here. Exits 0 once the run
+    is stored, 2 on bad input.
     """
     state = parse_state(input)
     when = parse_deadline(deadline)
     with current_directory_first():
         code = load_modules(nodes or [])
-        flows = flows_to_run(file, others or [], code)
+        # Without --nodes the flow is not checked against code: the workers have it.
+        flows = flows_to_run(file, others or [], code if nodes else None)
         started = asyncio.run(_start(store, flows, code, state, when, run_id))
     if json_output:
         emit_json(started)

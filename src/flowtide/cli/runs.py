@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from flowtide.cli.code import Code, current_directory_first, load_modules
 from flowtide.cli.common import BadInput, NodesOption, guarded, out
@@ -89,7 +89,14 @@ def runs(
     if not rows:
         out.print("no runs" + (f" {lifecycle}" if lifecycle else ""))
         return
-    table = Table("run", "flow", "lifecycle", "where", "next deadline", "held by")
+    table = Table(
+        Column("run", overflow="fold"),
+        Column("flow", overflow="fold"),
+        "lifecycle",
+        Column("where", overflow="fold"),
+        "next deadline",
+        Column("held by", overflow="fold"),
+    )
     for run, tokens, lease in rows:
         deadline = _next_deadline(run, tokens)
         when = f"{deadline.isoformat()} ({relative(deadline, now)})" if deadline else "-"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
+import os
 import signal
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,6 +21,11 @@ from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, opened, shown_
 from flowtide.engine import Engine
 from flowtide.engine.leases import LEASE_TTL
 from flowtide.store.base import EventRecord
+
+LOG_VARIABLE = "FLOWTIDE_LOG"
+"""The level of the worker's log on stderr (default WARNING: leases lost, a store that fails)."""
+
+log = logging.getLogger("flowtide.worker")
 
 
 @guarded
@@ -80,6 +87,10 @@ class _Settings:
 
 
 async def _work(url: str, code: Code, settings: _Settings) -> None:
+    logging.basicConfig(
+        level=os.environ.get(LOG_VARIABLE, "WARNING").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     store = await opened(url)
     as_json = settings.as_json
     hooks = [] if settings.quiet else [_json_line if as_json else _text_line]
@@ -104,6 +115,7 @@ async def _work(url: str, code: Code, settings: _Settings) -> None:
         engine.sweeper.wake()
         await stop.wait()
         held = len(engine.held_runs())
+        log.info("stopping: giving back %d run(s)", held)
         if not as_json:
             out.print(f"stopping: giving back {held} run(s) it holds")
     finally:
@@ -111,7 +123,9 @@ async def _work(url: str, code: Code, settings: _Settings) -> None:
             loop.remove_signal_handler(signum)
         with contextlib.suppress(Exception):
             await engine.close()
+        log.info("engine closed")
         await store.close()
+        log.info("store closed")
 
 
 def _text_line(event: EventRecord) -> None:
