@@ -283,6 +283,9 @@ class MemoryStore(Store):
         order = next(self._wake_order)
         self._wakes[run_id] = (wake, order)
         heapq.heappush(self._wake_heap, (wake, order, run_id))
+        if len(self._wake_heap) > 2 * len(self._wakes) + 64:
+            # Replaced items wait at their place until they reach the top: drop them at once.
+            self._wake_heap = sorted((w, o, r) for r, (w, o) in self._wakes.items())
 
     def _first_wake(self) -> tuple[datetime, int, str] | None:
         """The heap's earliest item that is still its run's wake (stale items are dropped)."""
