@@ -18,7 +18,7 @@ only delays.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import io
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +34,9 @@ __all__ = ["BATCH", "RECHECK", "Sweeper", "SweeperStatistics"]
 
 BATCH = 100
 """How many runs one claim takes at most."""
+
+STOP_WITHIN = 5.0
+"""How long (seconds, real time) closing waits for the sweeper's task to stop."""
 
 RECHECK = timedelta(seconds=1)
 """How soon the sweeper looks again when every run due now is held by another live worker
@@ -73,6 +76,7 @@ class Sweeper:
         self._room = room
         """How many more runs the engine may take now (None: no limit)."""
         self._task: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
         self._event: asyncio.Event | None = None
         self._timer: TimerHandle | None = None
         self._armed_for: datetime | None = None
@@ -83,7 +87,10 @@ class Sweeper:
     def start(self) -> None:
         if self._task is None or self._task.done():
             self._event = asyncio.Event()
-            self._task = asyncio.get_running_loop().create_task(self._loop())
+            loop = asyncio.get_running_loop()
+            self._task = loop.create_task(self._loop())
+            if self._store.shared:
+                self._watcher = loop.create_task(self._notices(self._event))
 
     def wake(self, when: datetime | None = None) -> None:
         """A wake instant may have moved (to ``when``): look again if nearer than the armed
@@ -99,11 +106,21 @@ class Sweeper:
     async def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        tasks = {t for t in (self._task, self._watcher) if t is not None}
+        self._task = self._watcher = None
+        for task in tasks:
+            task.cancel()
+        if not tasks:
+            return
+        done, stuck = await asyncio.wait(tasks, timeout=STOP_WITHIN)
+        for task in stuck:
+            # A store call that does not answer (a database gone quiet): not waited for.
+            stack = io.StringIO()
+            task.print_stack(file=stack)
+            log.warning("the sweeper did not stop within %s s:\n%s", STOP_WITHIN, stack.getvalue())
+        for task in done:
+            if not task.cancelled():
+                task.exception()
 
     async def _loop(self) -> None:
         assert self._event is not None
@@ -137,23 +154,20 @@ class Sweeper:
             self._wakeups += 1
 
     async def _idle(self, event: asyncio.Event) -> None:
-        """Wait for the armed instant or a nearer wake; on a shared store, also for another
-        process's notice (or ``poll`` seconds)."""
-        if not self._store.shared:
-            await event.wait()
-            return
-        ours = asyncio.ensure_future(event.wait())
-        theirs = asyncio.ensure_future(self._store.wait_changed(self._poll))
-        try:
-            await asyncio.wait({ours, theirs}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (ours, theirs):
-                if not task.done():
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
-                elif not task.cancelled():
-                    task.exception()  # (a store error is seen again at the next look)
+        """Wait for the armed instant or a nearer wake (or, on a shared store, another
+        process's notice, or ``poll`` seconds: see :meth:`_notices`)."""
+        await event.wait()
+
+    async def _notices(self, event: asyncio.Event) -> None:
+        """On a shared store: wake the sweeper on each notice from another process, and at
+        least every ``poll`` seconds (a lost notice only delays)."""
+        while True:
+            try:
+                await self._store.wait_changed(self._poll)
+            except StoreError as exc:
+                log.warning("sweeper: %s; looking again in %s s", exc, self._poll)
+                await asyncio.sleep(self._poll)
+            event.set()
 
     def _arm(self, when: datetime, event: asyncio.Event) -> None:
         if self._timer is not None:
