@@ -623,16 +623,13 @@ class Engine:
             # Given back: another worker takes them at once (nodes in flight run again there).
             await self.store.release_runs(self.owner)
             await self.store.release_runs(self._aside)
-        log.debug("closing: runs given back")
         self._waiters.fail_all(
             lambda run_id: EngineError(f"the engine was closed; resume run {run_id!r} to finish it")
         )
         await self._hooks.close()
-        log.debug("closing: hooks done")
         if self._scheduler is not None:
             await self._scheduler.close()
             self._scheduler = None
-        log.debug("closing: sweeper stopped")
         if self._threads is not None:
             # Does not wait for a node that never returns (its result is dropped).
             self._threads.shutdown(wait=False, cancel_futures=True)
