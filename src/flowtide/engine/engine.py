@@ -45,7 +45,7 @@ from flowtide.engine.explain import (
     pick_token,
 )
 from flowtide.engine.handles import RunHandle, SignalReceipt
-from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, set_aside, worker_id
+from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, SetAside, give_back, worker_id
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
@@ -131,10 +131,7 @@ class Engine:
         self.poll = poll
         self.executes = executes
         self.max_runs = max_runs
-        self._deferred: set[str] = set()
-        """Runs this engine found it cannot drive (warned about once)."""
-        self._aside = f"{self.owner}:aside"
-        """The owner runs this engine cannot drive are held under, for a while."""
+        self._aside = SetAside(self.store, self.clock, self.owner, DEFER_UNFIREABLE)
         self.registry = registry
         self.hooks: list[Hook] = list(hooks)
         self.random = random
@@ -308,7 +305,7 @@ class Engine:
         """Store the new run and start its executor (a client leaves it to a worker)."""
         if not self.executes:
             await self._catalog.keep_document(run.flow_id)
-            await self.store.create_run(run, state)
+            await self._store_run(run, state, held=False)
             return
         ex = await self._create(self.plan(run.flow_id), run, state, None)
         ex.launch(entrypoint)
@@ -352,16 +349,24 @@ class Engine:
         *,
         stored: bool = False,
     ) -> RunExecutor:
-        """The one place a run is created in the store (held by this engine, which drives it),
-        and its executor held here (``stored``: its flow document is in the store already)."""
+        """A run created in the store, held by this engine, which drives it: its executor held
+        here (``stored``: its flow document is in the store already)."""
         if not stored:
             await self._catalog.keep_document(run.flow_id)
-        lease = Lease(run.id, self.owner, 1, self.clock.now() + self.lease_ttl)
-        await self.store.create_run(run, state, lease=lease)
+        lease = await self._store_run(run, state, held=True)
         ex = RunExecutor(self._host, plan, run, state, parent_scope=parent_scope)
         ex.lease = lease
         self._hold(run.id, ex)
         return ex
+
+    async def _store_run(
+        self, run: RunRecord, state: dict[str, Any], *, held: bool
+    ) -> Lease | None:
+        """The one place a run is created in the store: ``held`` by this engine (its lease), or
+        by nobody (a worker will claim it)."""
+        lease = Lease(run.id, self.owner, 1, self.clock.now() + self.lease_ttl) if held else None
+        await self.store.create_run(run, state, lease=lease)
+        return lease
 
     async def resume(self, run_id: str) -> RunHandle:
         """Continue a run from the store (after a crash, or a closed engine), taking it over
@@ -411,9 +416,7 @@ class Engine:
                 try:
                     ex = await self._load(run_id, lease, now or self.clock.now())
                 except (EngineError, StoreError, NodeResolutionError):
-                    # This engine cannot drive the run: give it back, untouched.
-                    with contextlib.suppress(StoreError):
-                        await self.store.commit(Commit(run_id, lease=lease, release=True))
+                    await self._give_back(lease)  # (this engine cannot drive it: untouched)
                     raise
         except BaseException as exc:
             fut.set_exception(exc)
@@ -474,7 +477,7 @@ class Engine:
             except (EngineError, NodeResolutionError, UnknownStoredFlow) as exc:
                 # This engine cannot drive the run (its flow or nodes cannot be resolved here):
                 # it waits for a worker that can.
-                await self._defer(lease.run_id, exc)
+                await self._aside.put(lease.run_id, exc)
                 continue
             except StoreError as exc:
                 log.warning("cannot take run %s: %s", lease.run_id, exc)
@@ -622,7 +625,7 @@ class Engine:
         with contextlib.suppress(StoreError):
             # Given back: another worker takes them at once (nodes in flight run again there).
             await self.store.release_runs(self.owner)
-            await self.store.release_runs(self._aside)
+            await self.store.release_runs(self._aside.owner)
         self._waiters.fail_all(
             lambda run_id: EngineError(f"the engine was closed; resume run {run_id!r} to finish it")
         )
@@ -686,17 +689,9 @@ class Engine:
                 task.add_done_callback(_consume)
 
     async def _give_back(self, lease: Lease) -> None:
-        with contextlib.suppress(StoreError):  # (taken already, or down: its lease expires)
-            await self.store.commit(Commit(lease.run_id, lease=lease, release=True))
+        await give_back(self.store, self.clock, lease)
         if self.executes:
             self.sweeper.wake()
-
-    async def _defer(self, run_id: str, why: Exception) -> None:
-        """This engine cannot drive the run (its flow or nodes cannot be resolved here): it is
-        set aside for :data:`DEFER_UNFIREABLE`, and why said in its history (once per engine)."""
-        warn = run_id not in self._deferred
-        self._deferred.add(run_id)
-        await set_aside(self.store, self.clock, self._aside, run_id, why, DEFER_UNFIREABLE, warn)
 
     async def _hook_failed(self, hook: Hook, event: EventRecord, exc: Exception) -> None:
         """Record a hook's failure in the run's history (it is not delivered to hooks)."""

@@ -9,6 +9,7 @@ that finds, on renewing, that a run was taken from it drops the run from memory.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -19,11 +20,12 @@ from typing import Protocol
 
 from flowtide.clock import Clock, isoformat
 from flowtide.engine._commit import commit_step
+from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import RunWarning
-from flowtide.store.base import Commit, Lease, Store, StoreError
+from flowtide.store.base import Commit, Lease, Store, StoreConflict, StoreError
 
-__all__ = ["LEASE_TTL", "LeaseRenewer", "set_aside", "worker_id"]
+__all__ = ["LEASE_TTL", "LeaseRenewer", "SetAside", "give_back", "worker_id"]
 
 log = logging.getLogger("flowtide.engine")
 
@@ -96,30 +98,40 @@ class LeaseRenewer:
                     self._lost(holder)
 
 
-async def set_aside(
-    store: Store,
-    clock: Clock,
-    aside: str,
-    run_id: str,
-    why: Exception,
-    wait: timedelta,
-    warn: bool,
-) -> None:
-    """Set a run that a worker cannot drive aside for ``wait``: held under the owner name
-    ``aside`` (so that no worker, that one included, takes it again before then), nothing else
-    of it changed; with ``warn``, a warning saying why goes into its history."""
-    now = clock.now()
-    later = now + wait
-    lease = await store.acquire_run(run_id, aside, now, later, force=True)
-    if lease is None or not warn:
-        return
-    worker = aside.removesuffix(":aside")
-    warning = event_record(
-        RunWarning(
-            message=f"worker {worker} cannot drive this run: {why}; it waits for a worker "
-            f"that can (tried again from {isoformat(later)})",
-        ),
-        run_id,
-        now,
-    )
-    await commit_step(store, Commit(run_id, events=[warning], lease=lease), clock)
+class SetAside:
+    """Runs a worker cannot drive (their nodes do not resolve there), set aside for ``wait``:
+    held under an owner name of their own (``<owner>:aside``), so that no worker, that one
+    included, takes them again before then; nothing else of them changes. The first time a
+    run is set aside, a warning saying why goes into its history."""
+
+    def __init__(self, store: Store, clock: Clock, owner: str, wait: timedelta) -> None:
+        self.owner = f"{owner}:aside"
+        self._worker = owner
+        self._store = store
+        self._clock = clock
+        self._wait = wait
+        self._warned: set[str] = set()
+
+    async def put(self, run_id: str, why: Exception) -> None:
+        now = self._clock.now()
+        later = now + self._wait
+        lease = await self._store.acquire_run(run_id, self.owner, now, later, force=True)
+        if lease is None or run_id in self._warned:
+            return
+        self._warned.add(run_id)
+        warning = event_record(
+            RunWarning(
+                message=f"worker {self._worker} cannot drive this run: {why}; it waits for a "
+                f"worker that can (tried again from {isoformat(later)})",
+            ),
+            run_id,
+            now,
+        )
+        await commit_step(self._store, Commit(run_id, events=[warning], lease=lease), self._clock)
+
+
+async def give_back(store: Store, clock: Clock, lease: Lease) -> None:
+    """Give a run back, untouched (if it was taken already, or the store stays down, nothing
+    is done: its lease expires)."""
+    with contextlib.suppress(StoreConflict, StoreUnavailableError):
+        await commit_step(store, Commit(lease.run_id, lease=lease, release=True), clock)
