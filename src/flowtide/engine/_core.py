@@ -129,6 +129,9 @@ class RunCore(ABC):
         self.fired: dict[str, list[DueEntry]] = {}
         """Due entries fired for a token and not removed yet: the next commit that writes the
         token removes them (``Commit.due_fired``), with the move they caused."""
+        self.firing: set[DueEntry] = set()
+        """Due entries whose firing is under way (the sweeper may claim the run again before
+        their move is committed: they are not fired twice)."""
         self.handed_off = False
         """A token is ready but this engine runs no nodes: the run goes back to the store for a
         worker once the step is done (see ``RunHost.executes``)."""

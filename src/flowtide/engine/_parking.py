@@ -153,18 +153,27 @@ class Parking(Tasks):
             self.spawn(token)
         return ok
 
-    def fire_due(self, entry: DueEntry) -> None:
+    def fire_due(self, entry: DueEntry) -> bool:
         """The sweeper says this due entry has come (see :class:`~flowtide.store.DueEntry`):
-        a step of its own, under the step lock."""
-        if self.end is not None or self.closed:
-            return
-        if entry.purpose == "deadline":
+        a step of its own, under the step lock. False if it is being fired already (or the run
+        is ending, which removes it)."""
+        if self.end is not None or self.closed or entry in self.firing:
+            return False
+        self.firing.add(entry)
+        if entry.purpose == "deadline":  # (the run's end removes the entry)
             if self.run.deadline is not None:
                 self.root.cancel(CancelReason.RUN_DEADLINE, self.run.deadline)
-            return
+            return True
         self.spawn_aux(self._fire(entry))
+        return True
 
     async def _fire(self, entry: DueEntry) -> None:
+        try:
+            await self._fire_once(entry)
+        finally:
+            self.firing.discard(entry)
+
+    async def _fire_once(self, entry: DueEntry) -> None:
         async with self.steps.hold():
             if self.end is not None or self.closed:
                 return  # (the run's end removes its due entries)

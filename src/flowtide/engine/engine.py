@@ -391,14 +391,10 @@ class Engine:
         """The run's executor: in memory, or rebuilt from the store under ``lease`` (a claim's)
         or one taken now from whoever held it (None: the run ended). A live worker that held it
         lets go of it at its next commit (see :meth:`Store.acquire_run`), and its nodes in
-        flight run again. Its due entries whose instant has come by ``now`` (default: the clock's
-        now) are fired."""
+        flight run again. A rebuilt run fires its due entries whose instant has come by ``now``
+        (default: the clock's now)."""
         ex = self._runs.get(run_id)
         if ex is not None and not ex.released:
-            if lease is not None:
-                ex.lease = lease
-            if now is not None:
-                await self._fire_due(ex, now)
             return ex
         loading = self._loading.get(run_id)
         if loading is not None:
@@ -452,26 +448,34 @@ class Engine:
         ex.maybe_drained()
         return ex
 
-    async def _fire_due(self, ex: RunExecutor, now: datetime) -> None:
+    async def _fire_due(self, ex: RunExecutor, now: datetime) -> int:
         """Fire the run's due entries whose instant has come by ``now`` (its lease is held
-        here)."""
+        here); how many were not being fired already."""
         due = [e for e in await self.store.due_of(ex.run.id) if e.when <= now]
+        fired = 0
         if due and ex.pin():
             try:
-                for entry in due:
-                    ex.fire_due(entry)
+                fired = sum(ex.fire_due(entry) for entry in due)
             finally:
                 ex.unpin()
+        return fired
 
-    async def _take(self, leases: Sequence[Lease], now: datetime) -> None:
-        """Runs the sweeper claimed at ``now`` (their wake instant came): each is found here, or
-        rebuilt from the store, and its due entries fired. Every :data:`FIRE_SLICE` runs the
-        loop gets a turn, so that a large batch does not hold up the other runs on the loop."""
+    async def _take(self, leases: Sequence[Lease], now: datetime) -> int:
+        """Runs the sweeper claimed at ``now``: each is found here, or rebuilt from the store,
+        and its due entries fired; how many runs were rebuilt and entries fired (0: all under
+        way already). Every :data:`FIRE_SLICE` runs the loop gets a turn."""
+        done = 0
         for n, lease in enumerate(leases, 1):
             if n % FIRE_SLICE == 0:
                 await asyncio.sleep(0)
+            held = self._runs.get(lease.run_id)
+            if held is not None and not held.released:
+                held.lease = lease
+                done += await self._fire_due(held, now)
+                continue
             try:
                 await self._executor(lease.run_id, lease, now)
+                done += 1
             except UnknownRunError:
                 continue  # the run is gone: nothing to fire
             except (EngineError, NodeResolutionError, UnknownStoredFlow) as exc:
@@ -481,6 +485,7 @@ class Engine:
                 continue
             except StoreError as exc:
                 log.warning("cannot take run %s: %s", lease.run_id, exc)
+        return done
 
     def _hold(self, run_id: str, ex: RunExecutor) -> None:
         """Hold the run's executor (and keep its lease renewed while any is held)."""

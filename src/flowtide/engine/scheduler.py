@@ -60,7 +60,7 @@ class Sweeper:
         clock: Clock,
         owner: str,
         lease_ttl: timedelta,
-        take: Callable[[Sequence[Lease], datetime], Awaitable[None]],
+        take: Callable[[Sequence[Lease], datetime], Awaitable[int]],
         *,
         batch: int = BATCH,
         poll: float = 1.0,
@@ -139,9 +139,11 @@ class Sweeper:
                     if leases:
                         self._claimed += len(leases)
                         self._batches += 1
-                        await self._take(leases, now)
-                        await asyncio.sleep(0)
-                        continue
+                        if await self._take(leases, now):
+                            await asyncio.sleep(0)
+                            continue
+                    # Nothing to do now: the runs due are held by other live workers, or what is
+                    # due of this engine's own is being fired already.
                     nxt = now + RECHECK
             except StoreError as exc:
                 # The store is down or busy: nothing is lost (wake instants are in it); look
