@@ -1,0 +1,134 @@
+"""The operator commands on a SQLite file, with real worker processes: ``start``, ``worker``,
+``signal``, ``cancel``, ``runs``, ``show``, ``history`` and ``explain``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from flowtide.cli import ExitCode, app
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
+CHECKOUT = ROOT / "examples" / "checkout-node-anchor.yaml"
+NODES = "flowtide.demo.checkout"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+@pytest.fixture
+def worker(store: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A worker process on the store; stopped with SIGTERM at the end (it must exit 0)."""
+    with (tmp_path / "worker.log").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "flowtide", "worker", "--nodes", NODES, "--store", store,
+             "--poll", "0.05", "--json"],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+    yield process
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0, (tmp_path / "worker.log").read_text()
+
+
+def cli(*args: str, code: int = ExitCode.OK) -> Any:
+    """``flowtide ARGS --json``'s answer (the exit code checked)."""
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == code, result.output
+    return json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def until(check: Any, what: str, patience: float = 30.0) -> Any:
+    end = time.monotonic() + patience
+    while time.monotonic() < end:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: not within {patience} s")
+
+
+def test_a_started_run_waits_in_the_store_for_a_worker(store: str) -> None:
+    started = cli("start", str(CHECKOUT), "--store", store, "--input", '{"order": 7}')
+    assert started["flow"] == "urn:flowtide:example:checkout-node-anchor"
+    (listed,) = cli("runs", "--store", store)
+    assert (listed["run_id"], listed["lifecycle"], listed["held_by"]) == (
+        started["run_id"],
+        "pending",
+        None,
+    )
+    shown = cli("show", started["run_id"], "--store", store)
+    assert shown["state"] == {"order": 7} and shown["tokens"] == []
+    assert cli("runs", "--store", store, "--lifecycle", "completed") == []
+
+
+def test_a_worker_runs_it_and_signals_from_other_processes_move_it(
+    store: str, worker: subprocess.Popen[bytes]
+) -> None:
+    run = cli("start", str(CHECKOUT), "--store", store)["run_id"]
+    parked = until(lambda: cli("show", run, "--store", store)["parks"], "the run parks")
+    assert parked[0]["placement"] == "collect-payment"
+    assert parked[0]["key"] == f"charge-{run}-1"
+    answer = cli(
+        "signal", "--key", f"charge-{run}-1", "--payload", '{"gateway": "paid"}',
+        "--nodes", NODES, "--store", store,
+    )  # fmt: skip
+    assert answer["accepted"] and answer["placement"] == "collect-payment"
+    done = until(
+        lambda: (s := cli("show", run, "--store", store))["lifecycle"] == "completed" and s,
+        "the run ends",
+    )
+    assert done["outcome"] == "paid"
+    kinds = [e["kind"] for e in cli("history", run, "--store", store)]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
+    assert "signalled" in kinds
+    (window,) = cli("explain", run, "--store", store, "--nodes", NODES)
+    assert window["placement"] == "collect-payment" and window["anchor"] == "node"
+    late = cli(
+        "signal", "--key", f"charge-{run}-1", "--payload", '{"gateway": "paid"}',
+        "--nodes", NODES, "--store", store, code=ExitCode.REFUSED,
+    )  # fmt: skip
+    assert late == {"accepted": False, "reason": "moved_on", "message": late["message"]}
+
+
+def test_cancel_a_parked_run_then_again(store: str, worker: subprocess.Popen[bytes]) -> None:
+    run = cli("start", str(CHECKOUT), "--store", store)["run_id"]
+    until(lambda: cli("show", run, "--store", store)["parks"], "the run parks")
+    cancelled = cli("cancel", run, "--store", store, "--nodes", NODES, "--reason", "no stock")
+    assert cancelled == {"run_id": run, "cancelled": True, "lifecycle": "cancelled"}
+    again = cli("cancel", run, "--store", store, "--nodes", NODES, code=ExitCode.REFUSED)
+    assert again == {"run_id": run, "cancelled": False, "lifecycle": "cancelled"}
+
+
+def test_an_unknown_run_is_bad_input(store: str) -> None:
+    for command in (["show", "nope"], ["history", "nope"], ["cancel", "nope"]):
+        result = runner.invoke(app, [*command, "--store", store])
+        assert result.exit_code == ExitCode.BAD_INPUT, result.output
+        assert result.stderr.strip() == f"flowtide: no run 'nope' in {store}"
+
+
+def test_a_store_that_cannot_be_opened_is_one_line_without_its_password(tmp_path: Path) -> None:
+    url = "postgresql://flowtide:hunter2@127.0.0.1:1/runs"
+    for command in (["runs"], ["show", "r"], ["start", str(CHECKOUT)]):
+        result = runner.invoke(app, [*command, "--store", url])
+        assert result.exit_code == ExitCode.BAD_INPUT, result.output
+        assert "hunter2" not in result.output
+        assert len(result.stderr.strip().splitlines()) == 1
+    (tmp_path / "notes.txt").write_text("not a database")
+    result = runner.invoke(app, ["runs", "--store", f"sqlite:///{tmp_path / 'notes.txt'}"])
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    result = runner.invoke(app, ["runs", "--store", "mysql://x@y/z"])
+    assert result.exit_code == ExitCode.BAD_INPUT
+    assert "unknown kind of store 'mysql'" in result.stderr
