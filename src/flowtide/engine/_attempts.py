@@ -24,6 +24,7 @@ from flowtide.engine.errors import (
     UndeclaredOutputError,
 )
 from flowtide.engine.event_types import ProcessStarted
+from flowtide.engine.limits import ValueTooLargeError, check_size, check_sizes
 from flowtide.engine.output import Output, Park
 from flowtide.engine.process import run_in_process
 from flowtide.engine.reducers import copy_state
@@ -199,13 +200,17 @@ class Attempts(RunCore):
             # (what it left as it was came from the store: JSON already).
             changes = self.merger.changes(base, state)
             changed = changes[0]
+            limit = self.host.max_value_bytes
             if changed:
                 check_json(changed, "state")
+                check_sizes(changed, "state", limit)
             if update:
                 check_json(dict(update), "update")
+                check_sizes(update, "update", limit)
             if park is not None:
                 check_json(park.payload, "park payload")
-        except (UndeclaredOutputError, NotJSONError) as exc:
+                check_size(park.payload, "park payload", limit)
+        except (UndeclaredOutputError, NotJSONError, ValueTooLargeError) as exc:
             return Attempt("error", error=exc)
         contracts = self.host.output_contracts
         if park is None and contracts is not None:

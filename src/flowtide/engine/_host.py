@@ -51,6 +51,10 @@ class RunHost(Protocol):
         """The output schemas to check outputs against (None: not checked)."""
 
     @property
+    def max_value_bytes(self) -> int | None:
+        """The largest a state value or park payload may be, as JSON (None: no limit)."""
+
+    @property
     def executes(self) -> bool:
         """Whether this engine runs nodes. One that does not (a client: it starts, signals and
         cancels runs) gives a run back to the store as soon as a token of it is ready, for a

@@ -39,14 +39,13 @@ from flowtide.engine.event_types import HookFailed
 from flowtide.engine.events import Hook
 from flowtide.engine.explain import (
     Explanation,
-    explain_last_visit,
-    explain_token,
-    explain_windowed_visits,
-    pick_token,
+    explain_stored,
+    explain_stored_run,
 )
 from flowtide.engine.handles import RunHandle, SignalReceipt
 from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, SetAside, give_back, worker_id
 from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_size, check_sizes
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import RunResult
@@ -102,7 +101,9 @@ class Engine:
     case a notice was lost. ``executes``: False for an engine that runs no node code (a client:
     it starts, signals, cancels and reads runs, and hands them back to the store for workers).
     ``max_runs``: how many runs the sweeper lets this engine hold at once (None: no limit; runs
-    this engine starts itself, and their subflows, are not limited).
+    this engine starts itself, and their subflows, are not limited). ``max_value_bytes``: the
+    largest a state value, a park or signal payload may be as JSON (see
+    :mod:`flowtide.engine.limits`).
     """
 
     def __init__(
@@ -121,6 +122,7 @@ class Engine:
         poll: float = 1.0,
         executes: bool = True,
         max_runs: int | None = None,
+        max_value_bytes: int | None = DEFAULT_MAX_VALUE_BYTES,
     ) -> None:
         self.store: Store = store if store is not None else MemoryStore()
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -131,6 +133,7 @@ class Engine:
         self.poll = poll
         self.executes = executes
         self.max_runs = max_runs
+        self.max_value_bytes = max_value_bytes
         self._aside = SetAside(self.store, self.clock, self.owner, DEFER_UNFIREABLE)
         self.registry = registry
         self.hooks: list[Hook] = list(hooks)
@@ -277,6 +280,7 @@ class Engine:
         entrypoint: str | None,
     ) -> tuple[RunRecord, dict[str, Any]]:
         """A new run's record (lifecycle ``pending``, not stored yet) and state."""
+        check_sizes(input or {}, "input", self.max_value_bytes)
         if isinstance(flow, Flow):
             self.register_flow(flow)
             flow_id = flow.id
@@ -521,6 +525,7 @@ class Engine:
             if known is not None:
                 return SignalReceipt.from_answer(known.answer, duplicate=True)
         payload = dict(payload or {})
+        check_size(payload, "signal payload", self.max_value_bytes)
         for _ in range(5):
             held = self._runs.get(run_id) if run_id is not None else None
             park = await find_park(
@@ -588,26 +593,17 @@ class Engine:
         ``placement``: the live token there (else the last token that was there). Once the run
         has ended: the last visit of ``placement`` (or of token ``token_id``), from the history,
         with how it ended."""
-        run = await self.store.get_run(run_id)
-        if Lifecycle(run.lifecycle).terminal:
-            history = await self.store.history(run_id)
-            plan = await self._catalog.plan_of_run(run)
-            return explain_last_visit(plan, run, history, placement=placement, token_id=token_id)
-        tokens = list(await self.store.tokens(run_id))
-        ex = self._runs.get(run_id)
-        if ex is not None:
-            tokens = [ex.tokens.get(t.id, t) for t in tokens]
-        token = pick_token(run_id, tokens, placement=placement, token_id=token_id)
-        plan = await self._catalog.plan_of_run(run)
-        anchors = {(a.placement, a.item): a.at for a in await self.store.node_anchors(run_id)}
-        return explain_token(plan, run, token, anchors.get((token.placement, None)))
+        held = self._runs.get(run_id)
+        live = held.tokens if held is not None else None
+        plan_of = self._catalog.plan_of_run
+        return await explain_stored(
+            self.store, plan_of, run_id, placement=placement, token_id=token_id, live=live
+        )
 
     async def explain_run(self, run_id: str) -> list[Explanation]:
         """The last visit of every placement that had a window or timers, from the history (for
         a run that has ended, or one still going)."""
-        run = await self.store.get_run(run_id)
-        history = await self.store.history(run_id)
-        return explain_windowed_visits(await self._catalog.plan_of_run(run), run, history)
+        return await explain_stored_run(self.store, self._catalog.plan_of_run, run_id)
 
     def held_runs(self) -> list[str]:
         """The ids of the runs this engine holds in memory now."""
@@ -744,6 +740,10 @@ class _EngineHost:
     @property
     def executes(self) -> bool:
         return self._engine.executes
+
+    @property
+    def max_value_bytes(self) -> int | None:
+        return self._engine.max_value_bytes
 
     def wake_sweeper(self, when: datetime | None = None) -> None:
         if self._engine.executes:

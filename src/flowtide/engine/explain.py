@@ -14,7 +14,7 @@ how the visit ended: timed out, moved on by an output, cancelled, or failed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -36,7 +36,7 @@ from flowtide.engine.event_types import (
 )
 from flowtide.model.durations import format_duration
 from flowtide.model.settings import TimeoutAnchor
-from flowtide.store.base import EventRecord, RunRecord, TokenRecord
+from flowtide.store.base import ENDED_LIFECYCLES, EventRecord, RunRecord, Store, TokenRecord
 
 if TYPE_CHECKING:
     from flowtide.engine.plan import FlowPlan
@@ -395,3 +395,34 @@ def explain_windowed_visits(
             last.pop(v.placement, None)
             last[v.placement] = v
     return [_explain_visit(plan, run, v, visits) for v in last.values()]
+
+
+async def explain_stored(
+    store: Store,
+    plan_of: Callable[[RunRecord], Awaitable[FlowPlan]],
+    run_id: str,
+    *,
+    placement: str | None = None,
+    token_id: str | None = None,
+    live: Mapping[str, TokenRecord] | None = None,
+) -> Explanation:
+    """:meth:`Engine.explain` from the store (``live``: the tokens of an executor that holds
+    the run, newer than the store's)."""
+    run = await store.get_run(run_id)
+    plan = await plan_of(run)
+    if run.lifecycle in ENDED_LIFECYCLES:
+        history = await store.history(run_id)
+        return explain_last_visit(plan, run, history, placement=placement, token_id=token_id)
+    tokens = [(live or {}).get(t.id, t) for t in await store.tokens(run_id)]
+    token = pick_token(run_id, tokens, placement=placement, token_id=token_id)
+    anchors = {(a.placement, a.item): a.at for a in await store.node_anchors(run_id)}
+    return explain_token(plan, run, token, anchors.get((token.placement, None)))
+
+
+async def explain_stored_run(
+    store: Store, plan_of: Callable[[RunRecord], Awaitable[FlowPlan]], run_id: str
+) -> list[Explanation]:
+    """:meth:`Engine.explain_run` from the store."""
+    run = await store.get_run(run_id)
+    history = await store.history(run_id)
+    return explain_windowed_visits(await plan_of(run), run, history)
