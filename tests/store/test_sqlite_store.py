@@ -411,7 +411,7 @@ async def main(path: str, owner: str) -> None:
         sys.stdin.readline()
         now = T0 + timedelta(seconds=10)
         taken = []
-        while leases := await store.claim_runs(owner, now, now + timedelta(hours=1), limit=3):
+        while leases := await store.claim_runs(owner, now, now + timedelta(hours=1), limit=1):
             taken += [lease.run_id for lease in leases]
     print(json.dumps(taken), flush=True)
 
