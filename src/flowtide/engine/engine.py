@@ -188,7 +188,8 @@ class Engine:
     def sweeper(self) -> Sweeper:
         """The engine's sweeper (started on first use)."""
         if self._scheduler is None:
-            room = None if self.max_runs is None else self._room
+            most = self.max_runs
+            room = None if most is None else (lambda: most - len(self._runs))
             self._scheduler = Sweeper(
                 self.store,
                 self.clock,
@@ -619,6 +620,9 @@ class Engine:
 
     async def close(self) -> None:
         """Stop this engine. Live runs are left in the store as they are, to be resumed."""
+        if self._scheduler is not None:  # (first: it takes no run from now on)
+            await self._scheduler.close()
+            self._scheduler = None
         for ex in list(self._runs.values()):
             ex.close()
         self._runs.clear()
@@ -631,9 +635,6 @@ class Engine:
             lambda run_id: EngineError(f"the engine was closed; resume run {run_id!r} to finish it")
         )
         await self._hooks.close()
-        if self._scheduler is not None:
-            await self._scheduler.close()
-            self._scheduler = None
         if self._threads is not None:
             # Does not wait for a node that never returns (its result is dropped).
             self._threads.shutdown(wait=False, cancel_futures=True)
@@ -654,16 +655,12 @@ class Engine:
         if self.executes:  # (a client takes no runs: workers do)
             _ = self.sweeper
 
-    def _room(self) -> int:
-        assert self.max_runs is not None
-        return self.max_runs - len(self._runs)
-
     def _forget(self, ex: object) -> None:
         for run_id, held in list(self._runs.items()):
             if held is ex:
                 del self._runs[run_id]
-        if self.max_runs is not None and self._scheduler is not None:
-            self._scheduler.wake()  # (room for another run)
+        if self.max_runs is not None:
+            self._wake_sweeper()  # (room for another run)
 
     def _unavailable(self, ex: object, error: Exception) -> None:
         """The store kept failing under this executor: drop it and tell who waits on its run."""
@@ -691,8 +688,11 @@ class Engine:
 
     async def _give_back(self, lease: Lease) -> None:
         await give_back(self.store, self.clock, lease)
-        if self.executes:
-            self.sweeper.wake()
+        self._wake_sweeper()
+
+    def _wake_sweeper(self, when: datetime | None = None) -> None:
+        if self._scheduler is not None:  # (none in a client, or once closed)
+            self._scheduler.wake(when)
 
     async def _hook_failed(self, hook: Hook, event: EventRecord, exc: Exception) -> None:
         """Record a hook's failure in the run's history (it is not delivered to hooks)."""
@@ -746,8 +746,7 @@ class _EngineHost:
         return self._engine.max_value_bytes
 
     def wake_sweeper(self, when: datetime | None = None) -> None:
-        if self._engine.executes:
-            self._engine.sweeper.wake(when)
+        self._engine._wake_sweeper(when)
 
     def publish(self, events: Sequence[EventRecord]) -> None:
         self._engine._hooks.publish(events)
