@@ -1,4 +1,6 @@
-"""Where runs live: the store interface, JSON values and the in-memory store."""
+"""Where runs live: the store interface, JSON values, the in-memory and SQLite stores (the
+PostgreSQL store is ``flowtide.store.postgres``, with the ``postgres`` extra), and stores named
+by URL (:func:`open_store`)."""
 
 from flowtide.store.base import (
     LIVE_TOKEN_STATUSES,
@@ -29,6 +31,8 @@ from flowtide.store.base import (
 )
 from flowtide.store.jsonvalues import NotJSONError, check_json
 from flowtide.store.memory import MemoryStore
+from flowtide.store.sqlite import SQLiteStore
+from flowtide.store.urls import open_store, redact
 
 __all__ = [
     "LIVE_TOKEN_STATUSES",
@@ -46,6 +50,7 @@ __all__ = [
     "ParkRecord",
     "ParkStatus",
     "RunRecord",
+    "SQLiteStore",
     "ScatterItemRecord",
     "SignalAnswer",
     "Store",
@@ -59,4 +64,6 @@ __all__ = [
     "UnknownRunError",
     "UnknownStoredFlow",
     "check_json",
+    "open_store",
+    "redact",
 ]
