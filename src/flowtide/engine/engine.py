@@ -93,17 +93,12 @@ class Engine:
     each output carries against the output's JSON Schema, where its node type declares one (see
     :mod:`flowtide.engine.contracts`).
 
-    Many engines (in many processes, on many machines) may share one store: each run is driven
-    by the one holding its lease. ``owner``: this engine's worker id (default: host, process id
-    and a random part, unique to this engine's life). ``lease_ttl``: how long a run this engine
-    holds stays its own without a renewal (renewed every third of it). ``poll``: on a store
-    other processes write to, how often (seconds) the sweeper looks for work at the least, in
-    case a notice was lost. ``executes``: False for an engine that runs no node code (a client:
-    it starts, signals, cancels and reads runs, and hands them back to the store for workers).
-    ``max_runs``: how many runs the sweeper lets this engine hold at once (None: no limit; runs
-    this engine starts itself, and their subflows, are not limited). ``max_value_bytes``: the
-    largest a state value, a park or signal payload may be as JSON (see
-    :mod:`flowtide.engine.limits`).
+    Many engines (in many processes, on many machines) may share one store, each run driven
+    by the engine holding its lease (see ``docs/engine.md``): ``owner`` (this engine's worker id,
+    unique to its life by default), ``lease_ttl``, ``poll`` (seconds: how often, at the least,
+    the sweeper looks at a shared store), ``executes`` (False: a client, which runs no node
+    code), ``max_runs`` (how many runs the sweeper lets it hold at once), ``max_value_bytes``
+    (see :mod:`flowtide.engine.limits`).
     """
 
     def __init__(
@@ -446,10 +441,15 @@ class Engine:
         if run.lifecycle == Lifecycle.PENDING:
             ex.launch(run.options.get("entrypoint"))
             return ex
-        ex.restore(tokens, history)
-        await ex.load_extras()
-        ex.resume_tokens()
-        await self._fire_due(ex, now)
+        try:
+            ex.restore(tokens, history)
+            await ex.load_extras()
+            ex.resume_tokens()
+            await self._fire_due(ex, now)
+        except BaseException:
+            self._forget(ex)  # (its lease is given back by the caller)
+            ex.close(notify=False)
+            raise
         ex.maybe_drained()
         return ex
 
