@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,9 +65,24 @@ def open_database(path: str, synchronous: str) -> sqlite3.Connection:
 
 def _configure(conn: sqlite3.Connection, synchronous: str) -> None:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA journal_mode = WAL")
+    _write_ahead(conn)
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _write_ahead(conn: sqlite3.Connection) -> None:
+    """Put the database in WAL mode. Switching needs the database to itself, and SQLite does
+    not wait for that (busy_timeout does not apply): when other processes open a new file at the
+    same moment, the switch is tried again until it is done or the busy timeout has passed."""
+    give_up = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > give_up:
+                raise
+            time.sleep(0.005)
 
 
 def _why_not(path: str, error: sqlite3.Error) -> str:
