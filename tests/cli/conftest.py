@@ -31,7 +31,7 @@ def canned_scene(example: Path, folder: Path) -> DurableScene:
         [
             Step(0.0, "flowtide start", "run 01234567 stored in payments.db"),
             Step(1.5, "kill -9", "worker 1 is killed; the run stays in payments.db"),
-            Step(6.6, "worker 2", "the window ends 6 s after the first try: expired"),
+            Step(8.6, "worker 2", "the window ends 8 s after the first try: expired"),
         ],
         "expired",
         "completed",

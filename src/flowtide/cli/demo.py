@@ -37,7 +37,7 @@ SCENES = (
     (
         "A payment that outlives its worker: start, two workers, one killed, callbacks",
         "The node-anchored payment kept in a SQLite file and worked by separate flowtide "
-        "processes, its ten-minute window cut to six seconds so the scene plays in real time.",
+        "processes, its ten-minute window cut to eight seconds so the scene plays in real time.",
     ),
     (
         "A support bot: a stuck model call stops at 60 s, a handover waits for a human",

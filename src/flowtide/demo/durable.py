@@ -3,7 +3,7 @@ by separate processes, one of them killed on the way.
 
 Every actor is a ``flowtide`` command of its own, as in production: ``start`` stores the run,
 ``worker`` processes drive it, the gateway's and the customer's callbacks are ``signal``
-commands. The payment's ten-minute window (anchored at the first try) is cut to six seconds
+commands. The payment's ten-minute window (anchored at the first try) is cut to eight seconds
 so that the scene plays in real time:
 
 1. the run is started, and worker 1 parks it at collect-payment (try 1);
@@ -11,7 +11,7 @@ so that the scene plays in real time:
 3. worker 1 is killed (SIGKILL) while the customer decides; nothing of the run is lost;
 4. the customer retries, with no worker alive: the run waits in the file;
 5. worker 2 starts, takes the run, and asks the gateway again (try 2);
-6. six seconds after the first try the window ends, whatever the retries: ``expired``;
+6. eight seconds after the first try the window ends, whatever the retries: ``expired``;
 7. the gateway's late 'paid' for try 2 is refused: the window had expired.
 """
 
@@ -38,7 +38,7 @@ from flowtide.store.urls import open_store
 
 __all__ = ["DurableScene", "Step", "play_durable"]
 
-WINDOW = 6.0
+WINDOW = 8.0
 """The payment window of the scene, in seconds (ten minutes in the example)."""
 
 NODES = "flowtide.demo.checkout"
