@@ -62,7 +62,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -221,6 +221,11 @@ LIVE_TOKEN_STATUSES: tuple[TokenStatus, ...] = tuple(s for s in TokenStatus if s
 
 Lineage = tuple[tuple[str, int, int], ...]
 """The splits a token descends from, outermost first: ``(split id, branch index, branch count)``."""
+
+
+def lineage_of(splits: Iterable[Sequence[Any]]) -> Lineage:
+    """``splits`` (as a store reads them back: lists, say) as a :data:`Lineage` of tuples."""
+    return tuple((str(split), int(branch), int(count)) for split, branch, count in splits)
 
 
 @dataclass(slots=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping
 from datetime import date, time, timedelta
 from typing import Any
 
@@ -104,3 +105,17 @@ def _why_not(value: Any) -> str:
     if isinstance(value, date | time | timedelta):
         return f"{article} {name} is not JSON (keep an ISO 8601 string)"
     return f"{article} {name} is not JSON"
+
+
+def encode_state(
+    state: Mapping[str, Any], encode: Callable[[Any, str], str] = encode_json
+) -> dict[str, str]:
+    """A run state's top-level keys and their values as JSON text (``encode``: how a value is
+    written, :func:`encode_json` by default), each named ``state/<key>`` in an error; a key
+    that is not a string is refused."""
+    encoded = {}
+    for key, value in state.items():
+        if not isinstance(key, str):
+            encode_json({key: value}, "state")  # (raises, naming the key)
+        encoded[key] = encode(value, join("state", key))
+    return encoded

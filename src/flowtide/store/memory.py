@@ -19,7 +19,6 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypeVar
 
-from flowtide.jsonpointer import join
 from flowtide.store.base import (
     ENDED_LIFECYCLES,
     RUNNABLE_LIFECYCLES,
@@ -31,7 +30,6 @@ from flowtide.store.base import (
     Expect,
     Lease,
     LeaseLost,
-    Lineage,
     NodeAnchor,
     ParkRecord,
     ParkStatus,
@@ -46,8 +44,9 @@ from flowtide.store.base import (
     TokenStatus,
     UnknownRunError,
     UnknownStoredFlow,
+    lineage_of,
 )
-from flowtide.store.jsonvalues import decode_json, encode_json
+from flowtide.store.jsonvalues import decode_json, encode_json, encode_state
 
 __all__ = ["MemoryStore"]
 
@@ -108,7 +107,7 @@ class MemoryStore(Store):
         if lease is not None and lease.run_id != run.id:
             raise ValueError(f"a lease on run {lease.run_id!r} cannot create run {run.id!r}")
         row = _RunRow.of(run, "run")
-        initial = _encoded_state(state)
+        initial = encode_state(state)
         if commit is not None and commit.lease is not None and commit.lease != lease:
             raise LeaseLost(f"run {run.id!r} is created without the lease its commit carries")
         step = self._prepared(commit, created=True) if commit is not None else None
@@ -165,7 +164,7 @@ class MemoryStore(Store):
             c,
             _RunRow.of(c.run, "run") if c.run is not None else None,
             [_TokenRow.of(t, f"tokens/{i}") for i, t in enumerate(c.tokens)],
-            _encoded_state(c.state or {}),
+            encode_state(c.state or {}),
             [_EventRow.of(e, f"events/{i}") for i, e in enumerate(c.events)],
             [_ScatterRow.of(s, f"scatter/{i}") for i, s in enumerate(c.scatter)],
             [_ParkRow.of(p, f"parks/{i}") for i, p in enumerate(c.parks)],
@@ -538,15 +537,10 @@ class _TokenRow:
     @classmethod
     def of(cls, token: TokenRecord, where: str) -> _TokenRow:
         data = encode_json(token.data, f"{where}/data")
-        return cls(replace(token, data={}, lineage=_lineage(token.lineage)), data)
+        return cls(replace(token, data={}, lineage=lineage_of(token.lineage)), data)
 
     def read(self) -> TokenRecord:
         return replace(self.record, data=decode_json(self.data))
-
-
-def _lineage(lineage: Iterable[Sequence[Any]]) -> Lineage:
-    """``lineage`` as tuples (a database keeps it as it keeps any other column)."""
-    return tuple((str(split), int(branch), int(count)) for split, branch, count in lineage)
 
 
 @dataclass(slots=True)
@@ -606,16 +600,6 @@ class _AnswerRow:
 
     def read(self) -> SignalAnswer:
         return replace(self.record, answer=decode_json(self.answer))
-
-
-def _encoded_state(state: Mapping[str, Any]) -> dict[str, str]:
-    """State keys and their values as JSON text (a key that is not a string is refused)."""
-    encoded = {}
-    for key, value in state.items():
-        if not isinstance(key, str):
-            encode_json({key: value}, "state")  # (raises, naming the key)
-        encoded[key] = encode_json(value, join("state", key))
-    return encoded
 
 
 @dataclass(slots=True)

@@ -9,16 +9,14 @@ read. Column order in the rows is the order of the ``SELECT`` lists of ``queries
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from flowtide.jsonpointer import join
 from flowtide.store.base import (
     Checkpoint,
     EventRecord,
     Lease,
-    Lineage,
     ParkRecord,
     ParkStatus,
     RunRecord,
@@ -26,8 +24,9 @@ from flowtide.store.base import (
     SignalAnswer,
     TokenRecord,
     TokenStatus,
+    lineage_of,
 )
-from flowtide.store.jsonvalues import decode_json, encode_json
+from flowtide.store.jsonvalues import decode_json, encode_json, encode_state
 
 __all__ = [
     "Params",
@@ -97,7 +96,7 @@ def token_params(run_id: str, token: TokenRecord, where: str) -> Params:
         "status": str(token.status),
         "attempt": token.attempt,
         "visit": token.visit,
-        "lineage": json.dumps([list(split) for split in _lineage(token.lineage)]),
+        "lineage": json.dumps([list(split) for split in lineage_of(token.lineage)]),
         "deadline": token.deadline,
         "due": token.due,
         "created_at": token.created_at,
@@ -108,12 +107,8 @@ def token_params(run_id: str, token: TokenRecord, where: str) -> Params:
 
 def state_params(run_id: str, state: Mapping[str, Any]) -> list[Params]:
     """One row per top-level key, its value as JSON (a key that is not a string is refused)."""
-    rows = []
-    for key, value in state.items():
-        if not isinstance(key, str):
-            encode_json({key: value}, "state")  # (raises, naming the key)
-        rows.append({"run_id": run_id, "key": key, "value": json_text(value, join("state", key))})
-    return rows
+    encoded = encode_state(state, json_text)
+    return [{"run_id": run_id, "key": key, "value": text} for key, text in encoded.items()]
 
 
 def event_params(run_id: str, event: EventRecord, where: str) -> Params:
@@ -167,11 +162,6 @@ def answer_params(answer: SignalAnswer, where: str) -> Params:
     }
 
 
-def _lineage(lineage: Iterable[Sequence[Any]]) -> Lineage:
-    """``lineage`` as tuples of (split id, branch index, branch count)."""
-    return tuple((str(split), int(branch), int(count)) for split, branch, count in lineage)
-
-
 # -- rows to records ------------
 
 
@@ -204,7 +194,7 @@ def token_of_row(run_id: str, row: Row) -> TokenRecord:
         status=TokenStatus(row[2]),
         attempt=row[3],
         visit=row[4],
-        lineage=_lineage(json.loads(row[5])),
+        lineage=lineage_of(json.loads(row[5])),
         deadline=row[6],
         due=row[7],
         created_at=row[8],

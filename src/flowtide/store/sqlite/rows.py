@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from flowtide.jsonpointer import join
 from flowtide.store.base import (
     ENDED_LIFECYCLES,
     RUNNABLE_LIFECYCLES,
@@ -22,7 +21,6 @@ from flowtide.store.base import (
     DueEntry,
     EventRecord,
     Lease,
-    Lineage,
     NodeAnchor,
     ParkRecord,
     ParkStatus,
@@ -31,8 +29,9 @@ from flowtide.store.base import (
     SignalAnswer,
     TokenRecord,
     TokenStatus,
+    lineage_of,
 )
-from flowtide.store.jsonvalues import decode_json, encode_json
+from flowtide.store.jsonvalues import decode_json, encode_json, encode_state
 
 __all__ = [
     "Params",
@@ -139,13 +138,9 @@ def read_run(row: sqlite3.Row) -> RunRecord:
 
 
 def state_params(run_id: str, state: Mapping[str, Any]) -> list[Params]:
-    """State keys and their values as JSON text (a key that is not a string is refused)."""
-    rows = []
-    for key, value in state.items():
-        if not isinstance(key, str):
-            encode_json({key: value}, "state")  # (raises, naming the key)
-        rows.append({"run_id": run_id, "key": key, "value": encode_json(value, join("state", key))})
-    return rows
+    """One row per top-level key, its value as JSON (a key that is not a string is refused)."""
+    encoded = encode_state(state)
+    return [{"run_id": run_id, "key": key, "value": text} for key, text in encoded.items()]
 
 
 # -- tokens and events ------------
@@ -159,17 +154,13 @@ def token_params(run_id: str, token: TokenRecord, where: str) -> Params:
         "status": str(token.status),
         "attempt": token.attempt,
         "visit": token.visit,
-        "lineage": json.dumps(_lineage(token.lineage), separators=(",", ":")),
+        "lineage": json.dumps(lineage_of(token.lineage), separators=(",", ":")),
         "deadline": maybe_micros(token.deadline),
         "due": maybe_micros(token.due),
         "created_at": maybe_micros(token.created_at),
         "data": encode_json(token.data, f"{where}/data"),
         "epoch": token.epoch,
     }
-
-
-def _lineage(lineage: Iterable[Sequence[Any]]) -> Lineage:
-    return tuple((str(split), int(branch), int(count)) for split, branch, count in lineage)
 
 
 def read_token(row: sqlite3.Row) -> TokenRecord:
@@ -180,7 +171,7 @@ def read_token(row: sqlite3.Row) -> TokenRecord:
         status=TokenStatus(row["status"]),
         attempt=row["attempt"],
         visit=row["visit"],
-        lineage=_lineage(json.loads(row["lineage"])),
+        lineage=lineage_of(json.loads(row["lineage"])),
         deadline=maybe_instant(row["deadline"]),
         due=maybe_instant(row["due"]),
         created_at=maybe_instant(row["created_at"]),
