@@ -37,7 +37,7 @@ from flowtide.store.base import (
     Commit,
     TokenRecord,
 )
-from flowtide.store.jsonvalues import NotJSONError, check_json
+from flowtide.store.jsonvalues import NotJSONError
 
 
 @dataclass(slots=True)
@@ -201,14 +201,12 @@ class Attempts(RunCore):
             changes = self.merger.changes(base, state)
             changed = changes[0]
             limit = self.host.max_value_bytes
+            # (JSON, and within the size limit: checked in one pass)
             if changed:
-                check_json(changed, "state")
                 check_sizes(changed, "state", limit)
             if update:
-                check_json(dict(update), "update")
                 check_sizes(update, "update", limit)
             if park is not None:
-                check_json(park.payload, "park payload")
                 check_size(park.payload, "park payload", limit)
         except (UndeclaredOutputError, NotJSONError, ValueTooLargeError) as exc:
             return Attempt("error", error=exc)

@@ -12,7 +12,7 @@ from typing import Any
 
 from flowtide.engine.errors import EngineError
 from flowtide.jsonpointer import join
-from flowtide.store.jsonvalues import encode_json
+from flowtide.store.jsonvalues import check_json, encode_json
 
 __all__ = ["DEFAULT_MAX_VALUE_BYTES", "ValueTooLargeError", "check_size", "check_sizes"]
 
@@ -37,8 +37,10 @@ class ValueTooLargeError(EngineError, ValueError):
 
 
 def check_size(value: Any, where: str, limit: int | None) -> None:
-    """Raise :class:`ValueTooLargeError` if ``value`` (JSON) is over ``limit`` bytes."""
+    """Raise :class:`~flowtide.store.jsonvalues.NotJSONError` if ``value`` is not JSON, and
+    :class:`ValueTooLargeError` if it is over ``limit`` bytes as JSON (one pass for both)."""
     if limit is None:
+        check_json(value, where)
         return
     size = len(encode_json(value, where).encode("utf-8"))
     if size > limit:
@@ -47,8 +49,8 @@ def check_size(value: Any, where: str, limit: int | None) -> None:
 
 def check_sizes(values: Mapping[str, Any], where: str, limit: int | None) -> None:
     """:func:`check_size` of each value of ``values`` (top-level state keys), at
-    ``where/key``."""
-    if limit is None:
-        return
+    ``where/key``; a key that is not a string is refused, as JSON refuses it."""
     for key, value in values.items():
+        if not isinstance(key, str):
+            check_json({key: value}, where)  # (raises, naming the key)
         check_size(value, join(where, key), limit)
