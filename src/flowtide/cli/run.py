@@ -16,7 +16,6 @@ from typing import Annotated, Any
 import typer
 from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
 
 from flowtide.cli.code import Code, current_directory_first, load_modules
 from flowtide.cli.common import (
@@ -30,7 +29,15 @@ from flowtide.cli.common import (
 )
 from flowtide.cli.inputs import LIFECYCLE_STYLE, flows_to_run, parse_deadline, parse_state
 from flowtide.cli.operate import start
-from flowtide.cli.stores import DEFAULT, StoreOption, opened, relative, shown_store
+from flowtide.cli.stores import (
+    DEFAULT,
+    StoreOption,
+    event_json,
+    event_table,
+    opened,
+    relative,
+    shown_store,
+)
 from flowtide.engine import Engine, Lifecycle, RunResult
 from flowtide.model.flow import Flow
 
@@ -60,7 +67,7 @@ async def _run_flows(
             result = await _wait_parked(engine, url, first, stop)
         if result is None:
             return None, first.run_id, []
-        history = [_event(e) for e in await engine.history(result.run_id)]
+        history = [event_json(e) for e in await engine.history(result.run_id)]
         return result, result.run_id, history
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -124,17 +131,6 @@ async def waiting_line(engine: Engine, url: str, run_id: str) -> str:
         f"[yellow]waiting[/]: {where} [dim]· signal it: flowtide signal {escape(how)} "
         f"--store {escape(shown_store(url))} · Ctrl-C leaves the run in the store[/]"
     )
-
-
-def _event(e: Any) -> dict[str, Any]:
-    return {
-        "seq": e.seq,
-        "kind": e.kind,
-        "at": e.at.isoformat(),
-        "placement": e.placement,
-        "attempt": e.attempt,
-        "data": e.data,
-    }
 
 
 def print_result(result: RunResult) -> None:
@@ -227,17 +223,7 @@ def run(
     else:
         print_result(result)
         if history:
-            table = Table("seq", "at", "event", "placement", "attempt", "data")
-            for e in events:
-                table.add_row(
-                    str(e["seq"]),
-                    e["at"],
-                    e["kind"],
-                    escape(str(e["placement"] or "")),
-                    str(e["attempt"] or ""),
-                    escape(json.dumps(e["data"], default=str)),
-                )
-            out.print(table)
+            out.print(event_table(events))
     if result.lifecycle is not Lifecycle.COMPLETED:
         raise typer.Exit(ExitCode.FAILURE)
 

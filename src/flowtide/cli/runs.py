@@ -22,6 +22,8 @@ from flowtide.cli.stores import (
     StoreOption,
     client,
     emit_json,
+    event_json,
+    event_table,
     opened,
     relative,
     unknown_run,
@@ -236,17 +238,7 @@ def history(
     if json_output:
         emit_json(events)
         return
-    table = Table("seq", "at", "event", "placement", "attempt", "data")
-    for e in events:
-        table.add_row(
-            str(e["seq"]),
-            e["at"].isoformat(),
-            e["kind"],
-            escape(str(e["placement"] or "")),
-            str(e["attempt"] or ""),
-            escape(json.dumps(e["data"], default=str)),
-        )
-    out.print(table)
+    out.print(event_table(events))
 
 
 async def _history(url: str, run_id: str) -> list[dict[str, Any]]:
@@ -256,18 +248,7 @@ async def _history(url: str, run_id: str) -> list[dict[str, Any]]:
             events = await store.history(run_id)
         except UnknownRunError as exc:
             raise unknown_run(exc, url) from None
-        return [
-            {
-                "seq": e.seq,
-                "kind": e.kind,
-                "at": e.at,
-                "placement": e.placement,
-                "attempt": e.attempt,
-                "token_id": e.token_id,
-                "data": e.data,
-            }
-            for e in events
-        ]
+        return [event_json(e) for e in events]
     finally:
         await store.close()
 

@@ -11,11 +11,13 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
 from flowtide.authoring.nodes import NodeRegistry
 from flowtide.cli.common import BadInput, out
 from flowtide.engine import Engine
-from flowtide.store.base import Store, StoreOpenError, UnknownRunError
+from flowtide.store.base import EventRecord, Store, StoreOpenError, UnknownRunError
 from flowtide.store.urls import DEFAULT_STORE, open_store, redact
 
 STORE_VARIABLE = "FLOWTIDE_STORE"
@@ -64,6 +66,35 @@ async def client(
 
 def unknown_run(exc: UnknownRunError, url: str) -> BadInput:
     return BadInput(f"no run {exc.run_id!r} in {redact(url)}")
+
+
+def event_json(event: EventRecord) -> dict[str, Any]:
+    """One history event as the commands print it in JSON (its instant as ISO text)."""
+    return {
+        "seq": event.seq,
+        "kind": event.kind,
+        "at": event.at.isoformat(),
+        "run_id": event.run_id,
+        "placement": event.placement,
+        "attempt": event.attempt,
+        "token_id": event.token_id,
+        "data": event.data,
+    }
+
+
+def event_table(events: list[dict[str, Any]]) -> Table:
+    """Events (as :func:`event_json` gives them) as a table, one row each."""
+    table = Table("seq", "at", "event", "placement", "attempt", "data")
+    for e in events:
+        table.add_row(
+            str(e["seq"]),
+            e["at"],
+            e["kind"],
+            escape(str(e["placement"] or "")),
+            str(e["attempt"] or ""),
+            escape(json.dumps(e["data"], default=str)),
+        )
+    return table
 
 
 def emit_json(data: Any) -> None:

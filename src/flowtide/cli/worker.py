@@ -17,7 +17,14 @@ from rich.markup import escape
 
 from flowtide.cli.code import Code, current_directory_first, load_modules
 from flowtide.cli.common import NodesOption, guarded, out
-from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, opened, shown_store
+from flowtide.cli.stores import (
+    DEFAULT,
+    JsonOption,
+    StoreOption,
+    event_json,
+    opened,
+    shown_store,
+)
 from flowtide.engine import Engine
 from flowtide.engine.leases import LEASE_TTL
 from flowtide.store.base import EventRecord
@@ -136,16 +143,7 @@ def _text_line(event: EventRecord) -> None:
 
 
 def _json_line(event: EventRecord) -> None:
-    data = {
-        "at": event.at.isoformat(),
-        "run_id": event.run_id,
-        "seq": event.seq,
-        "kind": event.kind,
-        "placement": event.placement,
-        "attempt": event.attempt,
-        "data": event.data,
-    }
-    print(json.dumps(data, default=str), flush=True)
+    print(json.dumps(event_json(event), default=str), flush=True)
 
 
 __all__ = ["worker"]
