@@ -172,7 +172,14 @@ async def check(store: Store, run_id: str) -> list[str]:
     if twice:
         problems.append(f"{run_id}: placements with more than one token {twice}")
     problems += _transitions(run_id, history)
+    if problems:
+        problems.append(f"{run_id}: history\n" + "\n".join(_line(e) for e in history))
     return problems
+
+
+def _line(event: EventRecord) -> str:
+    where = event.placement or ""
+    return f"  {event.seq:3} {event.at.isoformat()} {event.kind} {where} {event.data}"
 
 
 def _transitions(run_id: str, history: list[EventRecord]) -> list[str]:

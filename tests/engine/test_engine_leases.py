@@ -163,3 +163,52 @@ async def test_a_worker_runs_subflows_from_the_documents_the_run_was_started_wit
         await store.close()
     assert result.lifecycle is Lifecycle.COMPLETED
     assert result.state["child"] == "ran"
+
+
+seen_signals: list[tuple[str, Any]] = []
+"""(engine owner, ctx.signal) of every attempt of ``slow_approval`` after its park."""
+
+
+@node(outputs=["approved"], register=False)
+async def slow_approval(ctx: NodeContext) -> Any:
+    if ctx.signal is None:
+        return Park(key=f"approve:{ctx.run_id}")
+    seen_signals.append((ctx.state.get("worker", ""), ctx.signal))
+    await ctx.clock.sleep(timedelta(seconds=100))  # (the worker freezes in here)
+    return "approved"
+
+
+async def test_a_signalled_attempt_run_again_after_a_takeover_sees_the_signal() -> None:
+    seen_signals.clear()
+    clock = VirtualClock(T0)
+    store = fresh_store()
+    flow = (
+        FlowBuilder("urn:test:flow:slow-approval")
+        .task("ask", slow_approval, {"approved": "end"})
+        .terminal("end", "approved")
+        .build()
+    )
+    frozen = Engine(clock=clock, store=store, owner="frozen", lease_ttl=timedelta(seconds=30))
+    rescuer = Engine(clock=clock, store=store, owner="rescuer", lease_ttl=timedelta(seconds=30))
+    try:
+        handle = await frozen.start(flow, {"worker": "frozen"})
+        await clock.advance(timedelta(seconds=1))
+        await frozen.signal(key=f"approve:{handle.run_id}", payload={"ok": True})
+        await clock.advance(timedelta(seconds=1))
+        # The worker that resumed the node stops renewing in the middle of its attempt.
+        frozen._renewer.close()
+        await frozen.sweeper.close()
+        rescuer.sweeper  # noqa: B018
+        await clock.advance(timedelta(seconds=200))
+        result = await rescuer.wait(handle.run_id)
+        history = await rescuer.history(handle.run_id)
+    finally:
+        await frozen.close()
+        await rescuer.close()
+        await clock.aclose()
+        await store.close()
+    # The attempt was run again with the signal that resumed it, not parked a second time.
+    assert seen_signals == [("frozen", {"ok": True}), ("frozen", {"ok": True})]
+    assert (result.lifecycle, result.outcome) == (Lifecycle.COMPLETED, "approved")
+    assert kinds(history).count("parked") == 1
+    assert kinds(history).count("node_started") == 3

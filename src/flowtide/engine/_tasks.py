@@ -88,7 +88,9 @@ class Tasks(Joins):
                 if self.end is not None or token.status is S.CANCELLED:
                     return None
                 fired = token.data.pop("fired", None)
-                signal = token.data.pop("signal", None)
+                # (Kept on the token until the attempt ends: an attempt run again after a
+                # crash sees the signal that resumed it.)
+                signal = token.data.get("signal")
                 events = []
                 if fired == "retry":
                     events.append(self.event(token, TimerFired(purpose="retry")))
@@ -236,6 +238,7 @@ class Tasks(Joins):
         request = attempt.park
         assert request is not None
         now = self.clock.now()
+        token.data.pop("signal", None)  # (a new park waits for a new signal)
         anchors, due = self.arm(token, p.id, settings, now)
         if token.deadline is not None and token.deadline <= now:
             timeout = Attempt("timeout", deadline=token.deadline)
