@@ -25,6 +25,7 @@ def block(ctx: NodeContext) -> str:
 @node(id="crash:wait-for-ok", outputs=["approved"], timeout="PT0.3S")
 async def wait_for_ok(ctx: NodeContext) -> Any:
     if ctx.signal is not None:
+        await asyncio.sleep(0.02)  # (a kill may land in a resumed attempt)
         return "approved"
     return Park(key=f"ok-{ctx.run_id}")
 
