@@ -7,7 +7,6 @@ engine only through this protocol.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Sequence
 from concurrent.futures import Executor
@@ -15,20 +14,11 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from flowtide.clock import Clock
+from flowtide.engine.children import StartedChild
 from flowtide.engine.contracts import OutputContracts
 from flowtide.engine.result import RunResult
 from flowtide.engine.scope import CancelScope
 from flowtide.store.base import EventRecord, RunRecord, Store, TokenRecord
-
-
-class ChildRun(Protocol):
-    """A child run started for a subflow or a scatter item."""
-
-    @property
-    def run(self) -> RunRecord: ...
-
-    @property
-    def done(self) -> asyncio.Future[RunResult]: ...
 
 
 class RunHost(Protocol):
@@ -74,8 +64,10 @@ class RunHost(Protocol):
         scope: CancelScope,
         token: TokenRecord | None,
         item: Any,
-    ) -> ChildRun:
-        """Create and start a child run of ``parent`` in ``scope``."""
+        run_id: str,
+    ) -> StartedChild:
+        """Child run ``run_id`` of ``parent``: created and started in ``scope``, or found
+        again if it was started before (see :mod:`flowtide.engine.children`)."""
 
     def let_go(self, executor: object) -> None:
         """The run is quiescent: nothing of it stays in memory."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -13,6 +12,7 @@ from flowtide.engine._attempts import Attempt
 from flowtide.engine._core import COMPUTE
 from flowtide.engine._parking import Parking
 from flowtide.engine._records import timed_out
+from flowtide.engine.children import child_run_id
 from flowtide.engine.deadlines import (
     attempt_deadline,
 )
@@ -78,6 +78,7 @@ class Subflows(Parking):
             child_state,
             settings,
             key=token.id,
+            started_at=f"{token.id}/{token.visit}/{token.attempt}",
             item=None,
             token=token,
             deadline=token.deadline,
@@ -133,13 +134,16 @@ class Subflows(Parking):
         settings: NodeSettings,
         *,
         key: str,
+        started_at: str,
         item: Any,
         token: TokenRecord | None,
         parent: CancelScope | None = None,
         deadline: datetime | None = COMPUTE,
     ) -> tuple[Attempt, RunResult | None]:
         """Run ``flow_id`` as a child run in a child scope bounded by ``settings``' window
-        (``deadline``: already resolved by the caller)."""
+        (``deadline``: already resolved by the caller). ``started_at`` names this start (token,
+        visit, attempt, item): the child's id is derived from it, so a start made again after
+        a crash waits for the child it had started (see :mod:`flowtide.engine.children`)."""
         depth = self.run.depth + 1
         if depth > self.flow.max_depth:
             err = RecursionDepthError(placement, flow_id, self.flow.max_depth)
@@ -155,17 +159,20 @@ class Subflows(Parking):
         scope = (parent or self.root).child(placement)
         window = ScopeDeadline(self.clock, scope, deadline)
         self.running[key] = (placement, scope)
+        run_id = child_run_id(self.run.id, started_at)
         try:
-            child = await self.host.start_child(self.run, flow_id, state, scope, token, item)
-            if token is not None:
+            child = await self.host.start_child(
+                self.run, flow_id, state, scope, token, item, run_id
+            )
+            if token is not None and child.created:
                 await self.commit(
                     Commit(
                         self.run.id,
-                        events=[self.event(token, SubflowStarted(child=child.run.id))],
+                        events=[self.event(token, SubflowStarted(child=run_id))],
                     ),
                     unless_ended=True,
                 )
-            result = await asyncio.shield(child.done)
+            result = await child.ended()
         except Exception as exc:
             return Attempt("error", error=exc), None
         finally:

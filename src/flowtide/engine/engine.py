@@ -26,10 +26,10 @@ from flowtide.engine._addressing import find_park
 from flowtide.engine._commit import commit_step
 from flowtide.engine._executor import RunExecutor
 from flowtide.engine._hooks import HookDelivery
-from flowtide.engine._host import ChildRun
 from flowtide.engine._signals import refusal
 from flowtide.engine._waiters import RunWaiters
 from flowtide.engine.catalog import FlowCatalog
+from flowtide.engine.children import ChildRuns, StartedChild
 from flowtide.engine.contracts import OutputContracts
 from flowtide.engine.errors import (
     EngineError,
@@ -134,6 +134,15 @@ class Engine:
         self.hooks: list[Hook] = list(hooks)
         self.random = random
         self._catalog = FlowCatalog(self.store, self.resolve)
+        self._children = ChildRuns(
+            store=self.store,
+            clock=self.clock,
+            catalog=self._catalog,
+            create=self._create_child,
+            wait=self.wait,
+            cancel=self.cancel_nowait,
+            deadline=_deadline,
+        )
         self._renewer = LeaseRenewer(
             self.store, self.clock, self.owner, lease_ttl, lambda: self._runs, self._discard
         )
@@ -310,32 +319,9 @@ class Engine:
         ex = await self._create(self.plan(run.flow_id), run, state, None)
         ex.launch(entrypoint)
 
-    async def _start_child(
-        self,
-        parent: RunRecord,
-        flow_id: str,
-        state: dict[str, Any],
-        scope: CancelScope,
-        token: TokenRecord | None,
-        item: Any,
+    async def _create_child(
+        self, plan: FlowPlan, run: RunRecord, state: dict[str, Any], scope: CancelScope
     ) -> RunExecutor:
-        plan, digest = await self._catalog.plan_of_child(parent, flow_id)
-        now = self.clock.now()
-        options: dict[str, Any] = {"flow_digest": digest, "flows": parent.options.get("flows", {})}
-        if item is not None:
-            options["item"] = item
-        run = RunRecord(
-            id=uuid.uuid4().hex,
-            flow_id=flow_id,
-            flow_version=plan.flow.version,
-            lifecycle=_PENDING,
-            created_at=now,
-            deadline=_deadline(plan.flow.deadline, now),
-            parent_run_id=parent.id,
-            parent_token_id=token.id if token is not None else None,
-            depth=parent.depth + 1,
-            options=options,
-        )
         ex = await self._create(plan, run, state, scope, stored=True)
         ex.launch(None)
         return ex
@@ -475,9 +461,13 @@ class Engine:
                 await asyncio.sleep(0)
             held = self._runs.get(lease.run_id)
             if held is not None and not held.released:
-                held.lease = lease
-                done += await self._fire_due(held, now)
-                continue
+                if held.lease is None or held.lease.epoch == lease.epoch:
+                    held.lease = lease
+                    done += await self._fire_due(held, now)
+                    continue
+                # Taken by another engine meanwhile (a signal, a cancel) and given back: what
+                # is held here is out of date. Rebuilt below.
+                self._discard(held)
             try:
                 await self._executor(lease.run_id, lease, now)
                 done += 1
@@ -759,8 +749,11 @@ class _EngineHost:
         scope: CancelScope,
         token: TokenRecord | None,
         item: Any,
-    ) -> ChildRun:
-        return await self._engine._start_child(parent, flow_id, state, scope, token, item)
+        run_id: str,
+    ) -> StartedChild:
+        return await self._engine._children.start(
+            parent, flow_id, state, scope, token, item, run_id
+        )
 
     def let_go(self, executor: object) -> None:
         self._engine._forget(executor)

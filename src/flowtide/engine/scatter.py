@@ -368,6 +368,7 @@ class ScatterRun:
             state,
             ex.plan.settings[p.id],
             key=run_key,
+            started_at=f"{run_key}/{self.token.visit}/{self.token.attempt}",
             item=item,
             token=None,
             parent=self.scope,

@@ -1,0 +1,125 @@
+"""Child runs: the runs a subflow placement or a scatter's flow body starts.
+
+A child is a run of its own in the store (``parent_run_id``, ``parent_token_id``), with its own
+lease: a signal to it, a takeover of it or its end may happen in any engine. So its parent
+waits for its end as any caller of :meth:`~flowtide.engine.Engine.wait` does, whichever engine
+drives it, never for one executor in memory.
+
+Its id is derived from where it was started (the parent run, the token, its visit and attempt,
+the scatter item): a parent rebuilt after a crash, or taken over by another worker, finds the
+child it had started and waits for it again, instead of starting the same work twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from flowtide.clock import Clock
+from flowtide.engine.catalog import FlowCatalog
+from flowtide.engine.errors import EngineError
+from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.plan import FlowPlan
+from flowtide.engine.result import RunResult
+from flowtide.engine.scope import Cancellation, CancelScope
+from flowtide.store.base import RunRecord, Store, TokenRecord, UnknownRunError
+
+__all__ = ["ChildRuns", "StartedChild", "child_run_id"]
+
+_NAMESPACE = uuid.UUID("6f1c2d0e-5b7a-4c8e-9a43-0d2f6b1e7c55")
+
+Create = Callable[[FlowPlan, RunRecord, dict[str, Any], CancelScope], Awaitable[object]]
+"""Creates ``run`` in the store, held by this engine, and starts driving it in ``scope``."""
+
+
+def child_run_id(parent_run_id: str, started_at: str) -> str:
+    """The id of the child run that ``started_at`` (the token, visit, attempt and item) of
+    ``parent_run_id`` starts: the same every time that start is made again."""
+    return uuid.uuid5(_NAMESPACE, f"{parent_run_id}/{started_at}").hex
+
+
+@dataclass(frozen=True, slots=True)
+class StartedChild:
+    """A child run, and whether this call created it (False: it had been started before)."""
+
+    run: RunRecord
+    created: bool
+    ended: Callable[[], Awaitable[RunResult]]
+    """Its result once it has ended, wherever it is driven."""
+
+
+class ChildRuns:
+    """Starts child runs, or finds them again, for the engine's executors."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        catalog: FlowCatalog,
+        create: Create,
+        wait: Callable[[str], Awaitable[RunResult]],
+        cancel: Callable[[str, str | None], bool],
+        deadline: Callable[[timedelta | None, datetime], datetime | None],
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._catalog = catalog
+        self._create = create
+        self._wait = wait
+        self._cancel = cancel
+        self._deadline = deadline
+
+    async def start(
+        self,
+        parent: RunRecord,
+        flow_id: str,
+        state: dict[str, Any],
+        scope: CancelScope,
+        token: TokenRecord | None,
+        item: Any,
+        run_id: str,
+    ) -> StartedChild:
+        """Child ``run_id`` of ``parent``: created and started in ``scope``, or, if it exists
+        already, the one that was started. A cancel of ``scope`` then cancels it."""
+        found = await self._existing(parent, run_id)
+        if found is not None:
+            # Driven elsewhere, or here without this scope: a cancel of the scope reaches it
+            # through the store.
+            scope.on_cancel(lambda c: self._cancel_child(run_id, c))
+            return StartedChild(found, False, lambda: self._wait(run_id))
+        plan, digest = await self._catalog.plan_of_child(parent, flow_id)
+        now = self._clock.now()
+        options: dict[str, Any] = {"flow_digest": digest, "flows": parent.options.get("flows", {})}
+        if item is not None:
+            options["item"] = item
+        run = RunRecord(
+            id=run_id,
+            flow_id=flow_id,
+            flow_version=plan.flow.version,
+            lifecycle=Lifecycle.PENDING.value,
+            created_at=now,
+            deadline=self._deadline(plan.flow.deadline, now),
+            parent_run_id=parent.id,
+            parent_token_id=token.id if token is not None else None,
+            depth=parent.depth + 1,
+            options=options,
+        )
+        await self._create(plan, run, state, scope)
+        return StartedChild(run, True, lambda: self._wait(run_id))
+
+    async def _existing(self, parent: RunRecord, run_id: str) -> RunRecord | None:
+        try:
+            run = await self._store.get_run(run_id)
+        except UnknownRunError:
+            return None
+        if run.parent_run_id != parent.id:
+            raise EngineError(f"run {run_id!r} exists but is not a child of run {parent.id!r}")
+        return run
+
+    def _cancel_child(self, run_id: str, cancellation: Cancellation) -> None:
+        reason = cancellation.message or f"its parent's {cancellation.reason.value}"
+        self._cancel(run_id, reason)

@@ -1,0 +1,163 @@
+"""Child runs (subflows) are runs of their own in the store: signalled from another process,
+taken over with their parent, cancelled with it, never started twice for one visit."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from flowtide.authoring import FlowBuilder, node
+from flowtide.clock import VirtualClock
+from flowtide.engine import Engine, Lifecycle, NodeContext, Park
+from flowtide.engine.children import child_run_id
+from flowtide.model import Flow
+from flowtide.store import Store
+from tests.engine.engine_helpers import T0, at, fresh_store, kinds, of_kind
+
+pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
+
+ran: list[str] = []
+"""The owner of the engine that ran each attempt of ``slow_child``."""
+
+
+@node(outputs=["approved"], register=False)
+async def child_approval(ctx: NodeContext) -> Any:
+    if ctx.signal is not None:
+        ctx.state["answer"] = ctx.signal.get("answer")
+        return "approved"
+    return Park(key=f"approve:{ctx.state['order']}")
+
+
+@node(outputs=["done"], register=False)
+async def slow_child(ctx: NodeContext) -> str:
+    ran.append(ctx.state.get("worker", ""))
+    await ctx.clock.sleep(timedelta(seconds=100))
+    ctx.state["answer"] = "slow"
+    return "done"
+
+
+def parent_of(child: Flow) -> Flow:
+    return (
+        FlowBuilder(f"{child.id}:parent")
+        .subflow("sub", child, {"success": "end"}, output={"answer": "answer"})
+        .terminal("end", "done")
+        .build()
+    )
+
+
+def approval_child() -> Flow:
+    b = FlowBuilder("urn:test:flow:child-approval").task("ask", child_approval, {"approved": "end"})
+    return b.terminal("end").build()
+
+
+def slow_child_flow() -> Flow:
+    b = FlowBuilder("urn:test:flow:slow-child").task("work", slow_child, {"done": "end"})
+    return b.terminal("end").build()
+
+
+async def until_parked(store: Store, clock: VirtualClock, key: str) -> str:
+    """The run id of the open park at ``key``, once there is one."""
+    for _ in range(200):
+        parks = await store.parks(key=key, open_only=True)
+        if parks:
+            return parks[0].run_id
+        await clock.sleep(timedelta(seconds=1))
+    raise AssertionError(f"nothing parked at {key!r}")
+
+
+async def children_of(store: Store, parent_id: str) -> list[str]:
+    return [r.id for r in await store.list_runs() if r.parent_run_id == parent_id]
+
+
+async def test_a_parked_child_signalled_by_a_client_finishes_its_parent() -> None:
+    child = approval_child()
+    parent = parent_of(child)
+    clock = VirtualClock(T0, autojump=True)
+    store = fresh_store()
+    client = Engine(clock=clock, store=store, flows=[parent, child], executes=False)
+    worker = Engine(clock=clock, store=store)  # drives the parent and its child
+    try:
+        worker.sweeper  # noqa: B018
+        handle = await client.start(parent, {"order": "o1"})
+        child_id = await until_parked(store, clock, "approve:o1")
+        # The client takes the child from the worker that holds it, signals, and gives it
+        # back; the worker notices that what it held is out of date and drives it again.
+        await client.signal(key="approve:o1", payload={"answer": "yes"})
+        result = await asyncio.wait_for(client.wait(handle.run_id), 60)
+        history = await client.history(handle.run_id)
+    finally:
+        await client.close()
+        await worker.close()
+        await clock.aclose()
+        await store.close()
+    assert (result.lifecycle, result.outcome) == (Lifecycle.COMPLETED, "done")
+    assert result.state["answer"] == "yes"
+    (finished,) = of_kind(history, "subflow_finished")
+    assert finished.data["child"] == child_id
+
+
+async def test_a_parent_taken_over_waits_for_the_child_it_had_started() -> None:
+    ran.clear()
+    child = slow_child_flow()
+    parent = parent_of(child)
+    clock = VirtualClock(T0)
+    store = fresh_store()
+    ttl = timedelta(seconds=30)
+    frozen = Engine(clock=clock, store=store, flows=[parent, child], owner="frozen", lease_ttl=ttl)
+    rescuer = Engine(clock=clock, store=store, owner="rescuer", lease_ttl=ttl)
+    try:
+        handle = await frozen.start(parent, {"worker": "frozen"})
+        await clock.advance(timedelta(seconds=1))
+        # The worker that drives the parent and its child stops renewing their leases.
+        frozen._renewer.close()
+        await frozen.sweeper.close()
+        rescuer.sweeper  # noqa: B018
+        await clock.advance(timedelta(seconds=200))
+        result = await asyncio.wait_for(rescuer.wait(handle.run_id), 60)
+        history = await rescuer.history(handle.run_id)
+        children = await children_of(store, handle.run_id)
+    finally:
+        await frozen.close()
+        await rescuer.close()
+        await clock.aclose()
+        await store.close()
+    assert (result.lifecycle, result.state["answer"]) == (Lifecycle.COMPLETED, "slow")
+    # One child for the one visit: taken over with its parent (its node ran again, at least
+    # once), not started a second time by the rebuilt parent.
+    assert children == [child_run_id(handle.run_id, f"{handle.run_id}.1/1/1")]
+    assert ran == ["frozen", "frozen"]
+    assert kinds(history).count("subflow_started") == 1
+    (finished,) = of_kind(history, "run_finished")
+    assert finished.at == at(30) + timedelta(seconds=100)
+
+
+async def test_cancelling_a_parent_cancels_a_child_driven_apart_from_it() -> None:
+    child = approval_child()
+    parent = parent_of(child)
+    clock = VirtualClock(T0, autojump=True)
+    store = fresh_store()
+    ttl = timedelta(seconds=30)
+    first = Engine(clock=clock, store=store, flows=[parent, child], owner="first", lease_ttl=ttl)
+    second = Engine(clock=clock, store=store, owner="second", lease_ttl=ttl)
+    try:
+        handle = await first.start(parent, {"order": "o2"})
+        child_id = await until_parked(store, clock, "approve:o2")
+        # The first worker stops; the second takes both runs over, apart from each other.
+        first._renewer.close()
+        await first.sweeper.close()
+        second.sweeper  # noqa: B018
+        await clock.sleep(timedelta(seconds=60))
+        assert set(second.held_runs()) == {handle.run_id, child_id}
+        assert await second.cancel(handle.run_id, "order withdrawn")
+        result = await asyncio.wait_for(second.wait(handle.run_id), 60)
+        child_result = await asyncio.wait_for(second.wait(child_id), 60)
+    finally:
+        await first.close()
+        await second.close()
+        await clock.aclose()
+        await store.close()
+    assert result.lifecycle is Lifecycle.CANCELLED
+    assert child_result.lifecycle is Lifecycle.CANCELLED
