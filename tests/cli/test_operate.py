@@ -132,3 +132,44 @@ def test_a_store_that_cannot_be_opened_is_one_line_without_its_password(tmp_path
     result = runner.invoke(app, ["runs", "--store", "mysql://x@y/z"])
     assert result.exit_code == ExitCode.BAD_INPUT
     assert "unknown kind of store 'mysql'" in result.stderr
+
+
+def test_a_parent_shows_where_its_subflows_child_waits(
+    store: str, worker: subprocess.Popen[bytes], tmp_path: Path
+) -> None:
+    parent = tmp_path / "parent.yaml"
+    parent.write_text(
+        json.dumps(
+            {
+                "id": "urn:test:flow:order",
+                "entrypoints": {"main": "pay"},
+                "placements": [
+                    {
+                        "id": "pay",
+                        "kind": "subflow",
+                        "flow": "urn:flowtide:example:checkout-node-anchor",
+                        "routes": {"success": "done", "error": "done"},
+                    },
+                    {"id": "done", "kind": "terminal", "outcome": "done"},
+                ],
+            }
+        )
+    )
+    run = cli("start", str(parent), "--with", str(CHECKOUT), "--store", store)["run_id"]
+    (park,) = until(lambda: cli("show", run, "--store", store)["parks"], "the child parks")
+    child = park["run_id"]
+    assert (park["placement"], park["key"]) == ("collect-payment", f"charge-{child}-1")
+    text = runner.invoke(app, ["show", run, "--store", store])
+    assert text.exit_code == ExitCode.OK, text.output
+    shown = " ".join(text.stdout.split())
+    assert "at pay: running, attempt 1" in shown  # (a token with no window)
+    assert f"parked at collect-payment in child run {child}" in shown
+    cli(
+        "signal", "--key", f"charge-{child}-1", "--payload", '{"gateway": "paid"}',
+        "--nodes", NODES, "--store", store,
+    )  # fmt: skip
+    done = until(
+        lambda: (s := cli("show", run, "--store", store))["lifecycle"] == "completed" and s,
+        "the parent ends",
+    )
+    assert done["outcome"] == "done"

@@ -39,6 +39,11 @@ async def slow_child(ctx: NodeContext) -> str:
     return "done"
 
 
+@node(outputs=["go"], register=False)
+async def fork(ctx: NodeContext) -> str:
+    return "go"
+
+
 def parent_of(child: Flow) -> Flow:
     return (
         FlowBuilder(f"{child.id}:parent")
@@ -161,3 +166,84 @@ async def test_cancelling_a_parent_cancels_a_child_driven_apart_from_it() -> Non
         await store.close()
     assert result.lifecycle is Lifecycle.CANCELLED
     assert child_result.lifecycle is Lifecycle.CANCELLED
+
+
+async def test_a_parent_whose_child_waits_parked_is_parked_and_says_where() -> None:
+    child = approval_child()
+    parent = parent_of(child)
+    clock = VirtualClock(T0, autojump=True)
+    store = fresh_store()
+    engine = Engine(clock=clock, store=store, flows=[parent, child])
+    try:
+        parked = await asyncio.wait_for(engine.run(parent, {"order": "o3"}), 60)
+        stored = await store.get_run(parked.run_id)
+        child_id = await until_parked(store, clock, "approve:o3")
+        receipt = await engine.signal(key="approve:o3", payload={"answer": "later"})
+        result = await asyncio.wait_for(engine.wait(parked.run_id), 60)
+    finally:
+        await engine.close()
+        await clock.aclose()
+        await store.close()
+    assert parked.lifecycle is Lifecycle.PARKED and stored.lifecycle == "parked"
+    (waiting,) = parked.parked
+    assert (waiting.run_id, waiting.placement, waiting.key) == (child_id, "ask", "approve:o3")
+    assert receipt.run_id == child_id
+    assert (result.lifecycle, result.state["answer"]) == (Lifecycle.COMPLETED, "later")
+
+
+async def test_a_parent_with_a_parked_child_and_a_busy_branch_is_not_parked() -> None:
+    child = approval_child()
+    parent = (
+        FlowBuilder("urn:test:flow:two-branches")
+        .task("fork", fork, {"go": ["sub", "work"]})
+        .subflow("sub", child, {"success": "both"}, output={"answer": "answer"})
+        .task("work", slow_child, {"done": "both"})
+        .join("both", "all", {"success": "end"})
+        .terminal("end", "done")
+        .build()
+    )
+    clock = VirtualClock(T0)
+    store = fresh_store()
+    engine = Engine(clock=clock, store=store, flows=[parent, child])
+    try:
+        handle = await engine.start(parent, {"order": "o4"})
+        await clock.advance(timedelta(seconds=10))
+        assert (await store.get_run(handle.run_id)).lifecycle == "running"
+        # The busy branch ends: only the child's park is left, so the parent is parked.
+        parked = engine.wait_parked(handle.run_id)
+        await clock.advance(timedelta(seconds=100))
+        result = await asyncio.wait_for(parked, 60)
+        assert result.lifecycle is Lifecycle.PARKED
+        assert [p.key for p in result.parked] == ["approve:o4"]
+    finally:
+        await engine.close()
+        await clock.aclose()
+        await store.close()
+
+
+async def test_a_subflows_window_ends_while_its_child_waits_parked() -> None:
+    child = approval_child()
+    parent = (
+        FlowBuilder("urn:test:flow:bounded-parent")
+        .subflow("sub", child, {"success": "end", "timeout": "late"}, timeout="PT1H")
+        .terminal("end", "done")
+        .terminal("late", "late")
+        .build()
+    )
+    clock = VirtualClock(T0)
+    store = fresh_store()
+    engine = Engine(clock=clock, store=store, flows=[parent, child])
+    try:
+        handle = await engine.start(parent, {"order": "o5"})
+        await clock.advance(timedelta(minutes=1))
+        child_id = await until_parked(store, clock, "approve:o5")
+        assert (await store.get_run(handle.run_id)).lifecycle == "parked"
+        await clock.advance(timedelta(hours=1))
+        result = await asyncio.wait_for(engine.wait(handle.run_id), 60)
+        child_result = await asyncio.wait_for(engine.wait(child_id), 60)
+    finally:
+        await engine.close()
+        await clock.aclose()
+        await store.close()
+    assert (result.lifecycle, result.outcome) == (Lifecycle.COMPLETED, "late")
+    assert child_result.lifecycle is Lifecycle.TIMED_OUT  # (its parent's window ended)

@@ -39,6 +39,7 @@ from flowtide.cli.stores import (
     shown_store,
 )
 from flowtide.engine import Engine, Lifecycle, RunResult
+from flowtide.engine.children import open_parks
 from flowtide.model.flow import Flow
 
 
@@ -116,7 +117,7 @@ async def _wait_parked(
 async def waiting_line(engine: Engine, url: str, run_id: str) -> str:
     """What a parked run waits for: ``waiting: parked at X (key K), window ends in 9m 58s``."""
     now = datetime.now(UTC)
-    parks = await engine.store.parks(run_id=run_id, open_only=True)
+    parks = await open_parks(engine.store, run_id)  # (a subflow's child's parks too)
     if not parks:
         return "waiting: the run is moving"
     where = "; ".join(
@@ -126,7 +127,7 @@ async def waiting_line(engine: Engine, url: str, run_id: str) -> str:
         for p in parks
     )
     first = parks[0]
-    how = f"--key {first.key}" if first.key else f"{run_id} --placement {first.placement}"
+    how = f"--key {first.key}" if first.key else f"{first.run_id} --placement {first.placement}"
     return (
         f"[yellow]waiting[/]: {where} [dim]· signal it: flowtide signal {escape(how)} "
         f"--store {escape(shown_store(url))} · Ctrl-C leaves the run in the store[/]"
@@ -147,7 +148,8 @@ def print_result(result: RunResult) -> None:
     for p in result.parked:
         key = f", key {escape(p.key)}" if p.key else ""
         until = f", until {p.deadline.isoformat()}" if p.deadline else ""
-        out.print(f"  parked at {escape(p.placement)}{key}{until}")
+        child = f" in child run {escape(p.run_id)}" if p.run_id else ""
+        out.print(f"  parked at {escape(p.placement)}{child}{key}{until}")
     debug = os.environ.get(DEBUG_VARIABLE) == "1"
     for e in result.errors:
         where = f" at {escape(e.placement)}" if e.placement else ""

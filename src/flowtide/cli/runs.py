@@ -29,6 +29,7 @@ from flowtide.cli.stores import (
     unknown_run,
 )
 from flowtide.engine import EngineError, Lifecycle
+from flowtide.engine.children import open_parks
 from flowtide.store.base import (
     LIVE_TOKEN_STATUSES,
     Lease,
@@ -185,17 +186,18 @@ def show(run: RunArgument, store: StoreOption = DEFAULT, json_output: JsonOption
     if held is not None:
         out.print(f"  held by {escape(held)} (lease {relative(data['lease_expires'], now)})")
     for t in data["tokens"]:
-        window = f", window ends {t['deadline'].isoformat()} ({relative(t['deadline'], now)})"
+        ends = t["deadline"]
+        window = f", window ends {ends.isoformat()} ({relative(ends, now)})" if ends else ""
         out.print(
             f"  token {escape(t['token_id'])} at [bold]{escape(t['placement'])}[/]: "
-            f"{t['status']}, attempt {t['attempt']}" + (window if t["deadline"] else "")
+            f"{t['status']}, attempt {t['attempt']}{window}"
         )
     for p in data["parks"]:
         key = f" key {escape(str(p['key']))}" if p["key"] else ""
-        until = f", until {p['deadline'].isoformat()} ({relative(p['deadline'], now)})"
-        out.print(
-            f"  parked at [bold]{escape(p['placement'])}[/]{key}" + (until if p["deadline"] else "")
-        )
+        ends = p["deadline"]
+        until = f", until {ends.isoformat()} ({relative(ends, now)})" if ends else ""
+        child = f" in child run {escape(p['run_id'])}" if "run_id" in p else ""
+        out.print(f"  parked at [bold]{escape(p['placement'])}[/]{child}{key}{until}")
     for e in data["errors"]:
         out.print(f"  [red]{escape(str(e.get('type')))}[/]: {escape(str(e.get('message')))}")
     out.print("  state: " + escape(json.dumps(data["state"], sort_keys=True, default=str)))
@@ -209,10 +211,16 @@ async def _show(url: str, run_id: str) -> dict[str, Any]:
         except UnknownRunError as exc:
             raise unknown_run(exc, url) from None
         run, tokens, lease = await _row(store, run)
-        parks = await store.parks(run_id=run_id, open_only=True)
+        parks = await open_parks(store, run_id)  # (a subflow's child's parks too)
         data = _run_json(run, tokens, lease)
         data["parks"] = [
-            {"placement": p.placement, "key": p.key, "deadline": p.deadline, "payload": p.payload}
+            {
+                "placement": p.placement,
+                "key": p.key,
+                "deadline": p.deadline,
+                "payload": p.payload,
+                **({"run_id": p.run_id} if p.run_id != run_id else {}),
+            }
             for p in parks
         ]
         data["state"] = await store.get_state(run_id)

@@ -14,6 +14,7 @@ import itertools
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +28,7 @@ from flowtide.engine.event_types import EventPayload
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import StateMerger
-from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
+from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
 from flowtide.store.base import (
     Commit,
@@ -52,6 +53,15 @@ LIVE_LIFECYCLES = frozenset(lc.value for lc in Lifecycle if not lc.terminal)
 """What a run's stored lifecycle must be for a step of its executor to commit."""
 COMPUTE: Any = object()
 """A deadline not resolved by the caller: the attempt resolves it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChildWait:
+    """A subflow token's task, waiting for a child run that waits parked, and the child's
+    parked tokens (each with the run it is in). The run counts that token as parked."""
+
+    task: asyncio.Future[Any] | None
+    parked: tuple[ParkedToken, ...]
 
 
 class RunCore(ABC):
@@ -79,13 +89,14 @@ class RunCore(ABC):
         self.tasks: set[asyncio.Future[Any]] = set()
         """The tasks that drive the run's tokens (and its side steps: firings, a scatter's
         items)."""
+        self.child_waits: dict[str, ChildWait] = {}  # by subflow token id: see ChildWait
         self.running: dict[str, tuple[str, CancelScope]] = {}
         self.starting: set[str] = set()
-        self.prestarted: set[str] = set()
-        """Tokens whose move to a task also started its attempt (in the same commit)."""
         """Tokens whose attempt start is committed (or being committed) but whose cancel scope
         is not registered in ``_running`` yet: an interrupting timer firing then is kept for the
         scope (``token.data["interrupt"]``) instead of being lost."""
+        self.prestarted: set[str] = set()
+        """Tokens whose move to a task also started its attempt (in the same commit)."""
         self.joins: dict[tuple[str, str], JoinGroup] = {}
         self.visits: dict[str, int] = {}
         self.ids = itertools.count(1)
@@ -120,7 +131,6 @@ class RunCore(ABC):
         """Parks closed by this executor, by park id (to tell a late signal why it is refused)."""
         self.released = False
         """The engine let go of this executor (quiescent): it must not be used any more."""
-        self.done: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
         self.item: Any = run.options.get("item")
         """The scatter item this (child) run works on, passed to its nodes as ``ctx.item``."""
         self.lease: Lease | None = None
@@ -295,6 +305,13 @@ class RunCore(ABC):
                 self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc)])
 
         self.track(asyncio.get_running_loop().create_task(wrapper()))
+
+    def working(self) -> bool:
+        """Whether a task of the run is at work (not only waiting for a parked child run)."""
+        if not self.child_waits:
+            return bool(self.tasks)
+        waiting = {w.task for w in self.child_waits.values()}
+        return any(t not in waiting for t in self.tasks)
 
     def track(self, task: asyncio.Task[Any]) -> None:
         """Hold ``task`` among the run's tasks until it is done; the run may then be drained

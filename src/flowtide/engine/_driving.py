@@ -162,7 +162,7 @@ class Driving(Subflows):
         self.request_end(lifecycle, errors, interrupted, cancel_reason=None)
 
     def maybe_drained(self) -> None:
-        if self.end is not None or self.closed or self.tasks or not self.started:
+        if self.end is not None or self.closed or self.working() or not self.started:
             return
         if self.released:
             return
@@ -172,7 +172,7 @@ class Driving(Subflows):
             if self.handing is None:
                 self.handing = asyncio.get_running_loop().create_task(self.hand_off())
             return
-        if any(t.status in (S.WAITING, S.PARKED) for t in self.tokens.values()):
+        if self.child_waits or any(t.status in (S.WAITING, S.PARKED) for t in self.tokens.values()):
             settling = self.settling is not None and not self.settling.done()
             if not settling and self.quiescent():
                 self.settling = asyncio.get_running_loop().create_task(self.settle())
@@ -189,10 +189,20 @@ class Driving(Subflows):
 
     def quiescent(self) -> bool:
         """Only waiting/parked (and join-arrived) tokens are left, and nothing runs."""
-        if self.end is not None or self.closed or self.tasks or self.pins:
+        if self.end is not None or self.closed or self.working() or self.pins:
             return False
-        statuses = {t.status for t in self.tokens.values()}
+        # (A subflow token whose child waits parked counts as parked.)
+        statuses = {t.status for t in self.tokens.values() if t.id not in self.child_waits}
+        if self.child_waits:
+            statuses.add(S.PARKED)
         return bool(statuses & {S.WAITING, S.PARKED}) and not statuses & {S.READY, S.RUNNING}
+
+    def parked_now(self) -> RunResult | None:
+        """The run as it is, if it waits parked now (settled, nothing at work); else None."""
+        if self.run.lifecycle != Lifecycle.PARKED.value or not self.quiescent():
+            return None
+        result = self.snapshot()
+        return result if result.parked else None
 
     def parked_tokens(self) -> tuple[ParkedToken, ...]:
         out = []
@@ -204,6 +214,8 @@ class Driving(Subflows):
                         t.id, t.placement, park.key, t.deadline, park.payload, park.parked_at
                     )
                 )
+        for wait in self.child_waits.values():
+            out.extend(wait.parked)
         return tuple(out)
 
     def snapshot(self) -> RunResult:
@@ -228,7 +240,8 @@ class Driving(Subflows):
             if self.run.lifecycle != Lifecycle.PARKED.value:
                 self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.PARKED).value
                 c.run = self.run
-            let_go = self.run.parent_run_id is None
+            # (A run waiting on a parked child waits for its end here, held.)
+            let_go = self.run.parent_run_id is None and not self.child_waits
             if let_go and self.run.deadline is not None:
                 # Nothing holds the run's deadline timer any more: the sweeper will.
                 c.due = [DueEntry(self.run.deadline, self.run.id, self.run.id, "deadline")]
@@ -357,20 +370,11 @@ class Driving(Subflows):
         except (StoreConflict, StoreUnavailableError) as exc:
             # Another actor ended the run first (see LIVE_LIFECYCLES), or the store stays down:
             # the run is as the store has it.
-            if not self.done.done():
-                self.done.set_exception(exc)
-                self.done.exception()
             self.lose_view(exc)
             return
-        except BaseException as exc:
-            if not self.done.done():
-                self.done.set_exception(exc)
-            raise
         finally:
             self.root.close()
             self.host.forget(self)
-        if not self.done.done():
-            self.done.set_result(result)
         self.host.ended(result)
 
     async def _cancel_leftovers(self, end: RunEnd) -> None:
@@ -406,13 +410,6 @@ class Driving(Subflows):
             task.cancel()
         if self.finalizer is not None:
             self.finalizer.cancel()
-        if not self.done.done():
-            from flowtide.engine.errors import EngineError
-
-            self.done.set_exception(
-                EngineError(f"the engine was closed; resume run {self.run.id!r} to finish it")
-            )
-            self.done.exception()  # retrieved: nobody may be waiting
 
     async def drive(self, token: TokenRecord | None) -> None:
         """Drive ``token`` placement after placement."""
@@ -446,7 +443,7 @@ class Driving(Subflows):
             self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, placement)])
         finally:
             self.tasks.discard(asyncio.current_task())
-            if not self.tasks:  # else _maybe_drained has nothing to do
+            if not self.working():  # else _maybe_drained has nothing to do
                 self.maybe_drained()
 
     async def at_scatter(self, token: TokenRecord, p: Scatter) -> TokenRecord | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -9,10 +10,10 @@ from typing import Any
 
 from flowtide.clock import isoformat
 from flowtide.engine._attempts import Attempt
-from flowtide.engine._core import COMPUTE
+from flowtide.engine._core import COMPUTE, ChildWait
 from flowtide.engine._parking import Parking
 from flowtide.engine._records import timed_out
-from flowtide.engine.children import child_run_id
+from flowtide.engine.children import StartedChild, child_run_id
 from flowtide.engine.deadlines import (
     attempt_deadline,
 )
@@ -172,7 +173,7 @@ class Subflows(Parking):
                     ),
                     unless_ended=True,
                 )
-            result = await child.ended()
+            result = await self._child_end(child, token)
         except Exception as exc:
             return Attempt("error", error=exc), None
         finally:
@@ -184,6 +185,30 @@ class Subflows(Parking):
                 return Attempt("timeout", deadline=deadline), result
             return Attempt("cancelled", cancellation=scope.cancellation), result
         return Attempt("ok", output="success"), result
+
+    async def _child_end(self, child: StartedChild, token: TokenRecord | None) -> RunResult:
+        """The child's end. Meanwhile, once a subflow's child waits parked, this run counts
+        the subflow's token as parked (and may settle parked itself, held: see
+        :attr:`child_waits`)."""
+        ended = asyncio.ensure_future(child.ended())
+        if token is None:  # (a scatter's item: the scatter's own token is at work)
+            return await ended
+        settled = asyncio.ensure_future(child.settled())
+        try:
+            await asyncio.wait({ended, settled}, return_when=asyncio.FIRST_COMPLETED)
+            parked = settled.result() if settled.done() and not settled.exception() else None
+            if not ended.done() and parked is not None and parked.lifecycle is Lifecycle.PARKED:
+                self.child_waits[token.id] = ChildWait(
+                    asyncio.current_task(),
+                    tuple(replace(p, run_id=p.run_id or child.run.id) for p in parked.parked),
+                )
+                self.maybe_drained()
+            return await ended
+        finally:
+            self.child_waits.pop(token.id, None)
+            for fut in (ended, settled):
+                if not fut.done():
+                    fut.cancel()
 
     async def run_phase(self, phase: Phase, *, post: bool = False) -> ErrorInfo | None:
         impl = self.plan.impls[phase.id]

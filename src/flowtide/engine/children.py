@@ -25,9 +25,16 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.result import RunResult
 from flowtide.engine.scope import Cancellation, CancelScope
-from flowtide.store.base import RunRecord, Store, TokenRecord, UnknownRunError
+from flowtide.store.base import (
+    ParkRecord,
+    RunRecord,
+    Store,
+    TokenRecord,
+    TokenStatus,
+    UnknownRunError,
+)
 
-__all__ = ["ChildRuns", "StartedChild", "child_run_id"]
+__all__ = ["ChildRuns", "StartedChild", "child_run_id", "open_parks"]
 
 _NAMESPACE = uuid.UUID("6f1c2d0e-5b7a-4c8e-9a43-0d2f6b1e7c55")
 
@@ -41,6 +48,16 @@ def child_run_id(parent_run_id: str, started_at: str) -> str:
     return uuid.uuid5(_NAMESPACE, f"{parent_run_id}/{started_at}").hex
 
 
+async def open_parks(store: Store, run_id: str) -> list[ParkRecord]:
+    """The open parks of run ``run_id`` and of the subflow children its running tokens wait
+    for, and theirs (each park names its own run)."""
+    found = list(await store.parks(run_id=run_id, open_only=True))
+    for token in await store.tokens(run_id, [TokenStatus.RUNNING]):
+        child = child_run_id(run_id, f"{token.id}/{token.visit}/{token.attempt}")
+        found += await open_parks(store, child)  # (none: not a subflow's token)
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class StartedChild:
     """A child run, and whether this call created it (False: it had been started before)."""
@@ -49,6 +66,8 @@ class StartedChild:
     created: bool
     ended: Callable[[], Awaitable[RunResult]]
     """Its result once it has ended, wherever it is driven."""
+    settled: Callable[[], Awaitable[RunResult]]
+    """Its next quiescent point parked on the outside world (or its end)."""
 
 
 class ChildRuns:
@@ -62,6 +81,7 @@ class ChildRuns:
         catalog: FlowCatalog,
         create: Create,
         wait: Callable[[str], Awaitable[RunResult]],
+        wait_parked: Callable[[str], Awaitable[RunResult]],
         cancel: Callable[[str, str | None], bool],
         deadline: Callable[[timedelta | None, datetime], datetime | None],
     ) -> None:
@@ -70,6 +90,7 @@ class ChildRuns:
         self._catalog = catalog
         self._create = create
         self._wait = wait
+        self._wait_parked = wait_parked
         self._cancel = cancel
         self._deadline = deadline
 
@@ -90,7 +111,7 @@ class ChildRuns:
             # Driven elsewhere, or here without this scope: a cancel of the scope reaches it
             # through the store.
             scope.on_cancel(lambda c: self._cancel_child(run_id, c))
-            return StartedChild(found, False, lambda: self._wait(run_id))
+            return StartedChild(found, False, *self._waits(run_id))
         plan, digest = await self._catalog.plan_of_child(parent, flow_id)
         now = self._clock.now()
         options: dict[str, Any] = {"flow_digest": digest, "flows": parent.options.get("flows", {})}
@@ -109,7 +130,12 @@ class ChildRuns:
             options=options,
         )
         await self._create(plan, run, state, scope)
-        return StartedChild(run, True, lambda: self._wait(run_id))
+        return StartedChild(run, True, *self._waits(run_id))
+
+    def _waits(
+        self, run_id: str
+    ) -> tuple[Callable[[], Awaitable[RunResult]], Callable[[], Awaitable[RunResult]]]:
+        return (lambda: self._wait(run_id)), (lambda: self._wait_parked(run_id))
 
     async def _existing(self, parent: RunRecord, run_id: str) -> RunRecord | None:
         try:

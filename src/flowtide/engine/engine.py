@@ -140,6 +140,7 @@ class Engine:
             catalog=self._catalog,
             create=self._create_child,
             wait=self.wait,
+            wait_parked=self.wait_parked,
             cancel=self.cancel_nowait,
             deadline=_deadline,
         )
@@ -240,9 +241,12 @@ class Engine:
         """The run at its next quiescent point parked on the outside world, or its end."""
         self._ready()
         fut = self._waiters.settle(run_id)
-        if run_id not in self._runs:
+        held = self._runs.get(run_id)
+        if held is None:
             # Not held here (let go, or ended): what the store holds is the whole story.
             await self._waiters.from_store(self.store, run_id, parked=True)
+        elif (now := held.parked_now()) is not None:
+            self._waiters.settled(now)  # (held, and parked already)
         return await self._answer(fut, run_id, parked=True)
 
     async def _answer(

@@ -124,7 +124,8 @@ class InterruptedAt:
 
 @dataclass(frozen=True, slots=True)
 class ParkedToken:
-    """A token waiting on the outside world: where, its correlation key, deadline and payload."""
+    """A token waiting on the outside world: where, its correlation key, deadline and payload;
+    ``run_id``: the child run (a subflow's) it waits in, None when it is this run's own."""
 
     token_id: str
     placement: str
@@ -132,9 +133,10 @@ class ParkedToken:
     deadline: datetime | None
     payload: Any = None
     since: datetime | None = None
+    run_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "token_id": self.token_id,
             "placement": self.placement,
             "key": self.key,
@@ -142,6 +144,9 @@ class ParkedToken:
             "payload": self.payload,
             "since": isoformat(self.since) if self.since else None,
         }
+        if self.run_id is not None:
+            out["run_id"] = self.run_id
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ParkedToken:
@@ -152,6 +157,7 @@ class ParkedToken:
             _instant(data.get("deadline")),
             data.get("payload"),
             _instant(data.get("since")),
+            data.get("run_id"),
         )
 
 
