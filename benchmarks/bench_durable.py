@@ -12,8 +12,10 @@ its own, dropped at the end). Every figure is the median of ``--runs`` runs.
   200: every step commits the token's move, its events and the state change in one transaction.
   LangGraph: the same chain with ``SqliteSaver`` checkpointing each step. DBOS: a workflow of 200
   no-op steps on SQLite.
-* **parks/s** and **resumes/s**: ``--parks`` runs each park at their first node (started one
-  after another, as requests would), then each is signalled and runs to its end.
+* **parks/s** and **resumes/s**: ``--parks`` runs each park at their first node, then each is
+  signalled and runs to its end. ``--concurrency N``: N runs started (and N signals sent) at a
+  time, as a server answering N requests at once would; 1 (the default) starts them one after
+  another. Several values (``--concurrency 1 64``) measure each in turn.
 """
 
 from __future__ import annotations
@@ -61,7 +63,9 @@ def chain() -> Flow:
 
 
 def parking() -> Flow:
-    return FlowBuilder("urn:bench:park").task("ask", ask, {"answered": "end"}).terminal("end").build()
+    return (
+        FlowBuilder("urn:bench:park").task("ask", ask, {"answered": "end"}).terminal("end").build()
+    )
 
 
 # -- floors ------------
@@ -111,15 +115,24 @@ async def flowtide_chain(store: Store, runs: int) -> float:
     return statistics.median(samples) / CHAIN * 1e6
 
 
-async def flowtide_parks(store: Store, count: int) -> tuple[float, float]:
+async def flowtide_parks(store: Store, count: int, concurrency: int) -> tuple[float, float]:
     flow = parking()
+    gate = asyncio.Semaphore(concurrency)
+
+    async def park() -> str:
+        async with gate:
+            return (await engine.run(flow)).run_id
+
+    async def signal(run_id: str) -> None:
+        async with gate:
+            await engine.signal(key=f"ask-{run_id}", payload={"ok": True})
+
     async with Engine(store=store, flows=[flow]) as engine:
         start = time.perf_counter()
-        runs = [(await engine.run(flow)).run_id for _ in range(count)]
+        runs = await asyncio.gather(*(park() for _ in range(count)))
         parked = time.perf_counter() - start
         start = time.perf_counter()
-        for run_id in runs:
-            await engine.signal(key=f"ask-{run_id}", payload={"ok": True})
+        await asyncio.gather(*(signal(run_id) for run_id in runs))
         for run_id in runs:
             await engine.wait(run_id)
         resumed = time.perf_counter() - start
@@ -200,6 +213,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--parks", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1])
     args = parser.parse_args()
     print(describe())
     folder = Path(tempfile.mkdtemp(prefix="flowtide-bench-"))
@@ -211,13 +225,24 @@ def main() -> None:
     def postgres() -> Store:
         return PostgresStore(POSTGRES, schema=schema)
 
-    print(f"floor, one fsynced commit: SQLite {sqlite_floor(folder):.0f} µs, "
-          f"PostgreSQL {postgres_floor():.0f} µs")
+    print(
+        f"floor, one fsynced commit: SQLite {sqlite_floor(folder):.0f} µs, "
+        f"PostgreSQL {postgres_floor():.0f} µs"
+    )
     for name, make in (("SQLite", sqlite), ("PostgreSQL", postgres)):
         per_step = asyncio.run(flowtide_chain(make(), args.runs))
-        parks, resumes = asyncio.run(flowtide_parks(make(), args.parks))
-        print(f"Flowtide on {name}: durable step {per_step:.0f} µs; "
-              f"{parks:.0f} parks/s, {resumes:.0f} resumes/s ({args.parks} runs)")
+        print(f"Flowtide on {name}: durable step {per_step:.0f} µs")
+        for concurrency in args.concurrency:
+            figures = [
+                asyncio.run(flowtide_parks(make(), args.parks, concurrency))
+                for _ in range(args.runs)
+            ]
+            parks = statistics.median(p for p, _ in figures)
+            resumes = statistics.median(r for _, r in figures)
+            print(
+                f"Flowtide on {name}: {parks:.0f} parks/s, {resumes:.0f} resumes/s "
+                f"({args.parks} runs, {concurrency} at a time)"
+            )
     lg = langgraph_chain(folder, args.runs)
     print(f"LangGraph, SqliteSaver: step {lg:.0f} µs" if lg else "LangGraph: not installed")
     db = dbos_chain(folder, args.runs)

@@ -1,4 +1,5 @@
-"""Commits and new runs, each applied in one ``BEGIN IMMEDIATE`` transaction.
+"""Commits and new runs, each applied in the write transaction the store's thread has open
+(:mod:`flowtide.store.sqlite.group`): a commit that raises is rolled back to its savepoint.
 
 A commit's records are encoded (:func:`encode_commit`) in the caller's task, before it is sent
 to the store's thread: what the caller changes afterwards changes nothing. A record that cannot
@@ -39,7 +40,7 @@ from flowtide.store.sqlite.rows import (
     state_params,
     token_params,
 )
-from flowtide.store.sqlite.sql import QUERIES, immediate
+from flowtide.store.sqlite.sql import QUERIES
 
 __all__ = ["Encoded", "NewRun", "apply_commit", "create_run", "encode_commit", "encode_run"]
 
@@ -129,18 +130,18 @@ def _anchor_params(
 
 
 def apply_commit(conn: sqlite3.Connection, c: Commit, encoded: Encoded) -> int:
-    """Apply ``c`` whole or not at all; returns the ``seq`` of its first event."""
-    with immediate(conn):
-        row = conn.execute(QUERIES["run_for_commit"], {"id": c.run_id}).fetchone()
-        if row is None:
-            raise UnknownRunError(c.run_id)
-        if c.run is not None and c.run.id != c.run_id:
-            raise ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
-        if c.lease is not None:
-            _check_lease(c.run_id, c.lease, row)
-        _check(conn, c, row["lifecycle"])
-        encoded.raise_error()
-        return _write(conn, c, encoded, bool(row["ended"]))
+    """Apply ``c`` (raising, before or after writing part of it, if it must not apply: the
+    caller rolls its savepoint back); returns the ``seq`` of its first event."""
+    row = conn.execute(QUERIES["run_for_commit"], {"id": c.run_id}).fetchone()
+    if row is None:
+        raise UnknownRunError(c.run_id)
+    if c.run is not None and c.run.id != c.run_id:
+        raise ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
+    if c.lease is not None:
+        _check_lease(c.run_id, c.lease, row)
+    _check(conn, c, row["lifecycle"])
+    encoded.raise_error()
+    return _write(conn, c, encoded, bool(row["ended"]))
 
 
 def create_run(
@@ -152,35 +153,34 @@ def create_run(
 ) -> int:
     """Insert ``run`` and apply its first commit (``step``) with it, whole or not at all;
     returns the ``seq`` of the commit's first event."""
-    with immediate(conn):
-        if conn.execute(QUERIES["run_exists"], {"id": run.id}).fetchone() is not None:
-            raise StoreError(f"run {run.id!r} already exists")
-        if step is not None and step[0].run_id != run.id:
-            raise ValueError(f"a commit of run {step[0].run_id!r} cannot create run {run.id!r}")
-        if lease is not None and lease.run_id != run.id:
-            raise ValueError(f"a lease on run {lease.run_id!r} cannot create run {run.id!r}")
-        if new.error is not None or new.run is None:
-            raise new.error or ValueError(f"run {run.id!r} was not encoded")
-        if step is not None:
-            c, encoded = step
-            if c.lease is not None and c.lease != lease:
-                raise LeaseLost(f"run {run.id!r} is created without the lease its commit carries")
-            if c.run is not None and c.run.id != c.run_id:
-                raise ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
-            _check(conn, c, None)  # (the run is not stored yet: it has no lifecycle, no tokens)
-            encoded.raise_error()
-        held: Params = {"owner": None, "epoch": 0, "lease_expires": None}
-        if lease is not None:
-            held = {
-                "owner": lease.owner,
-                "epoch": lease.epoch,
-                "lease_expires": micros(lease.expires),
-            }
-        conn.execute(QUERIES["insert_run"], {**new.run, **held})
-        _many(conn, "set_state", new.state)
-        first = _write(conn, step[0], step[1], new.run["ended"]) if step is not None else 1
-        conn.execute(QUERIES["rewake_run"], {"id": run.id, "release": False})
-        return first
+    if conn.execute(QUERIES["run_exists"], {"id": run.id}).fetchone() is not None:
+        raise StoreError(f"run {run.id!r} already exists")
+    if step is not None and step[0].run_id != run.id:
+        raise ValueError(f"a commit of run {step[0].run_id!r} cannot create run {run.id!r}")
+    if lease is not None and lease.run_id != run.id:
+        raise ValueError(f"a lease on run {lease.run_id!r} cannot create run {run.id!r}")
+    if new.error is not None or new.run is None:
+        raise new.error or ValueError(f"run {run.id!r} was not encoded")
+    if step is not None:
+        c, encoded = step
+        if c.lease is not None and c.lease != lease:
+            raise LeaseLost(f"run {run.id!r} is created without the lease its commit carries")
+        if c.run is not None and c.run.id != c.run_id:
+            raise ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
+        _check(conn, c, None)  # (the run is not stored yet: it has no lifecycle, no tokens)
+        encoded.raise_error()
+    held: Params = {"owner": None, "epoch": 0, "lease_expires": None}
+    if lease is not None:
+        held = {
+            "owner": lease.owner,
+            "epoch": lease.epoch,
+            "lease_expires": micros(lease.expires),
+        }
+    conn.execute(QUERIES["insert_run"], {**new.run, **held})
+    _many(conn, "set_state", new.state)
+    first = _write(conn, step[0], step[1], new.run["ended"]) if step is not None else 1
+    conn.execute(QUERIES["rewake_run"], {"id": run.id, "release": False})
+    return first
 
 
 def _check_lease(run_id: str, lease: Lease, row: sqlite3.Row) -> None:

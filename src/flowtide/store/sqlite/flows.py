@@ -6,7 +6,7 @@ import sqlite3
 
 from flowtide.store.base import StoredFlow, UnknownStoredFlow
 from flowtide.store.jsonvalues import decode_json
-from flowtide.store.sqlite.sql import QUERIES, immediate
+from flowtide.store.sqlite.sql import QUERIES
 
 __all__ = ["get_flow", "put_flow"]
 
@@ -19,8 +19,7 @@ def put_flow(conn: sqlite3.Connection, flow: StoredFlow, document: str) -> None:
         "version": flow.version,
         "document": document,
     }
-    with immediate(conn):
-        conn.execute(QUERIES["put_flow"], params)
+    conn.execute(QUERIES["put_flow"], params)
 
 
 def get_flow(conn: sqlite3.Connection, flow_id: str, digest: str) -> StoredFlow:

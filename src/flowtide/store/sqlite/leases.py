@@ -1,7 +1,7 @@
-"""Leases and wake instants, in the store's thread: each write is one ``BEGIN IMMEDIATE``
-transaction whose UPDATE re-checks who may take the run and brings its wake instant up to date
-(see ``queries.sql``), so that claims from many connections, in many processes, never hand one
-run to two owners."""
+"""Leases and wake instants, in the store's thread: each write runs in the ``BEGIN IMMEDIATE``
+transaction the thread has open (:mod:`flowtide.store.sqlite.group`), and its UPDATE re-checks
+who may take the run and brings its wake instant up to date (see ``queries.sql``), so that
+claims from many connections, in many processes, never hand one run to two owners."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import datetime
 
 from flowtide.store.base import Lease, UnknownRunError
 from flowtide.store.sqlite.rows import instant, micros, read_lease
-from flowtide.store.sqlite.sql import QUERIES, immediate
+from flowtide.store.sqlite.sql import QUERIES
 
 __all__ = ["acquire_run", "claim_runs", "lease_of", "next_wake", "release_runs", "renew_leases"]
 
@@ -27,8 +27,7 @@ def claim_runs(
     if limit <= 0:
         return []  # (SQLite would read a negative LIMIT as none at all)
     params = {"owner": owner, "now": micros(now), "expires": micros(expires), "limit": limit}
-    with immediate(conn):
-        leases = [read_lease(row) for row in conn.execute(QUERIES["claim_runs"], params)]
+    leases = [read_lease(row) for row in conn.execute(QUERIES["claim_runs"], params)]
     return sorted(leases, key=lambda lease: lease.run_id)
 
 
@@ -47,25 +46,22 @@ def acquire_run(
         "expires": micros(expires),
         "force": force,
     }
-    with immediate(conn):
-        row = conn.execute(QUERIES["take_run"], params).fetchone()
-        if row is not None:
-            return read_lease(row)
-        if conn.execute(QUERIES["run_exists"], {"id": run_id}).fetchone() is None:
-            raise UnknownRunError(run_id)
-        return None  # (it has ended, or another owner holds it alive)
+    row = conn.execute(QUERIES["take_run"], params).fetchone()
+    if row is not None:
+        return read_lease(row)
+    if conn.execute(QUERIES["run_exists"], {"id": run_id}).fetchone() is None:
+        raise UnknownRunError(run_id)
+    return None  # (it has ended, or another owner holds it alive)
 
 
 def renew_leases(conn: sqlite3.Connection, owner: str, expires: datetime) -> list[Lease]:
     params = {"owner": owner, "expires": micros(expires)}
-    with immediate(conn):
-        leases = [read_lease(row) for row in conn.execute(QUERIES["renew_leases"], params)]
+    leases = [read_lease(row) for row in conn.execute(QUERIES["renew_leases"], params)]
     return sorted(leases, key=lambda lease: lease.run_id)
 
 
 def release_runs(conn: sqlite3.Connection, owner: str) -> list[str]:
-    with immediate(conn):
-        released = [row["id"] for row in conn.execute(QUERIES["release_runs"], {"owner": owner})]
+    released = [row["id"] for row in conn.execute(QUERIES["release_runs"], {"owner": owner})]
     return sorted(released)
 
 

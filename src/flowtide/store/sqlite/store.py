@@ -8,6 +8,10 @@ starts with ``BEGIN IMMEDIATE`` (it holds the database's write lock from its fir
 commit), so claims, lease fencing and compare-and-set hold across connections and processes.
 The database runs in WAL mode: readers do not wait for the writer.
 
+Writes that wait for the thread together share one transaction and its fsync (group commit,
+:mod:`flowtide.store.sqlite.group`): each is applied, or refused, on its own, in call order, and
+answered only once the transaction holding it has committed, so durability is unchanged.
+
 Other processes' changes are noticed by polling ``PRAGMA data_version``, which changes when
 another connection commits (:meth:`SQLiteStore.wait_changed`).
 """
@@ -41,6 +45,7 @@ from flowtide.store.base import (
 )
 from flowtide.store.jsonvalues import encode_json
 from flowtide.store.sqlite import commits, flows, leases, reads
+from flowtide.store.sqlite.group import Write, WriteQueue, apply_group
 from flowtide.store.sqlite.schema import SYNCHRONOUS, open_database
 from flowtide.store.sqlite.sql import store_error
 
@@ -70,6 +75,8 @@ class SQLiteStore(Store):
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowtide-sqlite")
         self._conn: sqlite3.Connection | None = None
         """Opened, and only ever used, in ``_thread``."""
+        self._writes = WriteQueue()
+        """Writes waiting for ``_thread``, taken there a group at a time."""
         self._closed = False
         self._data_version = 0
         """``PRAGMA data_version`` as :meth:`wait_changed` last saw it."""
@@ -95,6 +102,34 @@ class SQLiteStore(Store):
             return work(self._conn if self._conn is not None else self._connect())
         except sqlite3.Error as error:
             raise store_error(error, self.path) from error
+
+    async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work(connection)``, applied in the store's thread in a write transaction (shared
+        with the other writes waiting there); raises what ``work`` raised, and then it changed
+        nothing."""
+        if self._closed:
+            raise StoreError(f"the SQLite store {self.path} is closed")
+        write = Write(work)
+        # Queued before the thread is asked to take it: the call sent to the thread after it (a
+        # read, say) finds it applied. Each write sends one take; one finding the queue empty
+        # (an earlier take's group held its write) does nothing.
+        self._writes.put(write)
+        with self.busy():
+            self._thread.submit(self._apply_waiting)
+            return await asyncio.wrap_future(write.future)
+
+    def _apply_waiting(self) -> None:
+        group = self._writes.take()
+        if not group:
+            return
+        try:
+            conn = self._conn if self._conn is not None else self._connect()
+        except BaseException as error:
+            failure = store_error(error, self.path) if isinstance(error, sqlite3.Error) else error
+            for write in group:
+                write.future.set_exception(failure)
+            return
+        apply_group(conn, group, self.path)
 
     def _connect(self) -> sqlite3.Connection:
         conn = open_database(self.path, self.synchronous)
@@ -156,13 +191,13 @@ class SQLiteStore(Store):
     ) -> Sequence[EventRecord]:
         new = commits.encode_run(run, state)
         step = (commit, commits.encode_commit(commit)) if commit is not None else None
-        first = await self._call(lambda conn: commits.create_run(conn, run, new, step, lease))
+        first = await self._write(lambda conn: commits.create_run(conn, run, new, step, lease))
         self._written += 1
         return _numbered(commit.events, first) if commit is not None else []
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         encoded = commits.encode_commit(commit)
-        first = await self._call(lambda conn: commits.apply_commit(conn, commit, encoded))
+        first = await self._write(lambda conn: commits.apply_commit(conn, commit, encoded))
         self._written += 1
         return _numbered(commit.events, first)
 
@@ -174,22 +209,22 @@ class SQLiteStore(Store):
     async def claim_runs(
         self, owner: str, now: datetime, expires: datetime, limit: int = 100
     ) -> Sequence[Lease]:
-        taken = await self._call(lambda conn: leases.claim_runs(conn, owner, now, expires, limit))
+        taken = await self._write(lambda conn: leases.claim_runs(conn, owner, now, expires, limit))
         self._written += 1
         return taken
 
     async def acquire_run(
         self, run_id: str, owner: str, now: datetime, expires: datetime, *, force: bool = False
     ) -> Lease | None:
-        return await self._call(
+        return await self._write(
             lambda conn: leases.acquire_run(conn, run_id, owner, now, expires, force)
         )
 
     async def renew_leases(self, owner: str, expires: datetime) -> Sequence[Lease]:
-        return await self._call(lambda conn: leases.renew_leases(conn, owner, expires))
+        return await self._write(lambda conn: leases.renew_leases(conn, owner, expires))
 
     async def release_runs(self, owner: str) -> Sequence[str]:
-        released = await self._call(lambda conn: leases.release_runs(conn, owner))
+        released = await self._write(lambda conn: leases.release_runs(conn, owner))
         self._written += 1
         return released
 
@@ -200,7 +235,7 @@ class SQLiteStore(Store):
 
     async def put_flow(self, flow: StoredFlow) -> None:
         document = encode_json(flow.document, "document")
-        await self._call(lambda conn: flows.put_flow(conn, flow, document))
+        await self._write(lambda conn: flows.put_flow(conn, flow, document))
 
     async def get_flow(self, flow_id: str, digest: str) -> StoredFlow:
         return await self._call(lambda conn: flows.get_flow(conn, flow_id, digest))
