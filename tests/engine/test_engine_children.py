@@ -247,3 +247,36 @@ async def test_a_subflows_window_ends_while_its_child_waits_parked() -> None:
         await store.close()
     assert (result.lifecycle, result.outcome) == (Lifecycle.COMPLETED, "late")
     assert child_result.lifecycle is Lifecycle.TIMED_OUT  # (its parent's window ended)
+
+
+@node(outputs=["done"], register=False)
+async def quick(ctx: NodeContext) -> str:
+    return "done"
+
+
+async def test_runs_held_parked_take_no_room_from_a_worker_with_a_cap() -> None:
+    child = approval_child()
+    parent = parent_of(child)
+    other = FlowBuilder("urn:test:flow:quick").task("q", quick, {"done": "end"})
+    other_flow = other.terminal("end").build()
+    clock = VirtualClock(T0, autojump=True)
+    store = fresh_store()
+    client = Engine(clock=clock, store=store, flows=[parent, child, other_flow], executes=False)
+    worker = Engine(clock=clock, store=store, max_runs=1)
+    try:
+        worker.sweeper  # noqa: B018
+        handle = await client.start(parent, {"order": "o6"})
+        await until_parked(store, clock, "approve:o6")
+        # The worker holds the parent and its child, both parked: a new run still gets in.
+        assert len(worker.held_runs()) == 2
+        quick_run = await client.start(other_flow)
+        done = await asyncio.wait_for(client.wait(quick_run.run_id), 60)
+        assert done.lifecycle is Lifecycle.COMPLETED
+        await client.signal(key="approve:o6", payload={"answer": "ok"})
+        result = await asyncio.wait_for(client.wait(handle.run_id), 60)
+    finally:
+        await client.close()
+        await worker.close()
+        await clock.aclose()
+        await store.close()
+    assert result.lifecycle is Lifecycle.COMPLETED

@@ -20,9 +20,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import isoformat
+from flowtide.engine.errors import EngineError
+from flowtide.model.durations import parse_duration
 from flowtide.model.settings import NodeSettings, TimeoutAnchor, Timer
 
-__all__ = ["Window", "attempt_deadline", "needs_node_anchor", "resolve_window", "timer_due"]
+__all__ = [
+    "Window",
+    "attempt_deadline",
+    "needs_node_anchor",
+    "resolve_window",
+    "run_deadline",
+    "timer_due",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +113,15 @@ def needs_node_anchor(settings: NodeSettings) -> bool:
     if settings.timeout is not None and settings.anchor is TimeoutAnchor.NODE:
         return True
     return any(t.anchor is TimeoutAnchor.NODE for t in settings.timers or ())
+
+
+def run_deadline(value: timedelta | datetime | str | int | None, now: datetime) -> datetime | None:
+    """A whole run's deadline: ``value`` as a duration from ``now`` (a ``timedelta``, ISO 8601
+    text, milliseconds) or an absolute instant (with a time zone); None: no deadline."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise EngineError(f"deadline {value!r} needs a time zone")
+        return value
+    return now + parse_duration(value)

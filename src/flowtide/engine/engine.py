@@ -31,6 +31,7 @@ from flowtide.engine._waiters import RunWaiters
 from flowtide.engine.catalog import FlowCatalog
 from flowtide.engine.children import ChildRuns, StartedChild
 from flowtide.engine.contracts import OutputContracts
+from flowtide.engine.deadlines import run_deadline
 from flowtide.engine.errors import (
     EngineError,
 )
@@ -52,7 +53,6 @@ from flowtide.engine.result import RunResult
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
 from flowtide.errors import NodeResolutionError
-from flowtide.model.durations import parse_duration
 from flowtide.model.flow import Flow
 from flowtide.store.base import (
     Commit,
@@ -142,7 +142,7 @@ class Engine:
             wait=self.wait,
             wait_parked=self.wait_parked,
             cancel=self.cancel_nowait,
-            deadline=_deadline,
+            deadline=run_deadline,
         )
         self._renewer = LeaseRenewer(
             self.store, self.clock, self.owner, lease_ttl, lambda: self._runs, self._discard
@@ -194,7 +194,8 @@ class Engine:
         """The engine's sweeper (started on first use)."""
         if self._scheduler is None:
             most = self.max_runs
-            room = None if most is None else (lambda: most - len(self._runs))
+            # (A held run that waits parked, a subflow's child or its parent, takes no room.)
+            room = None if most is None else (lambda: most - self._at_work())
             self._scheduler = Sweeper(
                 self.store,
                 self.clock,
@@ -305,7 +306,7 @@ class Engine:
             flow_version=known.version,
             lifecycle=_PENDING,
             created_at=now,
-            deadline=_deadline(deadline if deadline is not None else known.deadline, now),
+            deadline=run_deadline(deadline if deadline is not None else known.deadline, now),
             options={
                 "entrypoint": entrypoint,
                 "flow_digest": self._catalog.digest(flow_id),
@@ -649,6 +650,9 @@ class Engine:
         if self.executes:  # (a client takes no runs: workers do)
             _ = self.sweeper
 
+    def _at_work(self) -> int:
+        return sum(ex.run.lifecycle != Lifecycle.PARKED for ex in self._runs.values())
+
     def _forget(self, ex: object) -> None:
         for run_id, held in list(self._runs.items()):
             if held is ex:
@@ -773,6 +777,8 @@ class _EngineHost:
 
     def settled(self, result: RunResult) -> None:
         self._engine._waiters.settled(result)
+        if self._engine.max_runs is not None:
+            self._engine._wake_sweeper()  # (a run held parked takes no room)
 
     def ended(self, result: RunResult) -> None:
         self._engine._waiters.ended(result)
@@ -784,13 +790,3 @@ _PENDING = Lifecycle.PENDING.value
 def _consume(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()
-
-
-def _deadline(value: timedelta | datetime | str | int | None, now: datetime) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise EngineError(f"deadline {value!r} needs a time zone")
-        return value
-    return now + parse_duration(value)
