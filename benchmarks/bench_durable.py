@@ -61,7 +61,9 @@ def chain() -> Flow:
 
 
 def parking() -> Flow:
-    return FlowBuilder("urn:bench:park").task("ask", ask, {"answered": "end"}).terminal("end").build()
+    return (
+        FlowBuilder("urn:bench:park").task("ask", ask, {"answered": "end"}).terminal("end").build()
+    )
 
 
 # -- floors ------------
@@ -211,13 +213,17 @@ def main() -> None:
     def postgres() -> Store:
         return PostgresStore(POSTGRES, schema=schema)
 
-    print(f"floor, one fsynced commit: SQLite {sqlite_floor(folder):.0f} µs, "
-          f"PostgreSQL {postgres_floor():.0f} µs")
+    print(
+        f"floor, one fsynced commit: SQLite {sqlite_floor(folder):.0f} µs, "
+        f"PostgreSQL {postgres_floor():.0f} µs"
+    )
     for name, make in (("SQLite", sqlite), ("PostgreSQL", postgres)):
         per_step = asyncio.run(flowtide_chain(make(), args.runs))
         parks, resumes = asyncio.run(flowtide_parks(make(), args.parks))
-        print(f"Flowtide on {name}: durable step {per_step:.0f} µs; "
-              f"{parks:.0f} parks/s, {resumes:.0f} resumes/s ({args.parks} runs)")
+        print(
+            f"Flowtide on {name}: durable step {per_step:.0f} µs; "
+            f"{parks:.0f} parks/s, {resumes:.0f} resumes/s ({args.parks} runs)"
+        )
     lg = langgraph_chain(folder, args.runs)
     print(f"LangGraph, SqliteSaver: step {lg:.0f} µs" if lg else "LangGraph: not installed")
     db = dbos_chain(folder, args.runs)
