@@ -93,9 +93,19 @@ class LeaseRenewer:
                 lease = kept.get(run_id)
                 if lease is not None:
                     holder.lease = lease
-                elif holder.lease is not None:
+                elif holder.lease is not None and await self._taken(run_id):
                     log.warning("run %s was taken over by another worker", run_id)
                     self._lost(holder)
+
+    async def _taken(self, run_id: str) -> bool:
+        """Whether another owner holds the run now. (A lease not renewed may also be one this
+        worker has just given back, or the run's end, committed while the executor that did it
+        had not heard back yet: that executor lets go of the run itself.)"""
+        try:
+            now = await self._store.lease_of(run_id)
+        except StoreError:
+            return False  # (looked at again at the next renewal)
+        return now is not None and now.owner != self._owner
 
 
 class SetAside:
