@@ -7,7 +7,9 @@ a second worker finishes the job. Then every run is checked:
 * each placement was visited by one token (no token duplicated), and each visit ended once
   (finished or timed out: no transition applied twice); a park ended by exactly one of a
   signal and its deadline;
-* it finished once.
+* it finished once;
+* every other run parks in a subflow's child: its parent started exactly one child for its
+  visit, whatever was killed when, and the child passes the same checks.
 
 Used by ``tests/crash/test_crash.py`` (a few rounds in CI) and by ``python -m
 tests.crash.soak`` (as many rounds as asked).
@@ -31,6 +33,7 @@ from pathlib import Path
 from flowtide.authoring import FlowBuilder
 from flowtide.clock import SystemClock
 from flowtide.engine import Engine, SignalRefused
+from flowtide.engine.children import child_run_id
 from flowtide.model import Flow
 from flowtide.store import EventRecord, Store
 from flowtide.store.urls import open_store
@@ -53,6 +56,23 @@ def crash_flow() -> Flow:
         .terminal("end")
         .build()
     )
+
+
+def parent_flow() -> Flow:
+    """The crash flow as a subflow: its child run parks, and the parent waits for it."""
+    return (
+        FlowBuilder("urn:flowtide:test:crash-parent")
+        .subflow("sub", crash_flow(), {"success": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+def parking_run(run_id: str, flow_id: str) -> str:
+    """The run that parks: the run itself, or the child a parent's subflow starts."""
+    if flow_id == "urn:flowtide:test:crash":
+        return run_id
+    return child_run_id(run_id, f"{run_id}.1/1/1")
 
 
 @dataclass
@@ -87,14 +107,18 @@ async def play(url: str, seed: int, log: Path, runs: int = 12, patience: float =
     rng = random.Random(seed)
     result = Round(seed)
     store = await open_store(url)
-    client = Engine(store=store, clock=SystemClock(), executes=False, flows=[crash_flow()])
+    flows = [crash_flow(), parent_flow()]
+    client = Engine(store=store, clock=SystemClock(), executes=False, flows=flows)
     first = worker(url, log)
+    parking: list[str] = []
     try:
-        for _ in range(runs):
-            handle = await client.start("urn:flowtide:test:crash")
+        for n in range(runs):
+            flow = flows[n % 2].id  # (every other run parks in a subflow's child)
+            handle = await client.start(flow)
             result.runs.append(handle.run_id)
+            parking.append(parking_run(handle.run_id, flow))
         result.killed_after = rng.uniform(0.05, 0.8)
-        signals = asyncio.ensure_future(_signal_some(client, result.runs, rng))
+        signals = asyncio.ensure_future(_signal_some(client, parking, rng))
         await asyncio.sleep(result.killed_after)
         first.send_signal(signal.SIGKILL)
         first.wait()
@@ -172,6 +196,12 @@ async def check(store: Store, run_id: str) -> list[str]:
     if twice:
         problems.append(f"{run_id}: placements with more than one token {twice}")
     problems += _transitions(run_id, history)
+    if run.flow_id == parent_flow().id:
+        children = [r.id for r in await store.list_runs() if r.parent_run_id == run_id]
+        if children != [parking_run(run_id, run.flow_id)]:
+            problems.append(f"{run_id}: child runs {children}, not one")
+        for child in children:
+            problems += await check(store, child)
     if problems:
         problems.append(f"{run_id}: history\n" + "\n".join(_line(e) for e in history))
     return problems
