@@ -173,3 +173,8 @@ def test_a_parent_shows_where_its_subflows_child_waits(
         "the parent ends",
     )
     assert done["outcome"] == "done"
+
+
+def test_status_is_show(store: str) -> None:
+    run = cli("start", str(CHECKOUT), "--store", store)["run_id"]
+    assert cli("status", run, "--store", store) == cli("show", run, "--store", store)
