@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from flowtide.authoring import FlowBuilder, node
-from flowtide.engine import Engine, Lifecycle, NodeContext, SourceContext
+from flowtide.engine import Engine, Lifecycle, NodeContext, Park, SourceContext
 from flowtide.engine.scatter import progress_key
 from flowtide.model import Flow
 from tests.engine.engine_helpers import at, fresh_store, of_kind, running
@@ -490,6 +490,31 @@ async def test_item_timeout_fails_only_that_item() -> None:
     assert result.lifecycle is Lifecycle.COMPLETED
     assert result.state["results"]["done"] == [1, 0]
     assert [r["item"] for r in result.state["results"]["timeout"]] == [5]
+
+
+@node(outputs=["done"], register=False)
+async def parks(ctx: NodeContext) -> Any:
+    return Park(key=f"item-{ctx.item}")
+
+
+async def test_a_node_body_that_parks_fails_its_item_saying_so() -> None:
+    flow = (
+        FlowBuilder("urn:test:flow:scatter-park")
+        .scatter(
+            "each",
+            "items",
+            parks,
+            {"all-error": "end"},
+            gather={"strategy": "partition", "field": "v"},
+        )
+        .terminal("end")
+        .build()
+    )
+    async with running() as (engine, _clock):
+        result = await engine.run(flow, {"items": [1]})
+    assert result.lifecycle is Lifecycle.COMPLETED
+    (failed,) = result.state["results"]["error"]
+    assert failed["error"].endswith("at 'each' parked where it cannot")
 
 
 CHILD = (
