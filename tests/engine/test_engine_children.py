@@ -12,7 +12,7 @@ import pytest
 from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park
-from flowtide.engine.children import child_run_id
+from flowtide.engine.children import child_run_id, open_parks
 from flowtide.model import Flow
 from flowtide.store import Store
 from tests.engine.engine_helpers import T0, at, fresh_store, kinds, of_kind
@@ -280,3 +280,32 @@ async def test_runs_held_parked_take_no_room_from_a_worker_with_a_cap() -> None:
         await clock.aclose()
         await store.close()
     assert result.lifecycle is Lifecycle.COMPLETED
+
+
+async def test_open_parks_of_a_run_with_a_node_at_work_and_a_child_parked() -> None:
+    child = approval_child()
+    parent = (
+        FlowBuilder("urn:test:flow:work-and-child")
+        .task("fork", fork, {"go": ["sub", "work"]})
+        .subflow("sub", child, {"success": "both"})
+        .task("work", slow_child, {"done": "both"})
+        .join("both", "all", {"success": "end"})
+        .terminal("end", "done")
+        .build()
+    )
+    clock = VirtualClock(T0)
+    store = fresh_store()
+    engine = Engine(clock=clock, store=store, flows=[parent, child])
+    try:
+        handle = await engine.start(parent, {"order": "o7"})
+        await clock.advance(timedelta(seconds=10))
+        # A running token that is no subflow's ("work") has no child run to look into.
+        (park,) = await open_parks(store, handle.run_id)
+        assert (park.key, park.run_id) == (
+            "approve:o7",
+            await until_parked(store, clock, "approve:o7"),
+        )
+    finally:
+        await engine.close()
+        await clock.aclose()
+        await store.close()

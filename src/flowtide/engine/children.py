@@ -54,7 +54,10 @@ async def open_parks(store: Store, run_id: str) -> list[ParkRecord]:
     found = list(await store.parks(run_id=run_id, open_only=True))
     for token in await store.tokens(run_id, [TokenStatus.RUNNING]):
         child = child_run_id(run_id, f"{token.id}/{token.visit}/{token.attempt}")
-        found += await open_parks(store, child)  # (none: not a subflow's token)
+        try:
+            found += await open_parks(store, child)
+        except UnknownRunError:
+            continue  # (not a subflow's token, or its child is not stored yet)
     return found
 
 
