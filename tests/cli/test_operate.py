@@ -103,6 +103,40 @@ def test_a_worker_runs_it_and_signals_from_other_processes_move_it(
     assert late == {"accepted": False, "reason": "moved_on", "message": late["message"]}
 
 
+def test_a_signal_to_a_run_whose_worker_is_busy_in_another_branch_runs_nothing_twice(
+    store: str, worker: subprocess.Popen[bytes], tmp_path: Path
+) -> None:
+    nodes = "tests.cli.inbox_nodes"
+    doc = tmp_path / "two-branches.yaml"
+    doc.write_text(
+        "id: urn:test:two-branches\n"
+        "entrypoints: {main: fork}\n"
+        "placements:\n"
+        f"  - {{id: fork, kind: task, node: '{nodes}:fork', routes: {{go: [work, ask]}}}}\n"
+        f"  - {{id: work, kind: task, node: '{nodes}:long_work', routes: {{done: j}}}}\n"
+        f"  - {{id: ask, kind: task, node: '{nodes}:ask', routes: {{approved: j}}}}\n"
+        "  - {id: j, kind: join, mode: all, routes: {success: end}}\n"
+        "  - {id: end, kind: terminal}\n"
+    )
+    log, gate = tmp_path / "attempts.log", tmp_path / "gate"
+    given = json.dumps({"log": str(log), "gate": str(gate)})
+    run = cli("start", str(doc), "--store", store, "--input", given)["run_id"]
+
+    def kinds() -> list[str]:
+        return [e["kind"] for e in cli("history", run, "--store", store)]
+
+    until(lambda: "parked" in kinds(), "the run parks")
+    until(log.exists, "the long node runs")
+    # Signalled from another process while the worker is in the long node's attempt.
+    answer = cli("signal", run, "--placement", "ask", "--store", store)
+    assert answer["accepted"] and answer["placement"] == "ask"
+    gate.touch()
+    until(lambda: "run_finished" in kinds(), "the run ends")
+    assert len(log.read_text().splitlines()) == 1, "the long node ran again"
+    assert kinds().count("signalled") == 1
+    assert cli("runs", "--store", store, "--lifecycle", "completed")[0]["run_id"] == run
+
+
 def test_cancel_a_parked_run_then_again(store: str, worker: subprocess.Popen[bytes]) -> None:
     run = cli("start", str(CHECKOUT), "--store", store)["run_id"]
     until(lambda: cli("show", run, "--store", store)["parks"], "the run parks")

@@ -25,6 +25,7 @@ from flowtide.store import (
     LeaseLost,
     RunRecord,
     SignalAnswer,
+    SignalRequest,
     StoreConflict,
     StoreOpenError,
     StoreSchemaError,
@@ -68,7 +69,7 @@ async def test_open_creates_the_schema_and_records_its_version(schemas: Schemas)
     versions = schemas.query(
         "SELECT version, name, min_reader_version FROM {schema}.flowtide_schema", store.schema
     )
-    assert versions == [(1, "initial", 1)]
+    assert versions == [(1, "initial", 1), (2, "signal_requests", 2)]
     tables = schemas.query(
         "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename",
         store.schema,
@@ -95,8 +96,8 @@ async def test_reopening_a_schema_keeps_its_records(schemas: Schemas) -> None:
         assert list(await again.due_of("r")) == [DueEntry(at(5), "r", "r.1")]
         (event,) = await again.commit(Commit("r", events=[EventRecord("next", "r", at(2))]))
         assert event.seq == 2
-    rows = schemas.query("SELECT version FROM {schema}.flowtide_schema", schema)
-    assert rows == [(1,)]
+    rows = schemas.query("SELECT version FROM {schema}.flowtide_schema ORDER BY version", schema)
+    assert rows == [(1,), (2,)]
 
 
 async def test_a_newer_schema_is_refused_unchanged_unless_this_code_may_read_it(
@@ -105,23 +106,25 @@ async def test_a_newer_schema_is_refused_unchanged_unless_this_code_may_read_it(
     schema = schemas.new()
     async with schemas.store(schema):
         pass
-    schemas.query("INSERT INTO {schema}.flowtide_schema VALUES (2, 'later', 2, now())", schema)
+    schemas.query("INSERT INTO {schema}.flowtide_schema VALUES (3, 'later', 3, now())", schema)
     before = schemas.query("SELECT * FROM {schema}.flowtide_schema ORDER BY version", schema)
     with pytest.raises(StoreSchemaError) as refused:
         await schemas.store(schema).open()
     message = str(refused.value)
-    assert "version 2" in message and "up to 1" in message and "upgrade Flowtide" in message
+    assert "version 3" in message and "up to 2" in message and "upgrade Flowtide" in message
     assert isinstance(refused.value, StoreOpenError)
     after = schemas.query("SELECT * FROM {schema}.flowtide_schema ORDER BY version", schema)
     assert after == before
-    # A later version that code of version 1 may still use (min_reader_version 1) is accepted.
-    schemas.query("UPDATE {schema}.flowtide_schema SET min_reader_version = 1", schema)
+    # A later version that code of version 2 may still use (min_reader_version 2) is accepted.
+    schemas.query(
+        "UPDATE {schema}.flowtide_schema SET min_reader_version = 2 WHERE version = 3", schema
+    )
     async with schemas.store(schema) as store:
         await store.create_run(run_record("r"), {})
     versions = schemas.query(
         "SELECT version FROM {schema}.flowtide_schema ORDER BY version", schema
     )
-    assert versions == [(1,), (2,)], "nothing migrated, nothing recorded"
+    assert versions == [(1,), (2,), (3,)], "nothing migrated, nothing recorded"
 
 
 async def test_a_schema_that_is_not_flowtides_is_refused(schemas: Schemas) -> None:
@@ -145,7 +148,9 @@ async def test_concurrent_opens_of_a_fresh_schema_migrate_it_once(schemas: Schem
     finally:
         for store in stores:
             await store.close()
-    assert schemas.query("SELECT version FROM {schema}.flowtide_schema", schema) == [(1,)]
+    assert schemas.query(
+        "SELECT version FROM {schema}.flowtide_schema ORDER BY version", schema
+    ) == [(1,), (2,)]
 
 
 async def test_schemas_of_one_database_do_not_meet(schemas: Schemas) -> None:
@@ -346,6 +351,17 @@ async def test_wait_changed_wakes_when_another_store_makes_work(schemas: Schemas
         woke, _ = await asyncio.gather(
             waiter.wait_changed(10),
             worker.commit(Commit("r", signal_answers=[SignalAnswer("k", "r", {})])),
+        )
+        assert woke is True
+        assert await waiter.wait_changed(0.1) is False
+        # A signal request stored, and the run's end (who waits for either elsewhere is told).
+        woke, _ = await asyncio.gather(
+            waiter.wait_changed(10),
+            worker.request_signal(SignalRequest("q", "r", at(6), {"placement": "p"})),
+        )
+        assert woke is True
+        woke, _ = await asyncio.gather(
+            waiter.wait_changed(10), worker.commit(Commit("r", run=run_record("r", "completed")))
         )
         assert woke is True
         assert await waiter.wait_changed(0.1) is False

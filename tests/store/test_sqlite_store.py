@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from flowtide.store import Commit, Lease, LeaseLost, StoreError, TokenStatus
+from flowtide.store import Commit, Lease, LeaseLost, SignalRequest, StoreError, TokenStatus
 from flowtide.store.base import StoreOpenError, StoreSchemaError
 from flowtide.store.sqlite import SQLiteStore
 from flowtide.store.sqlite.schema import CODE_VERSION, MIGRATIONS, statements
@@ -86,9 +86,9 @@ async def test_open_creates_the_schema_and_records_its_version(tmp_path: Path) -
     recorded = rows(
         path, "SELECT version, name, min_reader_version, applied_at FROM flowtide_schema"
     )
-    assert [r[:3] for r in recorded] == [(1, "initial", 1)]
+    assert [r[:3] for r in recorded] == [(1, "initial", 1), (2, "signal_requests", 2)]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", str(recorded[0][3]))
-    assert CODE_VERSION == 1
+    assert CODE_VERSION == 2
     assert rows(path, "PRAGMA journal_mode") == [("wal",)]
 
 
@@ -96,7 +96,7 @@ async def test_a_store_is_opened_by_its_first_call(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "lazy.db")
     assert await store.next_wake() is None
     await store.close()
-    assert rows(tmp_path / "lazy.db", "SELECT version FROM flowtide_schema") == [(1,)]
+    assert rows(tmp_path / "lazy.db", "SELECT version FROM flowtide_schema") == [(1,), (2,)]
 
 
 async def test_a_closed_store_refuses_calls(tmp_path: Path) -> None:
@@ -121,7 +121,7 @@ async def test_reopening_a_file_keeps_every_record(tmp_path: Path) -> None:
         same_snapshot(await snapshot(store), before, "the run, reopened")
         assert await store.signal_answer("answer-a") == answer
         assert await store.node_anchor("r", "anchor-a", None) == at(3)
-    assert rows(path, "SELECT count(*) FROM flowtide_schema") == [(1,)]
+    assert rows(path, "SELECT count(*) FROM flowtide_schema") == [(2,)]
 
 
 def future_version(path: Path, min_reader_version: int) -> None:
@@ -163,8 +163,26 @@ async def test_a_newer_schema_this_code_may_read_is_opened(tmp_path: Path) -> No
         assert (await store.get_run("r")).lifecycle == "running"
     assert rows(path, "SELECT version FROM flowtide_schema ORDER BY version") == [
         (1,),
+        (2,),
         (CODE_VERSION + 1,),
     ]
+
+
+async def test_a_database_of_the_first_schema_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "first.db"
+    conn = sqlite3.connect(path)
+    for statement in statements(MIGRATIONS[0].sql):
+        conn.execute(statement)
+    with conn:
+        conn.execute("INSERT INTO flowtide_schema VALUES (1, 'initial', 1, '2026-01-01T00:00Z')")
+    conn.close()
+    async with SQLiteStore(path) as store:
+        await new_run(store)
+        await store.request_signal(SignalRequest("q", "r", at(1), {"placement": "p"}))
+        assert (await store.signal_request("q")) == SignalRequest(
+            "q", "r", at(1), {"placement": "p"}
+        )
+    assert rows(path, "SELECT version FROM flowtide_schema ORDER BY version") == [(1,), (2,)]
 
 
 async def test_a_file_that_is_not_a_sqlite_database_is_refused(tmp_path: Path) -> None:
@@ -231,6 +249,7 @@ def test_the_migrations_make_exactly_the_schema_the_store_uses(tmp_path: Path) -
         ("table", "runs"),
         ("table", "scatter_items"),
         ("table", "signal_answers"),
+        ("table", "signal_requests"),
         ("table", "tokens"),
     ]
     tables = {name for kind, name in made if kind == "table"}
@@ -263,8 +282,9 @@ def test_a_migration_is_run_one_statement_at_a_time() -> None:
 def plan(query: str) -> str:
     """How SQLite runs ``query`` on the store's schema (EXPLAIN QUERY PLAN), one step a line."""
     conn = sqlite3.connect(":memory:")
-    for statement in statements(MIGRATIONS[-1].sql):
-        conn.execute(statement)
+    for migration in MIGRATIONS:
+        for statement in statements(migration.sql):
+            conn.execute(statement)
     params = dict.fromkeys(re.findall(r":(\w+)", query), 1)
     steps = conn.execute("EXPLAIN QUERY PLAN " + query, params).fetchall()
     conn.close()
@@ -462,7 +482,7 @@ def test_processes_sharing_one_new_file(tmp_path: Path) -> None:
                 process.kill()
             process.wait()
     assert [process.returncode for process in started] == [0, 0, 0, 0]
-    assert rows(path, "SELECT version FROM flowtide_schema") == [(1,)]
+    assert rows(path, "SELECT version FROM flowtide_schema") == [(1,), (2,)]
     every = [run_id for claimed in taken for run_id in claimed]
     assert len(every) == len(set(every)) == 600
     assert sum(1 for claimed in taken if claimed) >= 2, "the processes' claims did not overlap"

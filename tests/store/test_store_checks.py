@@ -11,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from flowtide.store import Commit, EventRecord, Lease, MemoryStore, Store
+from flowtide.store import (
+    Commit,
+    EventRecord,
+    Lease,
+    MemoryStore,
+    RequestAnswer,
+    SignalRequest,
+    Store,
+    StoreConflict,
+)
 from flowtide.testing import (
     StoreCheck,
     StoreCheckFailed,
@@ -132,6 +141,41 @@ class SharingState(MemoryStore):
         return self.decoded[run_id]
 
 
+class RequestsWithoutDue(MemoryStore):
+    """Stores a signal request but no due entry: its run's holder is never woken for it."""
+
+    async def request_signal(self, request: SignalRequest) -> None:
+        await super().request_signal(request)
+        await self.commit(
+            Commit(request.run_id, due_dropped=[(request.id, "signal")], run_lifecycles=None)
+        )
+
+
+class AnsweringAgain(MemoryStore):
+    """Lets a later commit answer a request again (the last answer wins)."""
+
+    async def commit(self, commit: Commit) -> Sequence[EventRecord]:
+        answers = commit.requests_answered
+        events = await super().commit(replace(commit, requests_answered=()))
+        for answer in answers:
+            request = await self.signal_request(answer.request_id)
+            if request is None or request.run_id != commit.run_id:
+                raise StoreConflict(f"signal request {answer.request_id!r} is unknown")
+            self.answered[answer.request_id] = answer
+        return events
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answered: dict[str, RequestAnswer] = {}
+
+    async def signal_request(self, request_id: str) -> SignalRequest | None:
+        request = await super().signal_request(request_id)
+        answer = self.answered.get(request_id)
+        if request is not None and answer is not None:
+            request.answer, request.answered_at = answer.answer, answer.at
+        return request
+
+
 @pytest.mark.parametrize(
     ("broken", "caught_by"),
     [
@@ -145,6 +189,8 @@ class SharingState(MemoryStore):
         (ClaimingHeldRuns, "claims_take_runs_whose_wake_has_come"),
         (FiringAnyInstant, "fired_entries_are_removed_only_as_they_were"),
         (SharingState, "records_are_copies"),
+        (RequestsWithoutDue, "signal_requests_wake_the_runs_holder"),
+        (AnsweringAgain, "signal_requests_are_answered_once"),
     ],
 )
 async def test_a_broken_store_fails_the_check_meant_to_catch_it(

@@ -3,18 +3,34 @@ why no park can take it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from flowtide.engine._executor import RunExecutor
 from flowtide.engine._signals import refusal
 from flowtide.engine.errors import EngineError, RefusalReason, SignalRefused
-from flowtide.store.base import LIVE_TOKEN_STATUSES, ParkRecord, ParkStatus, Store, TokenStatus
+from flowtide.store.base import (
+    LIVE_TOKEN_STATUSES,
+    ParkRecord,
+    ParkStatus,
+    Store,
+    TokenRecord,
+    TokenStatus,
+)
+
+
+class RunView(Protocol):
+    """What a signal's addressing needs of a run's executor held in memory."""
+
+    @property
+    def tokens(self) -> Mapping[str, TokenRecord]: ...
+
+    def park_record(self, park_id: str) -> ParkRecord | None: ...
 
 
 async def find_park(
     store: Store,
-    held: RunExecutor | None,
+    held: RunView | None,
     now: datetime,
     run_id: str | None,
     placement: str | None,

@@ -4,16 +4,25 @@ and due waits.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from flowtide.engine._addressing import find_park
 from flowtide.engine._attempts import Attempt
 from flowtide.engine._core import AT_NODE
 from flowtide.engine._records import end_reason, escalation
-from flowtide.engine._signals import invalid_output, refusal, signal_answer
+from flowtide.engine._signals import (
+    accepted_reply,
+    invalid_output,
+    refusal,
+    refused_reply,
+    signal_answer,
+)
 from flowtide.engine._tasks import Tasks
 from flowtide.engine.errors import (
+    SignalRefused,
     UnroutedOutputError,
 )
 from flowtide.engine.event_types import Signalled
@@ -30,13 +39,16 @@ from flowtide.store.base import (
     Expect,
     ParkRecord,
     ParkStatus,
+    RequestAnswer,
     SignalAnswer,
     StoreConflict,
+    StoreError,
     TokenRecord,
     TokenStatus,
 )
 
 S = TokenStatus
+log = logging.getLogger("flowtide.engine")
 
 
 class Parking(Tasks):
@@ -49,8 +61,11 @@ class Parking(Tasks):
         payload: Mapping[str, Any],
         output: str | None,
         idempotency_key: str | None,
+        inbox: DueEntry | None = None,
     ) -> dict[str, Any]:
         """Apply a signal to ``park`` (still open in this executor); returns the answer.
+        ``inbox``: the due entry of the signal request it answers (sent by another engine),
+        fired, and answered, by the signal's commit.
 
         One step, under the step lock."""
         async with self.steps.hold():
@@ -65,6 +80,8 @@ class Parking(Tasks):
             answers = (
                 [SignalAnswer(idempotency_key, self.run.id, answer)] if idempotency_key else []
             )
+            fired = [inbox] if inbox is not None else []
+            requests = [RequestAnswer(e.token_id, accepted_reply(answer), now) for e in fired]
             keys = sorted(payload)
 
             def signalled(to: list[str] | None) -> Signalled:
@@ -82,15 +99,27 @@ class Parking(Tasks):
                     self.last_placements = [p.id]
                     self.route_ok = False
                     nxt = await self.route(
-                        token, p, output, event=signalled, update=update, answers=answers
+                        token,
+                        p,
+                        output,
+                        event=signalled,
+                        update=update,
+                        answers=answers,
+                        requests=requests,
+                        fired=fired,
                     )
                     if nxt is not None:
                         self.spawn(nxt)
                     applied = self.route_ok
                 else:
-                    applied = await self._wake(
-                        token, payload, self.event(token, signalled(None)), update, answers
+                    ev = self.event(token, signalled(None))
+                    done = Commit(
+                        self.run.id,
+                        signal_answers=answers,
+                        requests_answered=requests,
+                        due_fired=fired,
                     )
+                    applied = await self._wake(token, payload, ev, update, done)
             except StoreConflict:
                 self.expect.pop(token.id, None)
                 raise
@@ -131,20 +160,18 @@ class Parking(Tasks):
         payload: Mapping[str, Any],
         event: EventRecord,
         update: Callable[[], tuple[dict[str, Any], list[str]]],
-        answers: list[SignalAnswer],
+        done: Commit,
     ) -> bool:
-        """A signal without an output: the node runs again, ``ctx.signal`` its payload."""
+        """A signal without an output: the node runs again, ``ctx.signal`` its payload.
+        ``done``: what the signal answers and fires, committed with the wake."""
         token.data = {k: v for k, v in token.data.items() if k in ("fired_timers",)}
         token.data["signal"] = dict(payload)
         token.epoch += 1
+        done.tokens = [token]
+        done.events = [event]
+        done.due_dropped = [(token.id, "timeout")]
         ok = await self.commit(
-            Commit(
-                self.run.id,
-                tokens=[token],
-                events=[event],
-                due_dropped=[(token.id, "timeout")],
-                signal_answers=answers,
-            ),
+            done,
             unless_ended=True,
             update=update,
             token=token,
@@ -160,6 +187,9 @@ class Parking(Tasks):
         if self.end is not None or self.closed or entry in self.firing:
             return False
         self.firing.add(entry)
+        if entry.purpose == "signal":
+            self.spawn_aux(self._fire_request(entry))
+            return True
         if entry.purpose == "deadline":  # (the run's end removes the entry)
             if self.run.deadline is not None:
                 self.root.cancel(CancelReason.RUN_DEADLINE, self.run.deadline)
@@ -172,6 +202,76 @@ class Parking(Tasks):
             await self._fire_once(entry)
         finally:
             self.firing.discard(entry)
+
+    async def _fire_request(self, entry: DueEntry) -> None:
+        try:
+            await self.answer_request(entry)
+        finally:
+            self.firing.discard(entry)
+
+    async def answer_request(self, entry: DueEntry) -> None:
+        """A signal request another engine sent to this run while this engine held it (see
+        :mod:`flowtide.engine.inbox`): applied as a signal sent here, its answer committed with
+        the signal's step; a refusal's answer is committed alone. ``entry`` (its due entry,
+        ``token_id`` the request's id) is removed by that commit. (A conflict, DuplicateSignal
+        too, drops this view: the run is rebuilt, and the request fired again.)"""
+        try:
+            found = await self._addressed(entry)
+        except StoreConflict:
+            raise
+        except StoreError as exc:
+            log.warning("signal request %s of run %s: %s", entry.token_id, self.run.id, exc)
+            return  # (the entry stays: fired again at the next claim)
+        if isinstance(found, dict):
+            reply: dict[str, Any] | None = found
+        elif found is None:
+            reply = None
+        else:
+            park, asked = found
+            try:
+                await self.signal(
+                    park,
+                    payload=asked.get("payload") or {},
+                    output=asked.get("output"),
+                    idempotency_key=asked.get("idempotency_key"),
+                    inbox=entry,
+                )
+                return
+            except SignalRefused as refused:
+                reply = refused_reply(refused)
+        answered = [RequestAnswer(entry.token_id, reply, self.clock.now())] if reply else []
+        await self.commit(
+            Commit(self.run.id, due_fired=[entry], requests_answered=answered), unless_ended=True
+        )
+
+    async def _addressed(
+        self, entry: DueEntry
+    ) -> tuple[ParkRecord, dict[str, Any]] | dict[str, Any] | None:
+        """The park a signal request addresses and what it asks; or its answer, if it is known
+        without a step (a refusal, or the first answer to its idempotency key); or None if it
+        is answered already (or not this run's)."""
+        store = self.host.store
+        request = await store.signal_request(entry.token_id)
+        if request is None or request.answer is not None or request.run_id != self.run.id:
+            return None
+        asked = request.request
+        key = asked.get("idempotency_key")
+        first = await store.signal_answer(key) if key is not None else None
+        if first is not None:
+            return accepted_reply(first.answer, duplicate=True)
+        try:
+            park = await find_park(
+                store,
+                self,
+                self.clock.now(),
+                self.run.id,
+                asked.get("placement"),
+                asked.get("key"),
+                asked.get("token_id"),
+            )
+        except SignalRefused as refused:
+            return refused_reply(refused)
+        return park, asked
 
     async def _fire_once(self, entry: DueEntry) -> None:
         async with self.steps.hold():

@@ -23,6 +23,7 @@ from flowtide.store.base import (
     EventRecord,
     NodeAnchor,
     ParkStatus,
+    RequestAnswer,
     TokenRecord,
     TokenStatus,
 )
@@ -48,6 +49,8 @@ class Routing(Arming):
         extra_events: Sequence[EventRecord] = (),
         due_cleared: Sequence[str] = (),
         answers: Sequence[Any] = (),
+        requests: Sequence[RequestAnswer] = (),
+        fired: Sequence[DueEntry] = (),
     ) -> TokenRecord | None:
         """Move ``token`` along ``output`` (a split makes new tokens), committing it all: the
         first moved token is returned to go on with and the others get tasks of their own.
@@ -57,9 +60,8 @@ class Routing(Arming):
         The token's due entries (park deadline, timers, backoff) are dropped, its open park is
         closed (as moved on, unless the caller closed it already), and node anchors are released
         when ``output`` is in the placement's ``release_on`` or is ``timeout``, or when the move
-        leaves an anchored placement's loop.
-
-        One step, under the step lock."""
+        leaves an anchored placement's loop. ``requests`` (answers to signal requests) and
+        ``fired`` (due entries) go with the move's commit. One step, under the step lock."""
         async with self.steps.hold():
             targets = p.route_map().get(output)
             if not targets:
@@ -88,6 +90,8 @@ class Routing(Arming):
                     anchors=anchors,
                     anchors_released=released,
                     signal_answers=answers,
+                    requests_answered=requests,
+                    due_fired=fired,
                 ),
                 unless_ended=True,
                 token=token,

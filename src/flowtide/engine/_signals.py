@@ -10,6 +10,7 @@ from flowtide.engine.errors import (
     RefusalReason,
     SignalRefused,
 )
+from flowtide.engine.handles import SignalReceipt
 from flowtide.engine.plan import FlowPlan
 from flowtide.model.placements import (
     RESERVED_OUTPUTS,
@@ -110,3 +111,34 @@ def signal_answer(
         "park": park.id,
         "idempotency_key": idempotency_key,
     }
+
+
+# -- the answers to signal requests (signals sent to a run another engine holds) ------------
+
+
+def accepted_reply(answer: dict[str, Any], *, duplicate: bool = False) -> dict[str, Any]:
+    """A request's answer: an accepted signal's ``answer`` (``duplicate``: an earlier signal
+    with its idempotency key had it)."""
+    return {"accepted": answer, "duplicate": duplicate}
+
+
+def refused_reply(refused: SignalRefused) -> dict[str, Any]:
+    """A request's answer: the refusal, whole, to be raised again where the signal was sent."""
+    return {"refused": {**refused.details(), "message": str(refused)}}
+
+
+def receipt_of(reply: dict[str, Any]) -> SignalReceipt:
+    """What a request's answer says: its receipt, or the refusal raised."""
+    refused = reply.get("refused")
+    if refused is not None:
+        at = refused.get("at")
+        raise SignalRefused(
+            RefusalReason(refused["reason"]),
+            refused["message"],
+            at=datetime.fromisoformat(at) if at is not None else None,
+            run_id=refused.get("run_id"),
+            placement=refused.get("placement"),
+            token_id=refused.get("token_id"),
+            key=refused.get("key"),
+        )
+    return SignalReceipt.from_answer(reply["accepted"], duplicate=bool(reply.get("duplicate")))

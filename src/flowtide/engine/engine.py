@@ -22,11 +22,9 @@ from typing import Any
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.authoring.nodes import registry as default_registry
 from flowtide.clock import Clock, SystemClock, VirtualClock
-from flowtide.engine._addressing import find_park
 from flowtide.engine._commit import commit_step
 from flowtide.engine._executor import RunExecutor
 from flowtide.engine._hooks import HookDelivery
-from flowtide.engine._signals import refusal
 from flowtide.engine._waiters import RunWaiters
 from flowtide.engine.catalog import FlowCatalog
 from flowtide.engine.children import ChildRuns, StartedChild
@@ -44,9 +42,10 @@ from flowtide.engine.explain import (
     explain_stored_run,
 )
 from flowtide.engine.handles import RunHandle, SignalReceipt
+from flowtide.engine.inbox import Signaller
 from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, SetAside, give_back, worker_id
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_size, check_sizes
+from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_sizes
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import RunResult
@@ -56,13 +55,11 @@ from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
 from flowtide.store.base import (
     Commit,
-    DuplicateSignal,
     EventRecord,
     Lease,
     ParkRecord,
     RunRecord,
     Store,
-    StoreConflict,
     StoreError,
     TokenRecord,
     UnknownRunError,
@@ -156,6 +153,14 @@ class Engine:
         self._waiters = RunWaiters()
         self._host = _EngineHost(self)
         self._hooks = HookDelivery(self.hooks, self._hook_failed)
+        self._signaller = Signaller(
+            self,
+            held=self._runs.get,
+            executor=self._executor,
+            fire=self._fire_due,
+            discard=self._discard,
+            let_out=self._let_out,
+        )
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
                 self.register_flow(f)
@@ -514,48 +519,13 @@ class Engine:
         the same ``idempotency_key`` gets the first answer (``duplicate=True``) and changes
         nothing. A signal that cannot apply raises :class:`SignalRefused` (``reason``: expired,
         moved_on, cancelled, unknown, not_parked, ambiguous, invalid_output) and changes nothing.
+        A run another live worker holds is signalled through the store, and that worker answers
+        (see :mod:`flowtide.engine.inbox`).
         """
         self._ready()
-        if idempotency_key is not None:
-            known = await self.store.signal_answer(idempotency_key)
-            if known is not None:
-                return SignalReceipt.from_answer(known.answer, duplicate=True)
-        payload = dict(payload or {})
-        check_size(payload, "signal payload", self.max_value_bytes)
-        for _ in range(5):
-            held = self._runs.get(run_id) if run_id is not None else None
-            park = await find_park(
-                self.store, held, self.clock.now(), run_id, placement, key, token_id
-            )
-            ex = await self._executor(park.run_id)
-            if ex is None:
-                latest = await self.store.parks(run_id=park.run_id)
-                stored = next((p for p in latest if p.id == park.id), park)
-                raise refusal(stored, self.clock.now())
-            if not ex.pin():
-                continue
-            try:
-                answer = await ex.signal(
-                    park,
-                    payload=payload,
-                    output=output,
-                    idempotency_key=idempotency_key,
-                )
-                receipt = SignalReceipt.from_answer(answer)
-            except DuplicateSignal:
-                assert idempotency_key is not None
-                known = await self.store.signal_answer(idempotency_key)
-                assert known is not None
-                return SignalReceipt.from_answer(known.answer, duplicate=True)
-            except StoreConflict:
-                # Another process moved the token first: forget what we knew and look again.
-                self._discard(ex)
-                continue
-            finally:
-                ex.unpin()
-            await self._let_out(ex)
-            return receipt
-        raise EngineError("signal: the run kept changing under this signal; try again")
+        return await self._signaller.signal(
+            run_id, placement, key, token_id, payload, output, idempotency_key
+        )
 
     async def cancel(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run, parked (and let go) or not; False if it had already ended."""

@@ -22,6 +22,9 @@ The engine keeps no state that a restart could not rebuild from a store:
 * **parks** - one :class:`ParkRecord` per time a token parked (its correlation key, deadline,
   payload, and how the park ended), so that a late signal can be told why it is refused;
 * **signal answers** - the first answer to each signal idempotency key;
+* **signal requests** - signals sent to a run another worker holds (:class:`SignalRequest`):
+  each with a due entry (purpose ``signal``) that wakes the run's holder, who applies it and
+  records its answer (:attr:`Commit.requests_answered`);
 * **scatter progress** - per (run, token, item index) records, so a resumed scatter re-runs only
   the unfinished items.
 
@@ -35,7 +38,7 @@ engine (from its clock), never read by the store.
 
 **Leases.** A run is driven by at most one worker at a time: the one holding its lease. A worker
 takes runs with :meth:`Store.claim_runs` (runs whose wake instant has come) or
-:meth:`Store.acquire_run` (one run, to signal or cancel it), keeps them with
+:meth:`Store.acquire_run` (one run, to signal, cancel or resume it), keeps them with
 :meth:`Store.renew_leases`, and gives one back with a commit that sets :attr:`Commit.release`.
 Each taking by a new owner bumps the run's lease *epoch*; a commit carrying :attr:`Commit.lease`
 applies only while the run's stored owner and epoch are still those (else :class:`LeaseLost`),
@@ -86,9 +89,12 @@ __all__ = [
     "NodeAnchor",
     "ParkRecord",
     "ParkStatus",
+    "RequestAnswer",
+    "RunEndedError",
     "RunRecord",
     "ScatterItemRecord",
     "SignalAnswer",
+    "SignalRequest",
     "Store",
     "StoreConflict",
     "StoreError",
@@ -124,6 +130,15 @@ class UnknownRunError(StoreError, KeyError):
 
 class StoreConflict(StoreError):
     """A conditional commit did not apply: a token was not as expected (``Commit.expect``)."""
+
+
+class RunEndedError(StoreConflict):
+    """A signal request for a run that has ended (nothing was stored)."""
+
+    def __init__(self, run_id: str, lifecycle: str) -> None:
+        self.run_id = run_id
+        self.lifecycle = lifecycle
+        super().__init__(f"run {run_id!r} has ended ({lifecycle})")
 
 
 class DuplicateSignal(StoreConflict):
@@ -325,8 +340,9 @@ class DueEntry:
     token_id: str
     purpose: str = ""
     """What falls due: ``""`` (a wait or retry backoff), ``timeout`` (a park deadline),
-    ``timer:<visit>:<index>`` (an escalation timer), ``deadline`` (a run deadline). A token has at
-    most one entry per purpose."""
+    ``timer:<visit>:<index>`` (an escalation timer), ``deadline`` (a run deadline), ``signal``
+    (a :class:`SignalRequest` to answer; ``token_id`` is the request's id). A token has at most
+    one entry per purpose."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +395,30 @@ class SignalAnswer:
     key: str
     run_id: str
     answer: dict[str, Any]
+
+
+@dataclass(slots=True)
+class SignalRequest:
+    """A signal sent to a run another worker holds, for that worker to apply
+    (:meth:`Store.request_signal`); ``answer`` is None until the holder has answered."""
+
+    id: str
+    run_id: str
+    requested_at: datetime
+    request: dict[str, Any]
+    """What was asked (JSON): the addressing, payload, output and idempotency key."""
+    answer: dict[str, Any] | None = None
+    """The answer (JSON): an accepted signal's or a refusal's."""
+    answered_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestAnswer:
+    """The answer a commit records to a :class:`SignalRequest` of its run."""
+
+    request_id: str
+    answer: dict[str, Any]
+    at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,6 +503,10 @@ class Commit:
     signal_answers: Sequence[SignalAnswer] = ()
     """Answers to record; a key that already has one (or comes twice) fails the commit with
     :class:`DuplicateSignal`."""
+    requests_answered: Sequence[RequestAnswer] = ()
+    """Answers to signal requests of this run; a request that is not this run's, is answered
+    already, or comes twice fails the commit with :class:`StoreConflict` (a request is answered
+    once)."""
     expect: Mapping[str, TokenStatus | Expect] = field(default_factory=dict)
     """Token id -> what it must be for the commit to apply (else ``StoreConflict``)."""
     run_lifecycles: frozenset[str] | None = None
@@ -544,12 +588,14 @@ class Store(ABC):
 
         Nothing is applied when the run is unknown (:class:`UnknownRunError`), its lease is not
         the commit's (:class:`LeaseLost`), an expectation does not hold (:class:`StoreConflict`),
-        a signal key is answered already (:class:`DuplicateSignal`) or a value is not JSON.
+        a signal key is answered already (:class:`DuplicateSignal`), a signal request is not one
+        of the run's still unanswered (:class:`StoreConflict`) or a value is not JSON.
         Otherwise, in this order: the run record, tokens, state keys set then deleted, events
         (numbered on from the run's last ``seq``), due entries cleared by token, dropped by
         purpose and fired, then set (all of them removed if the run record written is ended),
-        node anchors stored then released, scatter items, parks, signal answers, and the
-        release of the lease; then the run's wake instant is brought up to date."""
+        node anchors stored then released, scatter items, parks, signal answers, request
+        answers, and the release of the lease; then the run's wake instant is brought up to
+        date."""
 
     @abstractmethod
     async def get_run(self, run_id: str) -> RunRecord:
@@ -659,3 +705,17 @@ class Store(ABC):
     @abstractmethod
     async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
         """The recorded items of one scatter visit (its ``progress`` key), by index."""
+
+    @abstractmethod
+    async def request_signal(self, request: SignalRequest) -> None:
+        """Store ``request`` (unanswered, whatever its ``answer``) and, in the same transaction,
+        a due entry of its run at ``requested_at``, purpose ``signal``, the request's id as its
+        token id; the run's wake instant is brought up to date (so its holder claims it again at
+        once) and, on a shared store, other processes are told. Raises
+        :class:`UnknownRunError`, :class:`RunEndedError` for a run that has ended,
+        :class:`StoreError` for an id stored already, and ``NotJSONError``; then nothing is
+        stored."""
+
+    @abstractmethod
+    async def signal_request(self, request_id: str) -> SignalRequest | None:
+        """A stored signal request, with its answer once it has one (None: no such request)."""

@@ -2,11 +2,11 @@
 
 It is the reference the database stores are measured against, so it behaves as they do. What a
 database keeps as JSON (run state, token and event data, park payloads, scatter results and keys,
-run results, options and checkpoints, signal answers) is kept here as JSON text and decoded on
-every read: what comes back is what a database gives back (a tuple comes back as a list), as new
-objects every time. A commit is checked whole (the run, its expectations, its signal keys, every
-value it would keep as JSON) before anything changes, and applied without yielding to the event
-loop, so other tasks see all of it or nothing.
+run results, options and checkpoints, signal answers and requests) is kept here as JSON text and
+decoded on every read: what comes back is what a database gives back (a tuple comes back as a
+list), as new objects every time. A commit is checked whole (the run, its expectations, its signal
+keys, every value it would keep as JSON) before anything changes, and applied without yielding to
+the event loop, so other tasks see all of it or nothing.
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ from flowtide.store.base import (
     NodeAnchor,
     ParkRecord,
     ParkStatus,
+    RunEndedError,
     RunRecord,
     ScatterItemRecord,
     SignalAnswer,
+    SignalRequest,
     Store,
     StoreConflict,
     StoredFlow,
@@ -89,6 +91,8 @@ class MemoryStore(Store):
         self._scatter: dict[tuple[str, str], dict[int, _ScatterRow]] = {}
         """(run id, progress key) -> item index -> row."""
         self._answers: dict[str, _AnswerRow] = {}
+        self._requests: dict[str, _RequestRow] = {}
+        """signal request id -> row."""
 
     # -- writes ------------
 
@@ -160,6 +164,14 @@ class MemoryStore(Store):
                 raise DuplicateSignal(f"signal idempotency key {key!r} already answered")
             if keys.count(key) > 1:
                 raise DuplicateSignal(f"signal idempotency key {key!r} answered twice in a commit")
+        requested = [a.request_id for a in c.requests_answered]
+        for request_id in requested:
+            kept = self._requests.get(request_id)
+            if kept is None or kept.record.run_id != c.run_id or kept.answer is not None:
+                why = "unknown" if kept is None or kept.record.run_id != c.run_id else "answered"
+                raise StoreConflict(f"signal request {request_id!r} of run {c.run_id!r} is {why}")
+            if requested.count(request_id) > 1:
+                raise StoreConflict(f"signal request {request_id!r} answered twice in a commit")
         return _Step(
             c,
             _RunRow.of(c.run, "run") if c.run is not None else None,
@@ -169,6 +181,10 @@ class MemoryStore(Store):
             [_ScatterRow.of(s, f"scatter/{i}") for i, s in enumerate(c.scatter)],
             [_ParkRow.of(p, f"parks/{i}") for i, p in enumerate(c.parks)],
             [_AnswerRow.of(a, f"signal_answers/{i}") for i, a in enumerate(c.signal_answers)],
+            [
+                (a.request_id, encode_json(a.answer, f"requests_answered/{i}/answer"), a.at)
+                for i, a in enumerate(c.requests_answered)
+            ],
         )
 
     def _apply(self, step: _Step) -> list[EventRecord]:
@@ -214,9 +230,24 @@ class MemoryStore(Store):
             self._put_park(park)
         for answer in step.answers:
             self._answers[answer.record.key] = answer
+        for request_id, text, when in step.requests_answered:
+            request = self._requests[request_id]
+            request.answer, request.record.answered_at = text, when
         if c.release:
             self._let_go(run_id)
         return list(c.events)
+
+    async def request_signal(self, request: SignalRequest) -> None:
+        run = self._run(request.run_id).record
+        if run.lifecycle in ENDED_LIFECYCLES:
+            raise RunEndedError(request.run_id, run.lifecycle)
+        if request.id in self._requests:
+            raise StoreError(f"signal request {request.id!r} already exists")
+        row = _RequestRow.of(request)
+        self._requests[request.id] = row
+        due = self._due[request.run_id]
+        due[(request.id, "signal")] = (request.requested_at, next(self._due_order))
+        self._rewake(request.run_id)
 
     # -- leases and wake instants ------------
 
@@ -459,6 +490,10 @@ class MemoryStore(Store):
         row = self._answers.get(key)
         return row.read() if row is not None else None
 
+    async def signal_request(self, request_id: str) -> SignalRequest | None:
+        row = self._requests.get(request_id)
+        return row.read() if row is not None else None
+
     async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
         items = self._scatter.get((run_id, progress), {})
         return [items[index].read() for index in sorted(items)]
@@ -603,6 +638,23 @@ class _AnswerRow:
 
 
 @dataclass(slots=True)
+class _RequestRow:
+    record: SignalRequest
+    request: str
+    answer: str | None
+    """None until answered."""
+
+    @classmethod
+    def of(cls, request: SignalRequest) -> _RequestRow:
+        text = encode_json(request.request, "request")
+        return cls(replace(request, request={}, answer=None, answered_at=None), text, None)
+
+    def read(self) -> SignalRequest:
+        answer = decode_json(self.answer) if self.answer is not None else None
+        return replace(self.record, request=decode_json(self.request), answer=answer)
+
+
+@dataclass(slots=True)
 class _Step:
     """A commit whose checks passed, with what it keeps as JSON already encoded."""
 
@@ -614,3 +666,5 @@ class _Step:
     scatter: list[_ScatterRow]
     parks: list[_ParkRow]
     answers: list[_AnswerRow]
+    requests_answered: list[tuple[str, str, datetime]]
+    """(request id, answer as JSON, when)."""

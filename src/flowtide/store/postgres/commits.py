@@ -39,6 +39,7 @@ from flowtide.store.postgres.rows import (
     Params,
     answer_params,
     event_params,
+    json_text,
     park_params,
     run_params,
     scatter_params,
@@ -69,6 +70,7 @@ class Prepared:
     scatter: list[Params] = field(default_factory=list)
     parks: list[Params] = field(default_factory=list)
     answers: list[Params] = field(default_factory=list)
+    requests: list[Params] = field(default_factory=list)
 
 
 def prepare(c: Commit) -> Prepared:
@@ -86,6 +88,14 @@ def prepare(c: Commit) -> Prepared:
         p.parks = [park_params(k, f"parks/{i}") for i, k in enumerate(c.parks)]
         p.answers = [
             answer_params(a, f"signal_answers/{i}") for i, a in enumerate(c.signal_answers)
+        ]
+        p.requests = [
+            {
+                "id": a.request_id,
+                "answer": json_text(a.answer, f"requests_answered/{i}/answer"),
+                "answered_at": a.at,
+            }
+            for i, a in enumerate(c.requests_answered)
         ]
     except NotJSONError as error:
         p.not_json = error
@@ -147,6 +157,7 @@ class Creation:
             or c.run_lifecycles is not None
             or c.expect
             or c.signal_answers
+            or c.requests_answered
         )
 
     def check(self, facts: Facts) -> None:
@@ -171,6 +182,8 @@ class Facts:
     """The expected tokens found: id -> (status, epoch, deadline)."""
     answered: set[str] = field(default_factory=set)
     """The commit's signal keys that have an answer already."""
+    unanswered: set[str] = field(default_factory=set)
+    """The signal requests the commit answers that are its run's and still unanswered."""
 
 
 async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> Facts | None:
@@ -185,6 +198,10 @@ async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> 
     if c.signal_answers:
         keys = [a.key for a in c.signal_answers]
         answers = await conn.execute(Q["answered_keys"], {"keys": keys})
+    requests = None
+    if c.requests_answered:
+        ids = [a.request_id for a in c.requests_answered]
+        requests = await conn.execute(Q["unanswered_requests"], {"ids": ids, "run_id": c.run_id})
     facts = Facts(None)
     if run is not None:
         row = await run.fetchone()
@@ -195,6 +212,8 @@ async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> 
         facts.tokens = {r[0]: (r[1], r[2], r[3]) for r in await tokens.fetchall()}
     if answers is not None:
         facts.answered = {r[0] for r in await answers.fetchall()}
+    if requests is not None:
+        facts.unanswered = {r[0] for r in await requests.fetchall()}
     return facts
 
 
@@ -221,6 +240,14 @@ def check(p: Prepared, facts: Facts, *, creating: bool = False) -> None:
             raise DuplicateSignal(f"signal idempotency key {key!r} already answered")
         if keys.count(key) > 1:
             raise DuplicateSignal(f"signal idempotency key {key!r} answered twice in a commit")
+    ids = [a.request_id for a in c.requests_answered]
+    for request_id in ids:
+        if request_id not in facts.unanswered:
+            raise StoreConflict(
+                f"signal request {request_id!r} of run {c.run_id!r} is unknown or answered"
+            )
+        if ids.count(request_id) > 1:
+            raise StoreConflict(f"signal request {request_id!r} answered twice in a commit")
     if p.not_json is not None:
         raise p.not_json
 
@@ -256,6 +283,7 @@ async def write(
             params["seq"] = seq
         await _each(cursor, Q["insert_event"], p.events)
     lifecycle = c.run.lifecycle if c.run is not None else facts.lifecycle
+    ended_now = lifecycle in ENDED_LIFECYCLES and facts.lifecycle not in ENDED_LIFECYCLES
     if lifecycle in ENDED_LIFECYCLES:
         await cursor.execute(Q["delete_all_due"], {"run_id": run_id})
     else:
@@ -271,7 +299,8 @@ async def write(
             "runnable": _RUNNABLE,
             "channel": channel,
             "payload": run_id[:200],
-            "answered": bool(p.answers),
+            # (who waits elsewhere for an answer or for the run's end is told at once)
+            "tell": bool(p.answers or p.requests) or ended_now,
             "was_held": facts.owner is not None,
             "by_holder": by_holder,
             "old_wake": facts.wake_at,
@@ -341,6 +370,8 @@ async def _write_kept(cursor: psycopg.AsyncCursor[Any], p: Prepared) -> None:
         # for one another instead of deadlocking.
         answers: list[Params] = sorted(p.answers, key=_key)
         await _each(cursor, Q["insert_answer"], answers)
+    if p.requests:
+        await _each(cursor, Q["answer_request"], p.requests)
 
 
 def _key(params: Params) -> str:

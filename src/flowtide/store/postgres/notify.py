@@ -5,8 +5,10 @@ nobody holds) or that answer a signal notify the channel, in their transaction: 
 delivers the notice when (and only if) it commits. The listening connection is opened on the
 first wait, outside the pool (it must not be handed to anyone else), in autocommit mode, and
 opened again after it failed. Notices that arrive between two waits are kept by the connection
-and end the next wait at once. A notice lost (before the first wait, or while the connection was
-down) only delays: callers look again at least every ``seconds``.
+and end the next wait at once. One waiter reads the connection at a time; a notice it reads ends
+the wait of every waiter of this store (the engines of one process sharing it: a sweeper, a
+signal waiting for its answer, ``engine.wait``). A notice lost (before the first wait, or while
+the connection was down) only delays: callers look again at least every ``seconds``.
 """
 
 from __future__ import annotations
@@ -31,20 +33,36 @@ class ChangeListener:
         self._connection: psycopg.AsyncConnection[tuple[object, ...]] | None = None
         self._lock = asyncio.Lock()
         """One waiter reads the connection at a time."""
+        self._notices = 0
+        """How many waits have ended with a notice (every waiter's wait ends with one)."""
+        self._bell = asyncio.Event()
+        """Set when the reading waiter stops reading (then replaced)."""
 
     async def wait(self, seconds: float) -> bool:
         """True once a notice arrives (or may have been missed: the connection failed), False
         once ``seconds`` have passed without one."""
         deadline = time.monotonic() + max(seconds, 0.0)
-        try:
-            async with asyncio.timeout(max(seconds, 0.0)):
-                await self._lock.acquire()
-        except TimeoutError:
-            return False
-        try:
-            return await self._wait_locked(deadline)
-        finally:
-            self._lock.release()
+        seen = self._notices
+        while self._notices == seen:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._lock.locked():
+                # Another waiter reads the connection: its notice ends this wait too, and its
+                # bell rings when it stops reading (this waiter may read on, then).
+                bell = self._bell
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(left):
+                        await bell.wait()
+                continue
+            async with self._lock:
+                try:
+                    if await self._wait_locked(deadline):
+                        self._notices += 1
+                finally:
+                    self._bell.set()
+                    self._bell = asyncio.Event()
+        return True
 
     async def _wait_locked(self, deadline: float) -> bool:
         try:

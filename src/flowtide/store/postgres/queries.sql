@@ -57,6 +57,11 @@ SELECT id, status, epoch, deadline FROM tokens WHERE run_id = %(run_id)s AND id 
 -- name: answered_keys
 SELECT key FROM signal_answers WHERE key = ANY(%(keys)s::text[]);
 
+-- name: unanswered_requests
+-- The requests a commit answers that are its run's and still unanswered.
+SELECT id FROM signal_requests
+WHERE id = ANY(%(ids)s::text[]) AND run_id = %(run_id)s AND answer IS NULL;
+
 -- ---------------------------------------------------------------------------------------------
 -- Commits: what is written
 
@@ -169,12 +174,24 @@ ON CONFLICT (id) DO UPDATE SET
 -- A key answered already (by a commit racing this one) fails on the primary key.
 INSERT INTO signal_answers (key, run_id, answer) VALUES (%(key)s, %(run_id)s, %(answer)s);
 
+-- name: answer_request
+UPDATE signal_requests SET answer = %(answer)s, answered_at = %(answered_at)s
+WHERE id = %(id)s AND answer IS NULL;
+
+-- name: insert_request
+-- A request whose id is taken already inserts nothing (and is refused).
+INSERT INTO signal_requests (id, run_id, requested_at, request)
+VALUES (%(id)s, %(run_id)s, %(requested_at)s, %(request)s)
+ON CONFLICT (id) DO NOTHING
+RETURNING id;
+
 -- name: settle_run
 -- The last statement of every commit: the history counter, the release of the lease, and the
 -- wake instant from what the run now holds (ended: none; held: the earlier of the lease's
 -- expiry and the earliest due entry; pending or running: its creation; else its earliest due
 -- entry). Notifies the listeners when the run needs a worker sooner than it did (for a run
--- nobody holds, or one held by a worker other than the committer), or a signal was answered.
+-- nobody holds, or one held by a worker other than the committer), and whenever %(tell)s (a
+-- signal answered, a signal request stored, the run ended: someone elsewhere may wait for it).
 -- SET expressions read the row as it was before this statement.
 WITH settled AS (
     UPDATE runs SET
@@ -193,7 +210,7 @@ WITH settled AS (
 )
 SELECT pg_notify(%(channel)s, %(payload)s)
 FROM settled
-WHERE %(answered)s OR (
+WHERE %(tell)s OR (
     settled.wake_at IS NOT NULL
     -- (a run its holder changed: the holder knows)
     AND (settled.owner IS NULL OR NOT %(by_holder)s)
@@ -393,6 +410,10 @@ ORDER BY ord;
 
 -- name: signal_answer
 SELECT key, run_id, answer FROM signal_answers WHERE key = %(key)s;
+
+-- name: signal_request
+SELECT id, run_id, requested_at, request, answer, answered_at
+FROM signal_requests WHERE id = %(id)s;
 
 -- name: scatter_items
 SELECT run_id, progress, item_index, status, output, result, key, item_order

@@ -41,6 +41,7 @@ from flowtide.store.base import (
     RunRecord,
     ScatterItemRecord,
     SignalAnswer,
+    SignalRequest,
     Store,
     StoredFlow,
     StoreError,
@@ -55,6 +56,7 @@ from flowtide.store.postgres.commits import Creation, Facts, check, prepare, rea
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
 from flowtide.store.postgres.notify import ChangeListener
 from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, with_schema
+from flowtide.store.postgres.requests import read_request, request_signal
 from flowtide.store.postgres.rows import (
     Params,
     event_of_row,
@@ -277,6 +279,11 @@ class PostgresStore(Store):
             first = await write(conn, prepared, facts, self._channel, by_holder=by_holder)
         return _numbered(commit.events, first)
 
+    async def request_signal(self, request: SignalRequest) -> None:
+        text = json_text(request.request, "request")
+        async with self._transaction() as conn:
+            await request_signal(conn, request, text, self._channel)
+
     # -- leases and wake instants ------------
 
     async def next_wake(self) -> datetime | None:
@@ -438,6 +445,10 @@ class PostgresStore(Store):
             return None
         key, run_id, answer = rows[0]
         return SignalAnswer(key, run_id, decode_json(answer))
+
+    async def signal_request(self, request_id: str) -> SignalRequest | None:
+        rows = await self._rows("signal_request", {"id": request_id})
+        return read_request(rows[0]) if rows else None
 
     async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
         rows = await self._rows("scatter_items", {"run_id": run_id, "progress": progress})

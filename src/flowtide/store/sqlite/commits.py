@@ -27,6 +27,8 @@ from flowtide.store.base import (
     StoreError,
     UnknownRunError,
 )
+from flowtide.store.sqlite.requests import answer_params as request_answer_params
+from flowtide.store.sqlite.requests import check_answers
 from flowtide.store.sqlite.rows import (
     Params,
     anchor_item,
@@ -61,6 +63,7 @@ class Encoded:
     scatter: list[Params] = field(default_factory=list)
     parks: list[Params] = field(default_factory=list)
     answers: list[Params] = field(default_factory=list)
+    requests_answered: list[Params] = field(default_factory=list)
     error: Exception | None = None
 
     def raise_error(self) -> None:
@@ -99,6 +102,7 @@ def encode_commit(c: Commit) -> Encoded:
             answers=[
                 answer_params(a, f"signal_answers/{i}") for i, a in enumerate(c.signal_answers)
             ],
+            requests_answered=request_answer_params(c.requests_answered),
             due=_due_params(run_id, c.due),
             due_fired=_due_params(run_id, c.due_fired),
             anchors=[_anchor_params(a.run_id, a.placement, a.item, a.at) for a in c.anchors],
@@ -214,6 +218,8 @@ def _check(conn: sqlite3.Connection, c: Commit, lifecycle: str | None) -> None:
             raise DuplicateSignal(f"signal idempotency key {key!r} already answered")
         if keys.count(key) > 1:
             raise DuplicateSignal(f"signal idempotency key {key!r} answered twice in a commit")
+    if c.requests_answered:
+        check_answers(conn, c.run_id, c.requests_answered)
 
 
 def _write(conn: sqlite3.Connection, c: Commit, encoded: Encoded, ended: bool) -> int:
@@ -240,6 +246,7 @@ def _write(conn: sqlite3.Connection, c: Commit, encoded: Encoded, ended: bool) -
     _many(conn, "put_scatter_item", encoded.scatter)
     _many(conn, "put_park", encoded.parks)
     _many(conn, "put_answer", encoded.answers)
+    _many(conn, "answer_request", encoded.requests_answered)
     if due_changed or encoded.run is not None or c.release:
         conn.execute(QUERIES["rewake_run"], {"id": run_id, "release": c.release})
     return first

@@ -252,6 +252,25 @@ INSERT INTO signal_answers (key, run_id, answer) VALUES (:key, :run_id, :answer)
 -- name: signal_answer
 SELECT key, run_id, answer FROM signal_answers WHERE key = :key;
 
+-- -- signal requests ------------
+
+-- name: insert_request
+INSERT INTO signal_requests (id, run_id, requested_at, request, answer, answered_at)
+VALUES (:id, :run_id, :requested_at, :request, NULL, NULL);
+
+-- name: request_exists
+SELECT 1 FROM signal_requests WHERE id = :id;
+
+-- name: unanswered_request
+-- What a commit answering a request is checked against: the request is its run's, unanswered.
+SELECT 1 FROM signal_requests WHERE id = :id AND run_id = :run_id AND answer IS NULL;
+
+-- name: answer_request
+UPDATE signal_requests SET answer = :answer, answered_at = :answered_at WHERE id = :id;
+
+-- name: signal_request
+SELECT id, run_id, requested_at, request, answer, answered_at FROM signal_requests WHERE id = :id;
+
 -- -- leases and wake instants ------------
 
 -- name: next_wake

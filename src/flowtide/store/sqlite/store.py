@@ -37,6 +37,7 @@ from flowtide.store.base import (
     RunRecord,
     ScatterItemRecord,
     SignalAnswer,
+    SignalRequest,
     Store,
     StoredFlow,
     StoreError,
@@ -44,7 +45,7 @@ from flowtide.store.base import (
     TokenStatus,
 )
 from flowtide.store.jsonvalues import encode_json
-from flowtide.store.sqlite import commits, flows, leases, reads
+from flowtide.store.sqlite import commits, flows, leases, reads, requests
 from flowtide.store.sqlite.group import Write, WriteQueue, apply_group
 from flowtide.store.sqlite.schema import SYNCHRONOUS, open_database
 from flowtide.store.sqlite.sql import store_error
@@ -167,9 +168,10 @@ class SQLiteStore(Store):
         # engines of this process on it) are counted in ``_written``.
         end = time.monotonic() + seconds
         written = self._written
+        seen = self._data_version
         while True:
-            if self._written != written:
-                return True
+            if self._written != written or self._data_version != seen:
+                return True  # (a change this store made, or that another waiter saw)
             version = await self._call(_data_version)
             if version != self._data_version:
                 self._data_version = version
@@ -200,6 +202,11 @@ class SQLiteStore(Store):
         first = await self._write(lambda conn: commits.apply_commit(conn, commit, encoded))
         self._written += 1
         return _numbered(commit.events, first)
+
+    async def request_signal(self, request: SignalRequest) -> None:
+        params = requests.request_params(request)
+        await self._write(lambda conn: requests.request_signal(conn, params))
+        self._written += 1
 
     # -- leases and wake instants ------------
 
@@ -286,6 +293,9 @@ class SQLiteStore(Store):
 
     async def signal_answer(self, key: str) -> SignalAnswer | None:
         return await self._call(lambda conn: reads.signal_answer(conn, key))
+
+    async def signal_request(self, request_id: str) -> SignalRequest | None:
+        return await self._call(lambda conn: requests.read_request(conn, request_id))
 
     async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
         return await self._call(lambda conn: reads.scatter_items(conn, run_id, progress))

@@ -23,6 +23,10 @@ from flowtide.testing.storechecks.due import (
     due_entries_are_read_earliest_first,
     fired_entries_are_removed_only_as_they_were,
 )
+from flowtide.testing.storechecks.inbox import (
+    signal_requests_are_answered_once,
+    signal_requests_wake_the_runs_holder,
+)
 from flowtide.testing.storechecks.leases import (
     acquiring_a_run,
     claims_never_hand_a_run_to_two_owners,
@@ -71,6 +75,8 @@ CHECKS: tuple[StoreCheck, ...] = (
     commits_are_fenced_by_their_lease,
     acquiring_a_run,
     leases_are_renewed_and_given_back,
+    signal_requests_wake_the_runs_holder,
+    signal_requests_are_answered_once,
     flows_are_stored_by_digest,
     node_anchors_are_stored_and_released,
     parks_are_found_by_filters_in_order,

@@ -1,0 +1,83 @@
+"""Signal requests in the PostgreSQL store: stored with their due entry in one transaction
+(which notifies the other processes, the run's holder among them), and read back."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from flowtide.store.base import (
+    ENDED_LIFECYCLES,
+    RUNNABLE_LIFECYCLES,
+    Commit,
+    RunEndedError,
+    SignalRequest,
+    StoreError,
+    UnknownRunError,
+)
+from flowtide.store.jsonvalues import decode_json
+from flowtide.store.postgres.commits import read_facts
+from flowtide.store.postgres.queries import Q
+
+__all__ = ["read_request", "request_signal"]
+
+_ENDED = sorted(ENDED_LIFECYCLES)
+_RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
+Connection = psycopg.AsyncConnection[Any]
+
+
+async def request_signal(
+    conn: Connection, request: SignalRequest, request_text: str, channel: str
+) -> None:
+    """Store ``request`` and its due entry, with its run's row locked; the run's wake instant
+    is brought up to date and the store's channel notified (the holder may be elsewhere)."""
+    run_id = request.run_id
+    facts = await read_facts(conn, Commit(run_id))
+    if facts is None:
+        raise UnknownRunError(run_id)
+    if facts.lifecycle in ENDED_LIFECYCLES:
+        raise RunEndedError(run_id, str(facts.lifecycle))
+    inserted = await conn.execute(
+        Q["insert_request"],
+        {
+            "id": request.id,
+            "run_id": run_id,
+            "requested_at": request.requested_at,
+            "request": request_text,
+        },
+    )
+    if await inserted.fetchone() is None:
+        raise StoreError(f"signal request {request.id!r} already exists")
+    cursor = conn.cursor()
+    due = {"run_id": run_id, "token_id": request.id, "purpose": "signal"}
+    await cursor.execute(Q["set_due"], {**due, "due_at": request.requested_at})
+    await cursor.execute(
+        Q["settle_run"],
+        {
+            "run_id": run_id,
+            "events": 0,
+            "release": False,
+            "ended": _ENDED,
+            "runnable": _RUNNABLE,
+            "channel": channel,
+            "payload": run_id[:200],
+            "tell": True,  # (the run's holder, wherever it is, must look at once)
+            "was_held": facts.owner is not None,
+            "by_holder": False,
+            "old_wake": facts.wake_at,
+        },
+    )
+
+
+def read_request(row: Sequence[Any]) -> SignalRequest:
+    request_id, run_id, requested_at, request, answer, answered_at = row
+    return SignalRequest(
+        request_id,
+        run_id,
+        requested_at,
+        decode_json(request),
+        decode_json(answer) if answer is not None else None,
+        answered_at,
+    )

@@ -1,0 +1,97 @@
+"""Signal requests in the SQLite store: stored with their due entry, checked and answered by a
+commit, read back."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from flowtide.store.base import (
+    RequestAnswer,
+    RunEndedError,
+    SignalRequest,
+    StoreConflict,
+    StoreError,
+    UnknownRunError,
+)
+from flowtide.store.jsonvalues import decode_json, encode_json
+from flowtide.store.sqlite.rows import Params, instant, maybe_instant, micros
+from flowtide.store.sqlite.sql import QUERIES
+
+__all__ = [
+    "answer_params",
+    "check_answers",
+    "read_request",
+    "request_params",
+    "request_signal",
+]
+
+
+def request_params(request: SignalRequest) -> Params:
+    """``request`` as parameters (encoded in the caller's task: raises ``NotJSONError``)."""
+    return {
+        "id": request.id,
+        "run_id": request.run_id,
+        "requested_at": micros(request.requested_at),
+        "request": encode_json(request.request, "request"),
+    }
+
+
+def request_signal(conn: sqlite3.Connection, params: Params) -> None:
+    """Store a request and its due entry, and bring its run's wake instant up to date."""
+    run_id = params["run_id"]
+    row = conn.execute(QUERIES["run_for_commit"], {"id": run_id}).fetchone()
+    if row is None:
+        raise UnknownRunError(run_id)
+    if row["ended"]:
+        raise RunEndedError(run_id, row["lifecycle"])
+    if conn.execute(QUERIES["request_exists"], {"id": params["id"]}).fetchone() is not None:
+        raise StoreError(f"signal request {params['id']!r} already exists")
+    conn.execute(QUERIES["insert_request"], params)
+    due = {
+        "run_id": run_id,
+        "token_id": params["id"],
+        "purpose": "signal",
+        "due_at": params["requested_at"],
+    }
+    conn.execute(QUERIES["set_due"], due)
+    conn.execute(QUERIES["rewake_run"], {"id": run_id, "release": False})
+
+
+def answer_params(answers: Sequence[RequestAnswer]) -> list[Params]:
+    return [
+        {
+            "id": a.request_id,
+            "answer": encode_json(a.answer, f"requests_answered/{i}/answer"),
+            "answered_at": micros(a.at),
+        }
+        for i, a in enumerate(answers)
+    ]
+
+
+def check_answers(conn: sqlite3.Connection, run_id: str, answers: Sequence[RequestAnswer]) -> None:
+    """Raise :class:`StoreConflict` unless every answered request is the run's, unanswered, and
+    answered once."""
+    ids = [a.request_id for a in answers]
+    for request_id in ids:
+        found = conn.execute(QUERIES["unanswered_request"], {"id": request_id, "run_id": run_id})
+        if found.fetchone() is None:
+            known = conn.execute(QUERIES["signal_request"], {"id": request_id}).fetchone()
+            why = "unknown" if known is None or known["run_id"] != run_id else "answered"
+            raise StoreConflict(f"signal request {request_id!r} of run {run_id!r} is {why}")
+        if ids.count(request_id) > 1:
+            raise StoreConflict(f"signal request {request_id!r} answered twice in a commit")
+
+
+def read_request(conn: sqlite3.Connection, request_id: str) -> SignalRequest | None:
+    row = conn.execute(QUERIES["signal_request"], {"id": request_id}).fetchone()
+    if row is None:
+        return None
+    return SignalRequest(
+        row["id"],
+        row["run_id"],
+        instant(row["requested_at"]),
+        decode_json(row["request"]),
+        decode_json(row["answer"]) if row["answer"] is not None else None,
+        maybe_instant(row["answered_at"]),
+    )

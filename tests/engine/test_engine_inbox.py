@@ -1,0 +1,285 @@
+"""Signals to a run another live worker holds: sent through the store, applied and answered by
+that worker, which keeps the run (its nodes in flight are not run again)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from flowtide.authoring import FlowBuilder, node
+from flowtide.clock import VirtualClock
+from flowtide.engine import Engine, Lifecycle, NodeContext, Park, SignalReceipt, SignalRefused
+from flowtide.engine.inbox import PATIENCE_LEASES
+from flowtide.model import Flow
+from flowtide.store import SignalRequest, Store
+from tests.engine.engine_helpers import T0, at, fresh_store, kinds
+
+pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
+
+TTL = timedelta(seconds=30)
+worked: list[tuple[str, str]] = []
+"""(the worker's name in the state, ctx.idempotency_key) of every attempt of ``long_work``."""
+gate: list[asyncio.Event] = []
+"""What ``long_work`` waits for: the test lets it finish (virtual time may fly meanwhile)."""
+
+
+@node(outputs=["go"], execution="inline", register=False)
+def fork(ctx: NodeContext) -> str:
+    return "go"
+
+
+@node(outputs=["done"], register=False)
+async def long_work(ctx: NodeContext) -> str:
+    worked.append((ctx.state.get("worker", ""), ctx.idempotency_key))
+    await gate[0].wait()
+    ctx.state["worked"] = True
+    return "done"
+
+
+@node(outputs=["approved", "rejected"], register=False)
+async def ask(ctx: NodeContext) -> Any:
+    if ctx.signal is None:
+        return Park(key=f"approve:{ctx.run_id}")
+    return "approved" if ctx.signal.get("ok") else "rejected"
+
+
+def two_branches(**ask_settings: Any) -> Flow:
+    """``work`` runs a long node while ``ask`` waits parked; both join before the end."""
+    return (
+        FlowBuilder("urn:test:flow:inbox")
+        .task("fork", fork, {"go": ["work", "ask"]})
+        .task("work", long_work, {"done": "j"})
+        .task("ask", ask, {"approved": "j", "rejected": "j", "timeout": "j"}, **ask_settings)
+        .join("j", "all", {"success": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+@asynccontextmanager
+async def worker_and_client(
+    autojump: bool = True, flow: Flow | None = None
+) -> AsyncIterator[tuple[Engine, Engine, Store, VirtualClock]]:
+    worked.clear()
+    gate[:] = [asyncio.Event()]
+    clock = VirtualClock(T0, autojump=autojump)
+    store = fresh_store()
+    flow = flow if flow is not None else two_branches()
+    worker = Engine(clock=clock, store=store, owner="w", lease_ttl=TTL, flows=[flow])
+    client = Engine(
+        clock=clock, store=store, owner="client", flows=[flow], executes=False, lease_ttl=TTL
+    )
+    try:
+        yield worker, client, store, clock
+    finally:
+        gate[0].set()
+        await client.close()
+        await worker.close()
+        await clock.aclose()
+        await store.close()
+
+
+async def started(worker: Engine, store: Store, flow: Flow | None = None) -> str:
+    """A run of ``flow`` (:func:`two_branches`) on ``worker``, its ``ask`` branch parked and its
+    ``work`` branch at work."""
+    handle = await worker.start(flow or two_branches(), {"worker": "w"})
+    await until(lambda: _at_work(store, handle.run_id))
+    return handle.run_id
+
+
+async def _at_work(store: Store, run_id: str) -> bool:
+    return bool(worked) and bool(await store.parks(run_id=run_id, open_only=True))
+
+
+async def until(condition: Callable[[], Awaitable[bool]]) -> None:
+    """Once ``condition()`` holds (looked at every millisecond, for at most ten seconds)."""
+    for _ in range(10_000):
+        if await condition():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("waited ten seconds in vain")
+
+
+async def requested(store: Store, run_id: str) -> bool:
+    """Whether a signal request of the run waits for its answer (its due entry is stored)."""
+    return any(e.purpose == "signal" for e in await store.due_of(run_id))
+
+
+async def test_a_signal_to_a_run_a_live_worker_holds_is_answered_by_that_worker() -> None:
+    async with worker_and_client() as (worker, client, store, _clock):
+        run_id = await started(worker, store)
+        before = await store.lease_of(run_id)
+        receipt = await client.signal(run_id, placement="ask", payload={"ok": True})
+        during = await store.lease_of(run_id)
+        gate[0].set()  # (answered while the long node still ran)
+        result = await client.wait(run_id)
+        history = await client.history(run_id)
+    assert (receipt.run_id, receipt.placement, receipt.output) == (run_id, "ask", None)
+    assert not receipt.duplicate
+    # The worker kept its lease (same owner, same epoch) and its node ran once.
+    assert before is not None and during is not None
+    assert (during.owner, during.epoch) == (before.owner, before.epoch) == ("w", 1)
+    assert len(worked) == 1
+    assert kinds(history).count("signalled") == 1
+    assert [e.placement for e in history if e.kind == "node_started"].count("work") == 1
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert result.state["worked"] is True and result.state["ok"] is True
+
+
+async def test_a_signal_with_an_output_is_answered_by_the_holder_and_repeats_get_the_first() -> (
+    None
+):
+    async with worker_and_client() as (worker, client, store, clock):
+        run_id = await started(worker, store)
+        receipt = await client.signal(
+            key=f"approve:{run_id}", output="rejected", idempotency_key="k1"
+        )
+        again = await client.signal(
+            run_id, placement="ask", output="approved", idempotency_key="k1"
+        )
+        # A request that reaches the holder after its key was answered: the first answer.
+        asked = {"placement": "ask", "idempotency_key": "k1"}
+        await store.request_signal(SignalRequest("late", run_id, clock.now(), asked))
+        await until(lambda: answered(store, "late"))
+        kept = await store.signal_request("late")
+        gate[0].set()
+        result = await client.wait(run_id)
+        history = await client.history(run_id)
+    assert (receipt.output, receipt.idempotency_key, receipt.duplicate) == ("rejected", "k1", False)
+    assert again == replace(receipt, duplicate=True)
+    assert kept is not None and kept.answer == {"accepted": _answer(receipt), "duplicate": True}
+    assert len(worked) == 1
+    assert kinds(history).count("signalled") == 1
+    assert result.lifecycle is Lifecycle.COMPLETED
+
+
+def _answer(receipt: SignalReceipt) -> dict[str, Any]:
+    return {
+        "run_id": receipt.run_id,
+        "token_id": receipt.token_id,
+        "placement": receipt.placement,
+        "output": receipt.output,
+        "at": receipt.at.isoformat(),
+        "park": receipt.park,
+        "idempotency_key": receipt.idempotency_key,
+    }
+
+
+async def answered(store: Store, request_id: str) -> bool:
+    kept = await store.signal_request(request_id)
+    return kept is not None and kept.answer is not None
+
+
+async def refused(engine: Engine, run_id: str, **how: Any) -> SignalRefused:
+    with pytest.raises(SignalRefused) as caught:
+        await engine.signal(run_id, **how)
+    return caught.value
+
+
+async def test_a_refusal_through_the_holder_is_the_refusal_a_direct_signal_gets() -> None:
+    async with worker_and_client() as (worker, client, store, _clock):
+        run_id = await started(worker, store)
+        for how in (
+            {"placement": "ask", "output": "nonsense"},  # not declared
+            {"placement": "ask", "output": "timeout"},  # reserved
+            {"key": "no-such-key"},
+            {"placement": "work"},  # running, not parked
+        ):
+            sent = await refused(client, run_id, **how)
+            direct = await refused(worker, run_id, **how)
+            assert (sent.reason, str(sent)) == (direct.reason, str(direct)), how
+            assert (sent.run_id, sent.placement, sent.key) == (
+                direct.run_id,
+                direct.placement,
+                direct.key,
+            )
+        lease = await store.lease_of(run_id)
+        assert lease is not None and (lease.owner, lease.epoch) == ("w", 1)
+        await client.signal(run_id, placement="ask", payload={"ok": True})
+        gate[0].set()
+        result = await client.wait(run_id)
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert len(worked) == 1
+
+
+async def test_a_signal_the_holder_finds_expired_is_refused_as_expired() -> None:
+    flow = two_branches(timeout="PT50S")
+    async with worker_and_client(autojump=False, flow=flow) as (worker, client, store, clock):
+        run_id = await started(worker, store, flow)
+        # The worker looks at its due entries only when told to here (its sweeper stopped).
+        await worker.sweeper.close()
+        await clock.advance_to(at(50))  # the park's deadline: nothing fired it yet
+        sending = asyncio.ensure_future(client.signal(run_id, placement="ask", payload={}))
+        await until(lambda: requested(store, run_id))
+        assert not sending.done()
+        leases = await store.claim_runs("w", at(50), at(80))
+        assert [(lease.owner, lease.epoch) for lease in leases] == [("w", 1)]
+        await worker._take(leases, at(50))  # the deadline and the request, as its sweeper would
+        with pytest.raises(SignalRefused) as caught:
+            await sending
+        direct = await refused(worker, run_id, placement="ask", payload={})
+    assert caught.value.reason == direct.reason == "expired"
+    assert caught.value.at == at(50)
+    assert len(worked) == 1
+
+
+async def test_a_request_the_holder_left_unanswered_is_answered_by_who_takes_the_run_over() -> None:
+    async with worker_and_client() as (frozen, client, store, clock):
+        rescuer = Engine(
+            clock=clock, store=store, owner="rescuer", lease_ttl=TTL, flows=[two_branches()]
+        )
+        try:
+            run_id = await started(frozen, store)
+            # The holder stops renewing and looking at its due entries (frozen, or cut off).
+            frozen._renewer.close()
+            await frozen.sweeper.close()
+            rescuer.sweeper  # noqa: B018 - another worker looks for work
+            receipt = await client.signal(run_id, placement="ask", output="approved")
+            answered_at = clock.now()
+            gate[0].set()
+            result = await client.wait(run_id)
+            history = await client.history(run_id)
+        finally:
+            await rescuer.close()
+    assert receipt.placement == "ask" and receipt.output == "approved"
+    # Answered once the holder's lease expired, by whoever took the run over then.
+    assert answered_at >= at(30)
+    assert kinds(history).count("signalled") == 1
+    assert result.lifecycle is Lifecycle.COMPLETED
+    # (The frozen holder's node ran again where the run was taken over.)
+    assert len(worked) == 2 and worked[0][1] == worked[1][1]
+
+
+async def test_a_run_that_ends_before_its_request_is_answered_refuses_it() -> None:
+    async with worker_and_client(autojump=False) as (worker, client, store, _clock):
+        run_id = await started(worker, store)
+        await worker.sweeper.close()  # (nobody fires the request)
+        sending = asyncio.ensure_future(client.signal(run_id, placement="ask", payload={}))
+        await until(lambda: requested(store, run_id))
+        assert await worker.cancel(run_id, "stop")
+        with pytest.raises(SignalRefused) as caught:
+            await sending
+        assert list(await store.due_of(run_id)) == []
+    assert caught.value.reason == "cancelled"
+
+
+async def test_a_live_holder_that_never_answers_has_the_run_taken_after_a_patience() -> None:
+    async with worker_and_client() as (worker, client, store, clock):
+        run_id = await started(worker, store)
+        # Alive (it renews its lease) but deaf: it never looks at its due entries.
+        await worker.sweeper.close()
+        receipt = await client.signal(run_id, placement="ask", output="approved")
+        answered_at = clock.now()
+        lease = await store.lease_of(run_id)
+        history = await client.history(run_id)
+    assert receipt.output == "approved"
+    # After PATIENCE_LEASES lease terms the sender took the run over and applied the signal.
+    assert answered_at >= T0 + PATIENCE_LEASES * TTL
+    assert lease is None or lease.epoch > 1
+    assert kinds(history).count("signalled") == 1
