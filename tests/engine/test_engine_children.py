@@ -88,8 +88,8 @@ async def test_a_parked_child_signalled_by_a_client_finishes_its_parent() -> Non
         worker.sweeper  # noqa: B018
         handle = await client.start(parent, {"order": "o1"})
         child_id = await until_parked(store, clock, "approve:o1")
-        # The client takes the child from the worker that holds it, signals, and gives it
-        # back; the worker notices that what it held is out of date and drives it again.
+        # The worker holds the child (parked, like its parent): the signal goes through the
+        # store to it, and the child's end finishes the parent.
         await client.signal(key="approve:o1", payload={"answer": "yes"})
         result = await asyncio.wait_for(client.wait(handle.run_id), 60)
         history = await client.history(handle.run_id)
