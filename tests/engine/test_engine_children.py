@@ -132,7 +132,7 @@ async def test_a_parent_taken_over_waits_for_the_child_it_had_started() -> None:
     assert (result.lifecycle, result.state["answer"]) == (Lifecycle.COMPLETED, "slow")
     # One child for the one visit: taken over with its parent (its node ran again, at least
     # once), not started a second time by the rebuilt parent.
-    assert children == [child_run_id(handle.run_id, f"{handle.run_id}.1/1/1")]
+    assert children == [child_run_id(handle.run_id, f"{handle.run_id}.1", 1, 1)]
     assert ran == ["frozen", "frozen"]
     assert kinds(history).count("subflow_started") == 1
     (finished,) = of_kind(history, "run_finished")

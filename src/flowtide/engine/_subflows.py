@@ -79,7 +79,7 @@ class Subflows(Parking):
             child_state,
             settings,
             key=token.id,
-            started_at=f"{token.id}/{token.visit}/{token.attempt}",
+            child_id=child_run_id(self.run.id, token.id, token.visit, token.attempt),
             item=None,
             token=token,
             deadline=token.deadline,
@@ -135,16 +135,16 @@ class Subflows(Parking):
         settings: NodeSettings,
         *,
         key: str,
-        started_at: str,
+        child_id: str,
         item: Any,
         token: TokenRecord | None,
         parent: CancelScope | None = None,
         deadline: datetime | None = COMPUTE,
     ) -> tuple[Attempt, RunResult | None]:
         """Run ``flow_id`` as a child run in a child scope bounded by ``settings``' window
-        (``deadline``: already resolved by the caller). ``started_at`` names this start (token,
-        visit, attempt, item): the child's id is derived from it, so a start made again after
-        a crash waits for the child it had started (see :mod:`flowtide.engine.children`)."""
+        (``deadline``: already resolved by the caller). ``child_id``: the child's id, derived
+        from where it is started (:func:`~flowtide.engine.children.child_run_id`), so that a
+        start made again after a crash waits for the child it had started."""
         depth = self.run.depth + 1
         if depth > self.flow.max_depth:
             err = RecursionDepthError(placement, flow_id, self.flow.max_depth)
@@ -160,7 +160,7 @@ class Subflows(Parking):
         scope = (parent or self.root).child(placement)
         window = ScopeDeadline(self.clock, scope, deadline)
         self.running[key] = (placement, scope)
-        run_id = child_run_id(self.run.id, started_at)
+        run_id = child_id
         try:
             child = await self.host.start_child(
                 self.run, flow_id, state, scope, token, item, run_id

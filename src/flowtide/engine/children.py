@@ -42,10 +42,14 @@ Create = Callable[[FlowPlan, RunRecord, dict[str, Any], CancelScope], Awaitable[
 """Creates ``run`` in the store, held by this engine, and starts driving it in ``scope``."""
 
 
-def child_run_id(parent_run_id: str, started_at: str) -> str:
-    """The id of the child run that ``started_at`` (the token, visit, attempt and item) of
-    ``parent_run_id`` starts: the same every time that start is made again."""
-    return uuid.uuid5(_NAMESPACE, f"{parent_run_id}/{started_at}").hex
+def child_run_id(
+    parent_run_id: str, token_id: str, visit: int, attempt: int, item: int | None = None
+) -> str:
+    """The id of the child run that token ``token_id`` of run ``parent_run_id`` starts at this
+    ``visit`` and ``attempt`` (for scatter ``item``, by index): the same every time that start
+    is made again."""
+    at = f"{token_id}/{visit}/{attempt}" + (f"/{item}" if item is not None else "")
+    return uuid.uuid5(_NAMESPACE, f"{parent_run_id}/{at}").hex
 
 
 async def open_parks(store: Store, run_id: str) -> list[ParkRecord]:
@@ -53,7 +57,7 @@ async def open_parks(store: Store, run_id: str) -> list[ParkRecord]:
     for, and theirs (each park names its own run)."""
     found = list(await store.parks(run_id=run_id, open_only=True))
     for token in await store.tokens(run_id, [TokenStatus.RUNNING]):
-        child = child_run_id(run_id, f"{token.id}/{token.visit}/{token.attempt}")
+        child = child_run_id(run_id, token.id, token.visit, token.attempt)
         try:
             found += await open_parks(store, child)
         except UnknownRunError:

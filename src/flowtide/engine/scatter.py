@@ -51,6 +51,7 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from flowtide.engine.children import child_run_id
 from flowtide.engine.context import SourceContext
 from flowtide.engine.deadlines import needs_node_anchor, resolve_window
 from flowtide.engine.event_types import NodeFinished, ScatterItemFinished
@@ -312,7 +313,7 @@ class ScatterRun:
         if self.p.body.node is not None:
             ended = await self._run_node(state, index, item, run_key)
         else:
-            ended = await self._run_flow(state, item, run_key)
+            ended = await self._run_flow(state, item, index, run_key)
         if ended is None or self.scope.cancellation is not None or self.ex.ended:
             return
         output, final, error = ended
@@ -357,7 +358,9 @@ class ScatterRun:
             return "timeout", None, f"timed out after {settings.timeout}"
         return "error", None, f"{type(attempt.error).__name__}: {attempt.error}"
 
-    async def _run_flow(self, state: dict[str, Any], item: Any, run_key: str) -> _Ended | None:
+    async def _run_flow(
+        self, state: dict[str, Any], item: Any, index: int, run_key: str
+    ) -> _Ended | None:
         """A flow body: a child run, which succeeds only when it completes. None when it was
         cancelled."""
         ex, p = self.ex, self.p
@@ -368,7 +371,9 @@ class ScatterRun:
             state,
             ex.plan.settings[p.id],
             key=run_key,
-            started_at=f"{run_key}/{self.token.visit}/{self.token.attempt}",
+            child_id=child_run_id(
+                ex.run.id, self.token.id, self.token.visit, self.token.attempt, index
+            ),
             item=item,
             token=None,
             parent=self.scope,
