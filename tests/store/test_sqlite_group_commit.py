@@ -8,7 +8,7 @@ import asyncio
 import random
 import sqlite3
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -224,11 +224,23 @@ class Faulty(sqlite3.Connection):
         return super().execute(sql, parameters)
 
 
+opened: list[sqlite3.Connection] = []
+"""The connections a test opened, closed when it ends (an unclosed one is a ResourceWarning)."""
+
+
+@pytest.fixture(autouse=True)
+def close_connections() -> Iterator[None]:
+    yield
+    while opened:
+        opened.pop().close()
+
+
 def faulty(path: Path) -> Faulty:
     """A :class:`Faulty` connection to the store at ``path`` (its schema created first)."""
     open_database(str(path), "FULL").close()
     conn = sqlite3.connect(path, isolation_level=None, factory=Faulty)
     assert isinstance(conn, Faulty)
+    opened.append(conn)
     conn.setup()
     return conn
 
@@ -251,6 +263,7 @@ def refuse() -> None:
 
 def table(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)
+    opened.append(conn)
     conn.execute("CREATE TABLE t (v TEXT UNIQUE)")
     return conn
 
@@ -328,15 +341,16 @@ def test_the_queue_hands_out_groups_in_call_order_and_drops_cancelled_writes() -
 async def test_a_store_commits_the_writes_waiting_together_and_fails_them_together(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    opened: list[Faulty] = []
+    made: list[Faulty] = []
 
     def open_faulty(path: str, synchronous: str) -> Faulty:
-        opened.append(faulty(Path(path)))  # (in the store's thread, which alone may use it)
-        return opened[-1]
+        made.append(faulty(Path(path)))  # (in the store's thread, which alone may use it)
+        opened.remove(made[-1])  # (the store closes it, in that thread)
+        return made[-1]
 
     monkeypatch.setattr("flowtide.store.sqlite.store.open_database", open_faulty)
     async with SQLiteStore(tmp_path / "s.db") as store:
-        [conn] = opened
+        [conn] = made
         await new_run(store, "r", state={})
         await store.commit(Commit("r", tokens=[token("r", 1)]))
         conn.hold = True
