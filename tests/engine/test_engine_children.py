@@ -11,7 +11,7 @@ import pytest
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import VirtualClock
-from flowtide.engine import Engine, Lifecycle, NodeContext, Park
+from flowtide.engine import Engine, Lifecycle, NodeContext, Park, RunResult
 from flowtide.engine.children import child_run_id, open_parks
 from flowtide.model import Flow
 from flowtide.store import Store
@@ -187,6 +187,7 @@ async def test_a_parent_whose_child_waits_parked_is_parked_and_says_where() -> N
     assert parked.lifecycle is Lifecycle.PARKED and stored.lifecycle == "parked"
     (waiting,) = parked.parked
     assert (waiting.run_id, waiting.placement, waiting.key) == (child_id, "ask", "approve:o3")
+    assert RunResult.from_dict(parked.to_dict()).parked == parked.parked  # (as stored)
     assert receipt.run_id == child_id
     assert (result.lifecycle, result.state["answer"]) == (Lifecycle.COMPLETED, "later")
 
