@@ -4,6 +4,7 @@ taken over with their parent, cancelled with it, never started twice for one vis
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -312,3 +313,29 @@ async def test_open_parks_of_a_run_with_a_node_at_work_and_a_child_parked() -> N
         await engine.close()
         await clock.aclose()
         await store.close()
+
+
+async def test_a_client_cancelling_a_parent_cancels_its_parked_child_held_elsewhere() -> None:
+    child = approval_child()
+    parent = parent_of(child)
+    clock = VirtualClock(T0, autojump=True)
+    store = fresh_store()
+    client = Engine(clock=clock, store=store, flows=[parent, child], executes=False)
+    worker = Engine(clock=clock, store=store)  # holds the parent and its parked child
+    try:
+        worker.sweeper  # noqa: B018
+        handle = await client.start(parent, {"order": "o8"})
+        child_id = await until_parked(store, "approve:o8")
+        assert await client.cancel(handle.run_id, "order withdrawn")
+        result = await asyncio.wait_for(client.wait(handle.run_id), 60)
+        child_result = await asyncio.wait_for(client.wait(child_id), 60)
+        (cancelled,) = of_kind(await client.history(child_id), "run_finished")
+    finally:
+        await client.close()
+        await worker.close()
+        await clock.aclose()
+        await store.close()
+    assert result.lifecycle is Lifecycle.CANCELLED
+    # Not left parked for ever: the parent's end cancels it, saying why.
+    assert child_result.lifecycle is Lifecycle.CANCELLED
+    assert "its parent ended" in json.dumps(cancelled.data)

@@ -14,6 +14,7 @@ from flowtide.engine._commit import commit_step
 from flowtide.engine._core import LIVE_LIFECYCLES
 from flowtide.engine._records import RunEnd, end_reason, end_result, finish
 from flowtide.engine._subflows import Subflows
+from flowtide.engine.children import child_run_id
 from flowtide.engine.errors import (
     DrainedWithoutTerminal,
     StoreUnavailableError,
@@ -400,6 +401,15 @@ class Driving(Subflows):
                         anchors_released=released,
                     )
                 )
+        # A subflow's child goes with its parent, wherever it is driven (one under this run's
+        # scope has been cancelled with it already).
+        children = [
+            child_run_id(self.run.id, t.id, t.visit, t.attempt)
+            for t in leftovers
+            if self.plan.placements[t.placement].kind == "subflow"
+        ]
+        if children:
+            await self.host.cancel_children(children, f"its parent ended: {why}")
 
     def close(self, notify: bool = True) -> None:
         """Stop driving this run without recording anything (the engine is closing)."""

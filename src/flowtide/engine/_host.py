@@ -69,6 +69,10 @@ class RunHost(Protocol):
         """Child run ``run_id`` of ``parent``: created and started in ``scope``, or found
         again if it was started before (see :mod:`flowtide.engine.children`)."""
 
+    async def cancel_children(self, run_ids: Sequence[str], reason: str) -> None:
+        """Cancel these child runs, wherever they are driven (those that exist and have not
+        ended)."""
+
     def let_go(self, executor: object) -> None:
         """The run is quiescent: nothing of it stays in memory."""
 

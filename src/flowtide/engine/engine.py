@@ -733,6 +733,12 @@ class _EngineHost:
             parent, flow_id, state, scope, token, item, run_id
         )
 
+    async def cancel_children(self, run_ids: Sequence[str], reason: str) -> None:
+        for run_id in run_ids:
+            # (Never started, or the store is down: its own deadline, or an operator, ends it.)
+            with contextlib.suppress(UnknownRunError, StoreError, EngineError):
+                await self._engine.cancel(run_id, reason)
+
     def let_go(self, executor: object) -> None:
         self._engine._forget(executor)
 
