@@ -32,6 +32,14 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
+async def freeze(engine: Engine) -> None:
+    """``engine`` stops renewing its leases and looking at due entries, as a worker that froze
+    or lost the store does; the nodes it runs go on. (The engine has no public switch for
+    this: a worker stops only by closing.)"""
+    engine._renewer.close()
+    await engine.sweeper.close()
+
+
 @asynccontextmanager
 async def running(
     autojump: bool = True, *, clock: VirtualClock | None = None, **options: Any

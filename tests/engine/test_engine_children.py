@@ -16,7 +16,7 @@ from flowtide.engine import Engine, Lifecycle, NodeContext, Park, RunResult
 from flowtide.engine.children import child_run_id, open_parks
 from flowtide.model import Flow
 from flowtide.store import Store
-from tests.engine.engine_helpers import T0, at, fresh_store, kinds, of_kind
+from tests.engine.engine_helpers import T0, at, freeze, fresh_store, kinds, of_kind
 
 pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 
@@ -49,6 +49,20 @@ def parent_of(child: Flow) -> Flow:
     return (
         FlowBuilder(f"{child.id}:parent")
         .subflow("sub", child, {"success": "end"}, output={"answer": "answer"})
+        .terminal("end", "done")
+        .build()
+    )
+
+
+def child_beside_work(child: Flow) -> Flow:
+    """A parent that runs ``child`` as a subflow beside a long node (``slow_child``), then
+    joins them."""
+    return (
+        FlowBuilder("urn:test:flow:child-beside-work")
+        .task("fork", fork, {"go": ["sub", "work"]})
+        .subflow("sub", child, {"success": "both"}, output={"answer": "answer"})
+        .task("work", slow_child, {"done": "both"})
+        .join("both", "all", {"success": "end"})
         .terminal("end", "done")
         .build()
     )
@@ -120,8 +134,7 @@ async def test_a_parent_taken_over_waits_for_the_child_it_had_started() -> None:
         handle = await frozen.start(parent, {"worker": "frozen"})
         await clock.advance(timedelta(seconds=1))
         # The worker that drives the parent and its child stops renewing their leases.
-        frozen._renewer.close()
-        await frozen.sweeper.close()
+        await freeze(frozen)
         rescuer.sweeper  # noqa: B018
         await clock.advance(timedelta(seconds=200))
         result = await asyncio.wait_for(rescuer.wait(handle.run_id), 60)
@@ -154,8 +167,7 @@ async def test_cancelling_a_parent_cancels_a_child_driven_apart_from_it() -> Non
         handle = await first.start(parent, {"order": "o2"})
         child_id = await until_parked(store, "approve:o2")
         # The first worker stops; the second takes both runs over, apart from each other.
-        first._renewer.close()
-        await first.sweeper.close()
+        await freeze(first)
         second.sweeper  # noqa: B018
         await clock.sleep(timedelta(seconds=60))
         assert set(second.held_runs()) == {handle.run_id, child_id}
@@ -197,15 +209,7 @@ async def test_a_parent_whose_child_waits_parked_is_parked_and_says_where() -> N
 
 async def test_a_parent_with_a_parked_child_and_a_busy_branch_is_not_parked() -> None:
     child = approval_child()
-    parent = (
-        FlowBuilder("urn:test:flow:two-branches")
-        .task("fork", fork, {"go": ["sub", "work"]})
-        .subflow("sub", child, {"success": "both"}, output={"answer": "answer"})
-        .task("work", slow_child, {"done": "both"})
-        .join("both", "all", {"success": "end"})
-        .terminal("end", "done")
-        .build()
-    )
+    parent = child_beside_work(child)
     clock = VirtualClock(T0)
     store = fresh_store()
     engine = Engine(clock=clock, store=store, flows=[parent, child])
@@ -288,15 +292,7 @@ async def test_runs_held_parked_take_no_room_from_a_worker_with_a_cap() -> None:
 
 async def test_open_parks_of_a_run_with_a_node_at_work_and_a_child_parked() -> None:
     child = approval_child()
-    parent = (
-        FlowBuilder("urn:test:flow:work-and-child")
-        .task("fork", fork, {"go": ["sub", "work"]})
-        .subflow("sub", child, {"success": "both"})
-        .task("work", slow_child, {"done": "both"})
-        .join("both", "all", {"success": "end"})
-        .terminal("end", "done")
-        .build()
-    )
+    parent = child_beside_work(child)
     clock = VirtualClock(T0)
     store = fresh_store()
     engine = Engine(clock=clock, store=store, flows=[parent, child])

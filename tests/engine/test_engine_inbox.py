@@ -18,7 +18,7 @@ from flowtide.engine import Engine, Lifecycle, NodeContext, Park, SignalReceipt,
 from flowtide.engine.inbox import PATIENCE_LEASES
 from flowtide.model import Flow
 from flowtide.store import SignalRequest, Store
-from tests.engine.engine_helpers import T0, at, fresh_store, kinds
+from tests.engine.engine_helpers import T0, at, freeze, fresh_store, kinds
 
 pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 
@@ -237,8 +237,7 @@ async def test_a_request_the_holder_left_unanswered_is_answered_by_who_takes_the
         try:
             run_id = await started(frozen, store)
             # The holder stops renewing and looking at its due entries (frozen, or cut off).
-            frozen._renewer.close()
-            await frozen.sweeper.close()
+            await freeze(frozen)
             rescuer.sweeper  # noqa: B018 - another worker looks for work
             receipt = await client.signal(run_id, placement="ask", output="approved")
             answered_at = clock.now()

@@ -12,7 +12,7 @@ from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park
 from flowtide.model import Flow
-from tests.engine.engine_helpers import T0, at, fresh_store, kinds, of_kind
+from tests.engine.engine_helpers import T0, at, freeze, fresh_store, kinds, of_kind
 
 pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 
@@ -84,8 +84,7 @@ async def test_a_frozen_workers_run_is_taken_over_and_its_late_commit_refused() 
         handle = await frozen.start(flow, {"worker": "frozen"})
         await clock.advance(timedelta(seconds=1))
         # The first worker stops renewing (frozen, or cut off from the store): its node goes on.
-        frozen._renewer.close()
-        await frozen.sweeper.close()
+        await freeze(frozen)
         rescuer.sweeper  # noqa: B018 - the second worker looks for work
         await clock.advance(timedelta(seconds=200))
         result = await rescuer.wait(handle.run_id)
@@ -196,8 +195,7 @@ async def test_a_signalled_attempt_run_again_after_a_takeover_sees_the_signal() 
         await frozen.signal(key=f"approve:{handle.run_id}", payload={"ok": True})
         await clock.advance(timedelta(seconds=1))
         # The worker that resumed the node stops renewing in the middle of its attempt.
-        frozen._renewer.close()
-        await frozen.sweeper.close()
+        await freeze(frozen)
         rescuer.sweeper  # noqa: B018
         await clock.advance(timedelta(seconds=200))
         result = await rescuer.wait(handle.run_id)
