@@ -36,6 +36,7 @@ PUBLIC = [
     "ParkedToken",
     "Problem",
     "RefusalReason",
+    "RequestPending",
     "RunError",
     "RunHandle",
     "RunResult",

@@ -168,6 +168,23 @@ class SignalRefused(EngineError):
         }
 
 
+class RequestPending(EngineError):
+    """A signal or cancel recorded in the store that no worker has answered yet (within the
+    time the caller chose to wait). It is not lost: the worker that holds the run, or the next
+    one to take it, applies it as it was recorded. ``request_id`` names it (``flowtide show``
+    lists a run's pending requests), ``kind`` is ``signal`` or ``cancel``."""
+
+    def __init__(self, run_id: str, request_id: str, kind: str, waited: float) -> None:
+        self.run_id = run_id
+        self.request_id = request_id
+        self.kind = kind
+        self.waited = waited
+        super().__init__(
+            f"the {kind} of run {run_id!r} is recorded (request {request_id}) but no worker "
+            f"answered it within {waited:g} s; a worker applies it when it takes the run"
+        )
+
+
 class RunError(FlowtideError):
     """A reason a run failed; ``placement`` is where."""
 
