@@ -102,6 +102,12 @@ FAST_YAML_LOADER: type[yaml.CSafeLoader] | None = (
 """libyaml's safe loader, when PyYAML was built with it: the values of ``SafeLoader``, faster."""
 
 
+MAX_ALIAS_NODES = 100_000
+"""How many nodes (scalars, lists, mappings) the aliases of a YAML document may repeat in all.
+An alias repeats the whole node its anchor names, so a 1 KB document of nested aliases can
+stand for billions of values; past this many, the document is refused before it is read."""
+
+
 def _parse_yaml(text: str, source: str | None) -> Any:
     """The data in YAML ``text``, read by libyaml when PyYAML has it.
 
@@ -114,12 +120,70 @@ def _parse_yaml(text: str, source: str | None) -> Any:
     is said, line and column included, exactly as without libyaml (and a document only libyaml
     refuses still loads).
     """
-    if FAST_YAML_LOADER is not None and "\ufeff" not in text:
+    fast = FAST_YAML_LOADER is not None and "\ufeff" not in text
+    if "&" in text:  # (without an anchor there is no alias to expand)
+        _check_aliases(text, FAST_YAML_LOADER if fast else yaml.SafeLoader, source)
+    if FAST_YAML_LOADER is not None and fast:
         try:
             return yaml.load(text, Loader=FAST_YAML_LOADER)
         except (yaml.YAMLError, RecursionError):
             pass
     return _parse_yaml_slowly(text, source)
+
+
+_COLLECTION_STARTS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_COLLECTION_ENDS = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def _check_aliases(text: str, loader: Any, source: str | None) -> None:
+    """Refuse ``text`` if its aliases repeat more than :data:`MAX_ALIAS_NODES` nodes in all, or
+    if an alias names a node it is inside of (a value that contains itself): counted on the
+    parser's events, each anchored node's size once, so the count costs what reading does.
+    Text the parser refuses is left to the loader, which says where it is wrong."""
+    sizes: dict[str, int] = {}
+    """Anchor -> how many nodes its node holds, itself included (aliases expanded)."""
+    open_nodes: list[list[Any]] = []
+    """The collections being read, outermost first: [anchor, nodes so far]."""
+    repeated = 0
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, _COLLECTION_STARTS):
+                open_nodes.append([event.anchor, 1])
+                continue
+            if isinstance(event, yaml.AliasEvent):
+                size = sizes.get(event.anchor or "")
+                if size is None:
+                    if any(anchor == event.anchor for anchor, _ in open_nodes):
+                        raise _alias_error(event, "names a node it is inside of", source)
+                    continue  # (an unknown alias: the loader says so)
+                repeated += size
+                if repeated > MAX_ALIAS_NODES:
+                    raise _alias_error(
+                        event,
+                        f"repeats more than {MAX_ALIAS_NODES:,} nodes, with the aliases "
+                        "before it: a document may not expand to that much",
+                        source,
+                    )
+            elif isinstance(event, yaml.ScalarEvent):
+                size = 1
+                if event.anchor is not None:
+                    sizes[event.anchor] = size
+            elif isinstance(event, _COLLECTION_ENDS):
+                anchor, size = open_nodes.pop()
+                if anchor is not None:
+                    sizes[anchor] = size
+            else:
+                continue
+            if open_nodes:
+                open_nodes[-1][1] += size
+    except yaml.YAMLError:
+        return
+
+
+def _alias_error(event: Any, what: str, source: str | None) -> FlowValidationError:
+    mark = event.start_mark
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return _error(f"YAML{where}: the alias *{event.anchor} {what}", source)
 
 
 def _parse_yaml_slowly(text: str, source: str | None) -> Any:
