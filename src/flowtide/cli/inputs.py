@@ -4,6 +4,8 @@ against the user's code), the initial state, a deadline; and how lifecycles are 
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,9 +15,11 @@ from flowtide.cli.code import Code
 from flowtide.cli.common import BadInput, display_path, print_problems
 from flowtide.cli.loading import load_files
 from flowtide.engine import Lifecycle
+from flowtide.engine.limits import MAX_NESTING, ValueTooLargeError, check_size, check_sizes
 from flowtide.errors import Problem
 from flowtide.model.durations import parse_duration
 from flowtide.model.flow import Flow
+from flowtide.store.jsonvalues import NotJSONError
 
 LIFECYCLE_STYLE = {
     Lifecycle.COMPLETED: "green",
@@ -26,15 +30,71 @@ LIFECYCLE_STYLE = {
 
 
 def parse_state(text: str, option: str = "--input") -> dict[str, Any]:
-    """``--input`` (or ``option``): a JSON object."""
+    """``--input`` (or ``option``): a JSON object the engine would keep, or bad input naming
+    where it is wrong (text that is not UTF-8, NaN or infinite numbers, a lone surrogate, more
+    than :data:`~flowtide.engine.limits.MAX_NESTING` levels), before anything is stored."""
     try:
-        value = json.loads(text)
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # (bytes that are not UTF-8 reach argv as surrogates)
+        raise BadInput(f"{option} is not UTF-8 text (at {_place(text, exc.start)})") from None
+    try:
+        value = _DECODER.decode(text)
+    except _NotANumber as exc:
+        raise BadInput(
+            f"{option}: {exc.number} is not a JSON number (at {_place(text, exc.at(text))})"
+        ) from None
     except json.JSONDecodeError as exc:
         raise BadInput(f"{option} is not JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput(
+            f"{option} nests lists and objects more than {MAX_NESTING} levels deep"
+        ) from None
     if not isinstance(value, dict):
         what = "the run's initial state" if option == "--input" else "merged into the state"
         raise BadInput(f"{option} must be a JSON object ({what})")
+    try:
+        # As the engine checks it: the input key by key, a payload whole.
+        if option == "--input":
+            check_sizes(value, option, None)
+        else:
+            check_size(value, option, None)
+    except (NotJSONError, ValueTooLargeError) as exc:
+        raise BadInput(str(exc)) from None
     return value
+
+
+class _NotANumber(ValueError):
+    """``NaN``, ``Infinity`` or a number too large for a float: Python reads them, JSON has
+    none of them and no store keeps them."""
+
+    def __init__(self, number: str) -> None:
+        super().__init__(number)
+        self.number = number
+
+    def at(self, text: str) -> int:
+        found = re.search(rf"(?<![\w.+-]){re.escape(self.number)}(?![\w.])", text)
+        return found.start() if found else 0
+
+
+def _constant(name: str) -> Any:
+    raise _NotANumber(name)
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if not math.isfinite(value):
+        raise _NotANumber(number)
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_finite)
+
+
+def _place(text: str, index: int) -> str:
+    """``line 1, column 8`` of ``text[index]``."""
+    line = text.count("\n", 0, index) + 1
+    column = index - (text.rfind("\n", 0, index) + 1) + 1
+    return f"line {line}, column {column}"
 
 
 def parse_deadline(text: str | None) -> timedelta | datetime | None:

@@ -1,23 +1,43 @@
 """How large a value a run may keep: each top-level state value, a park payload, a signal
-payload and each key of a run's input, measured as the JSON text a store keeps.
+payload and each key of a run's input, measured as the JSON text a store keeps, and how deep it
+may nest (:data:`MAX_NESTING` levels of lists and objects, whatever the engine's size limit).
 
-A value over the limit is refused where it is made, and nothing of it is stored: a node that
+A value over a limit is refused where it is made, and nothing of it is stored: a node that
 makes one fails (its error names the node and the key), a signal or a start with one raises.
+So is a string that is not Unicode text (a lone surrogate, which no store can write as UTF-8).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from itertools import accumulate
 from typing import Any
 
 from flowtide.engine.errors import EngineError
 from flowtide.jsonpointer import join
-from flowtide.store.jsonvalues import check_json, encode_json
+from flowtide.store.jsonvalues import NotJSONError, check_json, encode_json
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "ValueTooLargeError", "check_size", "check_sizes"]
+__all__ = [
+    "DEFAULT_MAX_VALUE_BYTES",
+    "MAX_NESTING",
+    "ValueTooDeepError",
+    "ValueTooLargeError",
+    "check_nesting",
+    "check_size",
+    "check_sizes",
+]
 
 DEFAULT_MAX_VALUE_BYTES = 1 << 20
 """1 MiB: ``Engine(max_value_bytes=...)`` sets another limit, None none."""
+
+MAX_NESTING = 100
+"""How many levels of lists and objects a value may nest (``[[1]]`` is two): deep enough for
+any data a run keeps, and far from the depth at which Python's JSON coders give up (about
+1,000), so that a stored value can always be read back."""
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
 
 
 class ValueTooLargeError(EngineError, ValueError):
@@ -36,15 +56,88 @@ class ValueTooLargeError(EngineError, ValueError):
         return {"where": self.where, "size": self.size, "limit": self.limit}
 
 
+class ValueTooDeepError(ValueTooLargeError):
+    """A value nests lists and objects deeper than :data:`MAX_NESTING` levels (refused wherever a
+    value too large is)."""
+
+    def __init__(self, where: str, depth: int | None, limit: int = MAX_NESTING) -> None:
+        self.where = where
+        self.depth = depth
+        self.size = depth or 0
+        self.limit = limit
+        levels = f"{depth} levels deep" if depth is not None else "more deeply than JSON is read"
+        EngineError.__init__(
+            self,
+            f"{where} nests lists and objects {levels}, over the limit of {limit} levels",
+        )
+
+    def details(self) -> dict[str, Any]:
+        return {"where": self.where, "depth": self.depth, "limit": self.limit}
+
+
 def check_size(value: Any, where: str, limit: int | None) -> None:
-    """Raise :class:`~flowtide.store.jsonvalues.NotJSONError` if ``value`` is not JSON, and
-    :class:`ValueTooLargeError` if it is over ``limit`` bytes as JSON (one pass for both)."""
-    if limit is None:
+    """Raise :class:`~flowtide.store.jsonvalues.NotJSONError` if ``value`` is not JSON (or holds
+    a string that is not Unicode text), :class:`ValueTooDeepError` if it nests deeper than
+    :data:`MAX_NESTING`, and :class:`ValueTooLargeError` if it is over ``limit`` bytes as JSON
+    (``None``: no size limit)."""
+    if value is None or isinstance(value, bool | int | float):
         check_json(value, where)
         return
-    size = len(encode_json(value, where).encode("utf-8"))
-    if size > limit:
+    try:
+        text = encode_json(value, where)
+    except RecursionError:
+        raise ValueTooDeepError(where, None) from None
+    check_nesting(text, where)
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        shown = ascii(exc.object[exc.start : exc.end])
+        raise NotJSONError(
+            _not_text(value, where),
+            f"a string holds {shown}, a lone surrogate, which is not Unicode text",
+        ) from None
+    if limit is not None and size > limit:
         raise ValueTooLargeError(where, size, limit)
+
+
+def _not_text(value: Any, where: str) -> str:
+    """The pointer to the first string (or key) in ``value`` that is not Unicode text."""
+    pending: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while pending:
+        item, path = pending.pop()
+        if isinstance(item, str) and not _is_text(item):
+            return join(where, *path)
+        if isinstance(item, dict):
+            for key, inner in reversed(item.items()):
+                if not _is_text(key):
+                    return join(where, *path)
+                pending.append((inner, (*path, key)))
+        elif isinstance(item, list | tuple):
+            pending.extend((inner, (*path, i)) for i, inner in reversed(list(enumerate(item))))
+    return join(where)
+
+
+def _is_text(text: Any) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_nesting(text: str, where: str, limit: int = MAX_NESTING) -> None:
+    """Raise :class:`ValueTooDeepError` if the JSON ``text`` nests lists and objects deeper than
+    ``limit`` levels. Strings are set aside first (their brackets are text); a value with no more
+    brackets than the limit is not scanned."""
+    if text.count("[") + text.count("{") <= limit:
+        return
+    bare = _STRING.sub('""', text)
+    if bare.count("[") + bare.count("{") <= limit:
+        return
+    steps = (1 if found.group() in "[{" else -1 for found in _BRACKET.finditer(bare))
+    depth = max(accumulate(steps))
+    if depth > limit:
+        raise ValueTooDeepError(where, depth, limit)
 
 
 def check_sizes(values: Mapping[str, Any], where: str, limit: int | None) -> None:

@@ -1,0 +1,76 @@
+"""Hostile input to the commands: one located line and exit 2, never an internal error, and
+nothing stored."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flowtide.cli import ExitCode, app
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
+CHECKOUT = ROOT / "examples" / "checkout-node-anchor.yaml"
+
+
+def deep(levels: int) -> str:
+    return '{"a": ' + "[" * levels + "]" * levels + "}"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"a": NaN}', "--OPTION: NaN is not a JSON number (at line 1, column 7)"),
+        ('{"a": Infinity}', "--OPTION: Infinity is not a JSON number (at line 1, column 7)"),
+        ('{"a":\n -Infinity}', "--OPTION: -Infinity is not a JSON number (at line 2, column 2)"),
+        ('{"a": [1e999]}', "--OPTION: 1e999 is not a JSON number (at line 1, column 8)"),
+        (
+            '{"a": "\\ud800"}',
+            "--OPTION/a: a string holds '\\ud800', a lone surrogate, which is not Unicode text",
+        ),
+        ('{"a": "\udcff"}', "--OPTION is not UTF-8 text (at line 1, column 8)"),
+        (deep(990), "--OPTION nests lists and objects more than 100 levels deep"),
+        (deep(101), "--OPTION/a nests lists and objects 101 levels deep, over the limit of 100"),
+    ],
+)
+def test_hostile_input_and_payload_are_bad_input(tmp_path: Path, text: str, said: str) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    commands = {
+        "--input": ["start", str(CHECKOUT), "--input", text],
+        "--payload": ["signal", "some-run", "--placement", "p", "--payload", text],
+    }
+    for option, command in commands.items():
+        result = runner.invoke(app, [*command, "--store", store])
+        assert result.exit_code == ExitCode.BAD_INPUT, result.output
+        expected = said.replace("--OPTION", option)
+        if option == "--payload" and "/a nests" in said:
+            # A payload is one value, as the engine checks it: its object is one more level.
+            expected = "--payload nests lists and objects 102 levels deep, over the limit of 100"
+        assert result.stderr.strip().startswith(f"flowtide: {expected}"), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs.db").exists()
+
+
+def test_bytes_that_are_not_utf8_on_the_command_line(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    argv = [sys.executable, "-m", "flowtide", "start", str(CHECKOUT), "--store", store]
+    process = subprocess.run(
+        [*map(os.fsencode, argv), b"--input", b'{"a": "\xff\xfe"}'],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        check=False,
+    )
+    assert process.returncode == ExitCode.BAD_INPUT, process.stderr
+    assert process.stderr.decode().strip() == (
+        "flowtide: --input is not UTF-8 text (at line 1, column 8)"
+    )
+
+
+def test_a_payload_within_the_limits_is_read() -> None:
+    result = runner.invoke(app, ["start", str(CHECKOUT), "--input", deep(99), "--store", "memory:"])
+    assert result.exit_code == ExitCode.OK, result.output
