@@ -74,3 +74,16 @@ def test_bytes_that_are_not_utf8_on_the_command_line(tmp_path: Path) -> None:
 def test_a_payload_within_the_limits_is_read() -> None:
     result = runner.invoke(app, ["start", str(CHECKOUT), "--input", deep(99), "--store", "memory:"])
     assert result.exit_code == ExitCode.OK, result.output
+
+
+def test_a_subflow_depth_past_the_cap_is_refused_where_it_is(tmp_path: Path) -> None:
+    flow = tmp_path / "deep.yaml"
+    flow.write_text(
+        "id: urn:test:flow:deep\nmax_depth: 100000\n"
+        "entrypoints: {main: end}\nplacements: [{id: end, kind: terminal}]\n"
+    )
+    result = runner.invoke(app, ["validate", str(flow)])
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    assert "error: /max_depth: 'max_depth' must be at most 100, not 100000" in result.output
+    flow.write_text(flow.read_text().replace("100000", "100"))
+    assert runner.invoke(app, ["validate", str(flow)]).exit_code == ExitCode.OK

@@ -35,7 +35,7 @@ DOCUMENTS = sorted(
 VALIDATORS = (Draft202012Validator(flow_schema()), Draft7Validator(flow_schema()))
 DRAFT_07_KEYWORDS = {
     *("$schema", "$id", "$ref", "title", "description", "default", "examples", "format"),
-    *("type", "enum", "const", "pattern", "minLength", "minimum", "exclusiveMinimum"),
+    *("type", "enum", "const", "pattern", "minLength", "minimum", "exclusiveMinimum", "maximum"),
     *("properties", "additionalProperties", "required", "propertyNames", "minProperties"),
     *("items", "minItems", "uniqueItems", "anyOf", "allOf", "oneOf", "not", "if", "then", "else"),
 }

@@ -1,7 +1,13 @@
 """What a flow is: pure data, no execution."""
 
 from flowtide.model.durations import Duration, format_duration, parse_duration
-from flowtide.model.flow import BUILTIN_REDUCERS, DEFAULT_MAX_DEPTH, Flow, is_absolute_iri
+from flowtide.model.flow import (
+    BUILTIN_REDUCERS,
+    DEFAULT_MAX_DEPTH,
+    MAX_SUBFLOW_DEPTH,
+    Flow,
+    is_absolute_iri,
+)
 from flowtide.model.nodes import NodeType
 from flowtide.model.placements import (
     KIND_NAMES,
@@ -40,6 +46,7 @@ __all__ = [
     "BUILTIN_REDUCERS",
     "DEFAULT_MAX_DEPTH",
     "KIND_NAMES",
+    "MAX_SUBFLOW_DEPTH",
     "PARKED_OUTPUT",
     "PLACEMENT_KINDS",
     "RESERVED_OUTPUTS",

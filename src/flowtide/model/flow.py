@@ -7,9 +7,9 @@ reachable part can end) are checked by :mod:`flowtide.validation`, which reports
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from flowtide.model.durations import Duration
 from flowtide.model.nodes import NodeType
@@ -30,6 +30,15 @@ BUILTIN_REDUCERS = ("last", "append", "extend", "merge", "sum")
 
 DEFAULT_MAX_DEPTH = 32
 """How deep subflows may nest (a flow embedding itself counts each level)."""
+MAX_SUBFLOW_DEPTH = 100
+"""The most a flow may set ``max_depth`` to: each level is a child run of its own, so a flow
+that calls itself without end makes runs until this stops it."""
+
+SubflowDepth = Annotated[
+    Count,
+    Field(le=MAX_SUBFLOW_DEPTH),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_SUBFLOW_DEPTH}),
+]
 
 
 class Flow(BaseModel):
@@ -73,7 +82,10 @@ class Flow(BaseModel):
         },
     )
     deadline: Duration | None = Field(default=None, description="Default run deadline.")
-    max_depth: Count = Field(default=DEFAULT_MAX_DEPTH, description="Subflow nesting limit.")
+    max_depth: SubflowDepth = Field(
+        default=DEFAULT_MAX_DEPTH,
+        description=f"Subflow nesting limit (at most {MAX_SUBFLOW_DEPTH}).",
+    )
 
     @field_validator("version", mode="before")
     @classmethod
