@@ -18,7 +18,7 @@ from flowtide.authoring.nodes import NodeRegistry
 from flowtide.cli.common import BadInput, out
 from flowtide.engine import Engine
 from flowtide.store.base import EventRecord, Store, StoreOpenError, UnknownRunError
-from flowtide.store.urls import DEFAULT_STORE, open_store, redact
+from flowtide.store.urls import DEFAULT_STORE, is_conninfo, open_store, redact
 
 STORE_VARIABLE = "FLOWTIDE_STORE"
 
@@ -30,7 +30,7 @@ StoreOption = Annotated[
         metavar="URL",
         envvar=STORE_VARIABLE,
         help="Where runs are kept: sqlite:///path/runs.db (or a plain path), "
-        "postgresql://user@host/db, or memory: (nothing kept).",
+        "postgresql://user@host/db (or 'host=... dbname=...'), or memory: (nothing kept).",
         show_default=True,
     ),
 ]
@@ -132,4 +132,5 @@ def human(seconds: int) -> str:
 
 def shown_store(url: str) -> str:
     """The store as it may be shown (no password; a plain path as it was given)."""
-    return redact(url) if "://" in url or url.startswith("memory:") else os.fspath(url)
+    shown = "://" in url or url.startswith("memory:") or is_conninfo(url)
+    return redact(url) if shown else os.fspath(url)

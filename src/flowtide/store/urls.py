@@ -1,6 +1,7 @@
 """Stores named by URL: ``sqlite:///path/runs.db`` (or a plain path), ``postgresql://...`` (with
-``?schema=NAME`` for a schema other than ``flowtide``), ``memory:``; and URLs as they may be
-shown (never with their password)."""
+``?schema=NAME`` for a schema other than ``flowtide``) or a libpq connection string
+(``host=db1 dbname=runs user=app``), ``memory:``; and URLs as they may be shown (never with
+their password)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,21 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from flowtide.store.base import Store, StoreOpenError
 from flowtide.store.memory import MemoryStore
 
-__all__ = ["DEFAULT_STORE", "open_store", "redact", "store_for"]
+__all__ = ["DEFAULT_STORE", "is_conninfo", "open_store", "redact", "store_for"]
 
 DEFAULT_STORE = "sqlite:///flowtide.db"
 """The store a command uses without ``--store`` or ``FLOWTIDE_STORE``: a SQLite file in the
 current directory."""
 
-_SECRET = re.compile(r"(?i)(password=)[^&\s]*")
+_SECRET = re.compile(r"(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]*)")
+"""A password in a URL's query or a connection string, quoted or not."""
+_CONNINFO = re.compile(r"^\s*[A-Za-z_]+\s*=")
+"""How a libpq connection string starts: ``keyword=``."""
+
+
+def is_conninfo(url: str) -> bool:
+    """Whether ``url`` is a libpq connection string (``host=... dbname=...``), not a path."""
+    return "://" not in url and _CONNINFO.match(url) is not None
 
 
 def redact(url: str) -> str:
@@ -39,16 +48,10 @@ def store_for(url: str) -> Store:
     if url in ("memory:", "memory://"):
         return MemoryStore()
     scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if is_conninfo(url):
+        return _postgres(url, *_conninfo_schema(url))
     if scheme in ("postgresql", "postgres"):
-        try:
-            from flowtide.store.postgres import PostgresStore
-        except ImportError as exc:
-            raise StoreOpenError(
-                f"cannot open {redact(url)}: the PostgreSQL store needs psycopg "
-                "(pip install 'flowtide[postgres]')"
-            ) from exc
-        conninfo, schema = _without_schema(url)
-        return PostgresStore(conninfo, schema=schema) if schema else PostgresStore(conninfo)
+        return _postgres(url, *_without_schema(url))
     if scheme == "sqlite":
         rest = url[len("sqlite://") :]
         # sqlite:///runs.db is relative, sqlite:////srv/runs.db absolute (as SQLAlchemy reads them)
@@ -65,6 +68,41 @@ def store_for(url: str) -> Store:
     from flowtide.store.sqlite import SQLiteStore
 
     return SQLiteStore(Path(path))
+
+
+def _postgres(url: str, conninfo: str, schema: str | None) -> Store:
+    try:
+        from psycopg import Error as DriverError
+        from psycopg.conninfo import conninfo_to_dict
+
+        from flowtide.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise StoreOpenError(
+            f"cannot open {redact(url)}: the PostgreSQL store needs psycopg "
+            "(pip install 'flowtide[postgres]')"
+        ) from exc
+    try:
+        if is_conninfo(url):  # (a URL is read, and refused if it must be, on open)
+            conninfo_to_dict(conninfo)
+    except DriverError as exc:
+        reason = " ".join(redact(str(exc)).split())
+        raise StoreOpenError(
+            f"cannot open {redact(url)}: not a PostgreSQL connection string ({reason}); a "
+            "SQLite file whose name holds '=' is named sqlite:///path"
+        ) from None
+    return PostgresStore(conninfo, schema=schema) if schema else PostgresStore(conninfo)
+
+
+_SCHEMA = re.compile(r"(?:^|\s)schema\s*=\s*([^\s']+)")
+
+
+def _conninfo_schema(conninfo: str) -> tuple[str, str | None]:
+    """A connection string without its ``schema=NAME`` (Flowtide's, not libpq's), and the
+    schema it names, if any: ``host=db1 dbname=runs schema=shop_runs``."""
+    found = list(_SCHEMA.finditer(conninfo))
+    if not found:
+        return conninfo, None
+    return _SCHEMA.sub(" ", conninfo).strip(), found[-1][1]
 
 
 def _without_schema(url: str) -> tuple[str, str | None]:
