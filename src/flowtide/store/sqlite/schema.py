@@ -8,6 +8,7 @@ newer than this code's is refused unless its ``min_reader_version`` says this co
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import time
@@ -47,9 +48,11 @@ def open_database(path: str, synchronous: str) -> sqlite3.Connection:
     if Path(path).is_dir():
         raise StoreOpenError(f"cannot open the SQLite store {path}: it is a directory")
     try:
+        _create_private(path)
         conn = sqlite3.connect(path, isolation_level=None, cached_statements=256)
-    except sqlite3.Error as error:
-        raise StoreOpenError(f"cannot open the SQLite store {path}: {error}") from error
+    except (sqlite3.Error, OSError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise StoreOpenError(f"cannot open the SQLite store {path}: {reason}") from error
     try:
         conn.row_factory = sqlite3.Row
         _configure(conn, synchronous)
@@ -61,6 +64,26 @@ def open_database(path: str, synchronous: str) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+PRIVATE = 0o600
+"""A new database file's mode: runs hold their users' data, so only the owner may read it.
+SQLite gives its ``-wal`` and ``-shm`` files the database file's mode."""
+
+
+def _create_private(path: str) -> None:
+    """Create the database file, empty (SQLite makes an empty file a new database), with mode
+    :data:`PRIVATE` whatever the umask, unless it exists (or another process creates it first)."""
+    if path == ":memory:" or os.path.exists(path):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, PRIVATE)  # (the umask may have taken bits away; fchmod is not masked)
+    finally:
+        os.close(fd)
 
 
 def _configure(conn: sqlite3.Connection, synchronous: str) -> None:
