@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flowtide.errors import FlowValidationError, Problem
+from flowtide.store.base import StoreUnusableError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -104,6 +105,8 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
             print_problems(exc.problems)
             raise fail(exc.title) from None
         except BadInput as exc:
+            raise fail(str(exc)) from None
+        except StoreUnusableError as exc:  # (damaged, read-only: the user must act on it)
             raise fail(str(exc)) from None
         except Exception as exc:
             if os.environ.get(DEBUG_VARIABLE) == "1":

@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 
 from flowtide.cli.code import Code, current_directory_first, load_modules
-from flowtide.cli.common import NodesOption, guarded, out
+from flowtide.cli.common import BadInput, NodesOption, guarded, out
 from flowtide.cli.stores import (
     DEFAULT,
     JsonOption,
@@ -27,7 +27,7 @@ from flowtide.cli.stores import (
 )
 from flowtide.engine import Engine
 from flowtide.engine.leases import LEASE_TTL
-from flowtide.store.base import EventRecord
+from flowtide.store.base import EventRecord, StoreUnusableError
 
 LOG_VARIABLE = "FLOWTIDE_LOG"
 """The level of the worker's log on stderr (default WARNING: leases lost, a store that fails)."""
@@ -76,7 +76,9 @@ def worker(
     one worker at a time, under a lease it renews; a worker that dies loses its runs to the
     others when their leases expire. SIGTERM or SIGINT (Ctrl-C) stops it: the runs it holds are
     given back at once, for another worker to take (nodes in flight run again there), and it
-    exits 0. Events are printed as they happen (one JSON object per line with --json).
+    exits 0. A store it cannot use as it is (damaged, read-only, its file deleted or replaced)
+    stops it with one line, exit 2. Events are printed as they happen (one JSON object per line
+    with --json).
     """
     with current_directory_first():
         code = load_modules(nodes or [])
@@ -120,7 +122,9 @@ async def _work(url: str, code: Code, settings: _Settings) -> None:
                 "taking runs (Ctrl-C to stop)"
             )
         engine.sweeper.wake()
-        await stop.wait()
+        broken = await _until_stopped(stop, engine)
+        if broken is not None:
+            raise BadInput(str(broken))
         held = len(engine.held_runs())
         log.info("stopping: giving back %d run(s)", held)
         if not as_json:
@@ -133,6 +137,17 @@ async def _work(url: str, code: Code, settings: _Settings) -> None:
         log.info("engine closed")
         await store.close()
         log.info("store closed")
+
+
+async def _until_stopped(stop: asyncio.Event, engine: Engine) -> StoreUnusableError | None:
+    """Wait for a signal to stop (None) or for the store to become unusable (why: a damaged,
+    read-only, deleted or replaced database, which no retry mends)."""
+    stopping = asyncio.ensure_future(stop.wait())
+    breaking = asyncio.ensure_future(engine.sweeper.broken())
+    await asyncio.wait({stopping, breaking}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (stopping, breaking):
+        task.cancel()
+    return breaking.result() if breaking.done() and not breaking.cancelled() else None
 
 
 def _text_line(event: EventRecord) -> None:

@@ -13,6 +13,10 @@ runs wait: the store's index on the wake instant gives the earliest.
 On a store other processes write to (``Store.shared``), the sweeper also waits for their notices
 (``Store.wait_changed``), and looks again at least every ``poll`` seconds, so that a notice lost
 only delays.
+
+A store that is down or busy is asked again a second later; one that cannot be used as it is
+(:class:`~flowtide.store.base.StoreUnusableError`: damaged, read-only, its file replaced) stops
+the sweeper, which logs why once and answers :meth:`Sweeper.broken` with the error.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import Clock, TimerHandle
-from flowtide.store.base import Lease, Store, StoreError
+from flowtide.store.base import Lease, Store, StoreError, StoreUnusableError
 
 log = logging.getLogger("flowtide.sweeper")
 
@@ -83,10 +87,14 @@ class Sweeper:
         self._claimed = 0
         self._batches = 0
         self._wakeups = 0
+        self._broken: asyncio.Future[StoreUnusableError] | None = None
+        self._watched = False
 
     def start(self) -> None:
         if self._task is None or self._task.done():
             self._event = asyncio.Event()
+            if self._broken is None or self._broken.done():
+                self._broken = asyncio.get_running_loop().create_future()
             loop = asyncio.get_running_loop()
             self._task = loop.create_task(self._loop())
             if self._store.shared:
@@ -99,6 +107,25 @@ class Sweeper:
             return
         if when is None or self._armed_for is None or when < self._armed_for:
             self._event.set()
+
+    async def broken(self) -> StoreUnusableError:
+        """Wait until the sweeper stops because its store cannot be used (it never stops for
+        anything else but :meth:`close`), and return why."""
+        if self._broken is None:
+            self._broken = asyncio.get_running_loop().create_future()
+        self._watched = True
+        return await asyncio.shield(self._broken)
+
+    def _stop(self, error: StoreUnusableError) -> None:
+        """Stop looking for work: the store cannot be used as it is."""
+        if self._broken is not None and not self._broken.done():
+            # (Said once; by whoever waits on broken() when someone does.)
+            log.log(logging.INFO if self._watched else logging.ERROR, "sweeper: stopped: %s", error)
+            self._broken.set_result(error)
+        if self._watcher is not None and self._watcher is not asyncio.current_task():
+            self._watcher.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
 
     def statistics(self) -> SweeperStatistics:
         return SweeperStatistics(self._claimed, self._batches, self._wakeups, self._armed_for)
@@ -145,6 +172,9 @@ class Sweeper:
                     # Nothing to do now: the runs due are held by other live workers, or what is
                     # due of this engine's own is being fired already.
                     nxt = now + RECHECK
+            except StoreUnusableError as exc:
+                self._stop(exc)
+                return
             except StoreError as exc:
                 # The store is down or busy: nothing is lost (wake instants are in it); look
                 # again a little later.
@@ -166,6 +196,11 @@ class Sweeper:
         while True:
             try:
                 await self._store.wait_changed(self._poll)
+            except StoreUnusableError as exc:
+                self._stop(exc)
+                if self._task is not None:
+                    self._task.cancel()
+                return
             except StoreError as exc:
                 log.warning("sweeper: %s; looking again in %s s", exc, self._poll)
                 await asyncio.sleep(self._poll)

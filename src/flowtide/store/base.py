@@ -150,6 +150,12 @@ class StoreOpenError(StoreError):
     Flowtide can use. The message names the database without its password."""
 
 
+class StoreUnusableError(StoreError):
+    """The store's database cannot be used as it is, and trying again will not change that: it
+    is damaged, it is read-only (for a write), or its file was deleted or replaced while it was
+    open. Someone must act on it; a worker stops. The message names the database."""
+
+
 class StoreSchemaError(StoreOpenError):
     """A database's schema is not one this code can use: newer than the code (written by a
     later Flowtide), or not Flowtide's."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from flowtide.store.base import StoreOpenError, StoreSchemaError
 from flowtide.store.sqlfiles import Migration, load_migrations
-from flowtide.store.sqlite.sql import QUERIES, immediate
+from flowtide.store.sqlite.sql import QUERIES, damaged, immediate
 
 __all__ = ["CODE_VERSION", "MIGRATIONS", "SYNCHRONOUS", "open_database", "statements"]
 
@@ -109,8 +109,11 @@ def _write_ahead(conn: sqlite3.Connection) -> None:
 
 
 def _why_not(path: str, error: sqlite3.Error) -> str:
-    if getattr(error, "sqlite_errorname", "") == "SQLITE_NOTADB":
+    name = getattr(error, "sqlite_errorname", "")
+    if name == "SQLITE_NOTADB":
         return f"cannot open the SQLite store {path}: the file is not a SQLite database"
+    if name.startswith("SQLITE_CORRUPT"):
+        return damaged(path, error)
     return f"cannot open the SQLite store {path}: {error}"
 
 

@@ -7,10 +7,10 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-from flowtide.store.base import StoreError
+from flowtide.store.base import StoreError, StoreUnusableError
 from flowtide.store.sqlfiles import load_queries
 
-__all__ = ["QUERIES", "immediate", "store_error"]
+__all__ = ["QUERIES", "damaged", "immediate", "store_error"]
 
 QUERIES = load_queries("flowtide.store.sqlite", "queries.sql")
 """Statement name -> its text (each is prepared once per connection, then reused)."""
@@ -33,11 +33,23 @@ def immediate(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 def store_error(error: sqlite3.Error, path: str) -> StoreError:
-    """``error``, raised by SQLite on the database at ``path``, as a :class:`StoreError`."""
+    """``error``, raised by SQLite on the database at ``path``, as a :class:`StoreError` (a
+    :class:`StoreUnusableError` when no retry can help: a damaged or read-only file)."""
     name = getattr(error, "sqlite_errorname", "")
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return StoreUnusableError(damaged(path, error))
+    if name.startswith("SQLITE_READONLY"):
+        return StoreUnusableError(
+            f"the store at {path} is read-only: {error} (changing runs needs to write it)"
+        )
     if name.startswith("SQLITE_BUSY") or "database is locked" in str(error):
         return StoreError(
             f"the SQLite store {path} is locked: another connection kept it longer than the "
             f"busy timeout ({error})"
         )
     return StoreError(f"the SQLite store {path} failed: {type(error).__name__}: {error}")
+
+
+def damaged(path: str, error: sqlite3.Error) -> str:
+    """What is said of a database file SQLite finds damaged."""
+    return f"the store at {path} is damaged: {error} (restore it from a backup)"

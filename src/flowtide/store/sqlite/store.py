@@ -14,6 +14,12 @@ answered only once the transaction holding it has committed, so durability is un
 
 Other processes' changes are noticed by polling ``PRAGMA data_version``, which changes when
 another connection commits (:meth:`SQLiteStore.wait_changed`).
+
+A connection keeps the file it opened even when that file is deleted or replaced (a restore, a
+``rm``): its writes would go where nobody reads them. So the file's device and inode are kept
+when the database is opened and compared again before each group of writes, each look for other
+processes' changes and each ``next_wake``; once they differ the store refuses with
+:class:`~flowtide.store.base.StoreUnusableError`.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from flowtide.store.base import (
     Store,
     StoredFlow,
     StoreError,
+    StoreUnusableError,
     TokenRecord,
     TokenStatus,
 )
@@ -83,6 +90,8 @@ class SQLiteStore(Store):
         """``PRAGMA data_version`` as :meth:`wait_changed` last saw it."""
         self._written = 0
         """How many commits this store object has made (seen by :meth:`wait_changed`)."""
+        self._file: tuple[int, int] | None = None
+        """The device and inode of the file the connection opened."""
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
@@ -125,6 +134,7 @@ class SQLiteStore(Store):
             return
         try:
             conn = self._conn if self._conn is not None else self._connect()
+            self._check_file()
         except BaseException as error:
             failure = store_error(error, self.path) if isinstance(error, sqlite3.Error) else error
             for write in group:
@@ -135,8 +145,23 @@ class SQLiteStore(Store):
     def _connect(self) -> sqlite3.Connection:
         conn = open_database(self.path, self.synchronous)
         self._data_version = _data_version(conn)
+        self._file = _identity(self.path)
         self._conn = conn
         return conn
+
+    def _check_file(self) -> None:
+        """Raise :class:`StoreUnusableError` if the database file was deleted or replaced since
+        it was opened (called in the store's thread)."""
+        if self._file is None:
+            return
+        now = _identity(self.path)
+        if now == self._file:
+            return
+        what = "deleted" if now is None else "replaced by another file"
+        raise StoreUnusableError(
+            f"the store at {self.path} was {what} while it was open: what is written now "
+            "would be lost; stop, and start again on the file there is"
+        )
 
     def _disconnect(self) -> None:
         conn, self._conn = self._conn, None
@@ -172,7 +197,7 @@ class SQLiteStore(Store):
         while True:
             if self._written != written or self._data_version != seen:
                 return True  # (a change this store made, or that another waiter saw)
-            version = await self._call(_data_version)
+            version = await self._call(self._version_of_file)
             if version != self._data_version:
                 self._data_version = version
                 return True
@@ -211,7 +236,15 @@ class SQLiteStore(Store):
     # -- leases and wake instants ------------
 
     async def next_wake(self) -> datetime | None:
-        return await self._call(leases.next_wake)
+        return await self._call(self._next_wake)
+
+    def _next_wake(self, conn: sqlite3.Connection) -> datetime | None:
+        self._check_file()
+        return leases.next_wake(conn)
+
+    def _version_of_file(self, conn: sqlite3.Connection) -> int:
+        self._check_file()
+        return _data_version(conn)
 
     async def claim_runs(
         self, owner: str, now: datetime, expires: datetime, limit: int = 100
@@ -309,6 +342,15 @@ def _data_version(conn: sqlite3.Connection) -> int:
     """A number that changes when another connection commits to the database."""
     row = conn.execute("PRAGMA data_version").fetchone()
     return int(row[0])
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The device and inode of the file at ``path`` (None: there is none)."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (found.st_dev, found.st_ino)
 
 
 def _numbered(events: Sequence[EventRecord], first: int) -> list[EventRecord]:
