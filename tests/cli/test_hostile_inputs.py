@@ -3,15 +3,19 @@ nothing stored."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from flowtide.cli import ExitCode, app
+from flowtide.printable import printable
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,3 +91,54 @@ def test_a_subflow_depth_past_the_cap_is_refused_where_it_is(tmp_path: Path) -> 
     assert "error: /max_depth: 'max_depth' must be at most 100, not 100000" in result.output
     flow.write_text(flow.read_text().replace("100000", "100"))
     assert runner.invoke(app, ["validate", str(flow)]).exit_code == ExitCode.OK
+
+
+EVIL = "evil\nrun\x1b[31m\u2028"
+SHOWN = "evil\\nrun\\x1b[31m\\u2028"
+
+
+def test_ids_with_control_characters_are_escaped_in_human_output(tmp_path: Path) -> None:
+    store = str(tmp_path / "runs.db")
+    started = runner.invoke(app, ["start", str(CHECKOUT), "--run-id", EVIL, "--store", store])
+    assert started.exit_code == ExitCode.OK, started.output
+    shown = runner.invoke(app, ["show", EVIL, "--store", store])
+    assert shown.exit_code == ExitCode.OK, shown.output
+    listed = runner.invoke(app, ["runs", "--store", store])
+    for result in (started, shown, listed):
+        assert "\x1b" not in result.stdout and "\u2028" not in result.stdout
+        assert "evil\nrun" not in result.stdout
+        # (the table wraps its narrow columns: the start of the id is on one line)
+        assert (SHOWN if result is not listed else "evil\\nrun\\x1b") in result.stdout
+    assert started.stdout.count("\n") == 2  # its two lines, whatever the id holds
+    as_json = runner.invoke(app, ["show", EVIL, "--store", store, "--json"])
+    assert json.loads(as_json.stdout)["run_id"] == EVIL  # (JSON keeps the id as it is)
+
+
+def test_printable_escapes_what_does_not_print() -> None:
+    assert printable("plain text, é, 漢字") == "plain text, é, 漢字"
+    assert printable(EVIL) == SHOWN
+    assert printable("tab\there \ud800") == "tab\\there \\ud800"
+
+
+def test_a_workers_event_lines_escape_ids(tmp_path: Path) -> None:
+    store, log = str(tmp_path / "runs.db"), tmp_path / "worker.log"
+    started = runner.invoke(app, ["start", str(CHECKOUT), "--run-id", EVIL, "--store", store])
+    assert started.exit_code == ExitCode.OK, started.output
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "flowtide", "worker", "--nodes", "flowtide.demo.checkout",
+             "--store", store, "--poll", "0.05"],
+            stdout=output, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT / "src")},
+        )  # fmt: skip
+    try:
+        end = time.monotonic() + 30
+        while "parked" not in log.read_text() and time.monotonic() < end:
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, log.read_text()
+    lines = log.read_text().splitlines()
+    events = [line for line in lines if " evil" in line]
+    assert events and all(SHOWN[:15] in line for line in events), lines
+    assert "\x1b" not in log.read_text()  # (no raw escape character)

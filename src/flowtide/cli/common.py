@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Annotated, ParamSpec, TypeVar
 
 import typer
+from rich import markup
 from rich.console import Console
-from rich.markup import escape
 
 from flowtide.errors import FlowValidationError, Problem
+from flowtide.printable import printable
 from flowtide.store.base import StoreUnusableError
 
 P = ParamSpec("P")
@@ -81,6 +82,13 @@ DEBUG_VARIABLE = "FLOWTIDE_DEBUG"
 # No emoji codes: an IRI such as 'urn:x:work' must not print as 'urn❌work'.
 out = Console(highlight=False, soft_wrap=True, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+def escape(text: str) -> str:
+    """``text`` as one value on one line of human output: its control characters written as
+    Python writes them (an id with a newline cannot forge a row or a line) and Rich's markup
+    escaped. Text meant to span lines (a traceback) takes ``rich.markup.escape`` alone."""
+    return markup.escape(printable(text))
 
 
 def fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:

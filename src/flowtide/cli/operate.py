@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from flowtide.cli.code import Code, current_directory_first, load_modules
 from flowtide.cli.common import (
@@ -17,6 +16,7 @@ from flowtide.cli.common import (
     NodesOption,
     WithOption,
     err,
+    escape,
     guarded,
     out,
 )
@@ -82,7 +82,7 @@ def start(
     )
     nodes_hint = " ".join(f"--nodes {n}" for n in nodes or [])
     hint = f"flowtide worker {nodes_hint}".rstrip()
-    out.print(f"  [dim]a worker runs it: {escape(hint)}; see it: flowtide show {rid}[/]")
+    out.print(f"  [dim]a worker runs it: {escape(hint)}; see it: flowtide show {escape(rid)}[/]")
 
 
 async def _start(

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import markup
 from rich.live import Live
-from rich.markup import escape
 
 from flowtide.cli.code import Code, current_directory_first, load_modules
 from flowtide.cli.common import (
@@ -24,6 +24,7 @@ from flowtide.cli.common import (
     NodesOption,
     WithOption,
     err,
+    escape,
     guarded,
     out,
 )
@@ -155,7 +156,7 @@ def print_result(result: RunResult) -> None:
         where = f" at {escape(e.placement)}" if e.placement else ""
         out.print(f"  [red]{escape(e.type)}[/]{where}: {escape(e.message)}")
         if e.traceback is not None and debug:
-            out.print(escape(textwrap.indent(e.traceback.rstrip(), "    ")))
+            out.print(markup.escape(textwrap.indent(e.traceback.rstrip(), "    ")))
     traced = sum(e.traceback is not None for e in result.errors)
     if traced and not debug:
         which = "its traceback" if traced == 1 else "their tracebacks"

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
+from rich import markup
 from rich.table import Column, Table
 
 from flowtide.cli.code import Code, current_directory_first, load_modules
-from flowtide.cli.common import BadInput, NodesOption, guarded, out
+from flowtide.cli.common import BadInput, NodesOption, escape, guarded, out
 from flowtide.cli.inputs import LIFECYCLE_STYLE
 from flowtide.cli.operate import RunArgument
 from flowtide.cli.stores import (
@@ -287,7 +287,7 @@ def explain(
     if not found:
         out.print(f"run {escape(run)}: no placement with a window or timers was visited")
     for e in found:
-        out.print(escape(str(e)))
+        out.print(markup.escape(str(e)))  # (several lines of its own)
 
 
 async def _explain(url: str, code: Code, run: str, placement: str | None) -> list[Any]:

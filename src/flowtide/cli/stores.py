@@ -11,11 +11,10 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from flowtide.authoring.nodes import NodeRegistry
-from flowtide.cli.common import BadInput, out
+from flowtide.cli.common import BadInput, escape, out
 from flowtide.engine import Engine
 from flowtide.store.base import EventRecord, Store, StoreOpenError, UnknownRunError
 from flowtide.store.urls import DEFAULT_STORE, is_conninfo, open_store, redact

@@ -13,10 +13,9 @@ from datetime import timedelta
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from flowtide.cli.code import Code, current_directory_first, load_modules
-from flowtide.cli.common import BadInput, NodesOption, guarded, out
+from flowtide.cli.common import BadInput, NodesOption, escape, guarded, out
 from flowtide.cli.stores import (
     DEFAULT,
     JsonOption,

@@ -23,6 +23,7 @@ from datetime import timedelta
 
 from flowtide.clock import Clock
 from flowtide.engine.errors import StoreUnavailableError
+from flowtide.printable import printable
 from flowtide.store.base import Commit, EventRecord, Store, StoreConflict, StoreError
 
 COMMIT_ATTEMPTS = 5
@@ -50,7 +51,7 @@ async def commit_step(
                 raise StoreUnavailableError(commit.run_id, attempt, exc) from exc
             log.warning(
                 "run %s: commit failed (%s: %s); try %d of %d in %.1f s",
-                commit.run_id,
+                printable(commit.run_id),
                 type(exc).__name__,
                 exc,
                 attempt + 1,

@@ -32,6 +32,7 @@ from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
     AnyPlacement,
 )
+from flowtide.printable import printable
 from flowtide.store.base import (
     Commit,
     DueEntry,
@@ -220,7 +221,9 @@ class Parking(Tasks):
         except StoreConflict:
             raise
         except StoreError as exc:
-            log.warning("signal request %s of run %s: %s", entry.token_id, self.run.id, exc)
+            log.warning(
+                "signal request %s of run %s: %s", entry.token_id, printable(self.run.id), exc
+            )
             return  # (the entry stays: fired again at the next claim)
         if isinstance(found, dict):
             reply: dict[str, Any] | None = found

@@ -53,6 +53,7 @@ from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
+from flowtide.printable import printable
 from flowtide.store.base import (
     Commit,
     EventRecord,
@@ -489,7 +490,7 @@ class Engine:
                 await self._aside.put(lease.run_id, exc)
                 continue
             except StoreError as exc:
-                log.warning("cannot take run %s: %s", lease.run_id, exc)
+                log.warning("cannot take run %s: %s", printable(lease.run_id), exc)
         return done
 
     def _hold(self, run_id: str, ex: RunExecutor) -> None:

@@ -37,6 +37,7 @@ from flowtide.engine.errors import EngineError, SignalRefused
 from flowtide.engine.handles import SignalReceipt
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.limits import check_size
+from flowtide.printable import printable
 from flowtide.store.base import (
     DuplicateSignal,
     Lease,
@@ -224,8 +225,8 @@ class Signaller:
         if late and lease is not None and lease.owner != host.owner:
             log.warning(
                 "run %s: its holder %s did not answer a signal within %s; taking the run over",
-                run_id,
-                lease.owner,
+                printable(run_id),
+                printable(lease.owner),
                 PATIENCE_LEASES * host.lease_ttl,
             )
         return await self._executor(run_id, taken, now)

@@ -23,6 +23,7 @@ from flowtide.engine._commit import commit_step
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import RunWarning
+from flowtide.printable import printable
 from flowtide.store.base import Commit, Lease, Store, StoreConflict, StoreError
 
 __all__ = ["LEASE_TTL", "LeaseRenewer", "SetAside", "give_back", "worker_id"]
@@ -94,7 +95,7 @@ class LeaseRenewer:
                 if lease is not None:
                     holder.lease = lease
                 elif holder.lease is not None and await self._taken(run_id):
-                    log.warning("run %s was taken over by another worker", run_id)
+                    log.warning("run %s was taken over by another worker", printable(run_id))
                     self._lost(holder)
 
     async def _taken(self, run_id: str) -> bool:
