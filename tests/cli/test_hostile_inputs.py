@@ -20,6 +20,7 @@ from flowtide.printable import printable
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOUT = ROOT / "examples" / "checkout-node-anchor.yaml"
+NODES = "flowtide.demo.checkout"
 
 
 def deep(levels: int) -> str:
@@ -142,3 +143,25 @@ def test_a_workers_event_lines_escape_ids(tmp_path: Path) -> None:
     events = [line for line in lines if " evil" in line]
     assert events and all(SHOWN[:15] in line for line in events), lines
     assert "\x1b" not in log.read_text()  # (no raw escape character)
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("[" * 150 + "]" * 150, "the value nests lists and objects 150 levels deep, over the "
+         "limit of 100 (at /a)"),
+        (".nan", "nan is not JSON (at /a)"),
+        ('"\\ud800"', "a string holds '\\ud800', a lone surrogate, which is not Unicode text "
+         "(at /a)"),
+    ],
+)  # fmt: skip
+def test_a_simulation_script_with_values_a_run_cannot_keep_is_bad_input(
+    tmp_path: Path, value: str, said: str
+) -> None:
+    script = tmp_path / "story.simulate.yaml"
+    script.write_text(f"input:\n  a: {value}\n")
+    result = runner.invoke(
+        app, ["simulate", str(CHECKOUT), "--script", str(script), "--nodes", NODES]
+    )
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    assert f"{script}: error: /input: {said}" in result.output

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -39,6 +39,14 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from flowtide.documents.formats import Format, decode, parse_text
+from flowtide.engine.limits import (
+    DEFAULT_MAX_VALUE_BYTES,
+    MAX_NESTING,
+    ValueTooDeepError,
+    ValueTooLargeError,
+    check_size,
+    check_sizes,
+)
 from flowtide.errors import FlowValidationError, Problem
 from flowtide.jsonpointer import join
 from flowtide.model.durations import (
@@ -49,6 +57,7 @@ from flowtide.model.durations import (
 )
 from flowtide.model.flow import Flow, node_ref
 from flowtide.model.placements import RESERVED_OUTPUTS
+from flowtide.store.jsonvalues import NotJSONError
 from flowtide.validation.messages import sentence
 
 __all__ = [
@@ -64,6 +73,8 @@ __all__ = [
     "parse_script",
 ]
 
+T = TypeVar("T")
+
 DEFAULT_START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 """Where the virtual clock starts, unless the script says (``start``)."""
 DEFAULT_UNTIL = timedelta(days=30)
@@ -74,9 +85,41 @@ from it (``charge-sim-1``) can be named by the script's signals."""
 
 
 def _json_values(value: Any) -> Any:
-    """Refuse what JSON cannot carry (a YAML date, a set...): a run's state is JSON."""
-    _check_json(value)
+    """Refuse what JSON cannot carry (a YAML date, a set...): a run's state is JSON; and what a
+    run may not keep (NaN, a lone surrogate, too deep a nesting), as the engine checks it."""
+    return _within_limits(value, check_size)
+
+
+def _json_object(value: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_json_values` of an object checked key by key, as the engine checks an input."""
+    return _within_limits(value, check_sizes)
+
+
+def _within_limits(value: T, check: Callable[[T, str, int], None]) -> T:
+    deeper = f"more than {MAX_NESTING} levels deep"
+    try:
+        _check_json(value)
+        check(value, "", DEFAULT_MAX_VALUE_BYTES)  # (the limit of the engine that plays it)
+    except RecursionError:
+        raise ValueError(f"the value nests lists and objects {deeper}") from None
+    except NotJSONError as exc:
+        raise ValueError(exc.reason + _at(exc.pointer)) from None
+    except ValueTooDeepError as exc:
+        levels = f"{exc.depth} levels deep" if exc.depth is not None else deeper
+        raise ValueError(
+            f"the value nests lists and objects {levels}, over the limit of {exc.limit}"
+            + _at(exc.where)
+        ) from None
+    except ValueTooLargeError as exc:
+        raise ValueError(
+            f"the value is {exc.size:,} bytes as JSON, over the limit of {exc.limit:,}"
+            + _at(exc.where)
+        ) from None
     return value
+
+
+def _at(pointer: str) -> str:
+    return f" (at {pointer})" if pointer else ""
 
 
 def _check_json(value: Any) -> None:
@@ -96,7 +139,7 @@ def _check_json(value: Any) -> None:
     raise ValueError(f"only JSON values can go into a run's state, not {what}")
 
 
-JsonObject = Annotated[dict[str, Any], AfterValidator(_json_values)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_json_object)]
 JsonValue = Annotated[Any, AfterValidator(_json_values)]
 
 
