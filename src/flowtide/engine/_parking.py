@@ -221,9 +221,8 @@ class Parking(Tasks):
         except StoreConflict:
             raise
         except StoreError as exc:
-            log.warning(
-                "signal request %s of run %s: %s", entry.token_id, printable(self.run.id), exc
-            )
+            request, run = printable(entry.token_id), printable(self.run.id)
+            log.warning("signal request %s of run %s: %s", request, run, exc)
             return  # (the entry stays: fired again at the next claim)
         if isinstance(found, dict):
             reply: dict[str, Any] | None = found
