@@ -1,0 +1,158 @@
+"""Heartbeats: an executing engine records in the store who it is, what it holds, the node ids
+it implements and the runs it cannot drive, when it starts and every third of its lease term,
+and removes the record when it closes cleanly (``flowtide workers`` lists them).
+
+Instants come from the engine's clock. A run the engine sets aside for want of nodes is
+recorded at once (one heartbeat for all the runs set aside meanwhile), so that a client can say
+which node the run waits for (:func:`waiting_for`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+
+from flowtide.clock import Clock
+from flowtide.engine.leases import aside_owner
+from flowtide.store.base import Lease, Store, StoreError, WorkerRecord
+
+__all__ = ["MOST_WAITING", "STALE_AFTER", "Heartbeat", "is_live", "waiting_for"]
+
+log = logging.getLogger("flowtide.engine")
+
+STALE_AFTER = 3
+"""A worker not seen for this many of its lease terms is taken for gone (it beats three times
+a term)."""
+
+MOST_WAITING = 1000
+"""At most this many runs set aside are named in one heartbeat (the latest)."""
+
+
+def is_live(worker: WorkerRecord, now: datetime) -> bool:
+    """Whether ``worker`` was seen within :data:`STALE_AFTER` lease terms of ``now``."""
+    return now - worker.last_seen <= timedelta(seconds=STALE_AFTER * worker.lease_ttl)
+
+
+def waiting_for(run_id: str, lease: Lease | None, workers: Iterable[WorkerRecord]) -> list[str]:
+    """The node ids ``run_id`` waits for: those the worker that set it aside (and holds it so,
+    ``lease``) lacks; none once any worker has taken it since."""
+    if lease is None:
+        return []
+    for worker in workers:
+        if lease.owner == aside_owner(worker.worker_id):
+            return list(worker.waiting.get(run_id, []))
+    return []
+
+
+class Heartbeat:
+    """Records ``owner``'s heartbeat every third of ``ttl`` once started; ``held()`` counts the
+    runs it holds, ``nodes()`` gives the node ids it implements. A run set aside is named
+    (:meth:`waits`) for ``keep`` after it was last set aside, or until this engine drives it
+    (:meth:`drives`)."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        owner: str,
+        ttl: timedelta,
+        held: Callable[[], int],
+        nodes: Callable[[], Sequence[str]],
+        keep: timedelta,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._owner = owner
+        self._ttl = ttl
+        self._held = held
+        self._nodes = nodes
+        self._keep = keep
+        self._host = socket.gethostname()
+        self._pid = os.getpid()
+        self._started_at: datetime | None = None
+        self._waiting: dict[str, tuple[list[str], datetime]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._due: asyncio.Event | None = None
+        self._failing = False
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
+    def start(self) -> None:
+        """Beat now, then every third of the lease term (idempotent)."""
+        if self._task is None:
+            self._started_at = self._clock.now()
+            self._due = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._loop(self._due))
+
+    def waits(self, run_id: str, nodes: Sequence[str]) -> None:
+        """``run_id`` was set aside: it waits for a worker with ``nodes``."""
+        self._waiting.pop(run_id, None)  # (the latest last, for MOST_WAITING)
+        self._waiting[run_id] = (sorted(nodes), self._clock.now())
+        if self._due is not None:
+            self._due.set()
+
+    def drives(self, run_id: str) -> None:
+        """This engine drives ``run_id`` now: it waits no more."""
+        if self._waiting.pop(run_id, None) is not None and self._due is not None:
+            self._due.set()
+
+    async def stop(self) -> None:
+        """Stop beating and remove the heartbeat (a clean close)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, StoreError):
+            await task
+        with contextlib.suppress(StoreError):
+            await self._store.forget_worker(self._owner)
+
+    def record(self) -> WorkerRecord:
+        """The heartbeat as of now."""
+        now = self._clock.now()
+        for run_id, (_, since) in list(self._waiting.items()):
+            if now - since > self._keep:
+                del self._waiting[run_id]
+        latest = list(self._waiting.items())[-MOST_WAITING:]
+        return WorkerRecord(
+            worker_id=self._owner,
+            host=self._host,
+            pid=self._pid,
+            started_at=self._started_at or now,
+            last_seen=now,
+            lease_ttl=self._ttl.total_seconds(),
+            runs_held=self._held(),
+            nodes=sorted(set(self._nodes())),
+            waiting=_waiting_json(dict(latest)),
+        )
+
+    async def _loop(self, due: asyncio.Event) -> None:
+        while True:
+            due.clear()
+            await self._beat()
+            timer = self._clock.call_at(self._clock.now() + self._ttl / 3, due.set)
+            try:
+                await due.wait()
+            finally:
+                timer.cancel()
+
+    async def _beat(self) -> None:
+        try:
+            await self._store.record_worker(self.record())
+        except StoreError as exc:
+            if not self._failing:  # (once until it works again)
+                log.warning("cannot record this worker's heartbeat: %s", exc)
+            self._failing = True
+        else:
+            self._failing = False
+
+
+def _waiting_json(waiting: Mapping[str, tuple[list[str], datetime]]) -> dict[str, list[str]]:
+    return {run_id: nodes for run_id, (nodes, _) in waiting.items()}
