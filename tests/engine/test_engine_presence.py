@@ -107,7 +107,7 @@ async def test_a_run_that_lacks_a_node_is_named_in_the_heartbeat_until_a_worker_
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert [r.getMessage() for r in warnings] == [
         f"run {run_id[:12]} cannot be driven here: this worker does not implement node "
-        "presence:wait; it waits for a worker with it"
+        "presence:wait; it waits for a worker that does"
     ]
     (beat,) = await store.workers()
     assert beat.waiting == {run_id: ["presence:wait"]}
@@ -174,3 +174,23 @@ async def test_a_drain_gives_back_what_is_still_at_work_when_its_time_is_up() ->
     result = await other.wait(running.run_id)
     assert result.lifecycle == Lifecycle.COMPLETED
     await other.close()
+
+
+async def test_a_worker_with_the_nodes_takes_over_a_run_set_aside_elsewhere_at_once() -> None:
+    store = MemoryStore()
+    first = Engine(clock=VirtualClock(T0), store=store, registry=NODES)
+    run_id = (await first.run(approval())).run_id
+    await first.close()
+
+    clock = VirtualClock(T0)
+    stranger = Engine(clock=clock, store=store, owner="stranger", heartbeat=True)
+    stranger.sweeper  # noqa: B018
+    await clock.advance_to(at(10))  # (the park's deadline: the stranger claims the run)
+    assert (await store.lease_of(run_id)).owner == "stranger:aside"  # type: ignore[union-attr]
+    owner = Engine(clock=clock, store=store, registry=NODES, owner="owner", heartbeat=True)
+    owner.sweeper  # noqa: B018 - its first heartbeat looks for runs set aside elsewhere
+    await clock.settle()
+    run = await store.get_run(run_id)
+    assert (run.lifecycle, run.outcome, clock.now()) == (Lifecycle.COMPLETED, "late", at(10))
+    await owner.close()
+    await stranger.close()

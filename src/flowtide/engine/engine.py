@@ -215,7 +215,7 @@ class Engine:
                 room=room,
             )
             self._scheduler.start()
-            self._presence.start()
+            self._presence.start(self._take)
         return self._scheduler
 
     # -- runs ------------

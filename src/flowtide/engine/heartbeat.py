@@ -14,11 +14,11 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from flowtide.clock import Clock
-from flowtide.engine.leases import aside_owner
+from flowtide.engine.leases import aside_owner, short_id
 from flowtide.store.base import Lease, Store, StoreError, WorkerRecord
 
 __all__ = ["MOST_WAITING", "STALE_AFTER", "Heartbeat", "is_live", "waiting_for"]
@@ -53,7 +53,9 @@ class Heartbeat:
     """Records ``owner``'s heartbeat every third of ``ttl`` once started; ``held()`` counts the
     runs it holds, ``nodes()`` gives the node ids it implements. A run set aside is named
     (:meth:`waits`) for ``keep`` after it was last set aside, or until this engine drives it
-    (:meth:`drives`)."""
+    (:meth:`drives`). After each heartbeat, the runs other live workers set aside for want of
+    nodes this one implements are taken over and handed to ``adopt`` (they need not wait for
+    their set-aside to end)."""
 
     def __init__(
         self,
@@ -79,6 +81,7 @@ class Heartbeat:
         self._task: asyncio.Task[None] | None = None
         self._due: asyncio.Event | None = None
         self._failing = False
+        self.adopt: Callable[[Sequence[Lease], datetime], Awaitable[object]] | None = None
 
     @property
     def started(self) -> bool:
@@ -137,11 +140,39 @@ class Heartbeat:
         while True:
             due.clear()
             await self._beat()
+            if self.adopt is not None:
+                try:
+                    await self._adopt(self.adopt)
+                except StoreError as exc:
+                    log.debug("cannot take over the runs set aside elsewhere: %s", exc)
             timer = self._clock.call_at(self._clock.now() + self._ttl / 3, due.set)
             try:
                 await due.wait()
             finally:
                 timer.cancel()
+
+    async def _adopt(self, take: Callable[[Sequence[Lease], datetime], Awaitable[object]]) -> None:
+        """Take over the runs other live workers hold set aside for want of nodes this one
+        implements."""
+        now = self._clock.now()
+        mine = set(self._nodes())
+        for worker in await self._store.workers():
+            if worker.worker_id == self._owner or not is_live(worker, now):
+                continue
+            aside = aside_owner(worker.worker_id)
+            for run_id, missing in worker.waiting.items():
+                if not missing or not set(missing) <= mine:
+                    continue
+                held = await self._store.lease_of(run_id)
+                if held is None or held.owner != aside or held.expires <= now:
+                    continue  # (taken meanwhile, or given back: claimed as any other run)
+                lease = await self._store.acquire_run(
+                    run_id, self._owner, now, now + self._ttl, force=True
+                )
+                if lease is not None:
+                    by = worker.worker_id
+                    log.info("taking over run %s, set aside by %s", short_id(run_id), by)
+                    await take([lease], now)
 
     async def _beat(self) -> None:
         try:

@@ -144,12 +144,12 @@ class SetAside:
             return
         self._warned.add(run_id)
         if missing:
-            nodes = ", ".join(missing)
             log.warning(
-                "run %s cannot be driven here: this worker does not implement node %s; it "
-                "waits for a worker with it",
+                "run %s cannot be driven here: this worker does not implement node%s %s; it "
+                "waits for a worker that does",
                 short_id(run_id),
-                nodes,
+                "s" if len(missing) > 1 else "",
+                ", ".join(missing),
             )
         else:
             log.warning("run %s cannot be driven here: %s", short_id(run_id), why)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from flowtide.authoring.nodes import NodeRegistry
@@ -21,7 +21,7 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.missing import MissingNodes
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
-from flowtide.store.base import RunRecord, Store
+from flowtide.store.base import Lease, RunRecord, Store
 
 __all__ = ["Presence", "PresenceHost"]
 
@@ -72,9 +72,10 @@ class Presence:
         self.changed = asyncio.Event()
         """Set each time a held run settles or is let go of."""
 
-    def start(self) -> None:
-        """The engine takes runs from now on: it beats."""
+    def start(self, take: Callable[[Sequence[Lease], datetime], Awaitable[object]]) -> None:
+        """The engine takes runs from now on (``take``: those it takes over): it beats."""
         if self.heartbeat is not None:
+            self.heartbeat.adopt = take
             self.heartbeat.start()
 
     async def stop(self) -> None:
