@@ -667,6 +667,7 @@ class Engine:
             ex.close(notify=False)
             run_id = ex.run.id
             if ex.lease is not None and ex.lease.owner == self.owner:
+                self._presence.gave_back([run_id], "out of date here")
                 task = asyncio.get_running_loop().create_task(self._give_back(ex.lease))
                 task.add_done_callback(_consume)
             if self._waiters.waiting(run_id):
@@ -679,7 +680,6 @@ class Engine:
 
     async def _give_back(self, lease: Lease) -> None:
         await give_back(self.store, self.clock, lease)
-        self._presence.gave_back([lease.run_id], "out of date here")
         self._wake_sweeper()
 
     def _wake_sweeper(self, when: datetime | None = None) -> None:
