@@ -18,7 +18,7 @@ from flowtide.engine import Engine, Lifecycle, NodeContext, Park
 from flowtide.engine.engine import DEFER_UNFIREABLE
 from flowtide.engine.heartbeat import is_live, waiting_for
 from flowtide.model import Flow
-from flowtide.store import MemoryStore
+from flowtide.store import MemoryStore, WorkerRecord
 from tests.engine.engine_helpers import T0, at
 
 TTL = timedelta(seconds=30)
@@ -193,3 +193,15 @@ async def test_a_worker_with_the_nodes_takes_over_a_run_set_aside_elsewhere_at_o
     assert (run.lifecycle, run.outcome, clock.now()) == (Lifecycle.COMPLETED, "late", at(10))
     await owner.close()
     await stranger.close()
+
+
+async def test_the_heartbeat_of_a_worker_gone_for_a_week_is_removed() -> None:
+    clock = VirtualClock(T0 + timedelta(days=7, seconds=1))
+    store = MemoryStore()
+    for name, seen in (("long-gone", T0), ("gone", T0 + timedelta(seconds=1))):
+        await store.record_worker(WorkerRecord(name, "h", 1, T0, seen, 30.0))
+    engine = Engine(clock=clock, store=store, owner="w1", heartbeat=True)
+    engine.sweeper  # noqa: B018
+    await clock.settle()
+    assert [w.worker_id for w in await store.workers()] == ["gone", "w1"]
+    await engine.close()

@@ -21,13 +21,17 @@ from flowtide.clock import Clock
 from flowtide.engine.leases import aside_owner, short_id
 from flowtide.store.base import Lease, Store, StoreError, WorkerRecord
 
-__all__ = ["MOST_WAITING", "STALE_AFTER", "Heartbeat", "is_live", "waiting_for"]
+__all__ = ["FORGOTTEN_AFTER", "MOST_WAITING", "STALE_AFTER", "Heartbeat", "is_live", "waiting_for"]
 
 log = logging.getLogger("flowtide.engine")
 
 STALE_AFTER = 3
 """A worker not seen for this many of its lease terms is taken for gone (it beats three times
 a term)."""
+
+FORGOTTEN_AFTER = timedelta(days=7)
+"""The heartbeat of a worker not seen for this long (it died, long ago) is removed by the next
+worker that looks at the heartbeats."""
 
 MOST_WAITING = 1000
 """At most this many runs set aside are named in one heartbeat (the latest)."""
@@ -55,7 +59,7 @@ class Heartbeat:
     (:meth:`waits`) for ``keep`` after it was last set aside, or until this engine drives it
     (:meth:`drives`). After each heartbeat, the runs other live workers set aside for want of
     nodes this one implements are taken over and handed to ``adopt`` (they need not wait for
-    their set-aside to end)."""
+    their set-aside to end), and heartbeats older than :data:`FORGOTTEN_AFTER` are removed."""
 
     def __init__(
         self,
@@ -157,6 +161,8 @@ class Heartbeat:
         now = self._clock.now()
         mine = set(self._nodes())
         for worker in await self._store.workers():
+            if now - worker.last_seen > FORGOTTEN_AFTER:
+                await self._store.forget_worker(worker.worker_id)
             if worker.worker_id == self._owner or not is_live(worker, now):
                 continue
             aside = aside_owner(worker.worker_id)
