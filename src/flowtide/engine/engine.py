@@ -439,6 +439,7 @@ class Engine:
         ex = RunExecutor(self._host, plan, run, state)
         ex.lease = lease
         self._hold(run_id, ex)
+        self._presence.took(run_id, run.flow_id)
         if run.lifecycle == Lifecycle.PENDING:
             ex.launch(run.options.get("entrypoint"))
             return ex
@@ -484,10 +485,8 @@ class Engine:
                 # is held here is out of date. Rebuilt below.
                 self._discard(held)
             try:
-                ex = await self._executor(lease.run_id, lease, now)
+                await self._executor(lease.run_id, lease, now)
                 done += 1
-                if ex is not None:
-                    self._presence.took(lease.run_id, ex.run.flow_id)
             except UnknownRunError:
                 continue  # the run is gone: nothing to fire
             except (EngineError, NodeResolutionError, UnknownStoredFlow) as exc:
