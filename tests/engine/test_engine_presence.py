@@ -19,7 +19,7 @@ from flowtide.engine.engine import DEFER_UNFIREABLE
 from flowtide.engine.heartbeat import is_live, waiting_for
 from flowtide.model import Flow
 from flowtide.store import MemoryStore, WorkerRecord
-from tests.engine.engine_helpers import T0, at
+from tests.engine.engine_helpers import T0, at, fresh_store
 
 TTL = timedelta(seconds=30)
 
@@ -205,3 +205,37 @@ async def test_the_heartbeat_of_a_worker_gone_for_a_week_is_removed() -> None:
     await clock.settle()
     assert [w.worker_id for w in await store.workers()] == ["gone", "w1"]
     await engine.close()
+
+
+@pytest.mark.usefixtures("every_store")
+async def test_heartbeats_name_the_runs_set_aside_on_every_store() -> None:
+    store = fresh_store()
+    clock = VirtualClock(T0)
+    first = Engine(clock=VirtualClock(T0), store=store, registry=NODES)
+    stranger = Engine(clock=clock, store=store, owner="stranger", heartbeat=True)
+    owner = Engine(clock=clock, store=store, registry=NODES, owner="owner", heartbeat=True)
+    try:
+        run_id = (await first.run(approval())).run_id
+        await first.close()
+        stranger.sweeper  # noqa: B018
+        await clock.advance_to(at(10))
+        await clock.settle(wait_held=True)
+        (beat,) = await store.workers()
+        assert (beat.worker_id, beat.last_seen, beat.waiting) == (
+            "stranger",
+            at(10),
+            {run_id: ["presence:wait"]},
+        )
+        assert waiting_for(run_id, await store.lease_of(run_id), [beat]) == ["presence:wait"]
+        owner.sweeper  # noqa: B018 - takes the run over after its first heartbeat
+        await clock.settle(wait_held=True)
+        run = await store.get_run(run_id)
+        assert (run.lifecycle, run.outcome) == (Lifecycle.COMPLETED, "late")
+        assert waiting_for(run_id, await store.lease_of(run_id), await store.workers()) == []
+        assert [w.worker_id for w in await store.workers()] == ["owner", "stranger"]
+        await stranger.close()
+        assert [w.worker_id for w in await store.workers()] == ["owner"]
+    finally:
+        await stranger.close()
+        await owner.close()
+        await store.close()
