@@ -125,3 +125,10 @@ def test_a_second_sigterm_stops_at_once_and_the_next_worker_runs_the_node_again(
         second.send_signal(signal.SIGTERM)
         assert second.wait(timeout=30) == 0, log.read_text()
     assert lines(notes) == ["started", "started", "finished", "after"]
+
+
+def test_a_log_level_that_is_not_one_is_bad_input(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    result = runner.invoke(app, ["worker", "--store", store], env={"FLOWTIDE_LOG": "loud"})
+    assert result.exit_code == 2
+    assert "$FLOWTIDE_LOG='loud' is not a log level" in result.output

@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 
 from flowtide.cli.code import Code, current_directory_first, load_modules
-from flowtide.cli.common import NodesOption, guarded, out
+from flowtide.cli.common import BadInput, NodesOption, guarded, out
 from flowtide.cli.stores import (
     DEFAULT,
     JsonOption,
@@ -99,6 +99,7 @@ def worker(
     --drain-timeout seconds, gives back what it still holds and exits 0; a second signal stops
     it at once. --events prints every event (--json: one JSON object per line on stdout).
     """
+    _logging(quiet)
     with current_directory_first():
         code = load_modules(nodes or [])
         settings = _Settings(
@@ -125,17 +126,23 @@ class _Settings:
 
 
 def _logging(quiet: bool) -> None:
-    """A line per run on stderr (INFO), or warnings only; ``FLOWTIDE_LOG`` sets the level."""
-    level = os.environ.get(LOG_VARIABLE) or ("WARNING" if quiet else "INFO")
+    """Flowtide's log on stderr: a line per run (INFO), or warnings only; ``FLOWTIDE_LOG`` sets
+    the level (of the libraries' logs too: by default they say warnings only)."""
+    chosen = os.environ.get(LOG_VARIABLE, "").upper()
+    if chosen and chosen not in logging.getLevelNamesMapping():
+        raise BadInput(
+            f"${LOG_VARIABLE}={chosen.lower()!r} is not a log level "
+            "(DEBUG, INFO, WARNING, ERROR, CRITICAL)"
+        )
     logging.basicConfig(
-        level=level.upper(),
+        level=chosen or "WARNING",
         format="%(asctime)s %(levelname)s %(message)s",
         datefmt="%H:%M:%S",
     )
+    logging.getLogger("flowtide").setLevel(chosen or ("WARNING" if quiet else "INFO"))
 
 
 async def _work(url: str, code: Code, settings: _Settings) -> None:
-    _logging(settings.quiet)
     store = await opened(url)
     as_json = settings.as_json
     hooks = [_json_line if as_json else _text_line] if settings.events else []
