@@ -87,10 +87,6 @@ class Heartbeat:
         self._failing = False
         self.adopt: Callable[[Sequence[Lease], datetime], Awaitable[object]] | None = None
 
-    @property
-    def started(self) -> bool:
-        return self._task is not None
-
     def start(self) -> None:
         """Beat now, then every third of the lease term (idempotent)."""
         if self._task is None:
@@ -116,8 +112,12 @@ class Heartbeat:
         if task is None:
             return
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, StoreError):
+        try:
             await task
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # (it stopped beating already; closing goes on)
+            log.warning("the heartbeat stopped: %s: %s", type(exc).__name__, exc)
         with contextlib.suppress(StoreError):
             await self._store.forget_worker(self._owner)
 
