@@ -112,7 +112,7 @@ def test_a_second_sigterm_stops_at_once_and_the_next_worker_runs_the_node_again(
     finally:
         if first.poll() is None:
             first.kill()
-    assert "SIGTERM again: stopping at once" in log.read_text()
+    assert "second signal (SIGTERM): stopping at once" in log.read_text()
     assert lines(notes) == ["started"], "the node in flight did not finish"
     (shown,) = cli("runs", "--store", store)
     assert (shown["lifecycle"], shown["held_by"]) == ("running", None)

@@ -186,7 +186,7 @@ async def _until_stopped(engine: Engine, drain: timedelta) -> None:
             second.cancel()
             draining.result()
             return
-        log.warning("%s again: stopping at once", second.result())
+        log.warning("second signal (%s): stopping at once", second.result())
         draining.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await draining
