@@ -39,11 +39,13 @@ def test_a_query_named_twice_or_empty_is_refused(package: Path) -> None:
         load_queries("sqlpkg", "empty.sql")
 
 
-def test_migrations_run_in_order_without_gaps(package: Path) -> None:
+def test_migrations_run_in_order_each_version_once(package: Path) -> None:
     (package / "0002_more.sql").write_text("ALTER TABLE t ADD y;")
     (package / "0001_initial.sql").write_text("CREATE TABLE t (x);")
     (package / "notes.txt").write_text("not a migration")
     assert [(m.version, m.name) for m in load_migrations("sqlpkg")] == [(1, "initial"), (2, "more")]
     (package / "0004_gap.sql").write_text("SELECT 1;")
-    with pytest.raises(ValueError, match="migration 0003 is missing"):
+    assert [m.version for m in load_migrations("sqlpkg")] == [1, 2, 4]
+    (package / "0004_again.sql").write_text("SELECT 2;")
+    with pytest.raises(ValueError, match="migration 0004 is given twice"):
         load_migrations("sqlpkg")

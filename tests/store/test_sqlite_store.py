@@ -24,6 +24,7 @@ from flowtide.store.base import StoreOpenError, StoreSchemaError
 from flowtide.store.sqlite import SQLiteStore
 from flowtide.store.sqlite.schema import CODE_VERSION, MIGRATIONS, statements
 from flowtide.store.sqlite.sql import QUERIES, store_error
+from flowtide.store.sqlite.workers import QUERIES as WORKER_QUERIES
 from flowtide.testing import StoreCheck, StoreFactory, run_store_check, store_checks
 from flowtide.testing.storechecks.support import (
     T0,
@@ -38,6 +39,9 @@ from flowtide.testing.storechecks.support import (
 )
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+APPLIED = [(m.version,) for m in MIGRATIONS]
+"""The schema versions a new database has recorded."""
+
 CHECKS = store_checks()
 
 
@@ -86,9 +90,10 @@ async def test_open_creates_the_schema_and_records_its_version(tmp_path: Path) -
     recorded = rows(
         path, "SELECT version, name, min_reader_version, applied_at FROM flowtide_schema"
     )
-    assert [r[:3] for r in recorded] == [(1, "initial", 1), (2, "signal_requests", 2)]
+    assert [r[:3] for r in recorded][:2] == [(1, "initial", 1), (2, "signal_requests", 2)]
+    assert [r[:2] for r in recorded] == [(m.version, m.name) for m in MIGRATIONS]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", str(recorded[0][3]))
-    assert CODE_VERSION == 2
+    assert CODE_VERSION == MIGRATIONS[-1].version >= 5
     assert rows(path, "PRAGMA journal_mode") == [("wal",)]
 
 
@@ -96,7 +101,7 @@ async def test_a_store_is_opened_by_its_first_call(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "lazy.db")
     assert await store.next_wake() is None
     await store.close()
-    assert rows(tmp_path / "lazy.db", "SELECT version FROM flowtide_schema") == [(1,), (2,)]
+    assert rows(tmp_path / "lazy.db", "SELECT version FROM flowtide_schema") == APPLIED
 
 
 async def test_a_closed_store_refuses_calls(tmp_path: Path) -> None:
@@ -121,7 +126,7 @@ async def test_reopening_a_file_keeps_every_record(tmp_path: Path) -> None:
         same_snapshot(await snapshot(store), before, "the run, reopened")
         assert await store.signal_answer("answer-a") == answer
         assert await store.node_anchor("r", "anchor-a", None) == at(3)
-    assert rows(path, "SELECT count(*) FROM flowtide_schema") == [(2,)]
+    assert rows(path, "SELECT count(*) FROM flowtide_schema") == [(len(MIGRATIONS),)]
 
 
 def future_version(path: Path, min_reader_version: int) -> None:
@@ -162,8 +167,7 @@ async def test_a_newer_schema_this_code_may_read_is_opened(tmp_path: Path) -> No
     async with SQLiteStore(path) as store:
         assert (await store.get_run("r")).lifecycle == "running"
     assert rows(path, "SELECT version FROM flowtide_schema ORDER BY version") == [
-        (1,),
-        (2,),
+        *APPLIED,
         (CODE_VERSION + 1,),
     ]
 
@@ -182,7 +186,7 @@ async def test_a_database_of_the_first_schema_is_migrated(tmp_path: Path) -> Non
         assert (await store.signal_request("q")) == SignalRequest(
             "q", "r", at(1), {"placement": "p"}
         )
-    assert rows(path, "SELECT version FROM flowtide_schema ORDER BY version") == [(1,), (2,)]
+    assert rows(path, "SELECT version FROM flowtide_schema ORDER BY version") == APPLIED
 
 
 async def test_a_file_that_is_not_a_sqlite_database_is_refused(tmp_path: Path) -> None:
@@ -251,11 +255,12 @@ def test_the_migrations_make_exactly_the_schema_the_store_uses(tmp_path: Path) -
         ("table", "signal_answers"),
         ("table", "signal_requests"),
         ("table", "tokens"),
+        ("table", "workers"),
     ]
     tables = {name for kind, name in made if kind == "table"}
     used = {
         name
-        for query in QUERIES.values()
+        for query in [*QUERIES.values(), *WORKER_QUERIES.values()]
         for name in re.findall(r"\b(?:FROM|INTO|(?<!DO )UPDATE)\s+(\w+)", query)
         if name not in ("sqlite_master", "json_each")
     }
@@ -482,7 +487,7 @@ def test_processes_sharing_one_new_file(tmp_path: Path) -> None:
                 process.kill()
             process.wait()
     assert [process.returncode for process in started] == [0, 0, 0, 0]
-    assert rows(path, "SELECT version FROM flowtide_schema") == [(1,), (2,)]
+    assert rows(path, "SELECT version FROM flowtide_schema") == APPLIED
     every = [run_id for claimed in taken for run_id in claimed]
     assert len(every) == len(set(every)) == 600
     assert sum(1 for claimed in taken if claimed) >= 2, "the processes' claims did not overlap"

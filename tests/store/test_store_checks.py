@@ -20,6 +20,7 @@ from flowtide.store import (
     SignalRequest,
     Store,
     StoreConflict,
+    WorkerRecord,
 )
 from flowtide.testing import (
     StoreCheck,
@@ -176,6 +177,28 @@ class AnsweringAgain(MemoryStore):
         return request
 
 
+class AppendingHeartbeats(MemoryStore):
+    """Keeps every heartbeat a worker writes instead of its last one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.beats: list[WorkerRecord] = []
+
+    async def record_worker(self, worker: WorkerRecord) -> None:
+        await super().record_worker(worker)
+        self.beats.append(worker)
+
+    async def workers(self) -> Sequence[WorkerRecord]:
+        return sorted(self.beats, key=lambda w: w.worker_id)
+
+
+class RememberingWorkers(MemoryStore):
+    """Says a worker was forgotten, and keeps it."""
+
+    async def forget_worker(self, worker_id: str) -> bool:
+        return any(w.worker_id == worker_id for w in await self.workers())
+
+
 @pytest.mark.parametrize(
     ("broken", "caught_by"),
     [
@@ -191,6 +214,9 @@ class AnsweringAgain(MemoryStore):
         (SharingState, "records_are_copies"),
         (RequestsWithoutDue, "signal_requests_wake_the_runs_holder"),
         (AnsweringAgain, "signal_requests_are_answered_once"),
+        (AppendingHeartbeats, "worker_heartbeats_are_kept_and_forgotten"),
+        (AppendingHeartbeats, "worker_heartbeats_are_copies"),
+        (RememberingWorkers, "worker_heartbeats_are_kept_and_forgotten"),
     ],
 )
 async def test_a_broken_store_fails_the_check_meant_to_catch_it(

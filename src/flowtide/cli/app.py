@@ -17,6 +17,7 @@ from flowtide.cli.schema import schema_app
 from flowtide.cli.simulate import simulate
 from flowtide.cli.validate import validate
 from flowtide.cli.worker import worker
+from flowtide.cli.workers import workers
 
 app = typer.Typer(
     name="flowtide",
@@ -56,6 +57,7 @@ app.command("render", epilog=EXIT_CODES_HELP)(render)
 app.command("run", epilog=EXIT_CODES_HELP)(run)
 app.command("start", epilog=EXIT_CODES_HELP)(start)
 app.command("worker", epilog=EXIT_CODES_HELP)(worker)
+app.command("workers", epilog=EXIT_CODES_HELP)(workers)
 app.command("signal", epilog=EXIT_CODES_HELP)(signal)
 app.command("cancel", epilog=EXIT_CODES_HELP)(cancel)
 app.command("runs", epilog=EXIT_CODES_HELP)(runs)

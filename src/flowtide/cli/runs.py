@@ -30,6 +30,7 @@ from flowtide.cli.stores import (
 )
 from flowtide.engine import EngineError, Lifecycle
 from flowtide.engine.children import open_parks
+from flowtide.engine.heartbeat import waiting_for
 from flowtide.store.base import (
     LIVE_TOKEN_STATUSES,
     Lease,
@@ -37,6 +38,7 @@ from flowtide.store.base import (
     Store,
     TokenRecord,
     UnknownRunError,
+    WorkerRecord,
 )
 
 
@@ -50,6 +52,11 @@ def _style(lifecycle: str) -> str:
 def _where(tokens: list[TokenRecord]) -> str:
     """Where a run's live tokens are: ``collect-payment (parked), notify (running)``."""
     return ", ".join(f"{t.placement} ({t.status.value})" for t in tokens) or "-"
+
+
+def _waiting(nodes: list[str]) -> str:
+    """What a run no live worker can drive waits for."""
+    return f"waiting for a worker with node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}"
 
 
 def _next_deadline(run: RunRecord, tokens: list[TokenRecord]) -> datetime | None:
@@ -87,7 +94,7 @@ def runs(
     rows = asyncio.run(_runs(store, lifecycle, limit))
     now = datetime.now(UTC)
     if json_output:
-        emit_json([_run_json(run, tokens, lease) for run, tokens, lease in rows])
+        emit_json([_run_json(*row) for row in rows])
         return
     if not rows:
         out.print("no runs" + (f" {lifecycle}" if lifecycle else ""))
@@ -100,21 +107,22 @@ def runs(
         "next deadline",
         Column("held by", overflow="fold"),
     )
-    for run, tokens, lease in rows:
+    for run, tokens, lease, waiting in rows:
         deadline = _next_deadline(run, tokens)
         when = f"{deadline.isoformat()} ({relative(deadline, now)})" if deadline else "-"
         table.add_row(
             escape(run.id),
             escape(run.flow_id),
             f"[{_style(run.lifecycle)}]{run.lifecycle}[/]",
-            escape(_where(tokens)),
+            escape(_waiting(waiting) if waiting else _where(tokens)),
             when,
             escape(lease.owner) if lease is not None else "-",
         )
     out.print(table)
 
 
-Row = tuple[RunRecord, list[TokenRecord], Lease | None]
+Row = tuple[RunRecord, list[TokenRecord], Lease | None, list[str]]
+"""A run, its live tokens, its lease, and the nodes it waits for (see :func:`waiting_for`)."""
 
 
 async def _runs(url: str, lifecycle: str | None, limit: int) -> list[Row]:
@@ -123,17 +131,21 @@ async def _runs(url: str, lifecycle: str | None, limit: int) -> list[Row]:
         found = sorted(
             await store.list_runs(lifecycle), key=lambda r: (r.created_at, r.id), reverse=True
         )
-        return [await _row(store, run) for run in found[: max(limit, 0)]]
+        beats = list(await store.workers())
+        return [await _row(store, run, beats) for run in found[: max(limit, 0)]]
     finally:
         await store.close()
 
 
-async def _row(store: Store, run: RunRecord) -> Row:
+async def _row(store: Store, run: RunRecord, beats: list[WorkerRecord]) -> Row:
     tokens = list(await store.tokens(run.id, LIVE_TOKEN_STATUSES))
-    return run, tokens, await store.lease_of(run.id)
+    lease = await store.lease_of(run.id)
+    return run, tokens, lease, waiting_for(run.id, lease, beats)
 
 
-def _run_json(run: RunRecord, tokens: list[TokenRecord], lease: Lease | None) -> dict[str, Any]:
+def _run_json(
+    run: RunRecord, tokens: list[TokenRecord], lease: Lease | None, waiting: list[str]
+) -> dict[str, Any]:
     return {
         "run_id": run.id,
         "flow": run.flow_id,
@@ -146,6 +158,7 @@ def _run_json(run: RunRecord, tokens: list[TokenRecord], lease: Lease | None) ->
         "tokens": [_token_json(t) for t in tokens],
         "held_by": lease.owner if lease is not None else None,
         "lease_expires": lease.expires if lease is not None else None,
+        "waiting_for": waiting,
     }
 
 
@@ -185,6 +198,8 @@ def show(run: RunArgument, store: StoreOption = DEFAULT, json_output: JsonOption
     held = data["held_by"]
     if held is not None:
         out.print(f"  held by {escape(held)} (lease {relative(data['lease_expires'], now)})")
+    if data["waiting_for"]:
+        out.print(f"  [yellow]{escape(_waiting(data['waiting_for']))}[/]")
     for t in data["tokens"]:
         ends = t["deadline"]
         window = f", window ends {ends.isoformat()} ({relative(ends, now)})" if ends else ""
@@ -210,9 +225,9 @@ async def _show(url: str, run_id: str) -> dict[str, Any]:
             run = await store.get_run(run_id)
         except UnknownRunError as exc:
             raise unknown_run(exc, url) from None
-        run, tokens, lease = await _row(store, run)
+        row = await _row(store, run, list(await store.workers()))
         parks = await open_parks(store, run_id)  # (a subflow's child's parks too)
-        data = _run_json(run, tokens, lease)
+        data = _run_json(*row)
         data["parks"] = [
             {
                 "placement": p.placement,

@@ -29,7 +29,13 @@ from flowtide.engine.leases import LEASE_TTL
 from flowtide.store.base import EventRecord, StoreUnusableError
 
 LOG_VARIABLE = "FLOWTIDE_LOG"
-"""The level of the worker's log on stderr (default WARNING: leases lost, a store that fails)."""
+"""The level of the worker's log on stderr (default INFO: a line per run; WARNING with
+``--quiet``)."""
+
+DRAIN_TIMEOUT = timedelta(seconds=30)
+"""How long a stopping worker lets the nodes in flight finish, by default."""
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 log = logging.getLogger("flowtide.worker")
 
@@ -63,8 +69,21 @@ def worker(
             "renewing them (it died): then other workers take them over.",
         ),
     ] = LEASE_TTL.total_seconds(),
+    drain_timeout: Annotated[
+        float,
+        typer.Option(
+            "--drain-timeout",
+            min=0.0,
+            help="On SIGTERM or Ctrl-C, how long (seconds) the nodes in flight may finish "
+            "before the runs still at work are given back.",
+        ),
+    ] = DRAIN_TIMEOUT.total_seconds(),
+    events: Annotated[
+        bool, typer.Option("--events", help="Also print every event of the runs it drives.")
+    ] = False,
     quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="Do not print the runs' events.")
+        bool,
+        typer.Option("--quiet", "-q", help="Log warnings only (not a line per run)."),
     ] = False,
     store: StoreOption = DEFAULT,
     json_output: JsonOption = False,
@@ -73,15 +92,26 @@ def worker(
 
     Any number of workers may share a store, on any number of machines: each run is driven by
     one worker at a time, under a lease it renews; a worker that dies loses its runs to the
-    others when their leases expire. SIGTERM or SIGINT (Ctrl-C) stops it: the runs it holds are
-    given back at once, for another worker to take (nodes in flight run again there), and it
-    exits 0. A store it cannot use as it is (damaged, read-only, its file deleted or replaced)
-    stops it with one line, exit 2. Events are printed as they happen (one JSON object per line
-    with --json).
+    others when their leases expire. It logs a line on stderr per run it takes, parks, ends or
+    gives back, and a warning per run it cannot drive (naming the node it lacks). SIGTERM or
+    Ctrl-C drains it: it takes no new run, lets the nodes in flight finish for up to
+    --drain-timeout seconds, gives back what it still holds and exits 0; a second signal stops
+    it at once. A store it cannot use as it is (damaged, read-only, its file deleted or
+    replaced) stops it with one line, exit 2. --events prints every event (--json: one JSON
+    object per line on stdout).
     """
+    _logging(quiet)
     with current_directory_first():
         code = load_modules(nodes or [])
-        settings = _Settings(concurrency, poll, timedelta(seconds=lease), quiet, json_output)
+        settings = _Settings(
+            concurrency,
+            poll,
+            timedelta(seconds=lease),
+            timedelta(seconds=drain_timeout),
+            events or json_output,
+            quiet,
+            json_output,
+        )
         asyncio.run(_work(store, code, settings))
 
 
@@ -90,18 +120,33 @@ class _Settings:
     concurrency: int | None
     poll: float
     lease: timedelta
+    drain: timedelta
+    events: bool
     quiet: bool
     as_json: bool
 
 
-async def _work(url: str, code: Code, settings: _Settings) -> None:
+def _logging(quiet: bool) -> None:
+    """Flowtide's log on stderr: a line per run (INFO), or warnings only; ``FLOWTIDE_LOG`` sets
+    the level (of the libraries' logs too: by default they say warnings only)."""
+    chosen = os.environ.get(LOG_VARIABLE, "").upper()
+    if chosen and chosen not in logging.getLevelNamesMapping():
+        raise BadInput(
+            f"${LOG_VARIABLE}={chosen.lower()!r} is not a log level "
+            "(DEBUG, INFO, WARNING, ERROR, CRITICAL)"
+        )
     logging.basicConfig(
-        level=os.environ.get(LOG_VARIABLE, "WARNING").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        level=chosen or "WARNING",
+        format="%(asctime)s %(levelname)s %(message)s",
+        datefmt="%H:%M:%S",
     )
+    logging.getLogger("flowtide").setLevel(chosen or ("WARNING" if quiet else "INFO"))
+
+
+async def _work(url: str, code: Code, settings: _Settings) -> None:
     store = await opened(url)
     as_json = settings.as_json
-    hooks = [] if settings.quiet else [_json_line if as_json else _text_line]
+    hooks = [_json_line if as_json else _text_line] if settings.events else []
     engine = Engine(
         store=store,
         registry=code.registry(),
@@ -110,10 +155,6 @@ async def _work(url: str, code: Code, settings: _Settings) -> None:
         poll=settings.poll,
         lease_ttl=settings.lease,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
     try:
         if not as_json:
             out.print(
@@ -121,32 +162,49 @@ async def _work(url: str, code: Code, settings: _Settings) -> None:
                 "taking runs (Ctrl-C to stop)"
             )
         engine.sweeper.wake()
-        broken = await _until_stopped(stop, engine)
+        broken = await _until_stopped(engine, settings.drain)
         if broken is not None:
             raise BadInput(str(broken))
-        held = len(engine.held_runs())
-        log.info("stopping: giving back %d run(s)", held)
-        if not as_json:
-            out.print(f"stopping: giving back {held} run(s) it holds")
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
         with contextlib.suppress(Exception):
             await engine.close()
-        log.info("engine closed")
+        log.debug("engine closed")
         await store.close()
-        log.info("store closed")
+        log.debug("store closed")
 
 
-async def _until_stopped(stop: asyncio.Event, engine: Engine) -> StoreUnusableError | None:
-    """Wait for a signal to stop (None) or for the store to become unusable (why: a damaged,
-    read-only, deleted or replaced database, which no retry mends)."""
-    stopping = asyncio.ensure_future(stop.wait())
-    breaking = asyncio.ensure_future(engine.sweeper.broken())
-    await asyncio.wait({stopping, breaking}, return_when=asyncio.FIRST_COMPLETED)
-    for task in (stopping, breaking):
-        task.cancel()
-    return breaking.result() if breaking.done() and not breaking.cancelled() else None
+async def _until_stopped(engine: Engine, drain: timedelta) -> StoreUnusableError | None:
+    """Work until SIGTERM or SIGINT, then drain (a second signal stops at once); or until the
+    store becomes unusable (returned: a damaged, read-only, deleted or replaced database, which
+    no retry mends)."""
+    signals: asyncio.Queue[str] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, signals.put_nowait, signum.name)
+    try:
+        first = loop.create_task(signals.get())
+        breaking = loop.create_task(engine.sweeper.broken())
+        await asyncio.wait({first, breaking}, return_when=asyncio.FIRST_COMPLETED)
+        if not first.done():
+            first.cancel()
+            return breaking.result()
+        breaking.cancel()
+        log.info("%s: taking no new run", first.result())
+        draining = loop.create_task(engine.drain(drain))
+        second = loop.create_task(signals.get())
+        done, _ = await asyncio.wait({draining, second}, return_when=asyncio.FIRST_COMPLETED)
+        if draining in done:
+            second.cancel()
+            draining.result()
+            return None
+        log.warning("second signal (%s): stopping at once", second.result())
+        draining.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await draining
+        return None
+    finally:
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
 
 
 def _text_line(event: EventRecord) -> None:

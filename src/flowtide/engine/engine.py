@@ -43,10 +43,11 @@ from flowtide.engine.explain import (
 )
 from flowtide.engine.handles import RunHandle, SignalReceipt
 from flowtide.engine.inbox import Signaller
-from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, SetAside, give_back, worker_id
+from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, give_back, worker_id
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_sizes
 from flowtide.engine.plan import FlowPlan
+from flowtide.engine.presence import Presence
 from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import RunResult
 from flowtide.engine.scheduler import Sweeper
@@ -96,7 +97,8 @@ class Engine:
     unique to its life by default), ``lease_ttl``, ``poll`` (seconds: how often, at the least,
     the sweeper looks at a shared store), ``executes`` (False: a client, which runs no node
     code), ``max_runs`` (how many runs the sweeper lets it hold at once), ``max_value_bytes``
-    (see :mod:`flowtide.engine.limits`).
+    (see :mod:`flowtide.engine.limits`), ``heartbeat`` (record one in the store: by default
+    when it executes on a clock that is not virtual; see :mod:`flowtide.engine.heartbeat`).
     """
 
     def __init__(
@@ -116,6 +118,7 @@ class Engine:
         executes: bool = True,
         max_runs: int | None = None,
         max_value_bytes: int | None = DEFAULT_MAX_VALUE_BYTES,
+        heartbeat: bool | None = None,
     ) -> None:
         self.store: Store = store if store is not None else MemoryStore()
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -127,7 +130,8 @@ class Engine:
         self.executes = executes
         self.max_runs = max_runs
         self.max_value_bytes = max_value_bytes
-        self._aside = SetAside(self.store, self.clock, self.owner, DEFER_UNFIREABLE)
+        self._presence = Presence(self, DEFER_UNFIREABLE, heartbeat)
+        self._draining = False
         self.registry = registry
         self.hooks: list[Hook] = list(hooks)
         self.random = random
@@ -212,6 +216,7 @@ class Engine:
                 room=room,
             )
             self._scheduler.start()
+            self._presence.start(self._take)
         return self._scheduler
 
     # -- runs ------------
@@ -435,6 +440,7 @@ class Engine:
         ex = RunExecutor(self._host, plan, run, state)
         ex.lease = lease
         self._hold(run_id, ex)
+        self._presence.took(run_id, run.flow_id)
         if run.lifecycle == Lifecycle.PENDING:
             ex.launch(run.options.get("entrypoint"))
             return ex
@@ -487,7 +493,7 @@ class Engine:
             except (EngineError, NodeResolutionError, UnknownStoredFlow) as exc:
                 # This engine cannot drive the run (its flow or nodes cannot be resolved here):
                 # it waits for a worker that can.
-                await self._aside.put(lease.run_id, exc)
+                await self._presence.cannot_drive(lease.run_id, exc)
                 continue
             except StoreError as exc:
                 log.warning("cannot take run %s: %s", printable(lease.run_id), exc)
@@ -595,8 +601,9 @@ class Engine:
         self._renewer.close()
         with contextlib.suppress(StoreError):
             # Given back: another worker takes them at once (nodes in flight run again there).
-            await self.store.release_runs(self.owner)
-            await self.store.release_runs(self._aside.owner)
+            self._presence.gave_back(await self.store.release_runs(self.owner), "closing")
+            await self.store.release_runs(self._presence.aside.owner)
+        await self._presence.stop()
         self._waiters.fail_all(
             lambda run_id: EngineError(f"the engine was closed; resume run {run_id!r} to finish it")
         )
@@ -606,6 +613,20 @@ class Engine:
             self._threads.shutdown(wait=False, cancel_futures=True)
             self._threads = None
         await asyncio.sleep(0)
+
+    async def drain(self, within: timedelta) -> list[str]:
+        """Take no more runs, give back those held parked, let the others park or end for up to
+        ``within`` (engine's clock), then close; the ids of the runs still at work then (given
+        back: their nodes in flight run again elsewhere, as after a crash)."""
+        self._draining = True
+        if self._scheduler is not None:
+            await self._scheduler.close()
+            self._scheduler = None
+        for ex in [ex for ex in self._runs.values() if ex.run.lifecycle == Lifecycle.PARKED]:
+            self._discard(ex)
+        busy = await self._presence.drained(within, lambda: self._runs)
+        await self.close()
+        return busy
 
     async def __aenter__(self) -> Engine:
         return self
@@ -618,7 +639,7 @@ class Engine:
     def _ready(self) -> None:
         if isinstance(self.clock, VirtualClock):
             self.clock.start_autojump()
-        if self.executes:  # (a client takes no runs: workers do)
+        if self.executes and not self._draining:  # (a client takes no runs: workers do)
             _ = self.sweeper
 
     def _at_work(self) -> int:
@@ -628,6 +649,7 @@ class Engine:
         for run_id, held in list(self._runs.items()):
             if held is ex:
                 del self._runs[run_id]
+        self._presence.changed.set()
         if self.max_runs is not None:
             self._wake_sweeper()  # (room for another run)
 
@@ -645,6 +667,7 @@ class Engine:
             ex.close(notify=False)
             run_id = ex.run.id
             if ex.lease is not None and ex.lease.owner == self.owner:
+                self._presence.gave_back([run_id], "out of date here")
                 task = asyncio.get_running_loop().create_task(self._give_back(ex.lease))
                 task.add_done_callback(_consume)
             if self._waiters.waiting(run_id):
@@ -741,12 +764,19 @@ class _EngineHost:
                 await self._engine.cancel(run_id, reason)
 
     def let_go(self, executor: object) -> None:
+        if isinstance(executor, RunExecutor):
+            self._engine._presence.let_go(executor.run)
         self._engine._forget(executor)
 
     def discard(self, executor: object) -> None:
         self._engine._discard(executor)
 
     def forget(self, executor: object) -> None:
+        if (
+            isinstance(executor, RunExecutor)
+            and self._engine._runs.get(executor.run.id) is executor
+        ):
+            self._engine._presence.ended(executor.run)
         self._engine._forget(executor)
 
     def unavailable(self, executor: object, error: Exception) -> None:
@@ -754,6 +784,7 @@ class _EngineHost:
 
     def settled(self, result: RunResult) -> None:
         self._engine._waiters.settled(result)
+        self._engine._presence.changed.set()
         if self._engine.max_runs is not None:
             self._engine._wake_sweeper()  # (a run held parked takes no room)
 

@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Protocol
 
@@ -26,7 +26,15 @@ from flowtide.engine.event_types import RunWarning
 from flowtide.printable import printable
 from flowtide.store.base import Commit, Lease, Store, StoreConflict, StoreError
 
-__all__ = ["LEASE_TTL", "LeaseRenewer", "SetAside", "give_back", "worker_id"]
+__all__ = [
+    "LEASE_TTL",
+    "LeaseRenewer",
+    "SetAside",
+    "aside_owner",
+    "give_back",
+    "short_id",
+    "worker_id",
+]
 
 log = logging.getLogger("flowtide.engine")
 
@@ -39,6 +47,11 @@ def worker_id() -> str:
     """A worker id unique to one engine's life: host, process id and a random part (a process
     started again is another worker: it never takes the dead one's leases for its own)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def aside_owner(owner: str) -> str:
+    """The owner name under which worker ``owner`` holds the runs it set aside."""
+    return f"{owner}:aside"
 
 
 class Holder(Protocol):
@@ -116,20 +129,31 @@ class SetAside:
     run is set aside, a warning saying why goes into its history."""
 
     def __init__(self, store: Store, clock: Clock, owner: str, wait: timedelta) -> None:
-        self.owner = f"{owner}:aside"
+        self.owner = aside_owner(owner)
         self._worker = owner
         self._store = store
         self._clock = clock
         self._wait = wait
         self._warned: set[str] = set()
 
-    async def put(self, run_id: str, why: Exception) -> None:
+    async def put(self, run_id: str, why: Exception, missing: Sequence[str] = ()) -> None:
+        """Set the run aside (``missing``: the node ids it needs that do not resolve here)."""
         now = self._clock.now()
         later = now + self._wait
         lease = await self._store.acquire_run(run_id, self.owner, now, later, force=True)
         if lease is None or run_id in self._warned:
             return
         self._warned.add(run_id)
+        if missing:
+            log.warning(
+                "run %s cannot be driven here: this worker does not implement node%s %s; it "
+                "waits for a worker that does",
+                short_id(run_id),
+                "s" if len(missing) > 1 else "",
+                ", ".join(missing),
+            )
+        else:
+            log.warning("run %s cannot be driven here: %s", short_id(run_id), why)
         warning = event_record(
             RunWarning(
                 message=f"worker {self._worker} cannot drive this run: {why}; it waits for a "
@@ -139,6 +163,11 @@ class SetAside:
             now,
         )
         await commit_step(self._store, Commit(run_id, events=[warning], lease=lease), self._clock)
+
+
+def short_id(run_id: str) -> str:
+    """The prefix of a run id that logs show."""
+    return run_id[:12]
 
 
 async def give_back(store: Store, clock: Clock, lease: Lease) -> None:

@@ -32,6 +32,7 @@ from flowtide.store.base import (
     TokenStatus,
     UnknownRunError,
     UnknownStoredFlow,
+    WorkerRecord,
 )
 from flowtide.store.jsonvalues import NotJSONError, check_json
 from flowtide.store.memory import MemoryStore
@@ -71,6 +72,7 @@ __all__ = [
     "TokenStatus",
     "UnknownRunError",
     "UnknownStoredFlow",
+    "WorkerRecord",
     "check_json",
     "open_store",
     "redact",

@@ -26,7 +26,9 @@ The engine keeps no state that a restart could not rebuild from a store:
   each with a due entry (purpose ``signal``) that wakes the run's holder, who applies it and
   records its answer (:attr:`Commit.requests_answered`);
 * **scatter progress** - per (run, token, item index) records, so a resumed scatter re-runs only
-  the unfinished items.
+  the unfinished items;
+* **workers** - each executing engine's heartbeat (:class:`WorkerRecord`): who it is, when it
+  was last seen, what it holds and implements, and the runs it cannot drive for want of nodes.
 
 Every engine step goes through :meth:`Store.commit` with one :class:`Commit`: the token moves, the
 state change, the history events, due instants, anchors and scatter progress of that step. A
@@ -105,6 +107,7 @@ __all__ = [
     "TokenStatus",
     "UnknownRunError",
     "UnknownStoredFlow",
+    "WorkerRecord",
 ]
 
 ENDED_LIFECYCLES = frozenset({"completed", "failed", "cancelled", "timed_out"})
@@ -418,6 +421,28 @@ class SignalRequest:
     answered_at: datetime | None = None
 
 
+@dataclass(slots=True)
+class WorkerRecord:
+    """A worker's heartbeat (:meth:`Store.record_worker`), written when its engine starts and
+    every third of its lease term, removed when it closes cleanly."""
+
+    worker_id: str
+    host: str
+    pid: int
+    started_at: datetime
+    last_seen: datetime
+    """The instant of its last heartbeat, from its engine's clock."""
+    lease_ttl: float
+    """Its lease term, in seconds: it beats every third of it (so a worker not seen for a few
+    terms is gone)."""
+    runs_held: int = 0
+    nodes: list[str] = field(default_factory=list)
+    """The node ids it implements (its registry's)."""
+    waiting: dict[str, list[str]] = field(default_factory=dict)
+    """Run id -> the node ids it lacks, for the runs it set aside because it cannot drive them
+    (they wait for a worker with those nodes)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RequestAnswer:
     """The answer a commit records to a :class:`SignalRequest` of its run."""
@@ -725,3 +750,16 @@ class Store(ABC):
     @abstractmethod
     async def signal_request(self, request_id: str) -> SignalRequest | None:
         """A stored signal request, with its answer once it has one (None: no such request)."""
+
+    @abstractmethod
+    async def record_worker(self, worker: WorkerRecord) -> None:
+        """Write a worker's heartbeat, replacing the one stored under its ``worker_id`` (raises
+        ``NotJSONError`` for node ids that are not JSON text, storing nothing)."""
+
+    @abstractmethod
+    async def workers(self) -> Sequence[WorkerRecord]:
+        """Every worker's last heartbeat, live or not, by ``worker_id``."""
+
+    @abstractmethod
+    async def forget_worker(self, worker_id: str) -> bool:
+        """Remove a worker's heartbeat (a worker closing cleanly); False if none was stored."""

@@ -46,9 +46,11 @@ from flowtide.store.base import (
     TokenStatus,
     UnknownRunError,
     UnknownStoredFlow,
+    WorkerRecord,
     lineage_of,
 )
 from flowtide.store.jsonvalues import decode_json, encode_json, encode_state
+from flowtide.store.workers import with_texts, worker_texts
 
 __all__ = ["MemoryStore"]
 
@@ -92,6 +94,8 @@ class MemoryStore(Store):
         """(run id, progress key) -> item index -> row."""
         self._answers: dict[str, _AnswerRow] = {}
         self._requests: dict[str, _RequestRow] = {}
+        self._workers: dict[str, tuple[WorkerRecord, str, str]] = {}
+        """Worker id -> its heartbeat, with its nodes and waiting runs as JSON text."""
         """signal request id -> row."""
 
     # -- writes ------------
@@ -399,6 +403,16 @@ class MemoryStore(Store):
             raise UnknownStoredFlow(flow_id, digest)
         version, text = kept
         return StoredFlow(flow_id, version, digest, decode_json(text))
+
+    async def record_worker(self, worker: WorkerRecord) -> None:
+        nodes, waiting = worker_texts(worker)
+        self._workers[worker.worker_id] = (replace(worker, nodes=[], waiting={}), nodes, waiting)
+
+    async def workers(self) -> Sequence[WorkerRecord]:
+        return [with_texts(*self._workers[w]) for w in sorted(self._workers)]
+
+    async def forget_worker(self, worker_id: str) -> bool:
+        return self._workers.pop(worker_id, None) is not None
 
     def _put_park(self, park: _ParkRow) -> None:
         record = park.record

@@ -8,11 +8,13 @@ saying what it does)::
     SELECT ... FROM runs WHERE id = :id;
 
 A migrations folder holds one file per schema version, ``NNNN_what_it_does.sql``, applied in
-order; the highest number is the version the code writes.
+order; the highest number is the version the code writes. (Numbers may skip: a version is
+taken by the change that added it, whichever is finished first.)
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -48,15 +50,15 @@ class Migration:
 
 
 def load_migrations(package: str) -> list[Migration]:
-    """The migrations in ``package`` (a folder of ``NNNN_name.sql`` files), by version; versions
-    must run 1, 2, 3, ... with no gap."""
+    """The migrations in ``package`` (a folder of ``NNNN_name.sql`` files), by version; a
+    version may be skipped, but not given twice."""
     found = []
     for entry in resources.files(package).iterdir():
         match = _MIGRATION.match(entry.name)
         if match is not None:
             found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
-    for expected, migration in enumerate(found, 1):
-        if migration.version != expected:
-            raise ValueError(f"{package}: migration {expected:04d} is missing")
+    for before, migration in itertools.pairwise(found):
+        if migration.version == before.version:
+            raise ValueError(f"{package}: migration {migration.version:04d} is given twice")
     return found

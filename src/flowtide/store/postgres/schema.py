@@ -67,7 +67,7 @@ async def migrate(
                 f"schema {schema!r} of the PostgreSQL database {where} holds tables that are not "
                 "Flowtide's: give the store a schema of its own"
             )
-        for migration in MIGRATIONS[found:]:
+        for migration in (m for m in MIGRATIONS if m.version > found):
             await connection.execute(migration.sql.encode())
             await connection.execute(
                 Q["record_migration"],

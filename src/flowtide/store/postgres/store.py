@@ -50,6 +50,7 @@ from flowtide.store.base import (
     TokenStatus,
     UnknownRunError,
     UnknownStoredFlow,
+    WorkerRecord,
 )
 from flowtide.store.jsonvalues import decode_json
 from flowtide.store.postgres.commits import Creation, Facts, check, prepare, read_facts, write
@@ -68,6 +69,7 @@ from flowtide.store.postgres.rows import (
     token_of_row,
 )
 from flowtide.store.postgres.schema import migrate
+from flowtide.store.postgres.workers import WORKER_QUERIES, worker_of_row, worker_params
 
 __all__ = ["PostgresStore"]
 
@@ -215,11 +217,19 @@ class PostgresStore(Store):
 
     async def _rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """The rows of one statement, run on its own (autocommit)."""
+        return await self._statement_rows(Q[name], params)
+
+    async def _statement_rows(
+        self, statement: str, params: Params | None = None
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`_rows` of a statement given by its text."""
         try:
             with self.busy():
                 pool = await self._connections()
                 async with pool.connection() as conn:
-                    cursor = await conn.execute(Q[name], params)
+                    cursor = await conn.execute(statement, params)
+                    if cursor.description is None:
+                        return []
                     return await cursor.fetchall()
         except psycopg.Error as error:
             raise store_error(error, self._target) from error
@@ -453,6 +463,19 @@ class PostgresStore(Store):
     async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
         rows = await self._rows("scatter_items", {"run_id": run_id, "progress": progress})
         return [scatter_of_row(row) for row in rows]
+
+    # -- workers ------------
+
+    async def record_worker(self, worker: WorkerRecord) -> None:
+        await self._statement_rows(WORKER_QUERIES["record_worker"], worker_params(worker))
+
+    async def workers(self) -> Sequence[WorkerRecord]:
+        rows = await self._statement_rows(WORKER_QUERIES["workers"])
+        return [worker_of_row(row) for row in rows]
+
+    async def forget_worker(self, worker_id: str) -> bool:
+        rows = await self._statement_rows(WORKER_QUERIES["forget_worker"], {"worker_id": worker_id})
+        return bool(rows)
 
 
 def _numbered(events: Sequence[EventRecord], first: int) -> list[EventRecord]:

@@ -139,7 +139,7 @@ def _migrate(conn: sqlite3.Connection, path: str) -> None:
                     f"this Flowtide knows versions up to {CODE_VERSION}: upgrade Flowtide"
                 )
             return
-        for migration in MIGRATIONS[version:]:
+        for migration in (m for m in MIGRATIONS if m.version > version):
             _apply(conn, migration)
 
 

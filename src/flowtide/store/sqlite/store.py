@@ -50,9 +50,10 @@ from flowtide.store.base import (
     StoreUnusableError,
     TokenRecord,
     TokenStatus,
+    WorkerRecord,
 )
 from flowtide.store.jsonvalues import encode_json
-from flowtide.store.sqlite import commits, flows, leases, reads, requests
+from flowtide.store.sqlite import commits, flows, leases, reads, requests, workers
 from flowtide.store.sqlite.group import Write, WriteQueue, apply_group
 from flowtide.store.sqlite.schema import SYNCHRONOUS, open_database
 from flowtide.store.sqlite.sql import store_error
@@ -332,6 +333,18 @@ class SQLiteStore(Store):
 
     async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
         return await self._call(lambda conn: reads.scatter_items(conn, run_id, progress))
+
+    # -- workers ------------
+
+    async def record_worker(self, worker: WorkerRecord) -> None:
+        params = workers.worker_params(worker)
+        await self._write(lambda conn: workers.record_worker(conn, params))
+
+    async def workers(self) -> Sequence[WorkerRecord]:
+        return await self._call(workers.workers)
+
+    async def forget_worker(self, worker_id: str) -> bool:
+        return await self._write(lambda conn: workers.forget_worker(conn, worker_id))
 
 
 def _nothing(conn: sqlite3.Connection) -> None:

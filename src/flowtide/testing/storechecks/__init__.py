@@ -48,6 +48,10 @@ from flowtide.testing.storechecks.records import (
     tokens_are_filtered_by_status,
     values_that_are_not_json_are_refused,
 )
+from flowtide.testing.storechecks.workers import (
+    worker_heartbeats_are_copies,
+    worker_heartbeats_are_kept_and_forgotten,
+)
 
 __all__ = ["CHECKS", "StoreCheck"]
 
@@ -86,4 +90,6 @@ CHECKS: tuple[StoreCheck, ...] = (
     json_values_round_trip,
     values_that_are_not_json_are_refused,
     records_are_copies,
+    worker_heartbeats_are_kept_and_forgotten,
+    worker_heartbeats_are_copies,
 )
