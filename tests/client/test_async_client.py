@@ -3,9 +3,11 @@ id, signalled, cancelled, read, explained and waited for, while a worker engine 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +16,7 @@ from flowtide import AsyncClient, Client, Engine, Lifecycle, SignalRefused, Unkn
 from flowtide.clock import VirtualClock
 from flowtide.documents import to_document
 from flowtide.errors import FlowValidationError
-from flowtide.store import UnknownRunError
+from flowtide.store import MemoryStore, StoreOpenError, UnknownRunError
 from flowtide.store.urls import open_store
 from tests.client.approval import FLOW, approval
 from tests.engine.engine_helpers import T0, fresh_store, kinds
@@ -62,7 +64,7 @@ async def test_flows_are_registered_all_or_nothing_and_listed() -> None:
 
 async def test_a_run_started_by_flow_id_is_signalled_and_waited_for() -> None:
     async with worker_and_client() as (worker, client):
-        with pytest.raises(UnknownFlowError):
+        with pytest.raises(UnknownFlowError, match="is registered with the engine or stored"):
             await client.start(FLOW, {"order": 1})
         await client.register(approval())
         run_id = await client.start(FLOW, {"order": 1})
@@ -129,3 +131,37 @@ async def test_a_coroutine_given_for_a_store_is_named_at_once() -> None:
             make(open_store("memory:"))
     with pytest.raises(TypeError, match="needs a store"):
         AsyncClient(42)  # type: ignore[arg-type]
+
+
+class CountedOpens(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.opens = 0
+
+    async def open(self) -> None:
+        self.opens += 1
+        await asyncio.sleep(0)  # (others call meanwhile)
+
+
+async def test_calls_at_once_on_a_new_client_open_its_store_once() -> None:
+    store = CountedOpens()
+    async with AsyncClient(store) as client:
+        await asyncio.gather(*(client.flows() for _ in range(10)))
+    assert store.opens == 1
+    fresh = CountedOpens()
+    client = AsyncClient(fresh)
+    await asyncio.gather(*(client.runs() for _ in range(10)))
+    await client.close()
+    assert fresh.opens == 1
+
+
+async def test_a_store_that_cannot_be_opened_is_tried_again_on_the_next_call(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "later"
+    client = AsyncClient(f"sqlite:///{folder / 'runs.db'}")
+    with pytest.raises(StoreOpenError, match="does not exist"):
+        await client.flows()
+    folder.mkdir()
+    assert await client.flows() == []
+    await client.close()

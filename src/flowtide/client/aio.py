@@ -8,6 +8,7 @@ A client never runs node code: it works through an engine that executes nothing
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -50,7 +51,7 @@ class AsyncClient:
             self._store, self._owns_store = a_store(store, "AsyncClient()"), False
         self._clock = clock if clock is not None else SystemClock()
         self._poll = poll
-        self._engine: Engine | None = None
+        self._opened: asyncio.Future[Engine] | None = None
         self._closed = False
 
     @property
@@ -60,12 +61,20 @@ class AsyncClient:
     async def _ready(self) -> Engine:
         if self._closed:
             raise RuntimeError("this client is closed")
-        if self._engine is None:
-            await self._store.open()
-            self._engine = Engine(
-                store=self._store, clock=self._clock, poll=self._poll, executes=False
-            )
-        return self._engine
+        if self._opened is None:
+            # (One opening, whoever calls first: the others wait for it.)
+            self._opened = asyncio.ensure_future(self._open())
+        opening = self._opened
+        try:
+            return await asyncio.shield(opening)
+        except Exception:
+            if opening.done() and self._opened is opening:
+                self._opened = None  # (the store could not be opened: the next call tries again)
+            raise
+
+    async def _open(self) -> Engine:
+        await self._store.open()
+        return Engine(store=self._store, clock=self._clock, poll=self._poll, executes=False)
 
     # -- runs ------------
 
@@ -227,8 +236,9 @@ class AsyncClient:
         if self._closed:
             return
         self._closed = True
-        if self._engine is not None:
-            await self._engine.close()
+        if self._opened is not None:
+            with contextlib.suppress(Exception):  # (it did not open: nothing to close)
+                await (await self._opened).close()
         if self._owns_store:
             await self._store.close()
 

@@ -60,7 +60,7 @@ class FlowCatalog:
         try:
             latest = await self._store.latest_flow(flow_id)
         except UnknownStoredFlow:
-            raise UnknownFlowError(flow_id) from None
+            raise UnknownFlowError(flow_id, looked_in_store=True) from None
         known = self._stored.get(flow_id)
         if flow_id not in self._flows or known is None or known.digest != latest.digest:
             self._flows[flow_id] = flow_from_stored(latest)
