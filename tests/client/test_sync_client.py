@@ -42,6 +42,9 @@ async def many_threads_drive_runs(client: Client, store: Store) -> None:
         assert len(set(run_ids)) == RUNS and len(seen) > 1, "started from several threads"
         for run_id in run_ids:
             await worker.wait_parked(run_id)
+        why = await off_loop(client.explain, run_ids[0], "review")
+        assert (why.placement, why.status) == ("review", "parked")
+        assert [p.key for p in (await off_loop(client.get, run_ids[0])).parked] == ["review:0"]
         receipts = await asyncio.gather(
             *(
                 off_loop(client.signal, key=f"review:{n}", output="approved", payload={"n": n})
