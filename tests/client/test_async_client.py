@@ -64,7 +64,10 @@ async def test_flows_are_registered_all_or_nothing_and_listed() -> None:
 
 async def test_a_run_started_by_flow_id_is_signalled_and_waited_for() -> None:
     async with worker_and_client() as (worker, client):
-        with pytest.raises(UnknownFlowError, match="is registered with the engine or stored"):
+        with pytest.raises(
+            UnknownFlowError,
+            match=r"is registered with the engine \(engine.register_flow\) or stored",
+        ):
             await client.start(FLOW, {"order": 1})
         await client.register(approval())
         run_id = await client.start(FLOW, {"order": 1})

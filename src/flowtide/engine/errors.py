@@ -67,8 +67,8 @@ class UnknownFlowError(EngineError, LookupError):
         self.flow_id = flow_id
         if looked_in_store:
             super().__init__(
-                f"no flow {flow_id!r} is registered with the engine or stored (store it with "
-                "flowtide flows register FILE, or client.register(flow))"
+                f"no flow {flow_id!r} is registered with the engine (engine.register_flow) or "
+                "stored (flowtide flows register FILE, or Client.register)"
             )
             return
         super().__init__(
