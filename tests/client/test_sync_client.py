@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from flowtide import Client, Engine, Lifecycle, UnknownRunError
-from flowtide.store import MemoryStore, Store
+from flowtide.store import MemoryStore, Store, StoreOpenError
 from flowtide.store.sqlite import SQLiteStore
 from tests.client.approval import FLOW, approval
 from tests.postgres_schemas import Schemas
@@ -107,3 +107,10 @@ def test_a_client_on_a_memory_store_it_was_given() -> None:
     with pytest.raises(RuntimeError, match="closed"):
         client.flows()
     client.close()  # (again: nothing)
+
+
+def test_a_url_that_names_no_store_leaves_no_thread_behind() -> None:
+    before = threading.active_count()
+    with pytest.raises(StoreOpenError, match="unknown kind of store"):
+        Client("mysql://db/shop")
+    assert threading.active_count() == before

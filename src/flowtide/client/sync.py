@@ -55,7 +55,11 @@ class Client:
         async def make() -> AsyncClient:
             return AsyncClient(store, clock=clock, poll=poll)
 
-        self._client = self._call(make())
+        try:
+            self._client = self._call(make())
+        except BaseException:  # (a URL that names no store: no thread is left behind)
+            self._stop()
+            raise
 
     def _call(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` on the client's loop; its result (or its error) here."""
@@ -163,9 +167,13 @@ class Client:
         try:
             asyncio.run_coroutine_threadsafe(self._client.close(), self._loop).result()
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
+            self._stop()
+
+    def _stop(self) -> None:
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
 
     def __enter__(self) -> Client:
         return self

@@ -191,7 +191,8 @@ class Engine:
         return default_registry.resolve(ref)
 
     def plan(self, flow_id: str) -> FlowPlan:
-        """The plan of the flow registered under ``flow_id``."""
+        """The plan of the flow registered under ``flow_id`` (one only stored: see
+        :meth:`learn_flow`)."""
         return self._catalog.plan(flow_id)
 
     @property
