@@ -16,7 +16,7 @@ from flowtide import AsyncClient, Client, Engine, Lifecycle, SignalRefused, Unkn
 from flowtide.clock import VirtualClock
 from flowtide.documents import to_document
 from flowtide.errors import FlowValidationError
-from flowtide.store import MemoryStore, StoreOpenError, UnknownRunError
+from flowtide.store import MemoryStore, StoreError, StoreOpenError, UnknownRunError
 from flowtide.store.urls import open_store
 from tests.client.approval import FLOW, approval
 from tests.engine.engine_helpers import T0, fresh_store, kinds
@@ -105,7 +105,9 @@ async def test_a_run_started_by_flow_id_is_signalled_and_waited_for() -> None:
 async def test_a_run_is_cancelled_and_a_wait_times_out() -> None:
     async with worker_and_client() as (worker, client):
         await client.register(approval())
-        run_id = await client.start(FLOW, {"order": 2})
+        run_id = await client.start(FLOW, {"order": 2}, run_id="order-2")
+        with pytest.raises(StoreError, match="already exists"):
+            await client.start(FLOW, {"order": 2}, run_id="order-2")
         await worker.wait_parked(run_id)
         with pytest.raises(TimeoutError, match="has not ended within 5 s"):
             await client.wait(run_id, timeout=5)
