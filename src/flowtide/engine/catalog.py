@@ -113,8 +113,10 @@ class FlowCatalog:
         found: dict[str, str] = {}
         todo = [flow_id]
         while todo:
-            for name in sorted(flows_named(self.flow(todo.pop()))):
-                if name in self._flows and name not in found:
+            for p in self.flow(todo.pop()).placements:
+                body = getattr(p, "body", None)
+                name = getattr(p, "flow", None) or getattr(body, "flow", None)
+                if isinstance(name, str) and name in self._flows and name not in found:
                     found[name] = self.digest(name)
                     todo.append(name)
         found.pop(flow_id, None)
