@@ -12,7 +12,9 @@ import pytest
 import flowtide
 
 PUBLIC = [
+    "AsyncClient",
     "Cancelled",
+    "Client",
     "Clock",
     "Engine",
     "EngineError",

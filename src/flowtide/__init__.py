@@ -10,6 +10,8 @@ What a user needs, in one place::
   :class:`InterruptedAt`, :class:`ErrorInfo`), :class:`Lifecycle`, :class:`NodeContext`,
   :class:`Output`, :class:`Park`, :class:`SignalReceipt`, :class:`Explanation`;
 * keep runs: :class:`Store`, :class:`MemoryStore`;
+* act on stored runs from an application (workers run them): :class:`Client`,
+  :class:`AsyncClient`;
 * watch them: :class:`EventKind`, :data:`Hook`, :class:`EventRecord`;
 * keep time: :class:`Clock`, :class:`SystemClock`, :class:`VirtualClock`;
 * handle what goes wrong: :class:`FlowtideError` and the errors a caller catches.
@@ -19,6 +21,7 @@ subpackages: ``flowtide.model``, ``flowtide.documents``, ``flowtide.store``, ``f
 """
 
 from flowtide.authoring import FlowBuilder, node
+from flowtide.client import AsyncClient, Client
 from flowtide.clock import Clock, SystemClock, VirtualClock
 from flowtide.documents import dump_flow, load_flow
 from flowtide.engine import (
@@ -52,7 +55,9 @@ from flowtide.store import EventRecord, MemoryStore, Store, StoreError, UnknownR
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncClient",
     "Cancelled",
+    "Client",
     "Clock",
     "Engine",
     "EngineError",

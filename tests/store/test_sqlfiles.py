@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flowtide.store.sqlfiles import load_migrations, load_queries
+from flowtide.store.sqlfiles import load_migrations, load_queries, unapplied
 
 
 @pytest.fixture
@@ -39,13 +39,22 @@ def test_a_query_named_twice_or_empty_is_refused(package: Path) -> None:
         load_queries("sqlpkg", "empty.sql")
 
 
-def test_migrations_run_in_order_each_version_once(package: Path) -> None:
+def test_migrations_run_in_order_once_each(package: Path) -> None:
     (package / "0002_more.sql").write_text("ALTER TABLE t ADD y;")
     (package / "0001_initial.sql").write_text("CREATE TABLE t (x);")
     (package / "notes.txt").write_text("not a migration")
     assert [(m.version, m.name) for m in load_migrations("sqlpkg")] == [(1, "initial"), (2, "more")]
-    (package / "0004_gap.sql").write_text("SELECT 1;")
-    assert [m.version for m in load_migrations("sqlpkg")] == [1, 2, 4]
+    (package / "0004_later.sql").write_text("SELECT 1;")
+    found = load_migrations("sqlpkg")
+    assert [m.version for m in found] == [1, 2, 4]
+    assert [m.version for m in unapplied(found, 2)] == [4]
+    assert unapplied(found, 4) == []
     (package / "0004_again.sql").write_text("SELECT 2;")
-    with pytest.raises(ValueError, match="migration 0004 is given twice"):
+    with pytest.raises(ValueError, match="two migrations 0004"):
+        load_migrations("sqlpkg")
+
+
+def test_the_first_migration_is_number_one(package: Path) -> None:
+    (package / "0002_more.sql").write_text("ALTER TABLE t ADD y;")
+    with pytest.raises(ValueError, match="migration 0001 is missing"):
         load_migrations("sqlpkg")

@@ -20,6 +20,9 @@ from flowtide.store import (
     SignalRequest,
     Store,
     StoreConflict,
+    StoredFlow,
+    StoredFlowVersion,
+    UnknownStoredFlow,
     WorkerRecord,
 )
 from flowtide.testing import (
@@ -199,6 +202,46 @@ class RememberingWorkers(MemoryStore):
         return any(w.worker_id == worker_id for w in await self.workers())
 
 
+class LatestFirstStored(MemoryStore):
+    """Gives the document of an id stored first as its latest."""
+
+    async def latest_flow(self, flow_id: str) -> StoredFlow:
+        versions = await self.flow_versions(flow_id)
+        if not versions:
+            raise UnknownStoredFlow(flow_id)
+        return await self.get_flow(flow_id, versions[0].digest)
+
+
+class StoredAgainIsLatest(MemoryStore):
+    """A document stored again moves to the end of its id's documents, as if it were new."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.again: StoredFlow | None = None
+
+    async def put_flow(self, flow: StoredFlow, *, stored_at: datetime | None = None) -> bool:
+        new = await super().put_flow(flow, stored_at=stored_at)
+        if not new:
+            self.again = flow
+        return new
+
+    async def latest_flow(self, flow_id: str) -> StoredFlow:
+        if self.again is not None and self.again.flow_id == flow_id:
+            return self.again
+        return await super().latest_flow(flow_id)
+
+
+class CountingRunsByFlowId(MemoryStore):
+    """Counts every run of a flow id for each of its documents."""
+
+    async def flow_versions(self, flow_id: str | None = None) -> Sequence[StoredFlowVersion]:
+        runs = await self.list_runs()
+        return [
+            replace(v, runs=sum(r.flow_id == v.flow_id for r in runs))
+            for v in await super().flow_versions(flow_id)
+        ]
+
+
 @pytest.mark.parametrize(
     ("broken", "caught_by"),
     [
@@ -217,6 +260,9 @@ class RememberingWorkers(MemoryStore):
         (AppendingHeartbeats, "worker_heartbeats_are_kept_and_forgotten"),
         (AppendingHeartbeats, "worker_heartbeats_are_copies"),
         (RememberingWorkers, "worker_heartbeats_are_kept_and_forgotten"),
+        (LatestFirstStored, "flows_are_listed_by_id_in_the_order_stored"),
+        (StoredAgainIsLatest, "flows_are_listed_by_id_in_the_order_stored"),
+        (CountingRunsByFlowId, "stored_flows_count_their_runs"),
     ],
 )
 async def test_a_broken_store_fails_the_check_meant_to_catch_it(

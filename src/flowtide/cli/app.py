@@ -9,6 +9,7 @@ import typer
 from flowtide import __version__
 from flowtide.cli.common import EXIT_CODES_HELP
 from flowtide.cli.demo import demo
+from flowtide.cli.flows import flows_app
 from flowtide.cli.operate import cancel, signal, start
 from flowtide.cli.render import render
 from flowtide.cli.run import run
@@ -67,4 +68,5 @@ app.command("history", epilog=EXIT_CODES_HELP)(history)
 app.command("explain", epilog=EXIT_CODES_HELP)(explain)
 app.command("simulate", epilog=EXIT_CODES_HELP)(simulate)
 app.command("demo", epilog=EXIT_CODES_HELP)(demo)
+app.add_typer(flows_app)
 app.add_typer(schema_app)

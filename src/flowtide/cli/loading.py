@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,8 +38,11 @@ class Loaded:
         return [p for p in self.problems if p.severity == "warning"]
 
 
-def load_files(paths: Sequence[Path], code: Code | None = None) -> list[Loaded]:
-    """Load every file, each checked with all the others known (so subflows resolve).
+def load_files(
+    paths: Sequence[Path], code: Code | None = None, catalog: Mapping[str, Flow] | None = None
+) -> list[Loaded]:
+    """Load every file, each checked with all the others known (so subflows resolve), and the
+    flows of ``catalog`` (flows stored already, say).
 
     Every problem of every file is kept, warnings included: when some files have errors, the
     others are loaded again on their own to collect their warnings.
@@ -49,8 +52,8 @@ def load_files(paths: Sequence[Path], code: Code | None = None) -> list[Loaded]:
     at the placement that makes it, otherwise).
     """
     if code is None:
-        return _load_files(paths, None)
-    loaded = _load_files(paths, code.registry())
+        return _load_files(paths, None, catalog)
+    loaded = _load_files(paths, code.registry(), catalog)
     known = len(code.nodes)
     found = {
         str(item.path): reference_problems(item.flow, code, item.pointers())
@@ -59,7 +62,7 @@ def load_files(paths: Sequence[Path], code: Code | None = None) -> list[Loaded]:
     }
     if len(code.nodes) > known:
         # References resolved to implementations whose outputs the routes must now match.
-        loaded = _load_files(paths, code.registry())
+        loaded = _load_files(paths, code.registry(), catalog)
     for item in loaded:
         errors = [p.with_source(str(item.path)) for p in found.get(str(item.path), ())]
         # A node that does not resolve is not declared either: its error says more.
@@ -78,16 +81,18 @@ def _order(problem: Problem) -> tuple[bool, str, str]:
     return (problem.severity != "error", problem.pointer, problem.message)
 
 
-def _load_files(paths: Sequence[Path], registry: NodeRegistry | None) -> list[Loaded]:
+def _load_files(
+    paths: Sequence[Path], registry: NodeRegistry | None, catalog: Mapping[str, Flow] | None
+) -> list[Loaded]:
     paths = list(dict.fromkeys(paths))
     loaded = {str(path): Loaded(path, None) for path in paths}
-    problems, documents = _load(paths, registry)
+    problems, documents = _load(paths, registry, catalog)
     failing = {p.source for p in problems if p.severity == "error"}
     remaining = [path for path in paths if str(path) not in failing]
     while failing and remaining:
         # The other files may name flows of failing ones: load them again without those, and
         # keep only their warnings (their errors come from the failing files).
-        again, documents = _load(remaining, registry)
+        again, documents = _load(remaining, registry, catalog)
         problems += [p for p in again if p.severity == "warning"]
         failing = {p.source for p in again if p.severity == "error"}
         before = len(remaining)
@@ -128,10 +133,10 @@ def _load_files(paths: Sequence[Path], registry: NodeRegistry | None) -> list[Lo
 
 
 def _load(
-    paths: Sequence[Path], registry: NodeRegistry | None
+    paths: Sequence[Path], registry: NodeRegistry | None, catalog: Mapping[str, Flow] | None
 ) -> tuple[list[Problem], dict[str, LoadedDocument]]:
     try:
-        return [], load_flows(paths, registry=registry)
+        return [], load_flows(paths, registry=registry, catalog=catalog)
     except FlowValidationError as exc:
         return list(exc.problems), {}
 

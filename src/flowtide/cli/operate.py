@@ -21,17 +21,28 @@ from flowtide.cli.common import (
     out,
 )
 from flowtide.cli.inputs import flows_to_run, parse_deadline, parse_state
-from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, client, emit_json, unknown_run
-from flowtide.engine import SignalReceipt, SignalRefused
+from flowtide.cli.stores import (
+    DEFAULT,
+    JsonOption,
+    StoreOption,
+    client,
+    emit_json,
+    shown_store,
+    unknown_run,
+)
+from flowtide.engine import Engine, SignalReceipt, SignalRefused, UnknownFlowError
 from flowtide.engine.limits import ValueTooLargeError
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
 from flowtide.store.base import StoreError, UnknownRunError
 
-FileArgument = Annotated[
-    Path,
+FlowArgument = Annotated[
+    str,
     typer.Argument(
-        metavar="FILE", help="The flow document (JSON-LD, JSON or YAML).", show_default=False
+        metavar="FLOW",
+        help="A flow document (JSON-LD, JSON or YAML), or the id of a flow registered in the "
+        "store (flowtide flows register): its latest version.",
+        show_default=False,
     ),
 ]
 RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="The run's id.")]
@@ -39,7 +50,7 @@ RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="The run's id.")
 
 @guarded
 def start(
-    file: FileArgument,
+    flow: FlowArgument,
     input: Annotated[
         str, typer.Option("--input", "-i", help="The initial state, a JSON object.")
     ] = "{}",
@@ -59,19 +70,25 @@ def start(
     store: StoreOption = DEFAULT,
     json_output: JsonOption = False,
 ) -> None:
-    """Start a run of FILE in the store and print its id; a worker (flowtide worker) runs it.
+    """Start a run of FLOW in the store and print its id; a worker (flowtide worker) runs it.
 
-    The flow document is kept in the store with the run, so workers need only the code of its
-    nodes; with --nodes, the flow is also checked against that code here. Exits 0 once the run
-    is stored, 2 on bad input.
+    FLOW is a flow document, kept in the store with the run, so workers need only the code of
+    its nodes (with --nodes, the flow is also checked against that code here); or, when it is
+    no file, the id of a flow registered in the store, whose latest version runs. Exits 0 once
+    the run is stored, 2 on bad input.
     """
     state = parse_state(input)
     when = parse_deadline(deadline)
     with current_directory_first():
         code = load_modules(nodes or [])
-        # Without --nodes the flow is not checked against code: the workers have it.
-        flows = flows_to_run(file, others or [], code if nodes else None)
-        started = asyncio.run(_start(store, flows, code, state, when, run_id))
+        if Path(flow).exists():
+            # Without --nodes the flow is not checked against code: the workers have it.
+            flows = flows_to_run(Path(flow), others or [], code if nodes else None)
+            started = asyncio.run(_start(store, flows, code, state, when, run_id))
+        else:
+            if others:
+                raise BadInput(f"--with goes with a flow document; {flow!r} is no file")
+            started = asyncio.run(_start(store, flow, code, state, when, run_id))
     if json_output:
         emit_json(started)
         return
@@ -87,15 +104,21 @@ def start(
 
 async def _start(
     url: str,
-    flows: list[Flow],
+    flows: list[Flow] | str,
     code: Code,
     state: dict[str, Any],
     deadline: timedelta | datetime | None,
     run_id: str | None,
 ) -> dict[str, Any]:
-    async with client(url, flows=flows, registry=code.registry()) as engine:
+    """Start a run of the first of ``flows`` (the others: flows it runs), or of the flow
+    stored under the id ``flows``."""
+    known = flows if isinstance(flows, list) else []
+    async with client(url, flows=known, registry=code.registry()) as engine:
         try:
-            handle = await engine.start(flows[0], state, deadline=deadline, run_id=run_id)
+            first = known[0] if known else str(flows)
+            handle = await engine.start(first, state, deadline=deadline, run_id=run_id)
+        except UnknownFlowError as exc:
+            raise await _no_such_flow(engine, exc.flow_id, url) from None
         except (StoreError, ValueTooLargeError) as exc:
             raise BadInput(f"cannot start the run: {exc}") from None
         run = await engine.store.get_run(handle.run_id)
@@ -106,6 +129,14 @@ async def _start(
         "lifecycle": run.lifecycle,
         "deadline": run.deadline,
     }
+
+
+async def _no_such_flow(engine: Engine, flow: str, url: str) -> BadInput:
+    ids = sorted({v.flow_id for v in await engine.store.flow_versions()})
+    stored = f"stored flows: {', '.join(ids)}" if ids else "no flow is stored there"
+    return BadInput(
+        f"{flow!r} is neither a file nor the id of a flow stored in {shown_store(url)} ({stored})"
+    )
 
 
 @guarded

@@ -207,7 +207,7 @@ def run(
     failed, was cancelled or timed out, 130 when it was left waiting, 2 on bad input.
     """
     if detach:
-        start(file, input, deadline, None, nodes, others, store, json_output)
+        start(str(file), input, deadline, None, nodes, others, store, json_output)
         return
     state = parse_state(input)
     when = parse_deadline(deadline)

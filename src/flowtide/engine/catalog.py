@@ -5,24 +5,33 @@ Each run records the digest of the document it was started on (``options["flow_d
 the engine that resumes it, whichever it is, plans it from that very document, the registered
 flow's when it is the same, the stored one's otherwise (see :mod:`flowtide.engine.stored_flows`).
 Plans are made once per document.
+
+A flow id no flow was registered under is learned from the store: its latest stored document
+(:meth:`FlowCatalog.learn`), looked up again each time a run is started by id, so that a long-lived
+engine starts what was registered last.
 """
 
 from __future__ import annotations
 
+from flowtide.clock import Clock
 from flowtide.engine.errors import EngineError, UnknownFlowError
 from flowtide.engine.plan import FlowPlan, Resolver
-from flowtide.engine.stored_flows import flow_from_stored, stored_flow
+from flowtide.engine.stored_flows import flow_from_stored, flows_named, stored_flow
 from flowtide.model.flow import Flow
-from flowtide.store.base import RunRecord, Store, StoredFlow
+from flowtide.store.base import RunRecord, Store, StoredFlow, UnknownStoredFlow
 
 __all__ = ["FlowCatalog"]
 
 
 class FlowCatalog:
-    def __init__(self, store: Store, resolve: Resolver) -> None:
+    def __init__(self, store: Store, resolve: Resolver, clock: Clock | None = None) -> None:
         self._store = store
         self._resolve = resolve
+        self._clock = clock
+        """Says when a document is first stored from here (None: not recorded)."""
         self._flows: dict[str, Flow] = {}
+        self._learned: set[str] = set()
+        """The flow ids whose flow was read from the store, not registered."""
         self._stored: dict[str, StoredFlow] = {}
         """Flow id -> the registered flow as the store keeps it (made on first use)."""
         self._kept: set[tuple[str, str]] = set()
@@ -34,7 +43,35 @@ class FlowCatalog:
         if self._flows.get(flow.id) is not flow:
             self._flows[flow.id] = flow
             self._stored.pop(flow.id, None)
+        self._learned.discard(flow.id)
         return flow
+
+    async def learn(self, flow_id: str) -> Flow:
+        """The flow registered under ``flow_id``; else the latest document of that id in the
+        store, read again (with the flows it runs that are not registered here either) so that
+        what was stored last is used (raises :class:`UnknownFlowError` when there is none)."""
+        await self._learn(flow_id, set())
+        return self.flow(flow_id)
+
+    async def _learn(self, flow_id: str, seen: set[str]) -> None:
+        seen.add(flow_id)
+        if flow_id in self._flows and flow_id not in self._learned:
+            return
+        try:
+            latest = await self._store.latest_flow(flow_id)
+        except UnknownStoredFlow:
+            raise UnknownFlowError(flow_id, looked_in_store=True) from None
+        known = self._stored.get(flow_id)
+        if flow_id not in self._flows or known is None or known.digest != latest.digest:
+            self._flows[flow_id] = flow_from_stored(latest)
+            self._stored[flow_id] = latest
+            self._kept.add((flow_id, latest.digest))
+            self._learned.add(flow_id)
+        for name in flows_named(self._flows[flow_id]) - seen:
+            try:
+                await self._learn(name, seen)
+            except UnknownFlowError:
+                continue  # (a run that reaches it fails there, saying so)
 
     def __contains__(self, flow_id: object) -> bool:
         return flow_id in self._flows
@@ -66,7 +103,8 @@ class FlowCatalog:
         for name in (flow_id, *self.children(flow_id)):
             stored = self._stored_form(name)
             if (name, stored.digest) not in self._kept:
-                await self._store.put_flow(stored)
+                now = self._clock.now() if self._clock is not None else None
+                await self._store.put_flow(stored, stored_at=now)
                 self._kept.add((name, stored.digest))
 
     def children(self, flow_id: str) -> dict[str, str]:
@@ -86,10 +124,12 @@ class FlowCatalog:
 
     async def plan_of_child(self, parent: RunRecord, flow_id: str) -> tuple[FlowPlan, str]:
         """The plan of a child run of ``parent`` on ``flow_id``, and its document's digest: the
-        document ``parent`` recorded for it, else the registered flow's."""
+        document ``parent`` recorded for it, else the registered flow's, else the latest one
+        stored."""
         recorded = parent.options.get("flows", {})
         digest = recorded.get(flow_id) if isinstance(recorded, dict) else None
         if not isinstance(digest, str):
+            await self.learn(flow_id)
             return self.plan(flow_id), self.digest(flow_id)
         return await self._plan_by_digest(flow_id, digest), digest
 

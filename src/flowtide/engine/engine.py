@@ -68,6 +68,7 @@ from flowtide.store.base import (
     UnknownStoredFlow,
 )
 from flowtide.store.memory import MemoryStore
+from flowtide.store.urls import a_store
 
 __all__ = ["DEFER_UNFIREABLE", "Engine"]
 
@@ -120,7 +121,7 @@ class Engine:
         max_value_bytes: int | None = DEFAULT_MAX_VALUE_BYTES,
         heartbeat: bool | None = None,
     ) -> None:
-        self.store: Store = store if store is not None else MemoryStore()
+        self.store: Store = MemoryStore() if store is None else a_store(store, "Engine(store=...)")
         self.clock: Clock = clock if clock is not None else SystemClock()
         # Virtual time must not move while the database works.
         self.store.busy = self.clock.busy
@@ -135,7 +136,7 @@ class Engine:
         self.registry = registry
         self.hooks: list[Hook] = list(hooks)
         self.random = random
-        self._catalog = FlowCatalog(self.store, self.resolve)
+        self._catalog = FlowCatalog(self.store, self.resolve, self.clock)
         self._children = ChildRuns(
             store=self.store,
             clock=self.clock,
@@ -178,6 +179,12 @@ class Engine:
     def flow(self, flow_id: str) -> Flow:
         return self._catalog.flow(flow_id)
 
+    async def learn_flow(self, flow_id: str) -> Flow:
+        """The flow registered under ``flow_id``, else the latest version stored under it (read
+        again on every call; raises :class:`UnknownFlowError` when there is none). Starting a
+        run by id does this first."""
+        return await self._catalog.learn(flow_id)
+
     def add_hook(self, hook: Hook) -> None:
         self.hooks.append(hook)
 
@@ -189,7 +196,8 @@ class Engine:
         return default_registry.resolve(ref)
 
     def plan(self, flow_id: str) -> FlowPlan:
-        """The plan of the flow registered under ``flow_id``."""
+        """The plan of the flow registered under ``flow_id`` (one only stored: see
+        :meth:`learn_flow`)."""
         return self._catalog.plan(flow_id)
 
     @property
@@ -236,6 +244,8 @@ class Engine:
         early: the timers move it on by themselves. See :meth:`start` for the options; use
         :meth:`wait` (or ``start(...)`` and ``handle.result()``) to wait for the end."""
         self._ready()
+        if isinstance(flow, str):
+            await self.learn_flow(flow)
         run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
         fut = self._waiters.settle(run.id)
         await self._launch(run, state, entrypoint)
@@ -282,11 +292,15 @@ class Engine:
     ) -> RunHandle:
         """Create a run and start it; returns at once with its :class:`RunHandle`.
 
-        ``deadline``: the whole run's budget, a duration from now (``timedelta``, ISO 8601 text,
-        milliseconds) or an absolute instant; default ``flow.deadline``. ``entrypoint``: a label
-        of ``flow.entrypoints`` (default ``main``, else the first).
+        ``flow``: a flow, or the id of one registered here or stored (its latest stored version,
+        see :meth:`learn_flow`). ``deadline``: the whole run's budget, a duration from now
+        (``timedelta``, ISO 8601 text, milliseconds) or an absolute instant; default
+        ``flow.deadline``. ``entrypoint``: a label of ``flow.entrypoints`` (default ``main``,
+        else the first).
         """
         self._ready()
+        if isinstance(flow, str):
+            await self.learn_flow(flow)
         run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
         end = self._waiters.end(run.id)
         await self._launch(run, state, entrypoint)
@@ -516,6 +530,7 @@ class Engine:
         payload: Mapping[str, Any] | None = None,
         output: str | None = None,
         idempotency_key: str | None = None,
+        wait: float | None = 10.0,
     ) -> SignalReceipt:
         """Signal a parked token, addressed by ``run_id`` and ``placement`` (or ``token_id``),
         or by its correlation ``key`` (optionally within ``run_id``).
@@ -527,15 +542,20 @@ class Engine:
         nothing. A signal that cannot apply raises :class:`SignalRefused` (``reason``: expired,
         moved_on, cancelled, unknown, not_parked, ambiguous, invalid_output) and changes nothing.
         A run another live worker holds is signalled through the store, and that worker answers
-        (see :mod:`flowtide.engine.inbox`).
+        (see :mod:`flowtide.engine.inbox`). ``wait``: seconds to wait for that answer (None: as
+        long as it takes); this engine waits as long as its inbox needs, whatever it is.
         """
         self._ready()
         return await self._signaller.signal(
             run_id, placement, key, token_id, payload, output, idempotency_key
         )
 
-    async def cancel(self, run_id: str, reason: str | None = None) -> bool:
-        """Cancel a run, parked (and let go) or not; False if it had already ended."""
+    async def cancel(
+        self, run_id: str, reason: str | None = None, *, wait: float | None = 10.0
+    ) -> bool:
+        """Cancel a run, parked (and let go) or not; False if it had already ended. ``wait``:
+        seconds to wait for the run's holder (None: as long as it takes); this engine takes the
+        run over at once, whatever it is."""
         self._ready()
         ex = await self._executor(run_id)
         if ex is None:

@@ -63,8 +63,14 @@ class StoreUnavailableError(EngineError):
 class UnknownFlowError(EngineError, LookupError):
     """No flow with this id is known to the engine (``flow_id``)."""
 
-    def __init__(self, flow_id: str) -> None:
+    def __init__(self, flow_id: str, *, looked_in_store: bool = False) -> None:
         self.flow_id = flow_id
+        if looked_in_store:
+            super().__init__(
+                f"no flow {flow_id!r} is registered with the engine (engine.register_flow) or "
+                "stored (flowtide flows register FILE, or Client.register)"
+            )
+            return
         super().__init__(
             f"no flow {flow_id!r} is known to the engine (pass it in the engine's catalog "
             "or register it with engine.register_flow)"

@@ -14,7 +14,7 @@ import json
 from flowtide.model.flow import Flow
 from flowtide.store.base import StoredFlow
 
-__all__ = ["flow_from_stored", "stored_flow"]
+__all__ = ["flow_from_stored", "flows_named", "stored_flow"]
 
 
 def stored_flow(flow: Flow) -> StoredFlow:
@@ -30,3 +30,14 @@ def flow_from_stored(stored: StoredFlow) -> Flow:
     flows its subflows run are stored beside it, so it is read as it is, not checked against
     a catalog of flows."""
     return Flow.model_validate(stored.document)
+
+
+def flows_named(flow: Flow) -> set[str]:
+    """The ids of the flows ``flow`` runs itself (its subflows and scatter bodies)."""
+    found = set()
+    for p in flow.placements:
+        body = getattr(p, "body", None)
+        name = getattr(p, "flow", None) or getattr(body, "flow", None)
+        if isinstance(name, str):
+            found.add(name)
+    return found

@@ -15,8 +15,9 @@ The engine keeps no state that a restart could not rebuild from a store:
   and removed by the commit of the move they cause (:attr:`Commit.due_fired`);
 * **leases** - which worker holds each run (:class:`Lease`: owner, epoch, expiry), and the
   instant each run next needs a worker (its *wake* instant, below): :meth:`Store.claim_runs`;
-* **flows** - the flow documents runs were started on, by flow id and content digest
-  (:class:`StoredFlow`);
+* **flows** - the flow documents runs were started on or that were registered, by flow id and
+  content digest (:class:`StoredFlow`), each with when it was first stored; the one of an id
+  stored last is its latest (:meth:`Store.latest_flow`, :meth:`Store.flow_versions`);
 * **node anchors** - per (run, placement[, item]) first-arrival instants of ``node`` timeout
   anchors, stored once and released (:attr:`Commit.anchors_released`);
 * **parks** - one :class:`ParkRecord` per time a token parked (its correlation key, deadline,
@@ -103,6 +104,7 @@ __all__ = [
     "StoreOpenError",
     "StoreSchemaError",
     "StoredFlow",
+    "StoredFlowVersion",
     "TokenRecord",
     "TokenStatus",
     "UnknownRunError",
@@ -170,12 +172,15 @@ class LeaseLost(StoreConflict):
 
 
 class UnknownStoredFlow(StoreError, KeyError):
-    """No flow document is stored under this id and digest."""
+    """No flow document is stored under this id and digest (``digest`` None: none of this id)."""
 
-    def __init__(self, flow_id: str, digest: str) -> None:
+    def __init__(self, flow_id: str, digest: str | None = None) -> None:
         self.flow_id = flow_id
         self.digest = digest
-        super().__init__(f"no stored flow {flow_id!r} with digest {digest[:12]}")
+        if digest is None:
+            super().__init__(f"no flow {flow_id!r} is stored")
+        else:
+            super().__init__(f"no stored flow {flow_id!r} with digest {digest[:12]}")
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -205,6 +210,24 @@ class StoredFlow:
     """The SHA-256 of the document's canonical JSON text, in hex."""
     document: dict[str, Any]
     """The flow as a JSON document (:func:`flowtide.documents.to_document`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFlowVersion:
+    """One stored flow document, as :meth:`Store.flow_versions` lists it (without the
+    document)."""
+
+    flow_id: str
+    version: str
+    """The version label the document gives itself."""
+    digest: str
+    stored_at: datetime | None
+    """When it was first stored (None: stored by a Flowtide that did not record it, and no run
+    was started on it since)."""
+    runs: int
+    """How many runs were started on this very document (subflow children included)."""
+    latest: bool
+    """It is the document of its flow id stored last (the one a run started by id uses)."""
 
 
 class TokenStatus(StrEnum):
@@ -700,13 +723,25 @@ class Store(ABC):
         it over yet). Raises :class:`UnknownRunError`."""
 
     @abstractmethod
-    async def put_flow(self, flow: StoredFlow) -> None:
-        """Store a flow document under its id and digest; storing the same one again changes
-        nothing."""
+    async def put_flow(self, flow: StoredFlow, *, stored_at: datetime | None = None) -> bool:
+        """Store a flow document under its id and digest, first stored at ``stored_at``; True if
+        it is new. Storing the same one again changes nothing (its instant and its place among
+        the documents of its id included) and returns False."""
 
     @abstractmethod
     async def get_flow(self, flow_id: str, digest: str) -> StoredFlow:
         """A stored flow document (raises :class:`UnknownStoredFlow`)."""
+
+    @abstractmethod
+    async def latest_flow(self, flow_id: str) -> StoredFlow:
+        """The document of ``flow_id`` that was first stored last (raises
+        :class:`UnknownStoredFlow` when none is)."""
+
+    @abstractmethod
+    async def flow_versions(self, flow_id: str | None = None) -> Sequence[StoredFlowVersion]:
+        """Every stored flow document (or those of ``flow_id``), by flow id, and for each id in
+        the order they were first stored (its latest last), with how many runs were started on
+        each."""
 
     @abstractmethod
     async def node_anchor(self, run_id: str, placement: str, item: str | None) -> datetime | None:

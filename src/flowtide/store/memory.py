@@ -41,6 +41,7 @@ from flowtide.store.base import (
     Store,
     StoreConflict,
     StoredFlow,
+    StoredFlowVersion,
     StoreError,
     TokenRecord,
     TokenStatus,
@@ -80,8 +81,9 @@ class MemoryStore(Store):
         self._wake_heap: list[tuple[datetime, int, str]] = []
         """(wake instant, order set, run id); an item whose run has another wake since is stale."""
         self._wake_order = itertools.count()
-        self._flows: dict[tuple[str, str], tuple[str, str]] = {}
-        """(flow id, digest) -> (version, the document as JSON text)."""
+        self._flows: dict[tuple[str, str], tuple[str, str, datetime | None]] = {}
+        """(flow id, digest) -> (version, the document as JSON text, when first stored), in the
+        order first stored."""
         self._watchers: set[asyncio.Event] = set()
         """Who waits in :meth:`wait_changed` (engines sharing this store in one process)."""
         self._anchors: dict[str, dict[tuple[str, str | None], datetime]] = {}
@@ -393,15 +395,19 @@ class MemoryStore(Store):
 
     # -- flows ------------
 
-    async def put_flow(self, flow: StoredFlow) -> None:
+    async def put_flow(self, flow: StoredFlow, *, stored_at: datetime | None = None) -> bool:
         text = encode_json(flow.document, "document")
-        self._flows.setdefault((flow.flow_id, flow.digest), (flow.version, text))
+        key = (flow.flow_id, flow.digest)
+        if key in self._flows:
+            return False
+        self._flows[key] = (flow.version, text, stored_at)
+        return True
 
     async def get_flow(self, flow_id: str, digest: str) -> StoredFlow:
         kept = self._flows.get((flow_id, digest))
         if kept is None:
             raise UnknownStoredFlow(flow_id, digest)
-        version, text = kept
+        version, text, _ = kept
         return StoredFlow(flow_id, version, digest, decode_json(text))
 
     async def record_worker(self, worker: WorkerRecord) -> None:
@@ -413,6 +419,28 @@ class MemoryStore(Store):
 
     async def forget_worker(self, worker_id: str) -> bool:
         return self._workers.pop(worker_id, None) is not None
+
+    async def latest_flow(self, flow_id: str) -> StoredFlow:
+        digests = [digest for fid, digest in self._flows if fid == flow_id]
+        if not digests:
+            raise UnknownStoredFlow(flow_id)
+        return await self.get_flow(flow_id, digests[-1])
+
+    async def flow_versions(self, flow_id: str | None = None) -> Sequence[StoredFlowVersion]:
+        runs: dict[tuple[str, object], int] = {}
+        for row in self._runs.values():
+            key = (row.record.flow_id, decode_json(row.options).get("flow_digest"))
+            runs[key] = runs.get(key, 0) + 1
+        kept = [(key, value) for key, value in self._flows.items() if flow_id in (None, key[0])]
+        last = {fid: digest for (fid, digest), _ in kept}
+        found = [
+            StoredFlowVersion(
+                fid, version, digest, stored_at, runs.get((fid, digest), 0), last[fid] == digest
+            )
+            for (fid, digest), (version, _, stored_at) in kept
+        ]
+        # (By id, each id's in the order first stored: the sort is stable.)
+        return sorted(found, key=lambda v: v.flow_id)
 
     def _put_park(self, park: _ParkRow) -> None:
         record = park.record

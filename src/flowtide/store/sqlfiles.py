@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["Migration", "load_migrations", "load_queries"]
+__all__ = ["Migration", "load_migrations", "load_queries", "unapplied"]
 
 _NAME = re.compile(r"^--\s*name:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$", re.MULTILINE)
 _MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -50,15 +50,23 @@ class Migration:
 
 
 def load_migrations(package: str) -> list[Migration]:
-    """The migrations in ``package`` (a folder of ``NNNN_name.sql`` files), by version; a
-    version may be skipped, but not given twice."""
+    """The migrations in ``package`` (a folder of ``NNNN_name.sql`` files), by version, starting
+    at 1; no version twice. (A number may be skipped: migrations written side by side take the
+    numbers they were given, and a database records each version it applied.)"""
     found = []
     for entry in resources.files(package).iterdir():
         match = _MIGRATION.match(entry.name)
         if match is not None:
             found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
+    if found and found[0].version != 1:
+        raise ValueError(f"{package}: migration 0001 is missing")
     for before, migration in itertools.pairwise(found):
         if migration.version == before.version:
-            raise ValueError(f"{package}: migration {migration.version:04d} is given twice")
+            raise ValueError(f"{package}: two migrations {migration.version:04d}")
     return found
+
+
+def unapplied(migrations: list[Migration], version: int) -> list[Migration]:
+    """The migrations a database at schema ``version`` lacks, in order."""
+    return [m for m in migrations if m.version > version]

@@ -5,6 +5,7 @@ their password)."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -12,7 +13,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from flowtide.store.base import Store, StoreOpenError
 from flowtide.store.memory import MemoryStore
 
-__all__ = ["DEFAULT_STORE", "is_conninfo", "open_store", "redact", "store_for"]
+__all__ = ["DEFAULT_STORE", "a_store", "is_conninfo", "open_store", "redact", "store_for"]
 
 DEFAULT_STORE = "sqlite:///flowtide.db"
 """The store a command uses without ``--store`` or ``FLOWTIDE_STORE``: a SQLite file in the
@@ -122,3 +123,18 @@ async def open_store(url: str) -> Store:
     store = store_for(url)
     await store.open()
     return store
+
+
+def a_store(value: object, where: str) -> Store:
+    """``value``, a store; a :class:`TypeError` in one line saying what to do otherwise (above
+    all for ``open_store(url)`` not awaited)."""
+    if isinstance(value, Store):
+        return value
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()  # (never to be awaited: no warning about it later)
+        raise TypeError(
+            f"{where} was given a coroutine, not a store: await it first "
+            "(store = await open_store(url)), or give the store's URL"
+        )
+    raise TypeError(f"{where} needs a store (flowtide.store.Store), not {type(value).__name__}")

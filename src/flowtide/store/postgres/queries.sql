@@ -372,9 +372,32 @@ WHERE r.id = %(run_id)s
 ORDER BY d.due_at, d.set_order;
 
 -- name: put_flow
-INSERT INTO flows (flow_id, digest, version, document)
-VALUES (%(flow_id)s, %(digest)s, %(version)s, %(document)s)
-ON CONFLICT (flow_id, digest) DO NOTHING;
+INSERT INTO flows (flow_id, digest, version, document, stored_at)
+VALUES (%(flow_id)s, %(digest)s, %(version)s, %(document)s, %(stored_at)s)
+ON CONFLICT (flow_id, digest) DO NOTHING
+RETURNING digest;
+
+-- name: latest_flow
+-- The document of a flow id stored last.
+SELECT version, digest, document FROM flows WHERE flow_id = %(flow_id)s
+ORDER BY stored_order DESC LIMIT 1;
+
+-- name: flow_versions
+-- Every stored document (of flow_id unless it is NULL), by id then in the order first stored,
+-- with the number of runs started on it and whether it is its id's latest.
+SELECT
+    flows.flow_id, flows.version, flows.digest, flows.stored_at,
+    (
+        SELECT count(*) FROM runs
+        WHERE runs.flow_id = flows.flow_id
+          AND (runs.options ->> 'flow_digest') COLLATE "C" = flows.digest
+    ) AS runs,
+    flows.stored_order = (
+        SELECT max(later.stored_order) FROM flows AS later WHERE later.flow_id = flows.flow_id
+    ) AS latest
+FROM flows
+WHERE %(flow_id)s::text IS NULL OR flows.flow_id = %(flow_id)s
+ORDER BY flows.flow_id, flows.stored_order;
 
 -- name: get_flow
 SELECT version, document FROM flows WHERE flow_id = %(flow_id)s AND digest = %(digest)s;

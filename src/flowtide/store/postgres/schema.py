@@ -19,7 +19,7 @@ import psycopg
 
 from flowtide.store.base import StoreSchemaError
 from flowtide.store.postgres.queries import Q, advisory_key, with_schema
-from flowtide.store.sqlfiles import Migration, load_migrations
+from flowtide.store.sqlfiles import Migration, load_migrations, unapplied
 
 __all__ = ["CODE_VERSION", "MIGRATIONS", "SchemaVersion", "migrate", "min_reader_version"]
 
@@ -67,7 +67,7 @@ async def migrate(
                 f"schema {schema!r} of the PostgreSQL database {where} holds tables that are not "
                 "Flowtide's: give the store a schema of its own"
             )
-        for migration in (m for m in MIGRATIONS if m.version > found):
+        for migration in unapplied(MIGRATIONS, found):
             await connection.execute(migration.sql.encode())
             await connection.execute(
                 Q["record_migration"],

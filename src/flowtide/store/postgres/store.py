@@ -44,6 +44,7 @@ from flowtide.store.base import (
     SignalRequest,
     Store,
     StoredFlow,
+    StoredFlowVersion,
     StoreError,
     StoreOpenError,
     TokenRecord,
@@ -357,18 +358,20 @@ class PostgresStore(Store):
 
     # -- flows ------------
 
-    async def put_flow(self, flow: StoredFlow) -> None:
+    async def put_flow(self, flow: StoredFlow, *, stored_at: datetime | None = None) -> bool:
         document = json_text(flow.document, "document")
         async with self._transaction() as conn:
-            await conn.execute(
+            cursor = await conn.execute(
                 Q["put_flow"],
                 {
                     "flow_id": flow.flow_id,
                     "digest": flow.digest,
                     "version": flow.version,
                     "document": document,
+                    "stored_at": stored_at,
                 },
             )
+            return await cursor.fetchone() is not None  # (a row: it was new)
 
     async def get_flow(self, flow_id: str, digest: str) -> StoredFlow:
         rows = await self._rows("get_flow", {"flow_id": flow_id, "digest": digest})
@@ -376,6 +379,20 @@ class PostgresStore(Store):
             raise UnknownStoredFlow(flow_id, digest)
         version, document = rows[0]
         return StoredFlow(flow_id, version, digest, decode_json(document))
+
+    async def latest_flow(self, flow_id: str) -> StoredFlow:
+        rows = await self._rows("latest_flow", {"flow_id": flow_id})
+        if not rows:
+            raise UnknownStoredFlow(flow_id)
+        version, digest, document = rows[0]
+        return StoredFlow(flow_id, version, digest, decode_json(document))
+
+    async def flow_versions(self, flow_id: str | None = None) -> Sequence[StoredFlowVersion]:
+        rows = await self._rows("flow_versions", {"flow_id": flow_id})
+        return [
+            StoredFlowVersion(fid, version, digest, stored_at, runs, latest)
+            for fid, version, digest, stored_at, runs, latest in rows
+        ]
 
     # -- reads ------------
 

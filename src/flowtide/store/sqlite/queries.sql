@@ -350,8 +350,34 @@ SELECT owner, epoch, lease_expires FROM runs WHERE id = :id;
 -- -- flows ------------
 
 -- name: put_flow
-INSERT INTO flows (flow_id, digest, version, document) VALUES (:flow_id, :digest, :version, :document)
+INSERT INTO flows (flow_id, digest, version, document, stored_at, stored_order)
+VALUES (
+    :flow_id, :digest, :version, :document, :stored_at,
+    (SELECT coalesce(max(stored_order), 0) + 1 FROM flows)
+)
 ON CONFLICT (flow_id, digest) DO NOTHING;
 
 -- name: get_flow
 SELECT flow_id, version, digest, document FROM flows WHERE flow_id = :flow_id AND digest = :digest;
+
+-- name: latest_flow
+-- The document of a flow id stored last.
+SELECT flow_id, version, digest, document FROM flows WHERE flow_id = :flow_id
+ORDER BY stored_order DESC LIMIT 1;
+
+-- name: flow_versions
+-- Every stored document (of :flow_id unless it is NULL), by id then in the order first stored,
+-- with the number of runs started on it and whether it is its id's latest.
+SELECT
+    flows.flow_id, flows.version, flows.digest, flows.stored_at,
+    (
+        SELECT count(*) FROM runs
+        WHERE runs.flow_id = flows.flow_id
+          AND json_extract(runs.options, '$.flow_digest') = flows.digest
+    ) AS runs,
+    flows.stored_order = (
+        SELECT max(later.stored_order) FROM flows AS later WHERE later.flow_id = flows.flow_id
+    ) AS latest
+FROM flows
+WHERE :flow_id IS NULL OR flows.flow_id = :flow_id
+ORDER BY flows.flow_id, flows.stored_order;

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from flowtide.store.base import StoreOpenError, StoreSchemaError
-from flowtide.store.sqlfiles import Migration, load_migrations
+from flowtide.store.sqlfiles import Migration, load_migrations, unapplied
 from flowtide.store.sqlite.sql import QUERIES, damaged, immediate
 
 __all__ = ["CODE_VERSION", "MIGRATIONS", "SYNCHRONOUS", "open_database", "statements"]
@@ -139,7 +139,7 @@ def _migrate(conn: sqlite3.Connection, path: str) -> None:
                     f"this Flowtide knows versions up to {CODE_VERSION}: upgrade Flowtide"
                 )
             return
-        for migration in (m for m in MIGRATIONS if m.version > version):
+        for migration in unapplied(MIGRATIONS, version):
             _apply(conn, migration)
 
 

@@ -46,6 +46,7 @@ from flowtide.store.base import (
     SignalRequest,
     Store,
     StoredFlow,
+    StoredFlowVersion,
     StoreError,
     StoreUnusableError,
     TokenRecord,
@@ -274,12 +275,18 @@ class SQLiteStore(Store):
 
     # -- flows ------------
 
-    async def put_flow(self, flow: StoredFlow) -> None:
+    async def put_flow(self, flow: StoredFlow, *, stored_at: datetime | None = None) -> bool:
         document = encode_json(flow.document, "document")
-        await self._write(lambda conn: flows.put_flow(conn, flow, document))
+        return await self._write(lambda conn: flows.put_flow(conn, flow, document, stored_at))
 
     async def get_flow(self, flow_id: str, digest: str) -> StoredFlow:
         return await self._call(lambda conn: flows.get_flow(conn, flow_id, digest))
+
+    async def latest_flow(self, flow_id: str) -> StoredFlow:
+        return await self._call(lambda conn: flows.latest_flow(conn, flow_id))
+
+    async def flow_versions(self, flow_id: str | None = None) -> Sequence[StoredFlowVersion]:
+        return await self._call(lambda conn: flows.flow_versions(conn, flow_id))
 
     # -- reads ------------
 

@@ -23,6 +23,10 @@ from flowtide.testing.storechecks.due import (
     due_entries_are_read_earliest_first,
     fired_entries_are_removed_only_as_they_were,
 )
+from flowtide.testing.storechecks.flows import (
+    flows_are_listed_by_id_in_the_order_stored,
+    stored_flows_count_their_runs,
+)
 from flowtide.testing.storechecks.inbox import (
     signal_requests_are_answered_once,
     signal_requests_wake_the_runs_holder,
@@ -82,6 +86,8 @@ CHECKS: tuple[StoreCheck, ...] = (
     signal_requests_wake_the_runs_holder,
     signal_requests_are_answered_once,
     flows_are_stored_by_digest,
+    flows_are_listed_by_id_in_the_order_stored,
+    stored_flows_count_their_runs,
     node_anchors_are_stored_and_released,
     parks_are_found_by_filters_in_order,
     tokens_are_filtered_by_status,
