@@ -10,6 +10,7 @@ from flowtide import __version__
 from flowtide.cli.common import EXIT_CODES_HELP
 from flowtide.cli.demo import demo
 from flowtide.cli.operate import cancel, signal, start
+from flowtide.cli.prune import prune
 from flowtide.cli.render import render
 from flowtide.cli.run import run
 from flowtide.cli.runs import explain, history, runs, show
@@ -63,6 +64,7 @@ app.command("show", epilog=EXIT_CODES_HELP)(show)
 app.command("status", epilog=EXIT_CODES_HELP, help="The same as show.", hidden=True)(show)
 app.command("history", epilog=EXIT_CODES_HELP)(history)
 app.command("explain", epilog=EXIT_CODES_HELP)(explain)
+app.command("prune", epilog=EXIT_CODES_HELP)(prune)
 app.command("simulate", epilog=EXIT_CODES_HELP)(simulate)
 app.command("demo", epilog=EXIT_CODES_HELP)(demo)
 app.add_typer(schema_app)
