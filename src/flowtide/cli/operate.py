@@ -21,7 +21,16 @@ from flowtide.cli.common import (
     out,
 )
 from flowtide.cli.inputs import flows_to_run, parse_deadline, parse_state
-from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, client, emit_json, unknown_run
+from flowtide.cli.stores import (
+    DEFAULT,
+    JsonOption,
+    StoreOption,
+    client,
+    emit_json,
+    resolve_run,
+    store_option,
+    unknown_run,
+)
 from flowtide.engine import SignalReceipt, SignalRefused
 from flowtide.engine.limits import ValueTooLargeError
 from flowtide.errors import NodeResolutionError
@@ -34,7 +43,9 @@ FileArgument = Annotated[
         metavar="FILE", help="The flow document (JSON-LD, JSON or YAML).", show_default=False
     ),
 ]
-RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="The run's id.")]
+RunArgument = Annotated[
+    str, typer.Argument(metavar="RUN", help="The run's id, or the start of it that only it has.")
+]
 
 
 @guarded
@@ -80,9 +91,11 @@ def start(
         f"started run [bold]{escape(rid)}[/] of {escape(started['flow'])} "
         f"(version {escape(started['version'])})"
     )
-    nodes_hint = " ".join(f"--nodes {n}" for n in nodes or [])
-    hint = f"flowtide worker {nodes_hint}".rstrip()
-    out.print(f"  [dim]a worker runs it: {escape(hint)}; see it: flowtide show {rid}[/]")
+    where = store_option(store)
+    worker = "flowtide worker" + "".join(f" --nodes {n}" for n in nodes or []) + where
+    out.print(
+        f"  [dim]a worker runs it: {escape(worker)}; see it: flowtide show {escape(rid + where)}[/]"
+    )
 
 
 async def _start(
@@ -111,7 +124,10 @@ async def _start(
 @guarded
 def signal(
     run: Annotated[
-        str | None, typer.Argument(metavar="[RUN]", help="The run's id (optional with --key).")
+        str | None,
+        typer.Argument(
+            metavar="[RUN]", help="The run's id, or the start of it (optional with --key)."
+        ),
     ] = None,
     placement: Annotated[
         str | None, typer.Option("--placement", "-p", help="The parked placement.")
@@ -192,6 +208,8 @@ async def _signal(
     idempotency_key: str | None,
 ) -> SignalReceipt | SignalRefused:
     async with client(url, registry=code.registry()) as engine:
+        if run is not None:
+            run = await resolve_run(engine.store, run, url)
         try:
             return await engine.signal(
                 run,
@@ -228,7 +246,7 @@ def cancel(
     """
     with current_directory_first():
         code = load_modules(nodes or [])
-        cancelled, lifecycle = asyncio.run(_cancel(store, code, run, reason))
+        run, cancelled, lifecycle = asyncio.run(_cancel(store, code, run, reason))
     if json_output:
         emit_json({"run_id": run, "cancelled": cancelled, "lifecycle": lifecycle})
     elif cancelled:
@@ -239,8 +257,9 @@ def cancel(
         raise typer.Exit(ExitCode.REFUSED)
 
 
-async def _cancel(url: str, code: Code, run: str, reason: str | None) -> tuple[bool, str]:
+async def _cancel(url: str, code: Code, given: str, reason: str | None) -> tuple[str, bool, str]:
     async with client(url, registry=code.registry()) as engine:
+        run = await resolve_run(engine.store, given, url)
         try:
             cancelled = await engine.cancel(run, reason)
             record = await engine.store.get_run(run)
@@ -248,7 +267,7 @@ async def _cancel(url: str, code: Code, run: str, reason: str | None) -> tuple[b
             raise unknown_run(exc, url) from None
         except NodeResolutionError as exc:
             raise BadInput(f"{exc}; name the module that implements it with --nodes") from None
-    return cancelled, record.lifecycle
+    return run, cancelled, record.lifecycle
 
 
 __all__ = ["cancel", "signal", "start"]
