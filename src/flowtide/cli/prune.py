@@ -99,12 +99,15 @@ async def _prune(url: str, cutoff: datetime, batch: int, dry_run: bool) -> int:
 
 
 async def prune_all(store: Store, cutoff: datetime, batch: int, dry_run: bool) -> int:
-    """Prune (or with ``dry_run``, count) every run that may be pruned, a batch at a time."""
+    """Prune (or with ``dry_run``, count) every run that may be pruned, a batch at a time.
+
+    Pruning goes on until a batch finds nothing: a batch may be short because another prune
+    holds some of its runs, and there may be more after them."""
     count, after = 0, ""
     while True:
         found = await store.prune_runs(cutoff, limit=batch, after=after, dry_run=dry_run)
         count += len(found)
-        if len(found) < batch:
+        if not found or (dry_run and len(found) < batch):
             return count
         if dry_run:
             after = found[-1]
