@@ -124,6 +124,7 @@ def test_hints_never_show_a_password(
     started = invoke("start", str(CHECKOUT), "--store", url).stdout
     assert "s3cret" not in started and "***" not in started
     assert "see it: flowtide show " in started and '--store "$FLOWTIDE_STORE"' in started
+    assert "set FLOWTIDE_STORE to the store's URL: its password is not shown" in started
     monkeypatch.setenv("FLOWTIDE_STORE", url)
     assert "pending" in invoke(*hinted(started, "see it: ")).stdout
 

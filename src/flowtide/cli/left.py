@@ -11,7 +11,7 @@ from typing import Any
 from rich.markup import escape
 
 from flowtide.cli.common import err
-from flowtide.cli.stores import emit_json, relative, shown_store, store_option
+from flowtide.cli.stores import emit_json, relative, shown_store, store_note, store_option
 from flowtide.engine.children import open_parks
 from flowtide.store.base import (
     ENDED_LIFECYCLES,
@@ -109,7 +109,8 @@ def _lines(left: Left, nodes: Sequence[str], url: str) -> list[str]:
     else:
         lines.append(f"  a worker goes on with it at once: {escape(worker)}")
     lines.append(see)
-    return lines
+    note = store_note(url)
+    return [*lines, f"  {escape(note)}"] if note is not None else lines
 
 
 def _token_line(token: TokenRecord) -> str:

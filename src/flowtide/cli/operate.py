@@ -28,6 +28,7 @@ from flowtide.cli.stores import (
     client,
     emit_json,
     resolve_run,
+    store_note,
     store_option,
     unknown_run,
 )
@@ -96,6 +97,9 @@ def start(
     out.print(
         f"  [dim]a worker runs it: {escape(worker)}; see it: flowtide show {escape(rid + where)}[/]"
     )
+    note = store_note(store)
+    if note is not None:
+        out.print(f"  [dim]{escape(note)}[/]")
 
 
 async def _start(

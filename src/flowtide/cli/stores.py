@@ -121,6 +121,14 @@ def store_option(url: str) -> str:
     return f" --store {shlex.quote(url)}"
 
 
+def store_note(url: str) -> str | None:
+    """What to do before pasting a hint whose ``--store "$FLOWTIDE_STORE"`` stands for a URL
+    that did not come from that variable (it has a password, never printed), or None."""
+    if os.environ.get(STORE_VARIABLE) == url or redact(url) == url:
+        return None
+    return f"(to paste these, set {STORE_VARIABLE} to the store's URL: its password is not shown)"
+
+
 def print_table(table: Table) -> None:
     """``table`` on stdout: outside a terminal as wide as its rows (a narrow or absent terminal
     never cuts an id, nor folds it), in a terminal as wide as the terminal."""
