@@ -3,6 +3,7 @@ whether the store keeps it, and how it goes on from there."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -87,7 +88,7 @@ def _lines(left: Left, nodes: Sequence[str], url: str) -> list[str]:
     see = f"  see it: flowtide show {escape(left.run_id + where)}"
     if left.run.lifecycle in ENDED_LIFECYCLES:
         return [f"stopped: run {run_id} has ended ({escape(left.run.lifecycle)})", see]
-    worker = "flowtide worker" + "".join(f" --nodes {n}" for n in nodes) + where
+    worker = "flowtide worker" + "".join(f" --nodes {shlex.quote(n)}" for n in nodes) + where
     lines = [
         f"stopped waiting: run {run_id} is kept in {escape(shown_store(url))}, "
         f"{escape(left.run.lifecycle)}; no process drives it now"
@@ -102,8 +103,7 @@ def _lines(left: Left, nodes: Sequence[str], url: str) -> list[str]:
         lines.append(f"  parked at {escape(p.placement + key + ends)}")
     if left.parks:
         first = left.parks[0]
-        how = f"--key {first.key}" if first.key else f"{first.run_id} --placement {first.placement}"
-        lines.append(f"  signal it: flowtide signal {escape(how + where)}")
+        lines.append(f"  signal it: flowtide signal {escape(signal_address(first) + where)}")
         ends = " or its window ends" if any(p.deadline for p in left.parks) else ""
         lines.append(f"  a worker moves it on once it is signalled{ends}: {escape(worker)}")
     else:
@@ -111,6 +111,14 @@ def _lines(left: Left, nodes: Sequence[str], url: str) -> list[str]:
     lines.append(see)
     note = store_note(url)
     return [*lines, f"  {escape(note)}"] if note is not None else lines
+
+
+def signal_address(park: ParkRecord) -> str:
+    """How ``flowtide signal`` names ``park``, quoted for a shell: by its key, else by its run
+    and placement."""
+    if park.key:
+        return f"--key {shlex.quote(park.key)}"
+    return f"{park.run_id} --placement {shlex.quote(park.placement)}"
 
 
 def _token_line(token: TokenRecord) -> str:

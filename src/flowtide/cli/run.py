@@ -30,7 +30,7 @@ from flowtide.cli.common import (
     out,
 )
 from flowtide.cli.inputs import LIFECYCLE_STYLE, flows_to_run, parse_deadline, parse_state
-from flowtide.cli.left import Left, left_in, tell
+from flowtide.cli.left import Left, left_in, signal_address, tell
 from flowtide.cli.operate import start
 from flowtide.cli.stores import (
     DEFAULT,
@@ -135,7 +135,7 @@ async def waiting_line(engine: Engine, url: str, run_id: str) -> str:
         for p in parks
     )
     first = parks[0]
-    how = f"--key {first.key}" if first.key else f"{first.run_id} --placement {first.placement}"
+    how = signal_address(first)
     if isinstance(engine.store, MemoryStore):
         how_else = "no other process can signal it (memory: is this process's own)"
         ctrl_c = "Ctrl-C ends it, and it is lost"
