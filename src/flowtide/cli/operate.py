@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -93,7 +94,7 @@ def start(
         f"(version {escape(started['version'])})"
     )
     where = store_option(store)
-    worker = "flowtide worker" + "".join(f" --nodes {n}" for n in nodes or []) + where
+    worker = "flowtide worker" + "".join(f" --nodes {shlex.quote(n)}" for n in nodes or []) + where
     out.print(
         f"  [dim]a worker runs it: {escape(worker)}; see it: flowtide show {escape(rid + where)}[/]"
     )
