@@ -128,7 +128,7 @@ def test_a_workers_event_lines_escape_ids(tmp_path: Path) -> None:
     with log.open("wb") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "flowtide", "worker", "--nodes", "flowtide.demo.checkout",
-             "--store", store, "--poll", "0.05"],
+             "--store", store, "--poll", "0.05", "--events"],
             stdout=output, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT / "src")},
         )  # fmt: skip

@@ -147,7 +147,8 @@ def test_cancel_a_parked_run_then_again(store: str, worker: subprocess.Popen[byt
 
 
 def test_an_unknown_run_is_bad_input(store: str) -> None:
-    for command in (["show", "nope"], ["history", "nope"], ["cancel", "nope"]):
+    # (cancel first: it writes, so it creates the store the others read)
+    for command in (["cancel", "nope"], ["show", "nope"], ["history", "nope"]):
         result = runner.invoke(app, [*command, "--store", store])
         assert result.exit_code == ExitCode.BAD_INPUT, result.output
         assert result.stderr.strip() == f"flowtide: no run 'nope' in {store}"

@@ -290,7 +290,7 @@ def test_a_parked_run_says_where_it_waits_and_is_left_in_the_store_on_ctrl_c(
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=30)
     assert process.returncode == ExitCode.INTERRUPTED, out + err
-    assert "is left in the store, as it is" in err
+    assert f"is kept in {store}, parked; no process drives it now" in err
     assert "flowtide worker --nodes flowtide.demo.dispatcher" in err
     shown = runner.invoke(app, ["runs", "--store", store, "--json"])
     (run,) = json.loads(shown.stdout)

@@ -17,6 +17,7 @@ from flowtide.store import (
     Lease,
     MemoryStore,
     RequestAnswer,
+    SignalAnswer,
     SignalRequest,
     Store,
     StoreConflict,
@@ -25,6 +26,7 @@ from flowtide.store import (
     UnknownStoredFlow,
     WorkerRecord,
 )
+from flowtide.store.base import ENDED_LIFECYCLES
 from flowtide.testing import (
     StoreCheck,
     StoreCheckFailed,
@@ -242,6 +244,63 @@ class CountingRunsByFlowId(MemoryStore):
         ]
 
 
+class FindingIdsAnywhere(MemoryStore):
+    """Finds runs whose id holds the prefix anywhere, in any case (a LIKE '%x%' gone wrong)."""
+
+    async def run_ids(self, prefix: str, limit: int = 10) -> Sequence[str]:
+        found = sorted(r.id for r in await self.list_runs() if prefix.lower() in r.id.lower())
+        return found[:limit]
+
+
+class PruningLiveRuns(MemoryStore):
+    """Prunes runs created before the instant, whether they have ended or not."""
+
+    async def prune_runs(
+        self, ended_before: datetime, *, limit: int = 500, after: str = "", dry_run: bool = False
+    ) -> Sequence[str]:
+        for run in await self.list_runs():
+            if run.lifecycle not in ENDED_LIFECYCLES and run.created_at < ended_before:
+                await self.commit(Commit(run.id, run=replace(run, lifecycle="completed")))
+        return await super().prune_runs(ended_before, limit=limit, after=after, dry_run=dry_run)
+
+
+class PruningChildrenOfLiveParents(MemoryStore):
+    """Prunes a subflow child that has ended whatever its parent."""
+
+    async def prune_runs(
+        self, ended_before: datetime, *, limit: int = 500, after: str = "", dry_run: bool = False
+    ) -> Sequence[str]:
+        for run in await self.list_runs():
+            if run.parent_run_id is not None:
+                await self.commit(Commit(run.id, run=replace(run, parent_run_id=None)))
+        return await super().prune_runs(ended_before, limit=limit, after=after, dry_run=dry_run)
+
+
+class KeepingSignalAnswers(MemoryStore):
+    """Prunes runs but keeps their signal answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: dict[str, SignalAnswer] = {}
+
+    async def commit(self, commit: Commit) -> Sequence[EventRecord]:
+        events = await super().commit(commit)
+        self.answers.update((a.key, a) for a in commit.signal_answers)
+        return events
+
+    async def signal_answer(self, key: str) -> SignalAnswer | None:
+        return self.answers.get(key)
+
+
+class PruningAllAtOnce(MemoryStore):
+    """Prunes every run it may in one go, whatever the batch's limit."""
+
+    async def prune_runs(
+        self, ended_before: datetime, *, limit: int = 500, after: str = "", dry_run: bool = False
+    ) -> Sequence[str]:
+        return await super().prune_runs(ended_before, limit=10**6, after=after, dry_run=dry_run)
+
+
 @pytest.mark.parametrize(
     ("broken", "caught_by"),
     [
@@ -263,6 +322,12 @@ class CountingRunsByFlowId(MemoryStore):
         (LatestFirstStored, "flows_are_listed_by_id_in_the_order_stored"),
         (StoredAgainIsLatest, "flows_are_listed_by_id_in_the_order_stored"),
         (CountingRunsByFlowId, "stored_flows_count_their_runs"),
+        (FindingIdsAnywhere, "runs_are_found_by_the_start_of_their_id"),
+        (PruningLiveRuns, "pruning_keeps_live_runs_and_the_children_of_live_parents"),
+        (PruningChildrenOfLiveParents, "pruning_keeps_live_runs_and_the_children_of_live_parents"),
+        (KeepingSignalAnswers, "pruning_deletes_ended_runs_and_everything_of_theirs"),
+        (KeepingSignalAnswers, "pruning_goes_in_batches"),
+        (PruningAllAtOnce, "pruning_goes_in_batches"),
     ],
 )
 async def test_a_broken_store_fails_the_check_meant_to_catch_it(

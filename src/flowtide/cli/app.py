@@ -11,6 +11,7 @@ from flowtide.cli.common import EXIT_CODES_HELP
 from flowtide.cli.demo import demo
 from flowtide.cli.flows import flows_app
 from flowtide.cli.operate import cancel, signal, start
+from flowtide.cli.prune import prune
 from flowtide.cli.render import render
 from flowtide.cli.run import run
 from flowtide.cli.runs import explain, history, runs, show
@@ -66,6 +67,7 @@ app.command("show", epilog=EXIT_CODES_HELP)(show)
 app.command("status", epilog=EXIT_CODES_HELP, help="The same as show.", hidden=True)(show)
 app.command("history", epilog=EXIT_CODES_HELP)(history)
 app.command("explain", epilog=EXIT_CODES_HELP)(explain)
+app.command("prune", epilog=EXIT_CODES_HELP)(prune)
 app.command("simulate", epilog=EXIT_CODES_HELP)(simulate)
 app.command("demo", epilog=EXIT_CODES_HELP)(demo)
 app.add_typer(flows_app)

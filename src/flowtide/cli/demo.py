@@ -21,6 +21,7 @@ from flowtide.cli.common import ExitCode, display_path, fail, guarded, out, prin
 from flowtide.cli.examples import bundled_examples, bundled_scripts, examples_dir
 from flowtide.cli.inputs import LIFECYCLE_STYLE
 from flowtide.cli.loading import load_files
+from flowtide.cli.stores import store_option
 from flowtide.demo import EXAMPLE_NODES, run_approval_demo, run_checkout_demo, run_dispatcher_demo
 from flowtide.demo.approval import ApprovalRun
 from flowtide.demo.checkout import START as CHECKOUT_START
@@ -115,8 +116,9 @@ def demo(
     _scene(1)
     out.print(_durable_table(durable))
     _say(
-        f"[dim]The file: {escape(durable.store)}. Look with flowtide runs, show, history or "
-        f"explain --store {escape(durable.store)}.[/]"
+        f"[dim]The file: {escape(durable.store)}. Look: "
+        f"flowtide runs{escape(store_option(durable.store))} (and show, history or explain a "
+        "run, with the same --store).[/]"
     )
     _say(
         "\nThe next scenes run on a virtual clock, so hours pass in a moment. Times are since "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,7 +28,10 @@ from flowtide.cli.stores import (
     StoreOption,
     client,
     emit_json,
+    resolve_run,
     shown_store,
+    store_note,
+    store_option,
     unknown_run,
 )
 from flowtide.engine import Engine, SignalReceipt, SignalRefused, UnknownFlowError
@@ -45,7 +49,9 @@ FlowArgument = Annotated[
         show_default=False,
     ),
 ]
-RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="The run's id.")]
+RunArgument = Annotated[
+    str, typer.Argument(metavar="RUN", help="The run's id, or the start of it that only it has.")
+]
 
 
 @guarded
@@ -97,9 +103,14 @@ def start(
         f"started run [bold]{escape(rid)}[/] of {escape(started['flow'])} "
         f"(version {escape(started['version'])})"
     )
-    nodes_hint = " ".join(f"--nodes {n}" for n in nodes or [])
-    hint = f"flowtide worker {nodes_hint}".rstrip()
-    out.print(f"  [dim]a worker runs it: {escape(hint)}; see it: flowtide show {escape(rid)}[/]")
+    where = store_option(store)
+    worker = "flowtide worker" + "".join(f" --nodes {shlex.quote(n)}" for n in nodes or []) + where
+    out.print(
+        f"  [dim]a worker runs it: {escape(worker)}; see it: flowtide show {escape(rid + where)}[/]"
+    )
+    note = store_note(store)
+    if note is not None:
+        out.print(f"  [dim]{escape(note)}[/]")
 
 
 async def _start(
@@ -142,7 +153,10 @@ async def _no_such_flow(engine: Engine, flow: str, url: str) -> BadInput:
 @guarded
 def signal(
     run: Annotated[
-        str | None, typer.Argument(metavar="[RUN]", help="The run's id (optional with --key).")
+        str | None,
+        typer.Argument(
+            metavar="[RUN]", help="The run's id, or the start of it (optional with --key)."
+        ),
     ] = None,
     placement: Annotated[
         str | None, typer.Option("--placement", "-p", help="The parked placement.")
@@ -223,6 +237,8 @@ async def _signal(
     idempotency_key: str | None,
 ) -> SignalReceipt | SignalRefused:
     async with client(url, registry=code.registry()) as engine:
+        if run is not None:
+            run = await resolve_run(engine.store, run, url)
         try:
             return await engine.signal(
                 run,
@@ -259,7 +275,7 @@ def cancel(
     """
     with current_directory_first():
         code = load_modules(nodes or [])
-        cancelled, lifecycle = asyncio.run(_cancel(store, code, run, reason))
+        run, cancelled, lifecycle = asyncio.run(_cancel(store, code, run, reason))
     if json_output:
         emit_json({"run_id": run, "cancelled": cancelled, "lifecycle": lifecycle})
     elif cancelled:
@@ -270,8 +286,9 @@ def cancel(
         raise typer.Exit(ExitCode.REFUSED)
 
 
-async def _cancel(url: str, code: Code, run: str, reason: str | None) -> tuple[bool, str]:
+async def _cancel(url: str, code: Code, given: str, reason: str | None) -> tuple[str, bool, str]:
     async with client(url, registry=code.registry()) as engine:
+        run = await resolve_run(engine.store, given, url)
         try:
             cancelled = await engine.cancel(run, reason)
             record = await engine.store.get_run(run)
@@ -279,7 +296,7 @@ async def _cancel(url: str, code: Code, run: str, reason: str | None) -> tuple[b
             raise unknown_run(exc, url) from None
         except NodeResolutionError as exc:
             raise BadInput(f"{exc}; name the module that implements it with --nodes") from None
-    return cancelled, record.lifecycle
+    return run, cancelled, record.lifecycle
 
 
 __all__ = ["cancel", "signal", "start"]

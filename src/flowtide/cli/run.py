@@ -8,13 +8,15 @@ import json
 import os
 import signal
 import textwrap
-from collections.abc import Awaitable, Sequence
+import uuid
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich import markup
+from rich.console import Console
 from rich.live import Live
 
 from flowtide.cli.code import Code, current_directory_first, load_modules
@@ -29,6 +31,7 @@ from flowtide.cli.common import (
     out,
 )
 from flowtide.cli.inputs import LIFECYCLE_STYLE, flows_to_run, parse_deadline, parse_state
+from flowtide.cli.left import Left, left_in, signal_address, tell
 from flowtide.cli.operate import start
 from flowtide.cli.stores import (
     DEFAULT,
@@ -36,12 +39,14 @@ from flowtide.cli.stores import (
     event_json,
     event_table,
     opened,
+    print_table,
     relative,
-    shown_store,
+    store_option,
 )
 from flowtide.engine import Engine, Lifecycle, RunResult
 from flowtide.engine.children import open_parks
 from flowtide.model.flow import Flow
+from flowtide.store.memory import MemoryStore
 
 
 async def _run_flows(
@@ -50,27 +55,29 @@ async def _run_flows(
     code: Code,
     state: dict[str, Any],
     deadline: timedelta | datetime | None,
-) -> tuple[RunResult | None, str, list[dict[str, Any]]]:
-    """Run the first flow to its end in this process, waiting (with a line saying for what)
-    while it is parked. Ctrl-C (or SIGTERM) stops waiting: the run stays in the store, and the
-    result is None."""
+    shown: Console,
+) -> tuple[RunResult | Left, list[dict[str, Any]]]:
+    """Run the first flow to its end in this process, waiting (with a line on ``shown`` saying
+    for what) while it is parked. Ctrl-C (or SIGTERM) stops waiting: the run is given back to
+    the store as it is, and where it was left is the result."""
     store = await opened(url)
     engine = Engine(store=store, flows=flows, registry=code.registry())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    run_id = uuid.uuid4().hex  # (known here, should the run be stopped before it returns)
+    result: RunResult | None = None
     try:
-        first = await _until(stop, engine.run(flows[0], state, deadline=deadline))
-        if first is None:
-            return None, "", []
-        result: RunResult | None = first
-        if first.lifecycle is Lifecycle.PARKED:
-            result = await _wait_parked(engine, url, first, stop)
+        first = await _until(stop, engine.run(flows[0], state, deadline=deadline, run_id=run_id))
+        result = first
+        if first is not None and first.lifecycle is Lifecycle.PARKED:
+            result = await _wait_parked(engine, url, first, stop, shown)
         if result is None:
-            return None, first.run_id, []
+            await engine.close()  # (first: the run is given back before it is looked at)
+            return await left_in(store, run_id), []
         history = [event_json(e) for e in await engine.history(result.run_id)]
-        return result, result.run_id, history
+        return result, history
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
@@ -94,19 +101,20 @@ async def _until(stop: asyncio.Event, work: Awaitable[RunResult]) -> RunResult |
 
 
 async def _wait_parked(
-    engine: Engine, url: str, parked: RunResult, stop: asyncio.Event
+    engine: Engine, url: str, parked: RunResult, stop: asyncio.Event, console: Console
 ) -> RunResult | None:
-    """Wait for a parked run's end, showing what it waits for (refreshed every second)."""
+    """Wait for a parked run's end, showing what it waits for on ``console`` (refreshed every
+    second)."""
     run_id = parked.run_id
     ending = asyncio.ensure_future(engine.wait(run_id))
     shown = ""
-    with Live(console=out, transient=True, auto_refresh=False) as live:
+    with Live(console=console, transient=True, auto_refresh=False) as live:
         while not ending.done() and not stop.is_set():
             line = await waiting_line(engine, url, run_id)
-            if out.is_terminal:
+            if console.is_terminal:
                 live.update(line, refresh=True)
             elif line != shown:
-                out.print(line)
+                console.print(line)
             shown = line
             await asyncio.wait({ending}, timeout=1.0)
     if ending.done():
@@ -128,11 +136,14 @@ async def waiting_line(engine: Engine, url: str, run_id: str) -> str:
         for p in parks
     )
     first = parks[0]
-    how = f"--key {first.key}" if first.key else f"{first.run_id} --placement {first.placement}"
-    return (
-        f"[yellow]waiting[/]: {where} [dim]· signal it: flowtide signal {escape(how)} "
-        f"--store {escape(shown_store(url))} · Ctrl-C leaves the run in the store[/]"
-    )
+    how = signal_address(first)
+    if isinstance(engine.store, MemoryStore):
+        how_else = "no other process can signal it (memory: is this process's own)"
+        ctrl_c = "Ctrl-C ends it, and it is lost"
+    else:
+        how_else = f"signal it: flowtide signal {escape(how + store_option(url))}"
+        ctrl_c = "Ctrl-C leaves the run in the store"
+    return f"[yellow]waiting[/]: {where} [dim]· {how_else} · {ctrl_c}[/]"
 
 
 def print_result(result: RunResult) -> None:
@@ -211,12 +222,13 @@ def run(
         return
     state = parse_state(input)
     when = parse_deadline(deadline)
+    shown = err if json_output else out  # (with --json, stdout has the JSON only)
     with current_directory_first():
         code = load_modules(nodes or [])
         flows = flows_to_run(file, others or [], code)
-        result, run_id, events = asyncio.run(_run_flows(store, flows, code, state, when))
-    if result is None:
-        _left_waiting(run_id, nodes or [], store)
+        result, events = asyncio.run(_run_flows(store, flows, code, state, when, shown))
+    if isinstance(result, Left):
+        tell(result, nodes or [], store, json_output)
         raise typer.Exit(ExitCode.INTERRUPTED)
     if json_output:
         data = result.to_dict()
@@ -226,19 +238,6 @@ def run(
     else:
         print_result(result)
         if history:
-            out.print(event_table(events))
+            print_table(event_table(events))
     if result.lifecycle is not Lifecycle.COMPLETED:
         raise typer.Exit(ExitCode.FAILURE)
-
-
-def _left_waiting(run_id: str, nodes: Sequence[str], url: str) -> None:
-    if not run_id:
-        err.print("stopped before the run was stored")
-        return
-    where = f" --store {shown_store(url)}"
-    modules = "".join(f" --nodes {n}" for n in nodes)
-    err.print(
-        f"stopped waiting: run {escape(run_id)} is left in the store, as it is.\n"
-        f"  go on with it: flowtide worker{escape(modules + where)}\n"
-        f"  see it: flowtide show {escape(run_id + where)}"
-    )

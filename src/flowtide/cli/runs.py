@@ -25,7 +25,9 @@ from flowtide.cli.stores import (
     event_json,
     event_table,
     opened,
+    print_table,
     relative,
+    resolve_run,
     unknown_run,
 )
 from flowtide.engine import EngineError, Lifecycle
@@ -118,7 +120,7 @@ def runs(
             when,
             escape(lease.owner) if lease is not None else "-",
         )
-    out.print(table)
+    print_table(table)
 
 
 Row = tuple[RunRecord, list[TokenRecord], Lease | None, list[str]]
@@ -126,7 +128,7 @@ Row = tuple[RunRecord, list[TokenRecord], Lease | None, list[str]]
 
 
 async def _runs(url: str, lifecycle: str | None, limit: int) -> list[Row]:
-    store = await opened(url)
+    store = await opened(url, create=False)
     try:
         found = sorted(
             await store.list_runs(lifecycle), key=lambda r: (r.created_at, r.id), reverse=True
@@ -188,7 +190,7 @@ def show(run: RunArgument, store: StoreOption = DEFAULT, json_output: JsonOption
     now = datetime.now(UTC)
     style = _style(data["lifecycle"])
     outcome = f", outcome [bold]{escape(str(data['outcome']))}[/]" if data["outcome"] else ""
-    out.print(f"run [bold]{escape(run)}[/]: [{style}]{data['lifecycle']}[/]{outcome}")
+    out.print(f"run [bold]{escape(data['run_id'])}[/]: [{style}]{data['lifecycle']}[/]{outcome}")
     out.print(f"  flow {escape(data['flow'])} version {escape(data['version'])}")
     out.print(f"  created {data['created_at'].isoformat()}")
     if data["deadline"] is not None:
@@ -218,13 +220,11 @@ def show(run: RunArgument, store: StoreOption = DEFAULT, json_output: JsonOption
     out.print("  state: " + escape(json.dumps(data["state"], sort_keys=True, default=str)))
 
 
-async def _show(url: str, run_id: str) -> dict[str, Any]:
-    store = await opened(url)
+async def _show(url: str, given: str) -> dict[str, Any]:
+    store = await opened(url, create=False)
     try:
-        try:
-            run = await store.get_run(run_id)
-        except UnknownRunError as exc:
-            raise unknown_run(exc, url) from None
+        run_id = await resolve_run(store, given, url)
+        run = await store.get_run(run_id)
         row = await _row(store, run, list(await store.workers()))
         parks = await open_parks(store, run_id)  # (a subflow's child's parks too)
         data = _run_json(*row)
@@ -261,16 +261,13 @@ def history(
     if json_output:
         emit_json(events)
         return
-    out.print(event_table(events))
+    print_table(event_table(events))
 
 
-async def _history(url: str, run_id: str) -> list[dict[str, Any]]:
-    store = await opened(url)
+async def _history(url: str, given: str) -> list[dict[str, Any]]:
+    store = await opened(url, create=False)
     try:
-        try:
-            events = await store.history(run_id)
-        except UnknownRunError as exc:
-            raise unknown_run(exc, url) from None
+        events = await store.history(await resolve_run(store, given, url))
         return [event_json(e) for e in events]
     finally:
         await store.close()
@@ -295,22 +292,25 @@ def explain(
     ended (why it expired, from which anchor)."""
     with current_directory_first():
         code = load_modules(nodes or [])
-        found = asyncio.run(_explain(store, code, run, placement))
+        run_id, found = asyncio.run(_explain(store, code, run, placement))
     if json_output:
         emit_json([dataclasses.asdict(e) for e in found])
         return
     if not found:
-        out.print(f"run {escape(run)}: no placement with a window or timers was visited")
+        out.print(f"run {escape(run_id)}: no placement with a window or timers was visited")
     for e in found:
         out.print(markup.escape(str(e)))  # (several lines of its own)
 
 
-async def _explain(url: str, code: Code, run: str, placement: str | None) -> list[Any]:
-    async with client(url, registry=code.registry()) as engine:
+async def _explain(
+    url: str, code: Code, given: str, placement: str | None
+) -> tuple[str, list[Any]]:
+    async with client(url, registry=code.registry(), create=False) as engine:
+        run = await resolve_run(engine.store, given, url)
         try:
             if placement is not None:
-                return [await engine.explain(run, placement=placement)]
-            return list(await engine.explain_run(run))
+                return run, [await engine.explain(run, placement=placement)]
+            return run, list(await engine.explain_run(run))
         except UnknownRunError as exc:
             raise unknown_run(exc, url) from None
         except EngineError as exc:

@@ -166,8 +166,9 @@ class SetAside:
 
 
 def short_id(run_id: str) -> str:
-    """The prefix of a run id that logs show."""
-    return run_id[:12]
+    """The prefix of a run id that logs show (a character that does not print escaped, so an id
+    cannot forge a log line)."""
+    return printable(run_id[:12])
 
 
 async def give_back(store: Store, clock: Clock, lease: Lease) -> None:

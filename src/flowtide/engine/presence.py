@@ -21,6 +21,7 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.missing import MissingNodes
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
+from flowtide.printable import printable
 from flowtide.store.base import Lease, RunRecord, Store
 
 __all__ = ["Presence", "PresenceHost"]
@@ -83,21 +84,25 @@ class Presence:
             await self.heartbeat.stop()
 
     def took(self, run_id: str, flow_id: str) -> None:
-        log.info("took run %s (flow %s)", short_id(run_id), flow_id)
+        log.info("took run %s (flow %s)", short_id(run_id), printable(flow_id))
         if self.heartbeat is not None:
             self.heartbeat.drives(run_id)
 
     def let_go(self, run: RunRecord) -> None:
         if run.lifecycle == Lifecycle.PARKED:
-            log.info("run %s (flow %s) parked: given back", short_id(run.id), run.flow_id)
+            log.info(
+                "run %s (flow %s) parked: given back", short_id(run.id), printable(run.flow_id)
+            )
         else:
-            log.info("run %s (flow %s) handed back to a worker", short_id(run.id), run.flow_id)
+            log.info(
+                "run %s (flow %s) handed back to a worker", short_id(run.id), printable(run.flow_id)
+            )
 
     def ended(self, run: RunRecord) -> None:
         """The run's executor is done; if the run has ended (else another actor ended it)."""
         if Lifecycle(run.lifecycle).terminal:
             how = f"{run.lifecycle} ({run.outcome})" if run.outcome else run.lifecycle
-            log.info("run %s (flow %s) ended: %s", short_id(run.id), run.flow_id, how)
+            log.info("run %s (flow %s) ended: %s", short_id(run.id), printable(run.flow_id), how)
 
     def gave_back(self, run_ids: Iterable[str], why: str) -> None:
         for run_id in run_ids:

@@ -80,6 +80,7 @@ from flowtide.errors import FlowtideError
 __all__ = [
     "ENDED_LIFECYCLES",
     "LIVE_TOKEN_STATUSES",
+    "PRUNE_BATCH",
     "RUNNABLE_LIFECYCLES",
     "Checkpoint",
     "Commit",
@@ -110,12 +111,31 @@ __all__ = [
     "UnknownRunError",
     "UnknownStoredFlow",
     "WorkerRecord",
+    "prefix_end",
 ]
 
 ENDED_LIFECYCLES = frozenset({"completed", "failed", "cancelled", "timed_out"})
 """The lifecycles of a run that has ended (it has no wake instant and no due entries)."""
 RUNNABLE_LIFECYCLES = frozenset({"pending", "running"})
 """The lifecycles of a run that needs a worker as soon as nobody holds it."""
+
+PRUNE_BATCH = 500
+"""How many runs :meth:`Store.prune_runs` deletes in one transaction by default."""
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least text greater than every text that starts with ``prefix`` (in code point order,
+    which is the byte order of UTF-8: SQLite's and PostgreSQL's ``COLLATE "C"``), or None when
+    there is none (``prefix`` is empty, or all its characters are the last code point): ids
+    starting with ``prefix`` are those ``>= prefix`` and ``< prefix_end(prefix)``."""
+    kept = prefix
+    while kept:
+        last = ord(kept[-1])
+        if last < 0x10FFFF:
+            following = 0xE000 if 0xD800 <= last + 1 <= 0xDFFF else last + 1  # (no surrogates)
+            return kept[:-1] + chr(following)
+        kept = kept[:-1]
+    return None
 
 
 class StoreError(FlowtideError):
@@ -658,6 +678,29 @@ class Store(ABC):
     @abstractmethod
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
         """Every run, or those whose lifecycle is ``lifecycle`` (in no promised order)."""
+
+    @abstractmethod
+    async def run_ids(self, prefix: str, limit: int = 10) -> Sequence[str]:
+        """The ids of runs that start with ``prefix`` (every run's for ``""``), in code point
+        order, at most ``limit`` of them: a worker's log shows runs by the start of their id."""
+
+    @abstractmethod
+    async def prune_runs(
+        self,
+        ended_before: datetime,
+        *,
+        limit: int = PRUNE_BATCH,
+        after: str = "",
+        dry_run: bool = False,
+    ) -> Sequence[str]:
+        """Delete up to ``limit`` runs that may be pruned, with everything of theirs (state,
+        tokens, history, due entries, node anchors, parks, scatter items, signal answers and
+        requests), in one transaction; returns their ids, in code point order, all greater than
+        ``after``. With ``dry_run`` nothing is deleted (``after`` pages through them).
+
+        A run may be pruned once it has ended (:data:`ENDED_LIFECYCLES`) before ``ended_before``
+        (its ``finished_at``, else its creation) and it is no subflow child of a run that has
+        not ended (a child whose parent is gone may go). Flow documents stay."""
 
     @abstractmethod
     async def get_state(self, run_id: str) -> dict[str, Any]:

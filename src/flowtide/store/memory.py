@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from flowtide.store.base import (
     ENDED_LIFECYCLES,
+    PRUNE_BATCH,
     RUNNABLE_LIFECYCLES,
     Checkpoint,
     Commit,
@@ -467,6 +468,54 @@ class MemoryStore(Store):
             for row in self._runs.values()
             if lifecycle is None or row.record.lifecycle == lifecycle
         ]
+
+    async def run_ids(self, prefix: str, limit: int = 10) -> Sequence[str]:
+        return sorted(run_id for run_id in self._runs if run_id.startswith(prefix))[: max(limit, 0)]
+
+    async def prune_runs(
+        self,
+        ended_before: datetime,
+        *,
+        limit: int = PRUNE_BATCH,
+        after: str = "",
+        dry_run: bool = False,
+    ) -> Sequence[str]:
+        found = sorted(
+            run_id
+            for run_id, row in self._runs.items()
+            if run_id > after and self._prunable(row.record, ended_before)
+        )[: max(limit, 0)]
+        if not dry_run:
+            for run_id in found:
+                self._forget(run_id)
+        return found
+
+    def _prunable(self, run: RunRecord, ended_before: datetime) -> bool:
+        if run.lifecycle not in ENDED_LIFECYCLES:
+            return False
+        if (run.finished_at or run.created_at) >= ended_before:
+            return False
+        parent = self._runs.get(run.parent_run_id) if run.parent_run_id is not None else None
+        return parent is None or parent.record.lifecycle in ENDED_LIFECYCLES
+
+    def _forget(self, run_id: str) -> None:
+        """Delete the run and everything of its."""
+        self._let_go(run_id)
+        for kept in (self._runs, self._states, self._tokens, self._history, self._due):
+            del kept[run_id]
+        self._epochs.pop(run_id, None)
+        self._wakes.pop(run_id, None)  # (its item in the heap is stale now, dropped in time)
+        self._anchors.pop(run_id, None)
+        for park_id in self._parks_by_run.pop(run_id, set()):
+            key = self._parks.pop(park_id).record.key
+            if key is not None:
+                self._parks_by_key[key].discard(park_id)
+        for progress in [k for k in self._scatter if k[0] == run_id]:
+            del self._scatter[progress]
+        for key in [k for k, a in self._answers.items() if a.record.run_id == run_id]:
+            del self._answers[key]
+        for rid in [k for k, r in self._requests.items() if r.record.run_id == run_id]:
+            del self._requests[rid]
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
         self._run(run_id)

@@ -443,3 +443,59 @@ SELECT run_id, progress, item_index, status, output, result, key, item_order
 FROM scatter_items
 WHERE run_id = %(run_id)s AND progress = %(progress)s
 ORDER BY item_index;
+
+-- -- finding runs by the start of their id, and pruning ended runs ------------
+
+-- name: run_ids_between
+-- Ids from prefix up to (not including) end: those that start with prefix (ids are COLLATE "C").
+SELECT id FROM runs WHERE id >= %(prefix)s AND id < %(end)s ORDER BY id LIMIT %(limit)s;
+
+-- name: run_ids_from
+-- Ids from prefix on (for a prefix that no text follows, see flowtide.store.base.prefix_end).
+SELECT id FROM runs WHERE id >= %(prefix)s ORDER BY id LIMIT %(limit)s;
+
+-- name: prunable_runs
+-- Runs that ended before ended_before and are no child of a run that has not ended. FOR UPDATE:
+-- a prune and another one (or a run's parent) racing wait for one another.
+SELECT r.id FROM runs r
+WHERE r.lifecycle = ANY(%(ended)s::text[]) AND r.id > %(after)s
+    AND coalesce(r.finished_at, r.created_at) < %(ended_before)s
+    AND NOT EXISTS (
+        SELECT 1 FROM runs p
+        WHERE p.id = r.parent_run_id AND NOT p.lifecycle = ANY(%(ended)s::text[])
+    )
+ORDER BY r.id LIMIT %(limit)s;
+
+-- name: lock_pruned
+-- The runs of a batch, locked: those another prune took first are skipped.
+SELECT id FROM runs WHERE id = ANY(%(ids)s::text[]) ORDER BY id FOR UPDATE SKIP LOCKED;
+
+-- name: prune_state
+DELETE FROM state WHERE run_id = ANY(%(ids)s::text[]);
+
+-- name: prune_tokens
+DELETE FROM tokens WHERE run_id = ANY(%(ids)s::text[]);
+
+-- name: prune_history
+DELETE FROM events WHERE run_id = ANY(%(ids)s::text[]);
+
+-- name: prune_due
+DELETE FROM due WHERE run_id = ANY(%(ids)s::text[]);
+
+-- name: prune_anchors
+DELETE FROM node_anchors WHERE run_id = ANY(%(ids)s::text[]);
+
+-- name: prune_parks
+DELETE FROM parks WHERE run_id = ANY(%(ids)s::text[]);
+
+-- name: prune_signal_answers
+DELETE FROM signal_answers WHERE run_id = ANY(%(ids)s::text[]);
+
+-- name: prune_signal_requests
+DELETE FROM signal_requests WHERE run_id = ANY(%(ids)s::text[]);
+
+-- name: prune_scatter_items
+DELETE FROM scatter_items WHERE run_id = ANY(%(ids)s::text[]);
+
+-- name: prune_runs
+DELETE FROM runs WHERE id = ANY(%(ids)s::text[]);

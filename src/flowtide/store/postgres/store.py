@@ -30,6 +30,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from flowtide.store.base import (
     ENDED_LIFECYCLES,
+    PRUNE_BATCH,
     RUNNABLE_LIFECYCLES,
     Commit,
     DueEntry,
@@ -52,6 +53,7 @@ from flowtide.store.base import (
     UnknownRunError,
     UnknownStoredFlow,
     WorkerRecord,
+    prefix_end,
 )
 from flowtide.store.jsonvalues import decode_json
 from flowtide.store.postgres.commits import Creation, Facts, check, prepare, read_facts, write
@@ -76,6 +78,19 @@ __all__ = ["PostgresStore"]
 
 _ENDED = sorted(ENDED_LIFECYCLES)
 _RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
+_PRUNED_TABLES = (
+    "state",
+    "tokens",
+    "history",
+    "due",
+    "anchors",
+    "parks",
+    "signal_answers",
+    "signal_requests",
+    "scatter_items",
+    "runs",
+)
+"""What a pruned run is deleted from (``prune_<table>``), the runs last."""
 _CONNECT_TIMEOUT = 10
 """Seconds to wait for a connection, unless the URL says (``connect_timeout``)."""
 _OPEN = frozenset({TransactionStatus.INTRANS, TransactionStatus.INERROR})
@@ -408,6 +423,37 @@ class PostgresStore(Store):
         else:
             rows = await self._rows("list_runs_by_lifecycle", {"lifecycle": lifecycle})
         return [run_of_row(row) for row in rows]
+
+    async def run_ids(self, prefix: str, limit: int = 10) -> Sequence[str]:
+        end = prefix_end(prefix)
+        params = {"prefix": prefix, "end": end, "limit": max(limit, 0)}
+        rows = await self._rows("run_ids_between" if end is not None else "run_ids_from", params)
+        return [str(row[0]) for row in rows]
+
+    async def prune_runs(
+        self,
+        ended_before: datetime,
+        *,
+        limit: int = PRUNE_BATCH,
+        after: str = "",
+        dry_run: bool = False,
+    ) -> Sequence[str]:
+        params: Params = {
+            "ended_before": ended_before,
+            "limit": max(limit, 0),
+            "after": after,
+            "ended": _ENDED,
+        }
+        if dry_run:
+            return [str(row[0]) for row in await self._rows("prunable_runs", params)]
+        async with self._transaction() as conn:
+            found = await (await conn.execute(Q["prunable_runs"], params)).fetchall()
+            locked = await conn.execute(Q["lock_pruned"], {"ids": [row[0] for row in found]})
+            ids = {"ids": [str(row[0]) for row in await locked.fetchall()]}
+            if ids["ids"]:
+                for table in _PRUNED_TABLES:
+                    await conn.execute(Q[f"prune_{table}"], ids)
+        return ids["ids"]
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
         rows = await self._run_rows("get_state", {"run_id": run_id})

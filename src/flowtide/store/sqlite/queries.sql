@@ -381,3 +381,50 @@ SELECT
 FROM flows
 WHERE :flow_id IS NULL OR flows.flow_id = :flow_id
 ORDER BY flows.flow_id, flows.stored_order;
+-- -- finding runs by the start of their id, and pruning ended runs ------------
+
+-- name: run_ids_between
+-- Ids from :prefix up to (not including) :end: those that start with :prefix.
+SELECT id FROM runs WHERE id >= :prefix AND id < :end ORDER BY id LIMIT :limit;
+
+-- name: run_ids_from
+-- Ids from :prefix on (for a prefix that no text follows, see flowtide.store.base.prefix_end).
+SELECT id FROM runs WHERE id >= :prefix ORDER BY id LIMIT :limit;
+
+-- name: prunable_runs
+-- Runs that ended before :ended_before and are no child of a run that has not ended.
+SELECT r.id FROM runs r
+WHERE r.ended AND r.id > :after AND coalesce(r.finished_at, r.created_at) < :ended_before
+    AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.id = r.parent_run_id AND NOT p.ended)
+ORDER BY r.id LIMIT :limit;
+
+-- name: prune_state
+DELETE FROM run_state WHERE run_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_tokens
+DELETE FROM tokens WHERE run_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_history
+DELETE FROM history WHERE run_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_due
+DELETE FROM due WHERE run_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_anchors
+DELETE FROM anchors WHERE run_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_parks
+DELETE FROM parks WHERE run_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_signal_answers
+DELETE FROM signal_answers WHERE run_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_signal_requests
+DELETE FROM signal_requests WHERE run_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_scatter_items
+DELETE FROM scatter_items WHERE run_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_runs
+-- Last: the other tables' rows refer to their run.
+DELETE FROM runs WHERE id IN (SELECT value FROM json_each(:ids));

@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import Any, Self, TypeVar
 
 from flowtide.store.base import (
+    PRUNE_BATCH,
     Commit,
     DueEntry,
     EventRecord,
@@ -54,8 +55,9 @@ from flowtide.store.base import (
     WorkerRecord,
 )
 from flowtide.store.jsonvalues import encode_json
-from flowtide.store.sqlite import commits, flows, leases, reads, requests, workers
+from flowtide.store.sqlite import commits, flows, leases, pruning, reads, requests, workers
 from flowtide.store.sqlite.group import Write, WriteQueue, apply_group
+from flowtide.store.sqlite.rows import micros
 from flowtide.store.sqlite.schema import SYNCHRONOUS, open_database
 from flowtide.store.sqlite.sql import store_error
 
@@ -295,6 +297,24 @@ class SQLiteStore(Store):
 
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
         return await self._call(lambda conn: reads.list_runs(conn, lifecycle))
+
+    async def run_ids(self, prefix: str, limit: int = 10) -> Sequence[str]:
+        return await self._call(lambda conn: pruning.run_ids(conn, prefix, limit))
+
+    async def prune_runs(
+        self,
+        ended_before: datetime,
+        *,
+        limit: int = PRUNE_BATCH,
+        after: str = "",
+        dry_run: bool = False,
+    ) -> Sequence[str]:
+        before = micros(ended_before)
+        if dry_run:
+            return await self._call(lambda conn: pruning.prunable_runs(conn, before, limit, after))
+        pruned = await self._write(lambda conn: pruning.prune_runs(conn, before, limit, after))
+        self._written += 1
+        return pruned
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
         return await self._call(lambda conn: reads.get_state(conn, run_id))

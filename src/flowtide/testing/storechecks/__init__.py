@@ -43,6 +43,12 @@ from flowtide.testing.storechecks.parking import (
     node_anchors_are_stored_and_released,
     parks_are_found_by_filters_in_order,
 )
+from flowtide.testing.storechecks.pruning import (
+    pruning_deletes_ended_runs_and_everything_of_theirs,
+    pruning_goes_in_batches,
+    pruning_keeps_live_runs_and_the_children_of_live_parents,
+    runs_are_found_by_the_start_of_their_id,
+)
 from flowtide.testing.storechecks.records import (
     checkpoints_round_trip,
     flows_are_stored_by_digest,
@@ -98,4 +104,8 @@ CHECKS: tuple[StoreCheck, ...] = (
     records_are_copies,
     worker_heartbeats_are_kept_and_forgotten,
     worker_heartbeats_are_copies,
+    runs_are_found_by_the_start_of_their_id,
+    pruning_deletes_ended_runs_and_everything_of_theirs,
+    pruning_keeps_live_runs_and_the_children_of_live_parents,
+    pruning_goes_in_batches,
 )

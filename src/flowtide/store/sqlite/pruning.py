@@ -1,0 +1,50 @@
+"""Finding runs by the start of their id, and pruning ended runs, in the SQLite store's thread."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from flowtide.store.base import prefix_end
+from flowtide.store.sqlite.sql import QUERIES
+
+__all__ = ["PRUNED_TABLES", "prunable_runs", "prune_runs", "run_ids"]
+
+PRUNED_TABLES = (
+    "state",
+    "tokens",
+    "history",
+    "due",
+    "anchors",
+    "parks",
+    "signal_answers",
+    "signal_requests",
+    "scatter_items",
+    "runs",
+)
+"""What a pruned run is deleted from (``prune_<table>``), the runs last."""
+
+
+def run_ids(conn: sqlite3.Connection, prefix: str, limit: int) -> list[str]:
+    end = prefix_end(prefix)
+    params = {"prefix": prefix, "end": end, "limit": max(limit, 0)}
+    query = QUERIES["run_ids_between"] if end is not None else QUERIES["run_ids_from"]
+    return [row["id"] for row in conn.execute(query, params)]
+
+
+def prunable_runs(conn: sqlite3.Connection, ended_before: int, limit: int, after: str) -> list[str]:
+    """Up to ``limit`` ids of runs that may be pruned, after ``after`` (``ended_before``: in
+    microseconds)."""
+    params = {"ended_before": ended_before, "limit": max(limit, 0), "after": after}
+    return [row["id"] for row in conn.execute(QUERIES["prunable_runs"], params)]
+
+
+def prune_runs(conn: sqlite3.Connection, ended_before: int, limit: int, after: str) -> list[str]:
+    """Delete up to ``limit`` runs that may be pruned, with everything of theirs (inside the
+    caller's write transaction); returns their ids."""
+    found = prunable_runs(conn, ended_before, limit, after)
+    if found:
+        ids = {"ids": json.dumps(found)}
+        for table in PRUNED_TABLES:
+            conn.execute(QUERIES[f"prune_{table}"], ids)
+    return found
