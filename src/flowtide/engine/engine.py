@@ -47,7 +47,7 @@ from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, SetAside, give_back,
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_sizes
 from flowtide.engine.plan import FlowPlan
-from flowtide.engine.reducers import copy_state
+from flowtide.engine.reducers import copy_state, stored_form
 from flowtide.engine.result import RunResult
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
@@ -318,7 +318,7 @@ class Engine:
                 "flows": self._catalog.children(flow_id),
             },
         )
-        return run, copy_state(input or {})
+        return run, {k: stored_form(v) for k, v in copy_state(input or {}).items()}
 
     async def _launch(self, run: RunRecord, state: dict[str, Any], entrypoint: str | None) -> None:
         """Store the new run and start its executor (a client leaves it to a worker)."""
