@@ -20,7 +20,7 @@ from typing import Any
 
 from flowtide.engine._commit import commit_step
 from flowtide.engine._host import RunHost
-from flowtide.engine._records import JoinGroup, RunEnd
+from flowtide.engine._records import JoinGroup, RunEnd, branch_marks
 from flowtide.engine._steps import StepLock
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
@@ -274,10 +274,10 @@ class RunCore(ABC):
     ) -> list[TokenRecord]:
         """``token`` (done) and the new tokens of its split, one per target."""
         n = len(targets)
-        return [
-            token,
-            *(self.new_token(t, (*token.lineage, (split, i, n))) for i, t in enumerate(targets)),
-        ]
+        new = [self.new_token(t, (*token.lineage, (split, i, n))) for i, t in enumerate(targets)]
+        for t in new:
+            t.data.update(branch_marks(token))  # (a reminder's branches stay its own)
+        return [token, *new]
 
     def next_visit(self, placement: str) -> int:
         n = self.visits.get(placement, 0) + 1

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowtide.engine._arming import Arming
-from flowtide.engine._records import move_token, terminal_event
+from flowtide.engine._records import move_token, sets_outcome, terminal_event
 from flowtide.engine.errors import (
     UnroutedOutputError,
 )
@@ -108,7 +108,7 @@ class Routing(Arming):
             for t, q in ending:
                 self.tokens.pop(t.id, None)
                 self.terminals.append(q.id)
-                if self.outcome is None:
+                if self.outcome is None and sets_outcome(t):
                     self.outcome = q.outcome
             for key in released:
                 self.anchors.pop(key, None)

@@ -12,7 +12,7 @@ from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import isoformat
 from flowtide.engine._attempts import Attempt
 from flowtide.engine._joins import Joins
-from flowtide.engine._records import escalation, timed_out
+from flowtide.engine._records import branch_marks, escalation, sets_outcome, timed_out
 from flowtide.engine.contracts import OutputContractError
 from flowtide.engine.errors import (
     FailedTerminalError,
@@ -318,7 +318,11 @@ class Tasks(Joins):
         token.status = S.WAITING
         token.due = due
         token.deadline = window_end
-        token.data = {"purpose": "retry", "backoff": delay.total_seconds()}
+        token.data = {
+            "purpose": "retry",
+            "backoff": delay.total_seconds(),
+            **branch_marks(token),
+        }
         dues = [DueEntry(due, self.run.id, token.id)]
         if window_end is not None and window_end < due:
             dues.insert(0, DueEntry(window_end, self.run.id, token.id, "timeout"))
@@ -356,7 +360,7 @@ class Tasks(Joins):
         due = p.until if p.until is not None else now + (p.duration or (now - now))
         token.status = S.WAITING
         token.due = due
-        token.data = {"purpose": "wait"}
+        token.data = {"purpose": "wait", **branch_marks(token)}
         if await self.commit(
             Commit(
                 self.run.id,
@@ -380,7 +384,7 @@ class Tasks(Joins):
         self.terminals.append(p.id)
         if p.fails:
             self.request_end(Lifecycle.FAILED, [ErrorInfo.of(FailedTerminalError(p.id))])
-        elif self.outcome is None:
+        elif self.outcome is None and sets_outcome(token):
             self.outcome = p.outcome
         if self.joins and self.note_moves([token], ended=True):
             await self.evaluate_joins()
