@@ -12,7 +12,7 @@ import pytest
 from flowtide.authoring import node
 from flowtide.engine import Lifecycle, NodeContext, Park
 from flowtide.model import Flow
-from tests.engine.engine_helpers import running, raw_flow
+from tests.engine.engine_helpers import raw_flow, running
 
 pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 
