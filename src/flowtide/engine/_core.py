@@ -24,7 +24,7 @@ from flowtide.engine._records import JoinGroup, RunEnd, branch_marks
 from flowtide.engine._steps import StepLock
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
-from flowtide.engine.event_types import EventPayload
+from flowtide.engine.event_types import ErrorData, EventPayload, error_data
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import StateMerger
@@ -174,6 +174,15 @@ class RunCore(ABC):
             token_id=token.id if token else None,
         )
 
+    def error_info(self, exc: BaseException, placement: str | None = None) -> ErrorInfo:
+        """``exc`` as the run records it: redacted and cut to size (see
+        :mod:`flowtide.engine.redaction`)."""
+        return ErrorInfo.of(exc, placement, redact=self.host.redact)
+
+    def error_data(self, exc: BaseException) -> ErrorData:
+        """``exc`` as an event records it: redacted and cut to size."""
+        return error_data(exc, self.host.redact)
+
     def last_seq(self) -> int:
         """The seq of the last history event this executor committed (or restored)."""
         stored = self.stored_events
@@ -302,7 +311,7 @@ class RunCore(ABC):
                 if not self.closed:
                     raise
             except Exception as exc:
-                self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc)])
+                self.request_end(Lifecycle.FAILED, [self.error_info(exc)])
 
         self.track(asyncio.get_running_loop().create_task(wrapper()))
 
@@ -346,7 +355,7 @@ class RunCore(ABC):
     ) -> None:
         token.status = S.FAILED
         self.tokens.pop(token.id, None)
-        self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, token.placement)], interrupted)
+        self.request_end(Lifecycle.FAILED, [self.error_info(exc, token.placement)], interrupted)
 
     def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None:
         park = self.parks.pop(token.id, None)

@@ -116,7 +116,7 @@ class Driving(Subflows):
             await self.commit(Commit(self.run.id, tokens=[token]))
             self.spawn(token)
         except Exception as exc:
-            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc)])
+            self.request_end(Lifecycle.FAILED, [self.error_info(exc)])
         finally:
             self.tasks.discard(task)
             self.maybe_drained()
@@ -180,12 +180,12 @@ class Driving(Subflows):
             return
         if self.tokens:
             stuck = sorted({t.placement for t in self.tokens.values()})
-            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(DrainedWithoutTerminal(stuck))])
+            self.request_end(Lifecycle.FAILED, [self.error_info(DrainedWithoutTerminal(stuck))])
         elif self.terminals:
             self.request_end(Lifecycle.COMPLETED)
         else:
             self.request_end(
-                Lifecycle.FAILED, [ErrorInfo.of(DrainedWithoutTerminal(self.last_placements))]
+                Lifecycle.FAILED, [self.error_info(DrainedWithoutTerminal(self.last_placements))]
             )
 
     def quiescent(self) -> bool:
@@ -450,7 +450,7 @@ class Driving(Subflows):
             self.lose_view(exc)
         except Exception as exc:
             placement = token.placement if token is not None else None
-            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, placement)])
+            self.request_end(Lifecycle.FAILED, [self.error_info(exc, placement)])
         finally:
             self.tasks.discard(asyncio.current_task())
             if not self.working():  # else _maybe_drained has nothing to do

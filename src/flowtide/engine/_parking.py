@@ -27,7 +27,6 @@ from flowtide.engine.errors import (
 )
 from flowtide.engine.event_types import Signalled
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.result import ErrorInfo
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
     AnyPlacement,
@@ -402,7 +401,7 @@ class Parking(Tasks):
         if not targets:
             err = UnroutedOutputError(p.id, output, list(p.route_map()))
             await self.commit(Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True)
-            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(err, p.id)])
+            self.request_end(Lifecycle.FAILED, [self.error_info(err, p.id)])
             return
         new = [self.new_token(t, token.lineage) for t in targets]
         for t in new:

@@ -27,10 +27,9 @@ from flowtide.engine.event_types import (
     TerminalReached,
     TimerFired,
     WaitStarted,
-    error_data,
 )
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.result import ErrorInfo, InterruptedAt
+from flowtide.engine.result import InterruptedAt
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
@@ -200,12 +199,12 @@ class Tasks(Joins):
         exc = attempt.error
         assert exc is not None
         if isinstance(exc, OutputContractError) and "error" in p.route_map():
-            error = error_data(exc)
+            error = self.error_data(exc)
             self.last_placements = [p.id]
             return await self.route(
                 token, p, "error", event=lambda to: NodeFailed(error=error, to=to)
             )
-        ev = self.event(token, NodeFailed(error=error_data(exc)))
+        ev = self.event(token, NodeFailed(error=self.error_data(exc)))
         retryable = not isinstance(exc, UndeclaredOutputError | OutputContractError)
         if retryable and self.retry_allowed(token, settings, exc):
             await self.schedule_retry(token, settings, exc, ev)
@@ -383,7 +382,7 @@ class Tasks(Joins):
             return None
         self.terminals.append(p.id)
         if p.fails:
-            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(FailedTerminalError(p.id))])
+            self.request_end(Lifecycle.FAILED, [self.error_info(FailedTerminalError(p.id))])
         elif self.outcome is None and sets_outcome(token):
             self.outcome = p.outcome
         if self.joins and self.note_moves([token], ended=True):

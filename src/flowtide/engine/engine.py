@@ -47,6 +47,7 @@ from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, SetAside, give_back,
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_sizes
 from flowtide.engine.plan import FlowPlan
+from flowtide.engine.redaction import Redact, bound_message, redacted
 from flowtide.engine.reducers import copy_state, stored_form
 from flowtide.engine.result import RunResult
 from flowtide.engine.scheduler import Sweeper
@@ -95,7 +96,10 @@ class Engine:
     unique to its life by default), ``lease_ttl``, ``poll`` (seconds: how often, at the least,
     the sweeper looks at a shared store), ``executes`` (False: a client, which runs no node
     code), ``max_runs`` (how many runs the sweeper lets it hold at once), ``max_value_bytes``
-    (see :mod:`flowtide.engine.limits`).
+    (see :mod:`flowtide.engine.limits`). ``redact``: a function taking text and returning it with
+    its secrets replaced, applied to every error's message, traceback and details before it is
+    recorded (default: the hook registered with :func:`flowtide.engine.redaction.redact_errors`,
+    if any; see :mod:`flowtide.engine.redaction`).
     """
 
     def __init__(
@@ -115,6 +119,7 @@ class Engine:
         executes: bool = True,
         max_runs: int | None = None,
         max_value_bytes: int | None = DEFAULT_MAX_VALUE_BYTES,
+        redact: Redact | None = None,
     ) -> None:
         self.store: Store = store if store is not None else MemoryStore()
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -126,6 +131,7 @@ class Engine:
         self.executes = executes
         self.max_runs = max_runs
         self.max_value_bytes = max_value_bytes
+        self.redact = redact
         self._aside = SetAside(self.store, self.clock, self.owner, DEFER_UNFIREABLE)
         self.registry = registry
         self.hooks: list[Hook] = list(hooks)
@@ -668,7 +674,7 @@ class Engine:
             HookFailed(
                 hook=getattr(hook, "__qualname__", repr(hook)),
                 event=event.kind,
-                error=f"{type(exc).__name__}: {exc}",
+                error=f"{type(exc).__name__}: {bound_message(redacted(str(exc), self.redact))}",
             ),
             event.run_id,
             self.clock.now(),
@@ -712,6 +718,10 @@ class _EngineHost:
     @property
     def max_value_bytes(self) -> int | None:
         return self._engine.max_value_bytes
+
+    @property
+    def redact(self) -> Redact | None:
+        return self._engine.redact
 
     def wake_sweeper(self, when: datetime | None = None) -> None:
         self._engine._wake_sweeper(when)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypedDict
 
 from flowtide.engine.events import EventKind
+from flowtide.engine.redaction import Redact
 from flowtide.engine.result import ErrorInfo
 
 __all__ = [
@@ -61,9 +62,9 @@ class ErrorData(TypedDict):
     engine's own verdicts (a timeout, an undeclared output...) and in older records."""
 
 
-def error_data(exc: BaseException) -> ErrorData:
-    """``exc`` as an event records it."""
-    info = ErrorInfo.of(exc)
+def error_data(exc: BaseException, redact: Redact | None = None) -> ErrorData:
+    """``exc`` as an event records it (redacted and cut to size as :meth:`ErrorInfo.of`)."""
+    info = ErrorInfo.of(exc, redact=redact)
     return {
         "type": info.type,
         "message": info.message,

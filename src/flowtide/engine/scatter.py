@@ -356,7 +356,9 @@ class ScatterRun:
             return attempt.output, {**attempt.state, **attempt.update}, None
         if attempt.kind == "timeout":
             return "timeout", None, f"timed out after {settings.timeout}"
-        return "error", None, f"{type(attempt.error).__name__}: {attempt.error}"
+        assert attempt.error is not None
+        info = ex.error_info(attempt.error)  # (redacted and cut to size)
+        return "error", None, f"{info.type}: {info.message}"
 
     async def _run_flow(
         self, state: dict[str, Any], item: Any, index: int, run_key: str
@@ -386,7 +388,10 @@ class ScatterRun:
             return "timeout", None, "timed out"
         if result is not None and result.errors:
             return "error", None, f"{result.errors[0].type}: {result.errors[0].message}"
-        return "error", None, str(attempt.error or (result.lifecycle if result else "failed"))
+        if attempt.error is not None:
+            info = ex.error_info(attempt.error)
+            return "error", None, f"{info.type}: {info.message}"
+        return "error", None, str(result.lifecycle if result else "failed")
 
     async def _record(
         self,
