@@ -24,7 +24,14 @@ from flowtide.engine.errors import (
     UndeclaredOutputError,
 )
 from flowtide.engine.event_types import ProcessStarted
-from flowtide.engine.limits import ValueTooLargeError, check_size, check_sizes
+from flowtide.engine.limits import (
+    InvalidKeyError,
+    ValueTooLargeError,
+    check_key,
+    check_keys,
+    check_size,
+    check_sizes,
+)
 from flowtide.engine.output import Output, Park
 from flowtide.engine.process import run_in_process
 from flowtide.engine.reducers import copy_state
@@ -208,7 +215,12 @@ class Attempts(RunCore):
                 check_sizes(update, "update", limit)
             if park is not None:
                 check_size(park.payload, "park payload", limit)
-        except (UndeclaredOutputError, NotJSONError, ValueTooLargeError) as exc:
+            # (Keys a store indexes: checked here, the same on every store.)
+            check_keys(changed, "state")
+            check_keys(update, "update")
+            if park is not None and park.key is not None:
+                check_key(park.key, "park key")
+        except (UndeclaredOutputError, NotJSONError, ValueTooLargeError, InvalidKeyError) as exc:
             return Attempt("error", error=exc)
         contracts = self.host.output_contracts
         if park is None and contracts is not None:

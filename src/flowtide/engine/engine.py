@@ -45,7 +45,13 @@ from flowtide.engine.handles import RunHandle, SignalReceipt
 from flowtide.engine.inbox import Signaller
 from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, SetAside, give_back, worker_id
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_sizes
+from flowtide.engine.limits import (
+    DEFAULT_MAX_VALUE_BYTES,
+    MAX_ID_BYTES,
+    check_key,
+    check_keys,
+    check_sizes,
+)
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.redaction import Redact, bound_message, redacted
 from flowtide.engine.reducers import copy_state, stored_form
@@ -302,6 +308,9 @@ class Engine:
     ) -> tuple[RunRecord, dict[str, Any]]:
         """A new run's record (lifecycle ``pending``, not stored yet) and state."""
         check_sizes(input or {}, "input", self.max_value_bytes)
+        check_keys(input or {}, "input")
+        if run_id is not None:
+            check_key(run_id, "run id", MAX_ID_BYTES)
         if isinstance(flow, Flow):
             self.register_flow(flow)
             flow_id = flow.id
@@ -529,6 +538,11 @@ class Engine:
         (see :mod:`flowtide.engine.inbox`).
         """
         self._ready()
+        for text, what in ((key, "key"), (idempotency_key, "idempotency key")):
+            if text is not None:
+                check_key(text, what)  # (before the store is asked anything)
+        if payload is not None:
+            check_keys(payload, "payload")
         return await self._signaller.signal(
             run_id, placement, key, token_id, payload, output, idempotency_key
         )
