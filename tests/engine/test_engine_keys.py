@@ -13,6 +13,7 @@ from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Lifecycle, NodeContext, Output, Park
 from flowtide.engine.limits import MAX_ID_BYTES, MAX_KEY_BYTES, InvalidKeyError
 from flowtide.model import Flow
+from flowtide.store.jsonvalues import NotJSONError
 from tests.engine.engine_helpers import of_kind, running
 
 pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
@@ -94,3 +95,19 @@ async def test_a_run_id_or_a_signal_key_no_store_keeps_is_refused_before_anythin
         assert not receipt.duplicate
         result = await engine.wait(parked.run_id)
     assert result.lifecycle is Lifecycle.COMPLETED
+
+
+@node(outputs=["done"], register=False)
+async def writes_surrogate(ctx: NodeContext) -> Output:
+    return Output("done", update={"note": "caf\udce9"})
+
+
+async def test_text_that_is_not_unicode_fails_the_attempt_as_not_json() -> None:
+    async with running() as (engine, _clock):
+        result = await engine.run(flow(writes_surrogate))
+        with pytest.raises(NotJSONError, match=r"input/name: text with a lone surrogate"):
+            await engine.start(flow(writes_surrogate), {"name": "\ud800"})
+    assert result.lifecycle is Lifecycle.FAILED
+    (error,) = result.errors
+    assert error.type == "NotJSONError" and error.placement == "call"
+    assert error.message == "update/note: text with a lone surrogate (U+DCE9) is not Unicode"

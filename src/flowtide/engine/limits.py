@@ -12,7 +12,7 @@ from typing import Any
 
 from flowtide.engine.errors import EngineError
 from flowtide.jsonpointer import join
-from flowtide.store.jsonvalues import check_json, encode_json
+from flowtide.store.jsonvalues import NotJSONError, check_json, encode_json
 
 __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
@@ -49,11 +49,13 @@ class ValueTooLargeError(EngineError, ValueError):
 def check_size(value: Any, where: str, limit: int | None) -> None:
     """Raise :class:`~flowtide.store.jsonvalues.NotJSONError` if ``value`` is not JSON, and
     :class:`ValueTooLargeError` if it is over ``limit`` bytes as JSON (one pass for both)."""
-    if limit is None:
-        check_json(value, where)
-        return
-    size = len(encode_json(value, where).encode("utf-8"))
-    if size > limit:
+    try:
+        size = len(encode_json(value, where).encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        # (No store can write it: a database takes UTF-8.)
+        bad = f"U+{ord(exc.object[exc.start]):04X}"
+        raise NotJSONError(where, f"text with a lone surrogate ({bad}) is not Unicode") from None
+    if limit is not None and size > limit:
         raise ValueTooLargeError(where, size, limit)
 
 
