@@ -26,6 +26,7 @@ from flowtide.cli.stores import (
     shown_store,
 )
 from flowtide.engine import Engine
+from flowtide.engine.engine import DEFAULT_THREADS
 from flowtide.engine.leases import LEASE_TTL
 from flowtide.store.base import EventRecord
 
@@ -67,6 +68,15 @@ def worker(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Do not print the runs' events.")
     ] = False,
+    threads: Annotated[
+        int,
+        typer.Option(
+            "--threads",
+            min=1,
+            help="Worker threads for sync nodes: at most this many of their attempts run at "
+            "once; the others start (and their windows begin) when a thread is free.",
+        ),
+    ] = DEFAULT_THREADS,
     store: StoreOption = DEFAULT,
     json_output: JsonOption = False,
 ) -> None:
@@ -80,7 +90,9 @@ def worker(
     """
     with current_directory_first():
         code = load_modules(nodes or [])
-        settings = _Settings(concurrency, poll, timedelta(seconds=lease), quiet, json_output)
+        settings = _Settings(
+            concurrency, poll, timedelta(seconds=lease), quiet, json_output, threads
+        )
         asyncio.run(_work(store, code, settings))
 
 
@@ -91,6 +103,7 @@ class _Settings:
     lease: timedelta
     quiet: bool
     as_json: bool
+    threads: int = DEFAULT_THREADS
 
 
 async def _work(url: str, code: Code, settings: _Settings) -> None:
@@ -108,6 +121,7 @@ async def _work(url: str, code: Code, settings: _Settings) -> None:
         max_runs=settings.concurrency,
         poll=settings.poll,
         lease_ttl=settings.lease,
+        max_threads=settings.threads,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

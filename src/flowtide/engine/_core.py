@@ -95,12 +95,12 @@ class RunCore(ABC):
         """Tokens whose attempt start is committed (or being committed) but whose cancel scope
         is not registered in ``_running`` yet: an interrupting timer firing then is kept for the
         scope (``token.data["interrupt"]``) instead of being lost."""
+        self.thread_held: set[str] = set()  # attempt keys holding a thread slot, code not sent
         self.prestarted: set[str] = set()
         """Tokens whose move to a task also started its attempt (in the same commit)."""
         self.joins: dict[tuple[str, str], JoinGroup] = {}
         self.visits: dict[str, int] = {}
-        self.ids = itertools.count(1)
-        self.steps = StepLock()
+        self.ids, self.steps = itertools.count(1), StepLock()
         self.end: RunEnd | None = None
         self.outcome: str | None = None
         self.terminals: list[str] = []

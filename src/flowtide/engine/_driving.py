@@ -88,7 +88,11 @@ class Driving(Subflows):
                 token = self.new_token(self.entry_target(entry), ())
                 first = [token]
                 q = self.plan.placements.get(token.placement)
-                if q is not None and q.kind == "task":
+                if (
+                    q is not None
+                    and q.kind == "task"
+                    and self.take_thread_now(token, self.plan.impls[q.id])
+                ):
                     started, anchors, due = self.start_attempt(
                         token, q.id, self.plan.impls[q.id], self.plan.settings[q.id]
                     )
@@ -425,6 +429,7 @@ class Driving(Subflows):
         """Drive ``token`` placement after placement."""
         placements = self.plan.placements
         steps = 0
+        own = token.id if token is not None else None
         try:
             while token is not None:
                 if self.end is not None or token.status is S.CANCELLED:
@@ -452,6 +457,8 @@ class Driving(Subflows):
             placement = token.placement if token is not None else None
             self.request_end(Lifecycle.FAILED, [self.error_info(exc, placement)])
         finally:
+            if own is not None:
+                self.drop_thread(own)  # (a slot taken for an attempt that never ran)
             self.tasks.discard(asyncio.current_task())
             if not self.working():  # else _maybe_drained has nothing to do
                 self.maybe_drained()

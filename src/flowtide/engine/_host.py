@@ -19,6 +19,7 @@ from flowtide.engine.contracts import OutputContracts
 from flowtide.engine.redaction import Redact
 from flowtide.engine.result import RunResult
 from flowtide.engine.scope import CancelScope
+from flowtide.engine.threadslots import ThreadSlots
 from flowtide.store.base import EventRecord, RunRecord, Store, TokenRecord
 
 
@@ -36,6 +37,10 @@ class RunHost(Protocol):
     @property
     def threads(self) -> Executor:
         """Where sync nodes run."""
+
+    @property
+    def thread_slots(self) -> ThreadSlots:
+        """One per worker thread: a sync node's attempt takes one before it starts."""
 
     @property
     def output_contracts(self) -> OutputContracts | None:

@@ -83,8 +83,11 @@ class Tasks(Joins):
             # The commit that moved the token here also started this attempt.
             self.prestarted.discard(token.id)
         else:
+            # A sync node starts once a thread is free for it: its window is its code's.
+            await self.take_thread(token, impl)
             async with self.steps.hold():
                 if self.end is not None or token.status is S.CANCELLED:
+                    self.drop_thread(token.id)
                     return None
                 fired = token.data.pop("fired", None)
                 # (Kept on the token until the attempt ends: an attempt run again after a
@@ -99,7 +102,7 @@ class Tasks(Joins):
                     Commit(self.run.id, tokens=[token], events=events, anchors=anchors, due=due),
                     unless_ended=True,
                 ):
-                    self.starting.discard(token.id)
+                    self.not_started(token.id)
                     return None
         base = dict(self.state)
         attempt = await self.invoke(

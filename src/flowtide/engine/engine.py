@@ -50,6 +50,7 @@ from flowtide.engine.limits import (
     MAX_ID_BYTES,
     check_key,
     check_keys,
+    check_signal,
     check_sizes,
 )
 from flowtide.engine.plan import FlowPlan
@@ -58,6 +59,7 @@ from flowtide.engine.reducers import copy_state, stored_form
 from flowtide.engine.result import RunResult
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
+from flowtide.engine.threadslots import ThreadSlots
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
 from flowtide.store.base import (
@@ -74,12 +76,15 @@ from flowtide.store.base import (
 )
 from flowtide.store.memory import MemoryStore
 
-__all__ = ["DEFER_UNFIREABLE", "Engine"]
+__all__ = ["DEFAULT_THREADS", "DEFER_UNFIREABLE", "Engine"]
 
 log = logging.getLogger("flowtide.engine")
 
 FIRE_SLICE = 50
 """How many claimed runs the engine takes before it lets the loop run other work."""
+
+DEFAULT_THREADS = 32
+"""The worker threads of sync nodes, unless ``Engine(max_threads=...)`` says otherwise."""
 
 DEFER_UNFIREABLE = timedelta(seconds=30)
 """How long a run this engine cannot drive (its nodes do not resolve here) is set aside."""
@@ -117,7 +122,7 @@ class Engine:
         registry: NodeRegistry | None = None,
         hooks: Sequence[Hook] = (),
         random: random.Random | None = None,
-        max_threads: int = 32,
+        max_threads: int = DEFAULT_THREADS,
         validate_outputs: bool = False,
         owner: str | None = None,
         lease_ttl: timedelta = LEASE_TTL,
@@ -160,6 +165,7 @@ class Engine:
         self._max_threads = max_threads
         self._contracts = OutputContracts() if validate_outputs else None
         self._threads: ThreadPoolExecutor | None = None
+        self._thread_slots = ThreadSlots(max_threads)
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
         self._waiters = RunWaiters()
@@ -538,11 +544,7 @@ class Engine:
         (see :mod:`flowtide.engine.inbox`).
         """
         self._ready()
-        for text, what in ((key, "key"), (idempotency_key, "idempotency key")):
-            if text is not None:
-                check_key(text, what)  # (before the store is asked anything)
-        if payload is not None:
-            check_keys(payload, "payload")
+        check_signal(key, idempotency_key, payload)  # (before the store is asked anything)
         return await self._signaller.signal(
             run_id, placement, key, token_id, payload, output, idempotency_key
         )
@@ -720,6 +722,10 @@ class _EngineHost:
     @property
     def threads(self) -> Executor:
         return self._engine.threads
+
+    @property
+    def thread_slots(self) -> ThreadSlots:
+        return self._engine._thread_slots
 
     @property
     def output_contracts(self) -> OutputContracts | None:

@@ -22,6 +22,7 @@ __all__ = [
     "ValueTooLargeError",
     "check_key",
     "check_keys",
+    "check_signal",
     "check_size",
     "check_sizes",
 ]
@@ -123,3 +124,14 @@ def check_keys(values: Mapping[str, Any], where: str) -> None:
     for key in values:
         if isinstance(key, str):  # (a key that is not text is refused as not JSON)
             check_key(key, f"{where} key")
+
+
+def check_signal(
+    key: str | None, idempotency_key: str | None, payload: Mapping[str, Any] | None
+) -> None:
+    """:func:`check_key` of a signal's correlation key, idempotency key and payload keys."""
+    for text, what in ((key, "key"), (idempotency_key, "idempotency key")):
+        if text is not None:
+            check_key(text, what)
+    if payload is not None:
+        check_keys(payload, "payload")
