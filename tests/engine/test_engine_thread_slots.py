@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -72,3 +73,34 @@ async def test_slots_are_given_back_to_waiters_in_turn_and_on_cancel() -> None:
     assert slots.in_use == 0 and slots.try_take()
     with pytest.raises(ValueError, match="at least one thread"):
         ThreadSlots(0)
+
+
+RELEASE = threading.Event()
+
+
+@node(outputs=["done"], register=False)
+def holds_its_thread(ctx: NodeContext) -> str:
+    RELEASE.wait(30)
+    return "done"
+
+
+def one(impl: Any, flow_id: str) -> Flow:
+    return FlowBuilder(flow_id).task("work", impl, {"done": "end"}).terminal("end").build()
+
+
+async def test_a_run_that_ends_while_its_attempt_waits_for_a_thread_ends_at_once() -> None:
+    # One thread, held by another run's node: the second run's deadline ends it while its
+    # attempt waits for the thread, which it never gets.
+    RELEASE.clear()
+    async with Engine(clock=SystemClock(), max_threads=1) as engine:
+        holder = await engine.start(one(holds_its_thread, "urn:test:flow:holder"))
+        await asyncio.sleep(0.1)
+        waiting = await engine.start(one(takes_a_while, "urn:test:flow:waiting"), deadline="PT0.3S")
+        try:
+            result = await asyncio.wait_for(waiting.result(), timeout=10)
+            history = await engine.history(waiting.run_id)
+        finally:
+            RELEASE.set()
+        assert (await asyncio.wait_for(holder.result(), 10)).lifecycle is Lifecycle.COMPLETED
+    assert result.lifecycle is Lifecycle.TIMED_OUT
+    assert "node_started" not in [e.kind for e in history]  # (it never started)

@@ -91,9 +91,10 @@ class Attempts(RunCore):
         (unless its token took one before its start was committed), so that its window is not
         spent waiting for a thread.
         """
-        if self.needs_thread(impl) and key not in self.thread_held:
-            await self.host.thread_slots.take()
-            self.thread_held.add(key)
+        if self.needs_thread(impl):
+            stopped = await self.wait_for_thread(key, parent)
+            if stopped is not None:
+                return Attempt("cancelled", cancellation=stopped)
         try:
             return await self._invoke(
                 impl,
@@ -245,11 +246,20 @@ class Attempts(RunCore):
             return True
         return False
 
-    async def take_thread(self, token: TokenRecord, impl: NodeImplementation) -> None:
-        """Wait for a thread slot for ``token``'s next attempt, before its start is committed."""
-        if self.needs_thread(impl) and token.id not in self.thread_held:
-            await self.host.thread_slots.take()
-            self.thread_held.add(token.id)
+    async def wait_for_thread(self, key: str, parent: CancelScope) -> Cancellation | None:
+        """Take a thread slot for attempt ``key``, waiting in turn (None), unless ``parent`` is
+        cancelled first (the run ended, the scatter stopped): then its cancellation."""
+        if key in self.thread_held:
+            return None
+        scope = CancelScope(parent)
+        try:
+            if scope.cancellation is None:
+                with scope.bind():
+                    await self.host.thread_slots.take()
+                    self.thread_held.add(key)
+        finally:
+            scope.close()
+        return None if key in self.thread_held else scope.cancellation
 
     def not_started(self, token_id: str) -> None:
         """The attempt start of ``token_id`` was not committed: it is not starting, and gives

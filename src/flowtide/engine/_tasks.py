@@ -84,7 +84,11 @@ class Tasks(Joins):
             self.prestarted.discard(token.id)
         else:
             # A sync node starts once a thread is free for it: its window is its code's.
-            await self.take_thread(token, impl)
+            if (
+                self.needs_thread(impl)
+                and await self.wait_for_thread(token.id, self.root) is not None
+            ):
+                return None  # (the run ended meanwhile)
             async with self.steps.hold():
                 if self.end is not None or token.status is S.CANCELLED:
                     self.drop_thread(token.id)
