@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from flowtide.authoring import node
-from flowtide.engine import Lifecycle, NodeContext, Park
+from flowtide.clock import VirtualClock
+from flowtide.engine import Engine, Lifecycle, NodeContext, Park
 from flowtide.model import Flow
-from tests.engine.engine_helpers import raw_flow, running
+from tests.engine.engine_helpers import T0, freeze, fresh_store, raw_flow, running
 
 pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 
@@ -78,3 +79,53 @@ async def test_a_reminders_terminal_never_sets_the_runs_outcome() -> None:
     assert result.outcome == "approved" == stored.outcome
     assert sorted(result.terminals[:2]) == ["noted", "reminded"]
     assert result.terminals[2] == "approved"
+
+
+@node(outputs=["approved"], register=False)
+async def slow_decision(ctx: NodeContext) -> str:
+    await ctx.clock.sleep(timedelta(minutes=100))
+    return "approved"
+
+
+def running_flow() -> Flow:
+    here = __name__
+    return raw_flow(
+        [
+            {
+                "id": "decide",
+                "kind": "task",
+                "node": f"{here}:slow_decision",
+                "settings": {"timers": [{"after": "PT10M", "output": "remind"}]},
+                "routes": {"approved": "approved", "remind": "remind"},
+            },
+            {"id": "remind", "kind": "task", "node": f"{here}:note", "routes": {"done": "noted"}},
+            {"id": "noted", "kind": "terminal", "outcome": "noted"},
+            {"id": "approved", "kind": "terminal", "outcome": "approved"},
+        ],
+        id="urn:test:flow:side-branches-running",
+    )
+
+
+async def test_a_run_taken_over_after_a_reminders_terminal_keeps_its_own_outcome() -> None:
+    # Never let go (its node runs): the worker that takes it over rebuilds it from its history.
+    flow = running_flow()
+    clock = VirtualClock(T0)
+    store = fresh_store()
+    first = Engine(clock=clock, store=store, owner="first", lease_ttl=timedelta(seconds=30))
+    second = Engine(
+        clock=clock, store=store, owner="second", flows=[flow], lease_ttl=timedelta(seconds=30)
+    )
+    try:
+        handle = await first.start(flow)
+        await clock.advance(timedelta(minutes=20))  # the reminder's branch ended at 'noted'
+        await freeze(first)
+        second.sweeper  # noqa: B018 - the second worker looks for work
+        await clock.advance(timedelta(minutes=200))
+        result = await second.wait(handle.run_id)
+    finally:
+        await first.close()
+        await second.close()
+        await clock.aclose()
+        await store.close()
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert result.terminals == ("noted", "approved") and result.outcome == "approved"
