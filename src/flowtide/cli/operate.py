@@ -23,7 +23,7 @@ from flowtide.cli.common import (
 from flowtide.cli.inputs import flows_to_run, parse_deadline, parse_state
 from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, client, emit_json, unknown_run
 from flowtide.engine import SignalReceipt, SignalRefused
-from flowtide.engine.limits import ValueTooLargeError
+from flowtide.engine.limits import InvalidKeyError, ValueTooLargeError
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
 from flowtide.store.base import StoreError, UnknownRunError
@@ -96,7 +96,7 @@ async def _start(
     async with client(url, flows=flows, registry=code.registry()) as engine:
         try:
             handle = await engine.start(flows[0], state, deadline=deadline, run_id=run_id)
-        except (StoreError, ValueTooLargeError) as exc:
+        except (StoreError, ValueTooLargeError, InvalidKeyError) as exc:
             raise BadInput(f"cannot start the run: {exc}") from None
         run = await engine.store.get_run(handle.run_id)
     return {
@@ -207,7 +207,7 @@ async def _signal(
             raise unknown_run(exc, url) from None
         except NodeResolutionError as exc:
             raise BadInput(f"{exc}; name the module that implements it with --nodes") from None
-        except ValueTooLargeError as exc:
+        except (ValueTooLargeError, InvalidKeyError) as exc:
             raise BadInput(str(exc)) from None
 
 
