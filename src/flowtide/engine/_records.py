@@ -131,7 +131,8 @@ def end_result(
     interrupted: InterruptedAt | None = None,
     warnings: Sequence[str] = (),
 ) -> RunResult:
-    """A run's result at its end (``outcome``: of the first terminal reached, if any)."""
+    """A run's result at its end (``outcome``: of the first terminal its own branches reached,
+    if any: not a reminder's, see :data:`SIDE`)."""
     if lifecycle is not Lifecycle.COMPLETED:
         failed = lifecycle is Lifecycle.FAILED and terminals and outcome is None
         outcome = "failed" if failed else None

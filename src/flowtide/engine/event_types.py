@@ -331,7 +331,7 @@ class RunFinished(EventPayload):
     """The run's last event.
 
     ``lifecycle``: how it ended; ``outcome``: the outcome of the first terminal reached, if
-    any; ``errors``: each as :meth:`ErrorInfo.to_dict <flowtide.engine.ErrorInfo.to_dict>`
+    any (not counting those of branches non-interrupting timers started); ``errors``: each as :meth:`ErrorInfo.to_dict <flowtide.engine.ErrorInfo.to_dict>`
     gives it (``type``, ``message``, ``placement``, ``details``, ``traceback``).
     """
 
