@@ -222,14 +222,15 @@ class Attempts(RunCore):
         loop = asyncio.get_running_loop()
         call = functools.partial(contextvars.copy_context().run, fn, ctx)
         slots = self.host.thread_slots
-        self.thread_held.discard(key)  # (from now on, the thread gives it back)
 
         def returned(_: object) -> None:
             with contextlib.suppress(RuntimeError):  # (the loop is closed: nobody waits)
                 loop.call_soon_threadsafe(slots.give)
 
         running = self.host.threads.submit(call)
-        running.add_done_callback(returned)
+        if key in self.thread_held:
+            self.thread_held.discard(key)  # (from now on, the thread gives it back)
+            running.add_done_callback(returned)
         return await asyncio.wrap_future(running, loop=loop)
 
     def needs_thread(self, impl: NodeImplementation) -> bool:

@@ -331,8 +331,9 @@ class RunFinished(EventPayload):
     """The run's last event.
 
     ``lifecycle``: how it ended; ``outcome``: the outcome of the first terminal reached, if
-    any (not counting those of branches non-interrupting timers started); ``errors``: each as :meth:`ErrorInfo.to_dict <flowtide.engine.ErrorInfo.to_dict>`
-    gives it (``type``, ``message``, ``placement``, ``details``, ``traceback``).
+    any (not counting those of branches non-interrupting timers started); ``errors``: each as
+    :meth:`ErrorInfo.to_dict <flowtide.engine.ErrorInfo.to_dict>` gives it (``type``,
+    ``message``, ``placement``, ``details``, ``traceback``).
     """
 
     KIND: ClassVar[EventKind] = EventKind.RUN_FINISHED
