@@ -183,4 +183,4 @@ async def test_details_too_large_are_replaced_by_a_note() -> None:
     (error,) = result.errors
     assert list(error.details) == ["omitted"]
     assert f"over {MAX_DETAILS:,}" in error.details["omitted"]
-    assert isinstance(Engine(redact=hide).redact, type(hide))
+    assert Engine(redact=hide).redact is hide
