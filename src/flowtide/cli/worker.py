@@ -26,8 +26,8 @@ from flowtide.cli.stores import (
     shown_store,
 )
 from flowtide.engine import Engine
-from flowtide.engine.engine import DEFAULT_THREADS
 from flowtide.engine.leases import LEASE_TTL
+from flowtide.engine.threadslots import DEFAULT_THREADS
 from flowtide.store.base import EventRecord
 
 LOG_VARIABLE = "FLOWTIDE_LOG"

@@ -45,21 +45,14 @@ from flowtide.engine.handles import RunHandle, SignalReceipt
 from flowtide.engine.inbox import Signaller
 from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, SetAside, give_back, worker_id
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.limits import (
-    DEFAULT_MAX_VALUE_BYTES,
-    MAX_ID_BYTES,
-    check_key,
-    check_keys,
-    check_signal,
-    check_sizes,
-)
+from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_signal, check_start
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.redaction import Redact, bound_message, redacted
 from flowtide.engine.reducers import copy_state, stored_form
 from flowtide.engine.result import RunResult
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
-from flowtide.engine.threadslots import ThreadSlots
+from flowtide.engine.threadslots import DEFAULT_THREADS, ThreadSlots
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
 from flowtide.store.base import (
@@ -76,15 +69,12 @@ from flowtide.store.base import (
 )
 from flowtide.store.memory import MemoryStore
 
-__all__ = ["DEFAULT_THREADS", "DEFER_UNFIREABLE", "Engine"]
+__all__ = ["DEFER_UNFIREABLE", "Engine"]
 
 log = logging.getLogger("flowtide.engine")
 
 FIRE_SLICE = 50
 """How many claimed runs the engine takes before it lets the loop run other work."""
-
-DEFAULT_THREADS = 32
-"""The worker threads of sync nodes, unless ``Engine(max_threads=...)`` says otherwise."""
 
 DEFER_UNFIREABLE = timedelta(seconds=30)
 """How long a run this engine cannot drive (its nodes do not resolve here) is set aside."""
@@ -313,10 +303,7 @@ class Engine:
         entrypoint: str | None,
     ) -> tuple[RunRecord, dict[str, Any]]:
         """A new run's record (lifecycle ``pending``, not stored yet) and state."""
-        check_sizes(input or {}, "input", self.max_value_bytes)
-        check_keys(input or {}, "input")
-        if run_id is not None:
-            check_key(run_id, "run id", MAX_ID_BYTES)
+        check_start(input or {}, run_id, self.max_value_bytes)
         if isinstance(flow, Flow):
             self.register_flow(flow)
             flow_id = flow.id

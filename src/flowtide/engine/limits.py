@@ -25,6 +25,7 @@ __all__ = [
     "check_signal",
     "check_size",
     "check_sizes",
+    "check_start",
 ]
 
 DEFAULT_MAX_VALUE_BYTES = 1 << 20
@@ -135,3 +136,11 @@ def check_signal(
             check_key(text, what)
     if payload is not None:
         check_keys(payload, "payload")
+
+
+def check_start(input: Mapping[str, Any], run_id: str | None, limit: int | None) -> None:
+    """A new run's input (:func:`check_sizes`, :func:`check_keys`) and its id, if given."""
+    check_sizes(input, "input", limit)
+    check_keys(input, "input")
+    if run_id is not None:
+        check_key(run_id, "run id", MAX_ID_BYTES)

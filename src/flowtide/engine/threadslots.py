@@ -13,7 +13,10 @@ import asyncio
 import contextlib
 from collections import deque
 
-__all__ = ["ThreadSlots"]
+__all__ = ["DEFAULT_THREADS", "ThreadSlots"]
+
+DEFAULT_THREADS = 32
+"""The worker threads of sync nodes, unless ``Engine(max_threads=...)`` says otherwise."""
 
 
 class ThreadSlots:
