@@ -92,3 +92,60 @@ async def test_idle_batches_resume_with_every_item_in_one_finished_batch() -> No
     # The batch that had started runs again on the same items; the others are new.
     assert RAN == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert result.state["results"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def child() -> Flow:
+    return (
+        FlowBuilder("urn:test:flow:ship-one-batch")
+        .task("ship", ship, {"done": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+def flow_body() -> Flow:
+    """The same scatter with a flow for its body: each batch is a child run."""
+    return (
+        FlowBuilder("urn:test:flow:idle-batches-resume-children")
+        .scatter(
+            "ship",
+            paced,
+            child(),
+            {"all-success": "end"},
+            batch={"key": "k", "size": 10, "idle": "PT5S"},
+            gather={"strategy": "append", "field": "shipped"},
+        )
+        .terminal("end")
+        .build()
+    )
+
+
+async def test_a_batch_with_a_flow_body_finds_its_child_again_on_the_same_items() -> None:
+    RAN.clear()
+    STARTED.clear()
+    PACE[:] = [0, 1, 10, 1, 10, 1, 10, 1]
+    CRASH[0] = True
+    store = fresh_store()
+    clock = VirtualClock(at(0))
+    first = Engine(store=store, clock=clock, flows=[flow_body(), child()])
+    try:
+        handle = await first.start(flow_body())
+        await clock.advance(timedelta(seconds=35))
+        assert RAN == [[0, 1], [2, 3]] and STARTED[-1] == [4, 5]
+        await first.close()
+        PACE[:] = [0] * 8
+        CRASH[0] = False
+        second = Engine(store=store, clock=clock, flows=[flow_body(), child()])
+        resumed = await second.resume(handle.run_id)
+        await clock.advance(timedelta(seconds=60))
+        result = await resumed.result()
+        children = [r for r in await store.list_runs() if r.parent_run_id == handle.run_id]
+        await second.close()
+    finally:
+        await first.close()
+        await store.close()
+        await clock.aclose()
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert RAN == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert result.state["results"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert len(children) == 4  # (the child of [4, 5] was found again, not started twice)
