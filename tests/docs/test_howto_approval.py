@@ -86,6 +86,7 @@ async def test_a_reminder_an_escalation_the_deadline_and_a_late_approval_refused
     (timed_out,) = [e for e in history if e.kind == "node_timed_out"]
     assert timed_out.at - start == 5 * DAY
     assert result.terminals == ("reminded", "reminded", "expired")
+    assert result.outcome == "expired"  # (the reminders' terminals do not set it)
     assert result.state["reminded"] == APPROVERS[:2]
     assert late.value.reason is RefusalReason.EXPIRED
     assert late.value.at == start + 5 * DAY

@@ -35,7 +35,7 @@ from flowtide.cli.stores import (
     unknown_run,
 )
 from flowtide.engine import Engine, SignalReceipt, SignalRefused, UnknownFlowError
-from flowtide.engine.limits import ValueTooLargeError
+from flowtide.engine.limits import InvalidKeyError, ValueTooLargeError
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
 from flowtide.store.base import StoreError, UnknownRunError
@@ -130,7 +130,7 @@ async def _start(
             handle = await engine.start(first, state, deadline=deadline, run_id=run_id)
         except UnknownFlowError as exc:
             raise await _no_such_flow(engine, exc.flow_id, url) from None
-        except (StoreError, ValueTooLargeError) as exc:
+        except (StoreError, ValueTooLargeError, InvalidKeyError) as exc:
             raise BadInput(f"cannot start the run: {exc}") from None
         run = await engine.store.get_run(handle.run_id)
     return {
@@ -254,7 +254,7 @@ async def _signal(
             raise unknown_run(exc, url) from None
         except NodeResolutionError as exc:
             raise BadInput(f"{exc}; name the module that implements it with --nodes") from None
-        except ValueTooLargeError as exc:
+        except (ValueTooLargeError, InvalidKeyError) as exc:
             raise BadInput(str(exc)) from None
 
 

@@ -26,6 +26,7 @@ from flowtide.cli.stores import (
 )
 from flowtide.engine import Engine
 from flowtide.engine.leases import LEASE_TTL
+from flowtide.engine.threadslots import DEFAULT_THREADS
 from flowtide.store.base import EventRecord, StoreUnusableError
 
 LOG_VARIABLE = "FLOWTIDE_LOG"
@@ -85,6 +86,15 @@ def worker(
         bool,
         typer.Option("--quiet", "-q", help="Log warnings only (not a line per run)."),
     ] = False,
+    threads: Annotated[
+        int,
+        typer.Option(
+            "--threads",
+            min=1,
+            help="Worker threads for sync nodes: at most this many of their attempts run at "
+            "once; the others start (and their windows begin) when a thread is free.",
+        ),
+    ] = DEFAULT_THREADS,
     store: StoreOption = DEFAULT,
     json_output: JsonOption = False,
 ) -> None:
@@ -111,6 +121,7 @@ def worker(
             events or json_output,
             quiet,
             json_output,
+            threads,
         )
         asyncio.run(_work(store, code, settings))
 
@@ -124,6 +135,7 @@ class _Settings:
     events: bool
     quiet: bool
     as_json: bool
+    threads: int = DEFAULT_THREADS
 
 
 def _logging(quiet: bool) -> None:
@@ -154,6 +166,7 @@ async def _work(url: str, code: Code, settings: _Settings) -> None:
         max_runs=settings.concurrency,
         poll=settings.poll,
         lease_ttl=settings.lease,
+        max_threads=settings.threads,
     )
     try:
         if not as_json:

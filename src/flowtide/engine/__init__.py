@@ -58,6 +58,7 @@ from flowtide.engine.explain import Explanation, TimerExplanation
 from flowtide.engine.handles import RunHandle, SignalReceipt
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.output import Output, Park
+from flowtide.engine.redaction import redact_errors
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.scope import CancelReason
 
@@ -120,4 +121,5 @@ __all__ = [
     "WaitStarted",
     "data_of",
     "payload_of",
+    "redact_errors",
 ]

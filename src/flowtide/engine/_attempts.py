@@ -5,6 +5,7 @@ thread, a process), and what it returned.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 from collections.abc import Callable, Mapping
@@ -24,7 +25,14 @@ from flowtide.engine.errors import (
     UndeclaredOutputError,
 )
 from flowtide.engine.event_types import ProcessStarted
-from flowtide.engine.limits import ValueTooLargeError, check_size, check_sizes
+from flowtide.engine.limits import (
+    InvalidKeyError,
+    ValueTooLargeError,
+    check_key,
+    check_keys,
+    check_size,
+    check_sizes,
+)
 from flowtide.engine.output import Output, Park
 from flowtide.engine.process import run_in_process
 from flowtide.engine.reducers import copy_state
@@ -79,8 +87,47 @@ class Attempts(RunCore):
         """Run the node's code once in its own child scope, bounded by its window.
 
         ``deadline``: the attempt's window end, when the caller has already resolved (and
-        stored) it; computed here otherwise.
+        stored) it; computed here otherwise. A thread-executed node first takes a thread slot
+        (unless its token took one before its start was committed), so that its window is not
+        spent waiting for a thread.
         """
+        if self.needs_thread(impl):
+            stopped = await self.wait_for_thread(key, parent)
+            if stopped is not None:
+                return Attempt("cancelled", cancellation=stopped)
+        try:
+            return await self._invoke(
+                impl,
+                settings,
+                placement,
+                state,
+                parent,
+                key,
+                attempt,
+                visit,
+                item,
+                token,
+                deadline,
+                signal,
+            )
+        finally:
+            self.drop_thread(key)  # (its code never went to a thread: the slot goes back)
+
+    async def _invoke(
+        self,
+        impl: NodeImplementation,
+        settings: NodeSettings,
+        placement: str,
+        state: Mapping[str, Any],
+        parent: CancelScope,
+        key: str,
+        attempt: int,
+        visit: int,
+        item: Any,
+        token: TokenRecord | None,
+        deadline: datetime | None,
+        signal: Any,
+    ) -> Attempt:
         now = self.clock.now()
         if token is not None and self.interrupted_before_start(token):
             cancelled = Cancellation(CancelReason.TIMER, now, placement)
@@ -114,7 +161,9 @@ class Attempts(RunCore):
         try:
             with scope.bind():
                 try:
-                    value, final_state = await self._run_code(impl, ctx, scope, placement, token)
+                    value, final_state = await self._run_code(
+                        impl, ctx, scope, placement, token, key
+                    )
                 except Exception as exc:
                     error = exc
                 except Cancelled:
@@ -143,6 +192,7 @@ class Attempts(RunCore):
         scope: CancelScope,
         placement: str,
         token: TokenRecord | None,
+        key: str,
     ) -> tuple[Any, dict[str, Any]]:
         """Where the node's code runs depends on how it is declared (on the loop, in a worker
         thread, in a process): returns its value and its final state (the context's state as
@@ -154,7 +204,7 @@ class Attempts(RunCore):
             return impl.fn(ctx), state
         if impl.execution == "thread":
             with self.clock.hold():  # the clock cannot see a thread's work
-                return await self.in_thread(impl.fn, ctx), state
+                return await self.in_thread(impl.fn, ctx, key), state
         started = functools.partial(self._process_started, token, placement)
         return await run_in_process(impl, ctx, scope, self.clock, started)
 
@@ -165,12 +215,64 @@ class Attempts(RunCore):
             event = self.event(token, ProcessStarted(pid=pid), placement=placement)
             self.spawn_aux(self.commit(Commit(self.run.id, events=[event])))
 
-    async def in_thread(self, fn: Callable[[NodeContext], Any], ctx: NodeContext) -> Any:
+    async def in_thread(self, fn: Callable[[NodeContext], Any], ctx: NodeContext, key: str) -> Any:
         """``fn(ctx)`` in one of the engine's worker threads, in a copy of this context (as
-        ``asyncio.to_thread``)."""
+        ``asyncio.to_thread``), under the thread slot attempt ``key`` holds: the slot goes back
+        when the code returns, even if the attempt has ended before (a timeout)."""
         loop = asyncio.get_running_loop()
         call = functools.partial(contextvars.copy_context().run, fn, ctx)
-        return await loop.run_in_executor(self.host.threads, call)
+        slots = self.host.thread_slots
+
+        def returned(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # (the loop is closed: nobody waits)
+                loop.call_soon_threadsafe(slots.give)
+
+        running = self.host.threads.submit(call)
+        if key in self.thread_held:
+            self.thread_held.discard(key)  # (from now on, the thread gives it back)
+            running.add_done_callback(returned)
+        return await asyncio.wrap_future(running, loop=loop)
+
+    def needs_thread(self, impl: NodeImplementation) -> bool:
+        """Whether ``impl``'s attempts run in a worker thread (and take a thread slot)."""
+        return not impl.is_async and impl.execution == "thread" and self.host.executes
+
+    def take_thread_now(self, token: TokenRecord, impl: NodeImplementation) -> bool:
+        """Before ``token``'s attempt start is committed with its move: False if it needs a
+        thread slot and none is free now (the attempt then starts once one is, by itself)."""
+        if not self.needs_thread(impl) or token.id in self.thread_held:
+            return True
+        if self.host.thread_slots.try_take():
+            self.thread_held.add(token.id)
+            return True
+        return False
+
+    async def wait_for_thread(self, key: str, parent: CancelScope) -> Cancellation | None:
+        """Take a thread slot for attempt ``key``, waiting in turn (None), unless ``parent`` is
+        cancelled first (the run ended, the scatter stopped): then its cancellation."""
+        if key in self.thread_held:
+            return None
+        scope = CancelScope(parent)
+        try:
+            if scope.cancellation is None:
+                with scope.bind():
+                    await self.host.thread_slots.take()
+                    self.thread_held.add(key)
+        finally:
+            scope.close()
+        return None if key in self.thread_held else scope.cancellation
+
+    def not_started(self, token_id: str) -> None:
+        """The attempt start of ``token_id`` was not committed: it is not starting, and gives
+        back the thread slot it took."""
+        self.starting.discard(token_id)
+        self.drop_thread(token_id)
+
+    def drop_thread(self, key: str) -> None:
+        """Give back the thread slot attempt ``key`` took, if its code did not go to a thread."""
+        if key in self.thread_held:
+            self.thread_held.discard(key)
+            self.host.thread_slots.give()
 
     def attempt_end(
         self,
@@ -208,7 +310,12 @@ class Attempts(RunCore):
                 check_sizes(update, "update", limit)
             if park is not None:
                 check_size(park.payload, "park payload", limit)
-        except (UndeclaredOutputError, NotJSONError, ValueTooLargeError) as exc:
+            # (Keys a store indexes: checked here, the same on every store.)
+            check_keys(changed, "state")
+            check_keys(update, "update")
+            if park is not None and park.key is not None:
+                check_key(park.key, "park key")
+        except (UndeclaredOutputError, NotJSONError, ValueTooLargeError, InvalidKeyError) as exc:
             return Attempt("error", error=exc)
         contracts = self.host.output_contracts
         if park is None and contracts is not None:

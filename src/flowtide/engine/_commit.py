@@ -8,8 +8,10 @@ shield: nothing cancels them but the executor's close, which drops its view of t
 applies a commit whole or not at all, so either way the run is as the store has it).
 
 A :class:`~flowtide.store.StoreConflict` means another actor won the step and is raised at
-once. Any other :class:`~flowtide.store.StoreError` means the store is unavailable for now: the
-commit is tried again after a backoff on the engine's clock, and if the store keeps failing,
+once; a :class:`~flowtide.store.StoreDataError` (the store refused a value) too: the data is
+at fault, and the step fails as for any error. Any other :class:`~flowtide.store.StoreError`
+means the store is unavailable for now: the commit is tried again after a backoff on the
+engine's clock, and if the store keeps failing,
 :class:`~flowtide.engine.errors.StoreUnavailableError` is raised: the caller lets go of the run,
 which stays in the store as it was for recovery.
 """
@@ -24,7 +26,14 @@ from datetime import timedelta
 from flowtide.clock import Clock
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.printable import printable
-from flowtide.store.base import Commit, EventRecord, Store, StoreConflict, StoreError
+from flowtide.store.base import (
+    Commit,
+    EventRecord,
+    Store,
+    StoreConflict,
+    StoreDataError,
+    StoreError,
+)
 
 COMMIT_ATTEMPTS = 5
 """How many times a step's commit is tried before the store is held to be unavailable."""
@@ -44,8 +53,8 @@ async def commit_step(
         try:
             sending = store.commit(commit)
             return await (_shielded(sending) if shield else sending)
-        except StoreConflict:
-            raise
+        except (StoreConflict, StoreDataError):
+            raise  # (another actor won; or the data is at fault, and would be again)
         except StoreError as exc:
             if attempt == COMMIT_ATTEMPTS:
                 raise StoreUnavailableError(commit.run_id, attempt, exc) from exc

@@ -20,11 +20,11 @@ from typing import Any
 
 from flowtide.engine._commit import commit_step
 from flowtide.engine._host import RunHost
-from flowtide.engine._records import JoinGroup, RunEnd
+from flowtide.engine._records import JoinGroup, RunEnd, branch_marks
 from flowtide.engine._steps import StepLock
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
-from flowtide.engine.event_types import EventPayload
+from flowtide.engine.event_types import ErrorData, EventPayload, error_data
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import StateMerger
@@ -95,12 +95,12 @@ class RunCore(ABC):
         """Tokens whose attempt start is committed (or being committed) but whose cancel scope
         is not registered in ``_running`` yet: an interrupting timer firing then is kept for the
         scope (``token.data["interrupt"]``) instead of being lost."""
+        self.thread_held: set[str] = set()  # attempt keys holding a thread slot, code not sent
         self.prestarted: set[str] = set()
         """Tokens whose move to a task also started its attempt (in the same commit)."""
         self.joins: dict[tuple[str, str], JoinGroup] = {}
         self.visits: dict[str, int] = {}
-        self.ids = itertools.count(1)
-        self.steps = StepLock()
+        self.ids, self.steps = itertools.count(1), StepLock()
         self.end: RunEnd | None = None
         self.outcome: str | None = None
         self.terminals: list[str] = []
@@ -173,6 +173,15 @@ class RunCore(ABC):
             attempt=attempt if attempt is not None else (token.attempt if token else None),
             token_id=token.id if token else None,
         )
+
+    def error_info(self, exc: BaseException, placement: str | None = None) -> ErrorInfo:
+        """``exc`` as the run records it: redacted and cut to size (see
+        :mod:`flowtide.engine.redaction`)."""
+        return ErrorInfo.of(exc, placement, redact=self.host.redact)
+
+    def error_data(self, exc: BaseException) -> ErrorData:
+        """``exc`` as an event records it: redacted and cut to size."""
+        return error_data(exc, self.host.redact)
 
     def last_seq(self) -> int:
         """The seq of the last history event this executor committed (or restored)."""
@@ -274,10 +283,10 @@ class RunCore(ABC):
     ) -> list[TokenRecord]:
         """``token`` (done) and the new tokens of its split, one per target."""
         n = len(targets)
-        return [
-            token,
-            *(self.new_token(t, (*token.lineage, (split, i, n))) for i, t in enumerate(targets)),
-        ]
+        new = [self.new_token(t, (*token.lineage, (split, i, n))) for i, t in enumerate(targets)]
+        for t in new:
+            t.data.update(branch_marks(token))  # (a reminder's branches stay its own)
+        return [token, *new]
 
     def next_visit(self, placement: str) -> int:
         n = self.visits.get(placement, 0) + 1
@@ -302,7 +311,7 @@ class RunCore(ABC):
                 if not self.closed:
                     raise
             except Exception as exc:
-                self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc)])
+                self.request_end(Lifecycle.FAILED, [self.error_info(exc)])
 
         self.track(asyncio.get_running_loop().create_task(wrapper()))
 
@@ -346,7 +355,7 @@ class RunCore(ABC):
     ) -> None:
         token.status = S.FAILED
         self.tokens.pop(token.id, None)
-        self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, token.placement)], interrupted)
+        self.request_end(Lifecycle.FAILED, [self.error_info(exc, token.placement)], interrupted)
 
     def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None:
         park = self.parks.pop(token.id, None)

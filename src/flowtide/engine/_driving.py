@@ -88,7 +88,11 @@ class Driving(Subflows):
                 token = self.new_token(self.entry_target(entry), ())
                 first = [token]
                 q = self.plan.placements.get(token.placement)
-                if q is not None and q.kind == "task":
+                if (
+                    q is not None
+                    and q.kind == "task"
+                    and self.take_thread_now(token, self.plan.impls[q.id])
+                ):
                     started, anchors, due = self.start_attempt(
                         token, q.id, self.plan.impls[q.id], self.plan.settings[q.id]
                     )
@@ -116,7 +120,7 @@ class Driving(Subflows):
             await self.commit(Commit(self.run.id, tokens=[token]))
             self.spawn(token)
         except Exception as exc:
-            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc)])
+            self.request_end(Lifecycle.FAILED, [self.error_info(exc)])
         finally:
             self.tasks.discard(task)
             self.maybe_drained()
@@ -180,12 +184,12 @@ class Driving(Subflows):
             return
         if self.tokens:
             stuck = sorted({t.placement for t in self.tokens.values()})
-            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(DrainedWithoutTerminal(stuck))])
+            self.request_end(Lifecycle.FAILED, [self.error_info(DrainedWithoutTerminal(stuck))])
         elif self.terminals:
             self.request_end(Lifecycle.COMPLETED)
         else:
             self.request_end(
-                Lifecycle.FAILED, [ErrorInfo.of(DrainedWithoutTerminal(self.last_placements))]
+                Lifecycle.FAILED, [self.error_info(DrainedWithoutTerminal(self.last_placements))]
             )
 
     def quiescent(self) -> bool:
@@ -425,6 +429,7 @@ class Driving(Subflows):
         """Drive ``token`` placement after placement."""
         placements = self.plan.placements
         steps = 0
+        own = token.id if token is not None else None
         try:
             while token is not None:
                 if self.end is not None or token.status is S.CANCELLED:
@@ -450,8 +455,10 @@ class Driving(Subflows):
             self.lose_view(exc)
         except Exception as exc:
             placement = token.placement if token is not None else None
-            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(exc, placement)])
+            self.request_end(Lifecycle.FAILED, [self.error_info(exc, placement)])
         finally:
+            if own is not None:
+                self.drop_thread(own)  # (a slot taken for an attempt that never ran)
             self.tasks.discard(asyncio.current_task())
             if not self.working():  # else _maybe_drained has nothing to do
                 self.maybe_drained()

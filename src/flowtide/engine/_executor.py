@@ -24,7 +24,7 @@ import itertools
 from collections.abc import Sequence
 
 from flowtide.engine._driving import Driving
-from flowtide.engine._records import JoinGroup, first_branch
+from flowtide.engine._records import JoinGroup, first_branch, sets_outcome
 from flowtide.engine.events import EventKind
 from flowtide.store.base import (
     EventRecord,
@@ -52,6 +52,8 @@ class RunExecutor(Driving):
             self.outcome = checkpoint.outcome
         if history:
             self.seq = history[-1].seq
+        # (A terminal reached by a reminder's branch does not set the outcome.)
+        side = {t.id for t in tokens if not sets_outcome(t)}
         for e in history:
             if e.kind == EventKind.NODE_STARTED and e.placement is not None:
                 visit = e.data.get("visit")
@@ -59,7 +61,11 @@ class RunExecutor(Driving):
                     self.visits[e.placement] = max(self.visits.get(e.placement, 0), visit)
             if e.kind == EventKind.TERMINAL_REACHED and e.placement is not None:
                 self.terminals.append(e.placement)
-                if self.outcome is None and e.data.get("outcome") != "failed":
+                if (
+                    self.outcome is None
+                    and e.data.get("outcome") != "failed"
+                    and e.token_id not in side
+                ):
                     self.outcome = e.data.get("outcome")
         for t in tokens:
             suffix = t.id.rpartition(".")[2]

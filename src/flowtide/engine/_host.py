@@ -16,8 +16,10 @@ from typing import Any, Protocol
 from flowtide.clock import Clock
 from flowtide.engine.children import StartedChild
 from flowtide.engine.contracts import OutputContracts
+from flowtide.engine.redaction import Redact
 from flowtide.engine.result import RunResult
 from flowtide.engine.scope import CancelScope
+from flowtide.engine.threadslots import ThreadSlots
 from flowtide.store.base import EventRecord, RunRecord, Store, TokenRecord
 
 
@@ -37,12 +39,21 @@ class RunHost(Protocol):
         """Where sync nodes run."""
 
     @property
+    def thread_slots(self) -> ThreadSlots:
+        """One per worker thread: a sync node's attempt takes one before it starts."""
+
+    @property
     def output_contracts(self) -> OutputContracts | None:
         """The output schemas to check outputs against (None: not checked)."""
 
     @property
     def max_value_bytes(self) -> int | None:
         """The largest a state value or park payload may be, as JSON (None: no limit)."""
+
+    @property
+    def redact(self) -> Redact | None:
+        """The redaction hook errors go through before they are recorded (None: the process's
+        registered one, if any; see :mod:`flowtide.engine.redaction`)."""
 
     @property
     def executes(self) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 from flowtide.engine._addressing import find_park
 from flowtide.engine._attempts import Attempt
 from flowtide.engine._core import AT_NODE
-from flowtide.engine._records import end_reason, escalation
+from flowtide.engine._records import SIDE, end_reason, escalation
 from flowtide.engine._signals import (
     accepted_reply,
     invalid_output,
@@ -27,7 +27,6 @@ from flowtide.engine.errors import (
 )
 from flowtide.engine.event_types import Signalled
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.result import ErrorInfo
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
     AnyPlacement,
@@ -165,7 +164,7 @@ class Parking(Tasks):
     ) -> bool:
         """A signal without an output: the node runs again, ``ctx.signal`` its payload.
         ``done``: what the signal answers and fires, committed with the wake."""
-        token.data = {k: v for k, v in token.data.items() if k in ("fired_timers",)}
+        token.data = {k: v for k, v in token.data.items() if k in ("fired_timers", SIDE)}
         token.data["signal"] = dict(payload)
         token.epoch += 1
         done.tokens = [token]
@@ -404,9 +403,11 @@ class Parking(Tasks):
         if not targets:
             err = UnroutedOutputError(p.id, output, list(p.route_map()))
             await self.commit(Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True)
-            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(err, p.id)])
+            self.request_end(Lifecycle.FAILED, [self.error_info(err, p.id)])
             return
         new = [self.new_token(t, token.lineage) for t in targets]
+        for t in new:
+            t.data[SIDE] = True  # (its terminal does not set the run's outcome)
         ok = await self.commit(
             Commit(self.run.id, tokens=[token, *new], events=[ev]), unless_ended=True, token=token
         )

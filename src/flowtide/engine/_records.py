@@ -31,6 +31,21 @@ from flowtide.store.base import (
 
 S = TokenStatus
 
+SIDE = "side"
+"""In a token's data: its branch was started by a non-interrupting timer (a reminder's), or
+split from one that was. Such a branch ends at a terminal like any other, listed in the run's
+``terminals``, but never sets the run's outcome: the branch the run started does."""
+
+
+def branch_marks(token: TokenRecord) -> dict[str, Any]:
+    """What a token's data keeps through its moves, retries and waits: its :data:`SIDE` mark."""
+    return {SIDE: True} if token.data.get(SIDE) else {}
+
+
+def sets_outcome(token: TokenRecord) -> bool:
+    """Whether a terminal this token reaches sets the run's outcome (see :data:`SIDE`)."""
+    return not token.data.get(SIDE)
+
 
 @dataclass(slots=True)
 class RunEnd:
@@ -90,7 +105,7 @@ def move_token(token: TokenRecord, target: str, visit: int) -> None:
     token.status = S.READY
     token.deadline = None
     token.due = None
-    token.data = {}
+    token.data = branch_marks(token)
 
 
 def terminal_event(run_id: str, at: datetime, token: TokenRecord, q: Terminal) -> EventRecord:
@@ -116,7 +131,8 @@ def end_result(
     interrupted: InterruptedAt | None = None,
     warnings: Sequence[str] = (),
 ) -> RunResult:
-    """A run's result at its end (``outcome``: of the first terminal reached, if any)."""
+    """A run's result at its end (``outcome``: of the first terminal its own branches reached,
+    if any: not a reminder's, see :data:`SIDE`)."""
     if lifecycle is not Lifecycle.COMPLETED:
         failed = lifecycle is Lifecycle.FAILED and terminals and outcome is None
         outcome = "failed" if failed else None

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowtide.engine._arming import Arming
-from flowtide.engine._records import move_token, terminal_event
+from flowtide.engine._records import move_token, sets_outcome, terminal_event
 from flowtide.engine.errors import (
     UnroutedOutputError,
 )
@@ -100,7 +100,7 @@ class Routing(Arming):
             self.route_ok = ok
             if not ok:
                 for t_id in prestarted:
-                    self.starting.discard(t_id)
+                    self.not_started(t_id)
                 for t, _ in ending:
                     t.status = S.READY
                 return None
@@ -108,7 +108,7 @@ class Routing(Arming):
             for t, q in ending:
                 self.tokens.pop(t.id, None)
                 self.terminals.append(q.id)
-                if self.outcome is None:
+                if self.outcome is None and sets_outcome(t):
                     self.outcome = q.outcome
             for key in released:
                 self.anchors.pop(key, None)
@@ -178,6 +178,8 @@ class Routing(Arming):
             if self.prestartable(t, open_splits):
                 q = self.plan.placements[t.placement]
                 impl = self.plan.impls[q.id]
+                if not self.take_thread_now(t, impl):
+                    continue  # (it starts once a thread is free for it)
                 begun, new_anchors, new_due = self.start_attempt(
                     t, q.id, impl, self.plan.settings[q.id]
                 )

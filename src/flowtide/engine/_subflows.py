@@ -29,7 +29,6 @@ from flowtide.engine.event_types import (
     NodeStarted,
     SubflowFinished,
     SubflowStarted,
-    error_data,
 )
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.paths import get_path, set_path
@@ -86,7 +85,7 @@ class Subflows(Parking):
         )
         if isinstance(attempt.error, RecursionDepthError) and "error" in p.route_map():
             # The child could not start: routed like any failure of the child.
-            error = error_data(attempt.error)
+            error = self.error_data(attempt.error)
             self.last_placements = [p.id]
             return await self.route(
                 token, p, "error", event=lambda to: NodeFailed(error=error, to=to)
@@ -124,7 +123,7 @@ class Subflows(Parking):
         own = SubflowFailedError(p.id, result.run_id, result.lifecycle.value, message)
         token.status = S.FAILED
         self.tokens.pop(token.id, None)
-        self.request_end(Lifecycle.FAILED, [*result.errors, ErrorInfo.of(own, p.id)])
+        self.request_end(Lifecycle.FAILED, [*result.errors, self.error_info(own, p.id)])
         return None
 
     async def run_child(
@@ -279,12 +278,13 @@ class Subflows(Parking):
         else:
             assert attempt.error is not None
             exc = attempt.error
-            ev = self.event(token, NodeFailed(error=error_data(exc)))
+            ev = self.event(token, NodeFailed(error=self.error_data(exc)))
         await self.commit(Commit(self.run.id, tokens=[token], events=[ev]))
         if post:
-            return ErrorInfo.of(exc, phase.id)
-        pre = PrePhaseError(phase.id, f"{type(exc).__name__}: {exc}")
-        return replace(ErrorInfo.of(exc, phase.id), message=str(pre))
+            return self.error_info(exc, phase.id)
+        info = self.error_info(exc, phase.id)
+        pre = PrePhaseError(phase.id, f"{info.type}: {info.message}")
+        return replace(info, message=str(pre))
 
 
 def map_input(state: Mapping[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import isoformat
 from flowtide.engine._attempts import Attempt
 from flowtide.engine._joins import Joins
-from flowtide.engine._records import escalation, timed_out
+from flowtide.engine._records import branch_marks, escalation, sets_outcome, timed_out
 from flowtide.engine.contracts import OutputContractError
 from flowtide.engine.errors import (
     FailedTerminalError,
@@ -27,10 +27,9 @@ from flowtide.engine.event_types import (
     TerminalReached,
     TimerFired,
     WaitStarted,
-    error_data,
 )
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.result import ErrorInfo, InterruptedAt
+from flowtide.engine.result import InterruptedAt
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
@@ -84,8 +83,15 @@ class Tasks(Joins):
             # The commit that moved the token here also started this attempt.
             self.prestarted.discard(token.id)
         else:
+            # A sync node starts once a thread is free for it: its window is its code's.
+            if (
+                self.needs_thread(impl)
+                and await self.wait_for_thread(token.id, self.root) is not None
+            ):
+                return None  # (the run ended meanwhile)
             async with self.steps.hold():
                 if self.end is not None or token.status is S.CANCELLED:
+                    self.drop_thread(token.id)
                     return None
                 fired = token.data.pop("fired", None)
                 # (Kept on the token until the attempt ends: an attempt run again after a
@@ -100,7 +106,7 @@ class Tasks(Joins):
                     Commit(self.run.id, tokens=[token], events=events, anchors=anchors, due=due),
                     unless_ended=True,
                 ):
-                    self.starting.discard(token.id)
+                    self.not_started(token.id)
                     return None
         base = dict(self.state)
         attempt = await self.invoke(
@@ -200,12 +206,12 @@ class Tasks(Joins):
         exc = attempt.error
         assert exc is not None
         if isinstance(exc, OutputContractError) and "error" in p.route_map():
-            error = error_data(exc)
+            error = self.error_data(exc)
             self.last_placements = [p.id]
             return await self.route(
                 token, p, "error", event=lambda to: NodeFailed(error=error, to=to)
             )
-        ev = self.event(token, NodeFailed(error=error_data(exc)))
+        ev = self.event(token, NodeFailed(error=self.error_data(exc)))
         retryable = not isinstance(exc, UndeclaredOutputError | OutputContractError)
         if retryable and self.retry_allowed(token, settings, exc):
             await self.schedule_retry(token, settings, exc, ev)
@@ -318,7 +324,11 @@ class Tasks(Joins):
         token.status = S.WAITING
         token.due = due
         token.deadline = window_end
-        token.data = {"purpose": "retry", "backoff": delay.total_seconds()}
+        token.data = {
+            "purpose": "retry",
+            "backoff": delay.total_seconds(),
+            **branch_marks(token),
+        }
         dues = [DueEntry(due, self.run.id, token.id)]
         if window_end is not None and window_end < due:
             dues.insert(0, DueEntry(window_end, self.run.id, token.id, "timeout"))
@@ -356,7 +366,7 @@ class Tasks(Joins):
         due = p.until if p.until is not None else now + (p.duration or (now - now))
         token.status = S.WAITING
         token.due = due
-        token.data = {"purpose": "wait"}
+        token.data = {"purpose": "wait", **branch_marks(token)}
         if await self.commit(
             Commit(
                 self.run.id,
@@ -379,8 +389,8 @@ class Tasks(Joins):
             return None
         self.terminals.append(p.id)
         if p.fails:
-            self.request_end(Lifecycle.FAILED, [ErrorInfo.of(FailedTerminalError(p.id))])
-        elif self.outcome is None:
+            self.request_end(Lifecycle.FAILED, [self.error_info(FailedTerminalError(p.id))])
+        elif self.outcome is None and sets_outcome(token):
             self.outcome = p.outcome
         if self.joins and self.note_moves([token], ended=True):
             await self.evaluate_joins()

@@ -45,13 +45,15 @@ from flowtide.engine.handles import RunHandle, SignalReceipt
 from flowtide.engine.inbox import Signaller
 from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, give_back, worker_id
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_sizes
+from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_signal, check_start
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.presence import Presence
-from flowtide.engine.reducers import copy_state
+from flowtide.engine.redaction import Redact, bound_message, redacted
+from flowtide.engine.reducers import copy_state, stored_form
 from flowtide.engine.result import RunResult
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
+from flowtide.engine.threadslots import DEFAULT_THREADS, ThreadSlots
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
 from flowtide.printable import printable
@@ -100,6 +102,10 @@ class Engine:
     code), ``max_runs`` (how many runs the sweeper lets it hold at once), ``max_value_bytes``
     (see :mod:`flowtide.engine.limits`), ``heartbeat`` (record one in the store: by default
     when it executes on a clock that is not virtual; see :mod:`flowtide.engine.heartbeat`).
+    ``redact``: a function taking text and returning it with its secrets replaced, applied to
+    every error's message, traceback and details before it is recorded (default: the hook
+    registered with :func:`flowtide.engine.redaction.redact_errors`, if any; see
+    :mod:`flowtide.engine.redaction`).
     """
 
     def __init__(
@@ -111,7 +117,7 @@ class Engine:
         registry: NodeRegistry | None = None,
         hooks: Sequence[Hook] = (),
         random: random.Random | None = None,
-        max_threads: int = 32,
+        max_threads: int = DEFAULT_THREADS,
         validate_outputs: bool = False,
         owner: str | None = None,
         lease_ttl: timedelta = LEASE_TTL,
@@ -120,6 +126,7 @@ class Engine:
         max_runs: int | None = None,
         max_value_bytes: int | None = DEFAULT_MAX_VALUE_BYTES,
         heartbeat: bool | None = None,
+        redact: Redact | None = None,
     ) -> None:
         self.store: Store = MemoryStore() if store is None else a_store(store, "Engine(store=...)")
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -133,6 +140,7 @@ class Engine:
         self.max_value_bytes = max_value_bytes
         self._presence = Presence(self, DEFER_UNFIREABLE, heartbeat)
         self._draining = False
+        self.redact = redact
         self.registry = registry
         self.hooks: list[Hook] = list(hooks)
         self.random = random
@@ -154,6 +162,7 @@ class Engine:
         self._max_threads = max_threads
         self._contracts = OutputContracts() if validate_outputs else None
         self._threads: ThreadPoolExecutor | None = None
+        self._thread_slots = ThreadSlots(max_threads)
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
         self._waiters = RunWaiters()
@@ -315,7 +324,7 @@ class Engine:
         entrypoint: str | None,
     ) -> tuple[RunRecord, dict[str, Any]]:
         """A new run's record (lifecycle ``pending``, not stored yet) and state."""
-        check_sizes(input or {}, "input", self.max_value_bytes)
+        check_start(input or {}, run_id, self.max_value_bytes)
         if isinstance(flow, Flow):
             self.register_flow(flow)
             flow_id = flow.id
@@ -338,7 +347,7 @@ class Engine:
                 "flows": self._catalog.children(flow_id),
             },
         )
-        return run, copy_state(input or {})
+        return run, {k: stored_form(v) for k, v in copy_state(input or {}).items()}
 
     async def _launch(self, run: RunRecord, state: dict[str, Any], entrypoint: str | None) -> None:
         """Store the new run and start its executor (a client leaves it to a worker)."""
@@ -546,6 +555,7 @@ class Engine:
         long as it takes); this engine waits as long as its inbox needs, whatever it is.
         """
         self._ready()
+        check_signal(key, idempotency_key, payload)  # (before the store is asked anything)
         return await self._signaller.signal(
             run_id, placement, key, token_id, payload, output, idempotency_key
         )
@@ -712,7 +722,7 @@ class Engine:
             HookFailed(
                 hook=getattr(hook, "__qualname__", repr(hook)),
                 event=event.kind,
-                error=f"{type(exc).__name__}: {exc}",
+                error=f"{type(exc).__name__}: {bound_message(redacted(str(exc), self.redact))}",
             ),
             event.run_id,
             self.clock.now(),
@@ -746,6 +756,10 @@ class _EngineHost:
         return self._engine.threads
 
     @property
+    def thread_slots(self) -> ThreadSlots:
+        return self._engine._thread_slots
+
+    @property
     def output_contracts(self) -> OutputContracts | None:
         return self._engine._contracts
 
@@ -756,6 +770,10 @@ class _EngineHost:
     @property
     def max_value_bytes(self) -> int | None:
         return self._engine.max_value_bytes
+
+    @property
+    def redact(self) -> Redact | None:
+        return self._engine.redact
 
     def wake_sweeper(self, when: datetime | None = None) -> None:
         self._engine._wake_sweeper(when)

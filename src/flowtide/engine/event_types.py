@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypedDict
 
 from flowtide.engine.events import EventKind
+from flowtide.engine.redaction import Redact
 from flowtide.engine.result import ErrorInfo
 
 __all__ = [
@@ -61,9 +62,9 @@ class ErrorData(TypedDict):
     engine's own verdicts (a timeout, an undeclared output...) and in older records."""
 
 
-def error_data(exc: BaseException) -> ErrorData:
-    """``exc`` as an event records it."""
-    info = ErrorInfo.of(exc)
+def error_data(exc: BaseException, redact: Redact | None = None) -> ErrorData:
+    """``exc`` as an event records it (redacted and cut to size as :meth:`ErrorInfo.of`)."""
+    info = ErrorInfo.of(exc, redact=redact)
     return {
         "type": info.type,
         "message": info.message,
@@ -330,8 +331,9 @@ class RunFinished(EventPayload):
     """The run's last event.
 
     ``lifecycle``: how it ended; ``outcome``: the outcome of the first terminal reached, if
-    any; ``errors``: each as :meth:`ErrorInfo.to_dict <flowtide.engine.ErrorInfo.to_dict>`
-    gives it (``type``, ``message``, ``placement``, ``details``, ``traceback``).
+    any (not counting those of branches non-interrupting timers started); ``errors``: each as
+    :meth:`ErrorInfo.to_dict <flowtide.engine.ErrorInfo.to_dict>` gives it (``type``,
+    ``message``, ``placement``, ``details``, ``traceback``).
     """
 
     KIND: ClassVar[EventKind] = EventKind.RUN_FINISHED

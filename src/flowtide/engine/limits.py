@@ -20,12 +20,19 @@ from flowtide.store.jsonvalues import NotJSONError, check_json, encode_json
 
 __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
+    "MAX_ID_BYTES",
+    "MAX_KEY_BYTES",
     "MAX_NESTING",
+    "InvalidKeyError",
     "ValueTooDeepError",
     "ValueTooLargeError",
+    "check_key",
+    "check_keys",
     "check_nesting",
+    "check_signal",
     "check_size",
     "check_sizes",
+    "check_start",
 ]
 
 DEFAULT_MAX_VALUE_BYTES = 1 << 20
@@ -147,3 +154,79 @@ def check_sizes(values: Mapping[str, Any], where: str, limit: int | None) -> Non
         if not isinstance(key, str):
             check_json({key: value}, where)  # (raises, naming the key)
         check_size(value, join(where, key), limit)
+
+
+# -- keys and ids ------------
+
+MAX_KEY_BYTES = 1024
+"""The longest a park's correlation key, a signal's idempotency key or a top-level state key may
+be, in bytes of UTF-8: a database indexes them, and an index entry has a size limit."""
+MAX_ID_BYTES = 255
+"""The longest a run id or a flow id may be, in bytes of UTF-8 (the ids of a run's tokens and
+parks are made from it)."""
+
+
+class InvalidKeyError(EngineError, ValueError):
+    """A key or an id no store can keep the same: longer than its limit, with a NUL character,
+    or not valid Unicode text. Refused by the engine before anything is stored, on every store:
+    a node that makes one fails its attempt; a start or a signal with one raises."""
+
+    def __init__(self, what: str, value: str, reason: str) -> None:
+        self.what = what
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{what} {shown(value)} {reason}")
+
+    def details(self) -> dict[str, Any]:
+        return {"what": self.what, "value": shown(self.value), "reason": self.reason}
+
+
+def shown(value: str, most: int = 40) -> str:
+    """``value`` as an error names it: its repr (control characters escaped), cut to ``most``
+    characters with how long it was."""
+    if len(value) <= most:
+        return repr(value)
+    return f"{value[:most]!r}... ({len(value):,} characters)"
+
+
+def check_key(value: Any, what: str, limit: int = MAX_KEY_BYTES) -> None:
+    """Raise :class:`InvalidKeyError` unless ``value`` is text every store keeps as it is: at
+    most ``limit`` bytes of UTF-8, no NUL character (PostgreSQL's text refuses it), valid
+    Unicode (no lone surrogate). ``what`` names it in the error (``park key of node 'ask'``)."""
+    if not isinstance(value, str):
+        raise InvalidKeyError(what, repr(value), f"is a {type(value).__name__}, not text")
+    if "\x00" in value:
+        raise InvalidKeyError(what, value, "has a NUL character, which no store keeps")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        reason = f"is not valid Unicode text (character {exc.start}: a lone surrogate)"
+        raise InvalidKeyError(what, value, reason) from None
+    if size > limit:
+        raise InvalidKeyError(what, value, f"is {size:,} bytes long, over the limit of {limit:,}")
+
+
+def check_keys(values: Mapping[str, Any], where: str) -> None:
+    """:func:`check_key` of each top-level key of ``values`` (a state, an update, a payload)."""
+    for key in values:
+        if isinstance(key, str):  # (a key that is not text is refused as not JSON)
+            check_key(key, f"{where} key")
+
+
+def check_signal(
+    key: str | None, idempotency_key: str | None, payload: Mapping[str, Any] | None
+) -> None:
+    """:func:`check_key` of a signal's correlation key, idempotency key and payload keys."""
+    for text, what in ((key, "key"), (idempotency_key, "idempotency key")):
+        if text is not None:
+            check_key(text, what)
+    if payload is not None:
+        check_keys(payload, "payload")
+
+
+def check_start(input: Mapping[str, Any], run_id: str | None, limit: int | None) -> None:
+    """A new run's input (:func:`check_sizes`, :func:`check_keys`) and its id, if given."""
+    check_sizes(input, "input", limit)
+    check_keys(input, "input")
+    if run_id is not None:
+        check_key(run_id, "run id", MAX_ID_BYTES)

@@ -46,6 +46,24 @@ def copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def stored_form(value: Any) -> Any:
+    """``value`` as a store gives it back: tuples as lists, at any depth (a store keeps JSON,
+    so a run's result is the same whether or not the run was rebuilt from the store). Only the
+    containers on the way to a tuple are copied; ``value`` is returned as it is without one."""
+    t = type(value)
+    if t in _IMMUTABLE:
+        return value
+    if isinstance(value, tuple):
+        return [stored_form(v) for v in value]
+    if isinstance(value, list):
+        items = [stored_form(v) for v in value]
+        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    if isinstance(value, dict):
+        entries = {k: stored_form(v) for k, v in value.items()}
+        return entries if any(entries[k] is not v for k, v in value.items()) else value
+    return value
+
+
 def resolve_function(ref: str) -> Callable[[Any, Any], Any]:
     import importlib
 
@@ -102,6 +120,8 @@ class StateMerger:
             written[k] = self._merge(k, state.get(k, _MISSING), base.get(k, _MISSING), v, False)
         for k, v in explicit.items():
             written[k] = self._merge(k, state.get(k, _MISSING), base.get(k, _MISSING), v, True)
+        # What the run keeps is what the store keeps (a tuple is a list there).
+        written = {k: stored_form(v) for k, v in written.items()}
         state.update(written)
         removed = []
         for k in deleted:

@@ -12,6 +12,13 @@ from typing import Any
 from flowtide.clock import isoformat
 from flowtide.engine.errors import RunError
 from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.redaction import (
+    Redact,
+    bound_message,
+    bound_traceback,
+    clean_details,
+    redacted,
+)
 from flowtide.model.durations import format_duration
 
 
@@ -28,13 +35,19 @@ class ErrorInfo:
     traceback: str | None = None
 
     @classmethod
-    def of(cls, exc: BaseException, placement: str | None = None) -> ErrorInfo:
+    def of(
+        cls, exc: BaseException, placement: str | None = None, *, redact: Redact | None = None
+    ) -> ErrorInfo:
+        """``exc`` as a run records it: its message, traceback and details through ``redact``
+        (else the process's registered hook), then cut to size (see
+        :mod:`flowtide.engine.redaction`)."""
+        trace = _traceback(exc)
         return cls(
             type(exc).__name__,
-            str(exc),
+            bound_message(redacted(str(exc), redact)),
             placement or getattr(exc, "placement", None),
-            _details(exc),
-            _traceback(exc),
+            clean_details(_details(exc), redact),
+            bound_traceback(redacted(trace, redact)) if trace is not None else None,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -27,11 +27,15 @@
 * Every finished item is recorded in the store (index, output, result, completion order) under
   the scatter's placement and visit (:func:`progress_key`), so a scatter resumed after a crash
   re-runs only its own items that had not finished. A resumed scatter pulls its source again
-  from the start and skips the finished items by index (batches by their release order): a
-  source function must give the same items in the same order when it is called again for the
-  same run (read a snapshot, or order a query), else other items are skipped than the ones that
-  finished. Batches released by ``idle`` depend on when the items came, so resuming them needs
-  a source that also gives its items at the same pace.
+  from the start and skips the finished items by index, their position in the source: a source
+  function must give the same items in the same order when it is called again for the same run
+  (read a snapshot, or order a query), else other items are skipped than the ones that
+  finished. A batch is recorded under the position of its first item, and when it is released
+  (before its body starts) the positions of its items are recorded too (:class:`BatchMarks`):
+  a resumed scatter skips the items of the batches that finished, gathers the items of a batch
+  that had started again into that same batch (whenever they come: its body runs on the same
+  items, a flow body finds the same child run), and batches only the others anew. So every item
+  is in one finished batch, whatever the pace of the items was before and after the crash.
 * Gather (``gather.strategy``), over succeeded items: ``append`` a list in source order;
   ``collect`` a list in completion order; ``partition`` a mapping output -> list (failed items
   under ``error``/``timeout``, as ``{"item", "error"}``); ``map`` a mapping ``key`` -> result;
@@ -54,16 +58,17 @@ from typing import TYPE_CHECKING, Any
 from flowtide.engine.children import child_run_id
 from flowtide.engine.context import SourceContext
 from flowtide.engine.deadlines import needs_node_anchor, resolve_window
+from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_types import NodeFinished, ScatterItemFinished
 from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.reducers import copy_state, resolve_function
 from flowtide.engine.scope import CancelScope
-from flowtide.model.placements import FailurePolicy, GatherStrategy, Scatter
-from flowtide.store.base import Commit, ScatterItemRecord, TokenRecord
+from flowtide.model.placements import FailurePolicy, GatherStrategy, KeyedBatches, Scatter
+from flowtide.store.base import Commit, ScatterItemRecord, StoreConflict, TokenRecord
 from flowtide.store.jsonvalues import check_json
 
 if TYPE_CHECKING:
-    from flowtide.clock import TimerHandle
+    from flowtide.clock import Clock, TimerHandle
     from flowtide.engine._subflows import Subflows
 
 _END = object()
@@ -126,6 +131,57 @@ def progress_key(placement: str, visit: int) -> str:
     return f"{placement}#{visit}"
 
 
+RELEASED = "released"
+"""The status of a batch's record from its release until it finishes (its result: its items'
+positions)."""
+BATCHED = "batched"
+"""The status of the record of an item that is not the first of its batch (its result: the
+position of the batch's first item)."""
+
+
+class BatchMarks:
+    """What a resumed scatter knows of its batches: the positions of the items of the batches
+    that finished (skipped), and of those released and not finished (each gathered into its
+    batch again, by the position of its first item)."""
+
+    def __init__(self) -> None:
+        self.members: dict[int, int] = {}  # position -> the position of its batch's first item
+        self.released: dict[int, list[int]] = {}  # first position -> its batch's positions
+
+    def read(self, record: ScatterItemRecord) -> bool:
+        """Take in ``record`` if it marks a batch or an item of one (True), else False (a
+        finished item or batch)."""
+        if record.status == BATCHED:
+            self.members[record.index] = int(record.result["batch"])
+            return True
+        if record.status == RELEASED:
+            self.released[record.index] = [int(i) for i in record.result["items"]]
+            return True
+        return False
+
+    def batch_of(self, position: int, finished: Mapping[int, Any]) -> int | None:
+        """The first position of the batch the item at ``position`` was released in (None: in
+        none); ``finished``: the records of the finished batches, by first position."""
+        if position in finished or position in self.released:
+            return position
+        return self.members.get(position)
+
+    @staticmethod
+    def records(
+        run_id: str, progress: str, positions: list[int], key: Any
+    ) -> list[ScatterItemRecord]:
+        """The records that mark a batch released with the items at ``positions``."""
+        first = positions[0]
+        marks = [
+            ScatterItemRecord(run_id, progress, first, RELEASED, None, {"items": positions}, key)
+        ]
+        marks += [
+            ScatterItemRecord(run_id, progress, i, BATCHED, None, {"batch": first}, None)
+            for i in positions[1:]
+        ]
+        return marks
+
+
 class ScatterRun:
     def __init__(self, ex: Subflows, token: TokenRecord, p: Scatter) -> None:
         self.ex = ex
@@ -139,6 +195,7 @@ class ScatterRun:
         self._tasks: set[asyncio.Task[None]] = set()
         self.scope: CancelScope = ex.root.child(p.id)
         self.progress_id = progress_key(p.id, token.visit)
+        self.marks = BatchMarks()
 
     def finished(self, output: str, to: list[str] | None) -> NodeFinished:
         """The scatter's ``node_finished`` payload: its output, where it went, its counts."""
@@ -156,8 +213,9 @@ class ScatterRun:
         ex, p = self.ex, self.p
         top = 0
         for r in await ex.host.store.scatter_items(ex.run.id, self.progress_id):
-            self.records[r.index] = r
-            top = max(top, r.order)
+            if not self.marks.read(r):
+                self.records[r.index] = r
+                top = max(top, r.order)
         self._order = itertools.count(top + 1)
         ex.running[self.token.id] = (p.id, self.scope)
         try:
@@ -231,63 +289,66 @@ class ScatterRun:
         that one released by its idle time starts at that instant even while the source is still
         waiting for its next item; the source is pulled again only once every released batch has
         a slot."""
-        p = self.p
-        assert p.batch is not None
-        spec = p.batch
-        slots = asyncio.Semaphore(p.concurrency)
-        buffers: dict[Any, list[Any]] = {}
-        timers: dict[Any, TimerHandle] = {}
-        counter = itertools.count()
-        released: asyncio.Queue[Any] = asyncio.Queue()
-
-        def release(key: Any) -> None:
-            timer = timers.pop(key, None)
-            if timer is not None:
-                timer.cancel()
-            items = buffers.pop(key, None)
-            if items:
-                released.put_nowait((key, items))
-
-        async def launch_released() -> None:
-            while (batch := await released.get()) is not _END:
-                key, items = batch
-                await slots.acquire()
-                index = next(counter)
-                if index in self.records or self._stop or self.scope.cancellation is not None:
-                    slots.release()
-                else:
-                    self._launch(base, index, items, key, slots)
-                released.task_done()
-
-        launcher = asyncio.get_running_loop().create_task(launch_released())
+        assert self.p.batch is not None
+        slots = asyncio.Semaphore(self.p.concurrency)
+        batches = _Batcher(self.p.batch, self.ex.clock, self.marks, self.records)
+        launcher = asyncio.get_running_loop().create_task(
+            self._launch_batches(base, batches, slots)
+        )
         try:
             while True:
-                await released.join()
+                await batches.released.join()
                 if self._stop or self.scope.cancellation is not None:
                     break
                 item = await source.pull()
                 if item is _END:
-                    for key in list(buffers):
-                        release(key)
+                    batches.release_all()
                     break
+                batches.add(self.pulled, item)
                 self.pulled += 1
-                key = get_path(item, spec.key) if isinstance(item, Mapping) else item
-                buffers.setdefault(key, []).append(item)
-                if len(buffers[key]) >= spec.size:
-                    release(key)
-                elif spec.idle is not None:
-                    old = timers.pop(key, None)
-                    if old is not None:
-                        old.cancel()
-                    timers[key] = self.ex.clock.call_at(
-                        self.ex.clock.now() + spec.idle, functools.partial(release, key)
-                    )
-            released.put_nowait(_END)
+            batches.released.put_nowait(_END)
             await launcher
         finally:
-            for timer in timers.values():
-                timer.cancel()
+            batches.close()
             launcher.cancel()
+
+    async def _launch_batches(
+        self, base: Mapping[str, Any], batches: _Batcher, slots: asyncio.Semaphore
+    ) -> None:
+        """Launch each released batch once it has a slot, recorded as released first (the
+        positions of its items: see :class:`BatchMarks`)."""
+        while (batch := await batches.released.get()) is not _END:
+            key, positions, items = batch
+            try:
+                await slots.acquire()
+                first = positions[0]
+                if (
+                    first in self.records
+                    or self._stop
+                    or self.scope.cancellation is not None
+                    or not await self._mark(positions, key)
+                ):
+                    slots.release()
+                else:
+                    self._launch(base, first, items, key, slots)
+            except (StoreConflict, StoreUnavailableError) as exc:
+                slots.release()
+                self._stop = True
+                self.ex.lose_view(exc)
+            finally:
+                batches.released.task_done()
+
+    async def _mark(self, positions: list[int], key: Any) -> bool:
+        """Record a batch as released with the items at ``positions`` (once); False if the run
+        has ended meanwhile."""
+        if positions[0] in self.marks.released:
+            return True  # (released before a crash: marked already)
+        ex = self.ex
+        marks = BatchMarks.records(ex.run.id, self.progress_id, positions, key)
+        if not await ex.commit(Commit(ex.run.id, scatter=marks), unless_ended=True):
+            return False
+        self.marks.released[positions[0]] = positions
+        return True
 
     def _launch(
         self, base: Mapping[str, Any], index: int, item: Any, key: Any, slots: asyncio.Semaphore
@@ -356,7 +417,9 @@ class ScatterRun:
             return attempt.output, {**attempt.state, **attempt.update}, None
         if attempt.kind == "timeout":
             return "timeout", None, f"timed out after {settings.timeout}"
-        return "error", None, f"{type(attempt.error).__name__}: {attempt.error}"
+        assert attempt.error is not None
+        info = ex.error_info(attempt.error)  # (redacted and cut to size)
+        return "error", None, f"{info.type}: {info.message}"
 
     async def _run_flow(
         self, state: dict[str, Any], item: Any, index: int, run_key: str
@@ -386,7 +449,10 @@ class ScatterRun:
             return "timeout", None, "timed out"
         if result is not None and result.errors:
             return "error", None, f"{result.errors[0].type}: {result.errors[0].message}"
-        return "error", None, str(attempt.error or (result.lifecycle if result else "failed"))
+        if attempt.error is not None:
+            info = ex.error_info(attempt.error)
+            return "error", None, f"{info.type}: {info.message}"
+        return "error", None, str(result.lifecycle if result else "failed")
 
     async def _record(
         self,
@@ -464,6 +530,75 @@ class ScatterRun:
         holder = copy_state(current) if isinstance(current, dict) else {}
         set_path(holder, rest, value)
         return {head: holder}
+
+
+class _Batcher:
+    """Pulled items into keyed batches, each item by its position in the source. An item of a
+    batch that finished before a crash is skipped; one of a batch that was released and had not
+    finished goes back into that batch, released once all its items are in (see
+    :class:`BatchMarks`); any other is batched by its key, released by size or idle time."""
+
+    def __init__(
+        self, spec: KeyedBatches, clock: Clock, marks: BatchMarks, finished: Mapping[int, Any]
+    ) -> None:
+        self.spec = spec
+        self.clock = clock
+        self.marks = marks
+        self.finished = finished
+        self.buffers: dict[Any, list[tuple[int, Any]]] = {}
+        self.timers: dict[Any, TimerHandle] = {}
+        self.pinned: dict[int, list[tuple[int, Any]]] = {}
+        self.released: asyncio.Queue[Any] = asyncio.Queue()
+
+    def add(self, position: int, item: Any) -> None:
+        first = self.marks.batch_of(position, self.finished)
+        if first in self.finished:
+            return  # its batch finished before
+        if first is not None and first in self.marks.released:
+            got = self.pinned.setdefault(first, [])
+            got.append((position, item))
+            if len(got) == len(self.marks.released[first]):
+                self._put(self.pinned.pop(first))
+            return
+        key = self.key_of(item)
+        buffer = self.buffers.setdefault(key, [])
+        buffer.append((position, item))
+        if len(buffer) >= self.spec.size:
+            self.release(key)
+        elif self.spec.idle is not None:
+            old = self.timers.pop(key, None)
+            if old is not None:
+                old.cancel()
+            when = self.clock.now() + self.spec.idle
+            self.timers[key] = self.clock.call_at(when, functools.partial(self.release, key))
+
+    def key_of(self, item: Any) -> Any:
+        return get_path(item, self.spec.key) if isinstance(item, Mapping) else item
+
+    def release(self, key: Any) -> None:
+        timer = self.timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        entries = self.buffers.pop(key, None)
+        if entries:
+            self._put(entries)
+
+    def release_all(self) -> None:
+        """The source has ended: every batch goes (one released before a crash with the items
+        that came again, should the source give fewer now)."""
+        for key in list(self.buffers):
+            self.release(key)
+        for first in list(self.pinned):
+            self._put(self.pinned.pop(first))
+
+    def _put(self, entries: list[tuple[int, Any]]) -> None:
+        entries.sort(key=lambda e: e[0])
+        items = [item for _, item in entries]
+        self.released.put_nowait((self.key_of(items[0]), [i for i, _ in entries], items))
+
+    def close(self) -> None:
+        for timer in self.timers.values():
+            timer.cancel()
 
 
 def item_state(base: Mapping[str, Any], p: Scatter, item: Any) -> dict[str, Any]:

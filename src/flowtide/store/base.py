@@ -153,6 +153,12 @@ class UnknownRunError(StoreError, KeyError):
         return str(self.args[0])
 
 
+class StoreDataError(StoreError):
+    """The store refused a value it was given: longer than it can index, a character it cannot
+    hold, a broken constraint. The data is at fault, so the same write fails again: the engine
+    does not retry it (it checks the limits it knows of before anything is stored)."""
+
+
 class StoreConflict(StoreError):
     """A conditional commit did not apply: a token was not as expected (``Commit.expect``)."""
 

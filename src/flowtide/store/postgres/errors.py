@@ -15,7 +15,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolClosed, PoolTimeout
 
-from flowtide.store.base import DuplicateSignal, StoreError, StoreOpenError
+from flowtide.store.base import DuplicateSignal, StoreDataError, StoreError, StoreOpenError
 
 __all__ = ["Target", "open_error", "store_error", "unencodable"]
 
@@ -37,6 +37,15 @@ _REFUSED_CREDENTIALS = (
     "no password supplied",
     "no pg_hba.conf entry",
 )
+
+
+_DATA_ERRORS = (
+    psycopg.DataError,  # (class 22: a NUL in text, a value out of range, ...)
+    pg_errors.ProgramLimitExceeded,  # (an index row too large: a key too long)
+    pg_errors.CheckViolation,
+    pg_errors.NotNullViolation,
+)
+"""What PostgreSQL says when the data is at fault (the same write fails again)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +112,10 @@ def store_error(error: psycopg.Error, target: Target) -> StoreError:
         if constraint == "runs_pkey":
             detail = target.scrub(error.diag.message_detail or "")
             return StoreError(f"a run with this id exists already: {detail}")
+    if isinstance(error, _DATA_ERRORS):
+        state = f" [{error.sqlstate}]" if error.sqlstate else ""
+        detail = target.scrub(str(error)) or type(error).__name__
+        return StoreDataError(f"PostgreSQL database {target.name} refused a value{state}: {detail}")
     if isinstance(error, PoolClosed):
         return StoreError(f"the PostgreSQL store of {target.name} is closed")
     if isinstance(error, PoolTimeout):
@@ -115,4 +128,4 @@ def store_error(error: psycopg.Error, target: Target) -> StoreError:
 def unencodable(error: UnicodeEncodeError) -> StoreError:
     """The :class:`StoreError` of a name (a run id, a key) that UTF-8 cannot write (a lone
     surrogate): PostgreSQL's text cannot hold it."""
-    return StoreError(f"PostgreSQL text cannot hold {error.object[error.start : error.end]!r}")
+    return StoreDataError(f"PostgreSQL text cannot hold {error.object[error.start : error.end]!r}")
