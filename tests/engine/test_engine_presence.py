@@ -93,6 +93,7 @@ async def test_a_run_that_lacks_a_node_is_named_in_the_heartbeat_until_a_worker_
 
     clock = VirtualClock(T0)
     caplog.set_level(logging.INFO, logger="flowtide.engine")
+    caplog.clear()  # (the first engine's lines: another test may have left INFO on)
     stranger = Engine(clock=clock, store=store, owner="stranger", heartbeat=True)
     stranger.sweeper  # noqa: B018
     await clock.settle()

@@ -49,13 +49,14 @@ async def test_a_sqlite_database_gets_version_4(tmp_path: Path) -> None:
     async with SQLiteStore(path) as store:
         await fill(store)
     conn = sqlite3.connect(path)
-    with conn:  # (back to version 2, as it was)
+    with conn:  # (back to version 3, as it was)
         for statement in (
             "DROP INDEX flows_by_order",
             "DROP INDEX runs_by_flow_document",
             "ALTER TABLE flows DROP COLUMN stored_order",
             "ALTER TABLE flows DROP COLUMN stored_at",
-            "DELETE FROM flowtide_schema WHERE version = 4",
+            "DROP TABLE workers",  # (version 5's, applied again after 4)
+            "DELETE FROM flowtide_schema WHERE version >= 4",
         ):
             conn.execute(statement)
     conn.close()
@@ -71,7 +72,8 @@ async def test_a_postgres_schema_gets_version_4(schemas: Schemas) -> None:
         "DROP INDEX {schema}.flows_by_order",
         "DROP INDEX {schema}.runs_by_flow_document",
         "ALTER TABLE {schema}.flows DROP COLUMN stored_order, DROP COLUMN stored_at",
-        "DELETE FROM {schema}.flowtide_schema WHERE version = 4",
+        "DROP TABLE {schema}.workers",  # (version 5's, applied again after 4)
+        "DELETE FROM {schema}.flowtide_schema WHERE version >= 4",
     ):
         schemas.query(statement, schema)
     async with schemas.store(schema) as store:

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from flowtide.clock import Clock
 from flowtide.engine.leases import aside_owner, short_id
-from flowtide.store.base import Lease, Store, StoreError, WorkerRecord
+from flowtide.store.base import Lease, Store, StoreError, StoreUnusableError, WorkerRecord
 
 __all__ = ["FORGOTTEN_AFTER", "MOST_WAITING", "STALE_AFTER", "Heartbeat", "is_live", "waiting_for"]
 
@@ -183,6 +183,10 @@ class Heartbeat:
     async def _beat(self) -> None:
         try:
             await self._store.record_worker(self.record())
+        except StoreUnusableError as exc:
+            # (Damaged, read-only, deleted: the sweeper stops the worker on it, saying so.)
+            log.debug("cannot record this worker's heartbeat: %s", exc)
+            self._failing = True
         except StoreError as exc:
             if not self._failing:  # (once until it works again)
                 log.warning("cannot record this worker's heartbeat: %s", exc)
