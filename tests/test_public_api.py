@@ -52,6 +52,8 @@ PUBLIC = [
     "dump_flow",
     "load_flow",
     "node",
+    "reducer",
+    "source",
 ]
 
 

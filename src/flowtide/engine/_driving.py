@@ -90,7 +90,7 @@ class Driving(Subflows):
                 q = self.plan.placements.get(token.placement)
                 if q is not None and q.kind == "task":
                     started, anchors, due = self.start_attempt(
-                        token, q.id, self.plan.impls[q.id], self.plan.settings[q.id]
+                        token, q.id, self.plan.nodes[q.id], self.plan.settings[q.id]
                     )
                     events.append(started)
                     self.prestarted.add(token.id)
@@ -458,7 +458,7 @@ class Driving(Subflows):
 
     async def at_scatter(self, token: TokenRecord, p: Scatter) -> TokenRecord | None:
 
-        body = self.plan.impls[p.id].id if p.body.node is not None else None
+        body = self.plan.nodes.get(p.id)
         async with self.steps.hold():
             if self.end is not None or token.status is S.CANCELLED:
                 return None

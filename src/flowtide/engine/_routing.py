@@ -177,9 +177,8 @@ class Routing(Arming):
         for t in moved:
             if self.prestartable(t, open_splits):
                 q = self.plan.placements[t.placement]
-                impl = self.plan.impls[q.id]
                 begun, new_anchors, new_due = self.start_attempt(
-                    t, q.id, impl, self.plan.settings[q.id]
+                    t, q.id, self.plan.nodes[q.id], self.plan.settings[q.id]
                 )
                 events.append(begun)
                 anchors.extend(new_anchors)

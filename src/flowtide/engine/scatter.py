@@ -56,7 +56,7 @@ from flowtide.engine.context import SourceContext
 from flowtide.engine.deadlines import needs_node_anchor, resolve_window
 from flowtide.engine.event_types import NodeFinished, ScatterItemFinished
 from flowtide.engine.paths import get_path, set_path
-from flowtide.engine.reducers import copy_state, resolve_function
+from flowtide.engine.reducers import copy_state
 from flowtide.engine.scope import CancelScope
 from flowtide.model.placements import FailurePolicy, GatherStrategy, Scatter
 from flowtide.store.base import Commit, ScatterItemRecord, TokenRecord
@@ -191,7 +191,7 @@ class ScatterRun:
             found = get_path(base, p.source)
             return _Source(found) if found is not None else None
         assert p.source_fn is not None
-        fn = self.ex.plan.source_fns[p.id]
+        fn = self.ex.code.source_fns[p.id]
         view = MappingProxyType(copy_state(base))
         made = fn(SourceContext(view, self.ex.run.id, p.id, self.token.visit, self.ex.clock))
         if inspect.isawaitable(made):
@@ -325,7 +325,7 @@ class ScatterRun:
         """A node body: one attempt, in its window (a node anchor is kept per item). None when
         it was cancelled."""
         ex, p = self.ex, self.p
-        impl = ex.plan.impls[p.id]
+        impl = ex.code.impls[p.id]
         settings = ex.plan.settings[p.id]
         extra: dict[str, Any] = {}
         if needs_node_anchor(settings):
@@ -453,7 +453,7 @@ class ScatterRun:
             value = {r.key: r.result for r in good}
         else:
             assert g.reducer is not None
-            fn = resolve_function(g.reducer)
+            fn = self.ex.code.reducers[g.reducer]
             value = copy_state({"v": g.initial})["v"]
             for r in good:
                 value = fn(value, r.result)
