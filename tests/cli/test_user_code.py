@@ -111,7 +111,7 @@ def test_a_module_a_flow_names_is_never_imported(here: Path) -> None:
     result = runner.invoke(app, ["run", flow_file(here, f"{name}:work").name])
     last = bad_input_line(result)
     assert "1 reference does not resolve" in last
-    assert f"node '{name}:work' is not registered: a --nodes module must register it" in (
+    assert f"node '{name}:work' is not registered here: a --nodes module must register it" in (
         result.stderr
     )
     assert not (here / "imported").exists()
@@ -224,7 +224,7 @@ def test_a_flow_whose_nodes_have_no_implementation_names_each_placement() -> Non
     assert len(lines) == 3
     assert "/placements/0/node placement 'await-approval'" in lines[0]
     assert (
-        "node 'urn:flowtide:example:node:await-approval' is not registered: a --nodes module "
+        "node 'urn:flowtide:example:node:await-approval' is not registered here: a --nodes module "
         "must register it (with @node)"
     ) in lines[0]
     assert "cannot import module 'urn'" not in result.stderr

@@ -87,7 +87,7 @@ class FunctionRegistry:
     def missing(self, ref: str) -> str:
         """What to say of ``ref`` when it is not registered."""
         return (
-            f"{self.kind} {ref!r} is not registered: a --nodes module must register it "
+            f"{self.kind} {ref!r} is not registered here: a --nodes module must register it "
             f"(with @flowtide.{self._decorator})"
         )
 

@@ -162,7 +162,7 @@ class Code:
             why = f"none of the modules given with --nodes ({given}) registers it"
         else:
             why = "a --nodes module must register it"
-        return f"node {ref!r} is not registered: {why} (with @node)"
+        return f"node {ref!r} is not registered here: {why} (with @node)"
 
     def function(self, ref: str, what: str) -> str | None:
         """Why ``ref`` (the id of a ``what``: a reducer or a source function) does not resolve
