@@ -2,9 +2,10 @@
 
 * The items come from ``source``, the state path of a collection (a list in the run's JSON
   state), or from ``source_fn``, a source function for items that are not in the state: a
-  generator, an async generator, a query's cursor. It is named ``module:function`` and imported
-  when the engine plans the flow (as nodes are: a missing one raises
-  :class:`~flowtide.errors.NodeResolutionError`). When the scatter starts it is called as
+  generator, an async generator, a query's cursor. It is named by the id ``@flowtide.source``
+  registers it under and bound before the run's code runs (as nodes are: one that is not
+  registered raises :class:`~flowtide.errors.NodeResolutionError`; nothing is imported because a
+  flow names it). When the scatter starts it is called as
   ``fn(ctx)`` with a :class:`~flowtide.engine.context.SourceContext`: ``ctx.state`` is a read-only
   view of a copy of the run state, ``ctx.clock`` the engine's clock, ``ctx.run_id``,
   ``ctx.placement``, ``ctx.visit``. It returns an iterable or an async iterable of JSON items (or
