@@ -358,12 +358,11 @@ class Engine:
     ) -> RunExecutor:
         """A run created in the store, held by this engine, which drives it: its executor held
         here (``stored``: its flow document is in the store already)."""
+        code = self.code(plan)  # (its code is registered here, or nothing is stored)
         if not stored:
             await self._catalog.keep_document(run.flow_id)
         lease = await self._store_run(run, state, held=True)
-        ex = RunExecutor(
-            self._host, plan, run, state, code=self.code(plan), parent_scope=parent_scope
-        )
+        ex = RunExecutor(self._host, plan, run, state, code=code, parent_scope=parent_scope)
         ex.lease = lease
         self._hold(run.id, ex)
         return ex
