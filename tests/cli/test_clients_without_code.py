@@ -1,6 +1,6 @@
 """Clients need no node code: from a folder where no node module can be imported, with no
 ``--nodes``, ``start``, ``show``, ``runs``, ``history`` and ``explain`` work for a run that a
-worker process, in another folder with the nodes, drives."""
+worker process, in another folder with the nodes, drives (on SQLite and on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 from flowtide.cli import ExitCode, app
+from tests.postgres_schemas import Schemas
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,9 +56,13 @@ FLOW = {
 }
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'runs.db'}"
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    schemas: Schemas = request.getfixturevalue("schemas")
+    join = "&" if "?" in schemas.url else "?"
+    return f"{schemas.url}{join}schema={schemas.new()}"
 
 
 @pytest.fixture
