@@ -59,12 +59,6 @@ def dotted(text: str) -> bool:
     return bool(text) and all(part.isidentifier() for part in text.split("."))
 
 
-def is_code_reference(ref: str) -> bool:
-    """Whether ``ref`` is a ``module:attribute`` reference (rather than an IRI)."""
-    module, sep, attribute = ref.partition(":")
-    return bool(sep) and dotted(module) and dotted(attribute)
-
-
 def one_line(exc: BaseException) -> str:
     """What ``exc`` says, on one line."""
     if isinstance(exc, FlowValidationError):
