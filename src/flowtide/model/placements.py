@@ -139,7 +139,10 @@ class Task(_Placement):
     """Runs a node implementation; the output it returns picks the next placement(s)."""
 
     kind: Literal["task"] = "task"
-    node: str = Field(min_length=1, description="The node: an IRI or 'module:attribute'.")
+    node: str = Field(
+        min_length=1,
+        description="The node, by the id it is registered under: an IRI or 'module:qualname'.",
+    )
     routes: Routes = Field(default_factory=dict)
     settings: NodeSettings | None = None
     has_settings: ClassVar[bool] = True
