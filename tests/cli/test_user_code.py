@@ -493,3 +493,50 @@ def test_python_m_flowtide_is_the_command() -> None:
         .startswith("flowtide: cannot run examples/escalation-ladder.yaml")
     )
     assert "Traceback" not in refused.stderr
+
+
+REGISTERED = """\
+    import flowtide
+    from flowtide import node
+
+
+    @node(id="urn:test:node:square", outputs=["done"])
+    def square(ctx):
+        ctx.state["square"] = ctx.item * ctx.item
+        return "done"
+
+
+    @flowtide.source
+    def numbers(ctx):
+        return range(ctx.state["n"])
+
+
+    @flowtide.reducer(id=__name__ + ":sum")
+    def total(current, value):
+        return (current or 0) + value
+    """
+
+
+def test_reducers_and_sources_a_nodes_module_registers_run(here: Path) -> None:
+    name = module(here, REGISTERED)
+    data = {
+        "id": "urn:test:flow:registered",
+        "entrypoints": {"main": "each"},
+        "placements": [
+            {
+                "id": "each",
+                "kind": "scatter",
+                "source_fn": f"{name}:numbers",
+                "body": {"node": "urn:test:node:square"},
+                "gather": {"strategy": "reduce", "field": "square", "reducer": f"{name}:sum"},
+                "routes": {"all-success": "end"},
+            },
+            {"id": "end", "kind": "terminal"},
+        ],
+    }
+    (here / "sums.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    checked = runner.invoke(app, ["validate", "sums.yaml", "-n", name])
+    assert checked.exit_code == ExitCode.OK, checked.output
+    result = runner.invoke(app, ["run", "sums.yaml", "-n", name, "-i", '{"n": 4}', "--json"])
+    assert result.exit_code == ExitCode.OK, result.output
+    assert json.loads(result.stdout)["state"]["results"] == 0 + 1 + 4 + 9
