@@ -130,7 +130,6 @@ class Engine:
         self.max_runs = max_runs
         self.max_value_bytes = max_value_bytes
         self._aside = SetAside(self.store, self.clock, self.owner, DEFER_UNFIREABLE)
-        self.registry = registry
         self._code = EngineCode(registry, executes=executes)
         self.hooks: list[Hook] = list(hooks)
         self.random = random
@@ -182,6 +181,15 @@ class Engine:
 
     def add_hook(self, hook: Hook) -> None:
         self.hooks.append(hook)
+
+    @property
+    def registry(self) -> NodeRegistry | None:
+        """Where node ids are resolved first (see the class)."""
+        return self._code.registry
+
+    @registry.setter
+    def registry(self, registry: NodeRegistry | None) -> None:
+        self._code.registry = registry
 
     def resolve(self, ref: str) -> NodeImplementation:
         """The node registered under ``ref`` (in ``registry``, else the process-wide registry);
