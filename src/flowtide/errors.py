@@ -85,8 +85,11 @@ class NodeResolutionError(FlowtideError, LookupError):
     code only by the id it is registered under; nothing is imported because a flow names it.
 
     ``refs`` holds the references that do not resolve (node ids, reducer and source ids), each
-    once, in the order they were found."""
+    once, in the order they were found; ``nodes`` those of them that name nodes."""
 
-    def __init__(self, message: str, refs: Iterable[str] = ()) -> None:
+    def __init__(
+        self, message: str, refs: Iterable[str] = (), *, nodes: Iterable[str] = ()
+    ) -> None:
         super().__init__(message)
-        self.refs: tuple[str, ...] = tuple(dict.fromkeys(refs))
+        self.nodes: tuple[str, ...] = tuple(dict.fromkeys(nodes))
+        self.refs: tuple[str, ...] = tuple(dict.fromkeys([*refs, *self.nodes]))

@@ -99,6 +99,7 @@ async def test_an_engine_refuses_to_start_it(tmp_path: Path, kind: str, ref: str
         with pytest.raises(NodeResolutionError) as caught:
             await engine.start(document(kind, ref), initial_state(tmp_path))
     assert ref in caught.value.refs
+    assert caught.value.nodes == ((ref,) if kind == "node" else ())
     assert f"{ref!r} is not registered here: a --nodes module must register it" in str(caught.value)
     assert await store.list_runs() == []
     nothing_ran(tmp_path)

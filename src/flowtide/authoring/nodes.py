@@ -248,7 +248,7 @@ class NodeRegistry:
         when there is none (nothing is imported because a flow names it)."""
         found = self._nodes.get(ref)
         if found is None:
-            raise NodeResolutionError(missing_node(ref), [ref])
+            raise NodeResolutionError(missing_node(ref), nodes=[ref])
         return found
 
 

@@ -60,10 +60,12 @@ def bind_code(
     code = FlowCode()
     missing: list[str] = []
     refs: list[str] = []
+    node_refs: list[str] = []
 
     def refuse(where: str, pointer: str, exc: NodeResolutionError) -> None:
         missing.append(f"{where} ({pointer}): {exc}")
         refs.extend(exc.refs)
+        node_refs.extend(exc.nodes)
 
     for index, p in enumerate(plan.flow.placements):
         at = join("", "placements", index)
@@ -96,7 +98,7 @@ def bind_code(
             refuse(f"state key {key!r}", join("", "reducers", key), exc)
     if missing:
         head = f"flow {plan.flow.id!r} names code that is not registered here"
-        raise NodeResolutionError("; ".join([head, *missing]), refs)
+        raise NodeResolutionError("; ".join([head, *missing]), refs, nodes=node_refs)
     return code
 
 
