@@ -129,3 +129,44 @@ async def test_a_flow_stored_where_its_nodes_are_registered_tells_clients_their_
     finally:
         await app.close()
         await worker.close()
+
+
+@node(id="urn:test:node:hold", outputs=["approved"], parks=True, register=False)
+async def hold(ctx: NodeContext) -> Any:
+    return Park(key=f"hold-{ctx.run_id}")
+
+
+async def test_a_client_says_when_a_nodes_defaults_are_unknown_to_it() -> None:
+    clock = VirtualClock(T0, autojump=True)
+    store = MemoryStore()
+    flow = Flow.model_validate(
+        {
+            "id": "urn:test:flow:hold",
+            "entrypoints": {"main": "hold"},
+            "placements": [
+                {
+                    "id": "hold",
+                    "kind": "task",
+                    "node": "urn:test:node:hold",
+                    "routes": {"approved": "end"},
+                },
+                {"id": "end", "kind": "terminal"},
+            ],
+        }
+    )
+    client = Engine(clock=clock, store=store, executes=False)
+    worker = Engine(clock=clock, store=store, registry=NodeRegistry({hold.id: hold}))
+    worker.sweeper  # noqa: B018
+    try:
+        run_id = (await client.start(flow)).run_id
+        await client.wait_parked(run_id)
+        e = await client.explain(run_id, placement="hold")
+        assert (e.timeout, e.unknown_defaults) == (None, "urn:test:node:hold")
+        assert "no timeout as far as is known here" in str(e)
+        # With the node's code, the same run is explained without doubt.
+        e = await worker.explain(run_id, placement="hold")
+        assert (e.timeout, e.unknown_defaults) == (None, None)
+        assert str(e).endswith("no timeout")
+    finally:
+        await client.close()
+        await worker.close()

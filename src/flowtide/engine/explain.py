@@ -217,7 +217,7 @@ def explain_token(
         token_id=token.id,
         placement=token.placement,
         status=token.status.value,
-        deadline=token.deadline if timeout is not None else None,
+        deadline=token.deadline if timeout is not None or unknown is not None else None,
         timeout=timeout,
         anchor=anchor,
         anchor_at=anchor_at,
