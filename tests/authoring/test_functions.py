@@ -93,3 +93,10 @@ def test_the_builder_refuses_a_function_no_other_process_could_register() -> Non
         FlowBuilder("urn:test:flow:lambda").scatter("each", lambda ctx: [1], work)
     with pytest.raises(FlowValidationError, match=r"reducer .* has no id"):
         FlowBuilder("urn:test:flow:lambda").reducer("k", lambda a, b: b)
+
+
+def test_an_id_a_document_could_not_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="must read as 'module:function'"):
+        flowtide.source(plain_rows, id="urn:shop:source:rows")
+    with pytest.raises(ValueError, match="must read as 'module:function'"):
+        flowtide.reducer(plain_reducer, id="newest")

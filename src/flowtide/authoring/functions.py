@@ -16,11 +16,13 @@ or by calling them (``flowtide.reducer(fn, id=...)``). The function is returned 
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar, overload
 
 from flowtide.errors import NodeResolutionError
+from flowtide.model.placements import FUNCTION_REF_PATTERN
 
 __all__ = [
     "FunctionRegistry",
@@ -56,8 +58,11 @@ class FunctionRegistry:
         if not callable(fn):
             raise TypeError(f"a {self.kind} must be callable, not {fn!r}")
         key = id or function_id(fn)
-        if not key:
-            raise ValueError(f"a {self.kind} id must not be empty")
+        if not re.fullmatch(FUNCTION_REF_PATTERN, key):
+            # (A document names it in this form: any other id could never be named.)
+            raise ValueError(
+                f"{self.kind} id {key!r} must read as 'module:function' (dotted names, a colon)"
+            )
         with self._lock:
             old = self._functions.get(key)
             if old is not None and old is not fn and function_id(old) != function_id(fn):
