@@ -54,6 +54,8 @@ PUBLIC = [
     "dump_flow",
     "load_flow",
     "node",
+    "reducer",
+    "source",
 ]
 
 

@@ -5,7 +5,8 @@ What a user needs, in one place::
     from flowtide import Engine, FlowBuilder, Output, Park, node, load_flow
 
 * build a flow: :class:`FlowBuilder`, :func:`node`, :class:`Flow`, :func:`load_flow`,
-  :func:`dump_flow`;
+  :func:`dump_flow`; register the code a flow names: :func:`node`, :func:`reducer`,
+  :func:`source`;
 * run it: :class:`Engine`, :class:`RunHandle`, :class:`RunResult` (with :class:`ParkedToken`,
   :class:`InterruptedAt`, :class:`ErrorInfo`), :class:`Lifecycle`, :class:`NodeContext`,
   :class:`Output`, :class:`Park`, :class:`SignalReceipt`, :class:`Explanation`;
@@ -20,7 +21,7 @@ The rest (placement models, documents, store records, the engine's parts) stays 
 subpackages: ``flowtide.model``, ``flowtide.documents``, ``flowtide.store``, ``flowtide.engine``.
 """
 
-from flowtide.authoring import FlowBuilder, node
+from flowtide.authoring import FlowBuilder, node, reducer, source
 from flowtide.client import AsyncClient, Client
 from flowtide.clock import Clock, SystemClock, VirtualClock
 from flowtide.documents import dump_flow, load_flow
@@ -97,4 +98,6 @@ __all__ = [
     "dump_flow",
     "load_flow",
     "node",
+    "reducer",
+    "source",
 ]

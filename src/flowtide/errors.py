@@ -80,5 +80,16 @@ class FlowValidationError(FlowtideError, ValueError):
 
 
 class NodeResolutionError(FlowtideError, LookupError):
-    """A node reference (an IRI or ``module:attribute``) does not resolve to an implementation,
-    or a scatter's source function (``module:function``) does not resolve to a callable."""
+    """Code a flow names is not registered here: a node (``@node``), a reducer
+    (``@flowtide.reducer``) or a scatter's source function (``@flowtide.source``). A flow names
+    code only by the id it is registered under; nothing is imported because a flow names it.
+
+    ``refs`` holds the references that do not resolve (node ids, reducer and source ids), each
+    once, in the order they were found; ``nodes`` those of them that name nodes."""
+
+    def __init__(
+        self, message: str, refs: Iterable[str] = (), *, nodes: Iterable[str] = ()
+    ) -> None:
+        super().__init__(message)
+        self.nodes: tuple[str, ...] = tuple(dict.fromkeys(nodes))
+        self.refs: tuple[str, ...] = tuple(dict.fromkeys([*refs, *self.nodes]))

@@ -115,15 +115,34 @@ def test_registry_refuses_a_different_node_under_a_taken_id() -> None:
     assert list(reg) == ["urn:test:one"]
 
 
-def test_resolve_imports_module_attribute_references() -> None:
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "tests.authoring.nodes_for_import:decorated",
+        "tests.authoring.nodes_for_import:plain",
+        "urn:nowhere:node",
+        "os:rename",
+    ],
+)
+def test_resolve_never_imports_what_a_reference_names(ref: str) -> None:
     reg = NodeRegistry()
+    with pytest.raises(NodeResolutionError) as caught:
+        reg.resolve(ref)
+    assert str(caught.value) == (
+        f"node {ref!r} is not registered here: a --nodes module must register it (with @node)"
+    )
+    assert caught.value.refs == (ref,)
+    assert len(reg) == 0
+
+
+def test_resolve_gives_what_is_registered() -> None:
+    from tests.authoring import nodes_for_import
+
+    reg = NodeRegistry()
+    reg.register(nodes_for_import.decorated)
     impl = reg.resolve("tests.authoring.nodes_for_import:decorated")
-    assert impl.outputs == ("ok", "retry")
+    assert impl is nodes_for_import.decorated
     assert impl.type.settings.timeout == timedelta(seconds=5)
-    plain = reg.resolve("tests.authoring.nodes_for_import:plain")
-    assert plain.outputs == ("done",)
-    assert plain.id == "tests.authoring.nodes_for_import:plain"
-    assert reg.get(plain.id) is plain
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Nodes of the two-branch flow the worker-process signal tests run (by ``module:attribute``):
+"""Nodes of the two-branch flow the worker-process signal tests run (a worker registers them
+with ``--nodes``; the flow names them by their ids, ``module:attribute``):
 ``long_work`` notes each attempt in the file ``state["log"]`` and runs until the file
 ``state["gate"]`` exists; ``ask`` parks until signalled."""
 

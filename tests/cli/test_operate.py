@@ -22,6 +22,8 @@ runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOUT = ROOT / "examples" / "checkout-node-anchor.yaml"
 NODES = "flowtide.demo.checkout"
+INBOX = "tests.cli.inbox_nodes"
+"""The nodes of the two-branch flow (registered by the worker's --nodes)."""
 
 
 @pytest.fixture
@@ -34,8 +36,8 @@ def worker(store: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A worker process on the store; stopped with SIGTERM at the end (it must exit 0)."""
     with (tmp_path / "worker.log").open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "flowtide", "worker", "--nodes", NODES, "--store", store,
-             "--poll", "0.05", "--json"],
+            [sys.executable, "-m", "flowtide", "worker", "--nodes", NODES, "--nodes", INBOX,
+             "--store", store, "--poll", "0.05", "--json"],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
     yield process
@@ -106,7 +108,7 @@ def test_a_worker_runs_it_and_signals_from_other_processes_move_it(
 def test_a_signal_to_a_run_whose_worker_is_busy_in_another_branch_runs_nothing_twice(
     store: str, worker: subprocess.Popen[bytes], tmp_path: Path
 ) -> None:
-    nodes = "tests.cli.inbox_nodes"
+    nodes = INBOX
     doc = tmp_path / "two-branches.yaml"
     doc.write_text(
         "id: urn:test:two-branches\n"

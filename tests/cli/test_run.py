@@ -73,6 +73,10 @@ def test_run_prints_json_and_exits_by_lifecycle() -> None:
     )
 
 
+BOOM = ("-n", "tests.cli.nodes_for_run")
+"""The module that registers the node of :func:`boom_flow`."""
+
+
 def boom_flow(tmp_path: Path) -> Path:
     doc = tmp_path / "boom.yaml"
     doc.write_text(
@@ -86,7 +90,7 @@ def boom_flow(tmp_path: Path) -> Path:
 
 
 def test_run_with_a_failing_flow_exits_1(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["run", str(boom_flow(tmp_path))])
+    result = runner.invoke(app, ["run", str(boom_flow(tmp_path)), *BOOM])
     assert result.exit_code == ExitCode.FAILURE, result.output
     text = " ".join(result.output.split())
     assert "failed" in text
@@ -120,7 +124,8 @@ def test_demo_runs_the_dispatcher_as_json() -> None:
 
 
 def test_run_json_carries_each_errors_details_and_traceback(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["run", str(boom_flow(tmp_path)), "--json", "--history"])
+    doc = str(boom_flow(tmp_path))
+    result = runner.invoke(app, ["run", doc, *BOOM, "--json", "--history"])
     assert result.exit_code == ExitCode.FAILURE, result.output
     data = json.loads(result.output)
     (error,) = data["errors"]
@@ -133,10 +138,10 @@ def test_run_json_carries_each_errors_details_and_traceback(tmp_path: Path) -> N
 
 def test_run_prints_a_nodes_traceback_with_flowtide_debug(tmp_path: Path) -> None:
     doc = str(boom_flow(tmp_path))
-    quiet = runner.invoke(app, ["run", doc])
+    quiet = runner.invoke(app, ["run", doc, *BOOM])
     assert "Traceback" not in quiet.output
     assert "FLOWTIDE_DEBUG=1" in quiet.output
-    loud = runner.invoke(app, ["run", doc], env={"FLOWTIDE_DEBUG": "1"})
+    loud = runner.invoke(app, ["run", doc, *BOOM], env={"FLOWTIDE_DEBUG": "1"})
     assert loud.exit_code == ExitCode.FAILURE, loud.output
     assert "Traceback (most recent call last)" in loud.output
     assert "in boom" in loud.output

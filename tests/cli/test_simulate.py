@@ -274,7 +274,7 @@ def test_a_scripted_placement_needs_no_code_even_by_reference(tmp_path: Path) ->
     assert "+1:00:00 work returned 'done' → end" in lines(result)
     unscripted = simulate(flow, write(tmp_path / "none.yaml", {}))
     assert unscripted.exit_code == ExitCode.BAD_INPUT
-    assert "no module named 'nowhere_to_be_found'" in unscripted.stderr
+    assert "node 'nowhere_to_be_found:collect' is not registered" in unscripted.stderr
 
 
 # -- signals -----------------------------------------------------------------------------------

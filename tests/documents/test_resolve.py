@@ -1,4 +1,5 @@
-"""Node references resolve to code: registered, or imported from ``module:attribute``."""
+"""Node references resolve to registered code only: nothing is imported because a document
+names it."""
 
 from __future__ import annotations
 
@@ -24,17 +25,22 @@ def _flow_with(*refs: str) -> Flow:
     return load_flow(data)
 
 
-def test_module_attribute_references_import() -> None:
+def test_nodes_resolve_by_the_ids_they_are_registered_under() -> None:
+    flow = _flow_with("tests.documents.nodes_for_resolve:decorated")
+    found = resolve_nodes(flow)
+    assert set(found) == {"tests.documents.nodes_for_resolve:decorated"}
+    assert found["tests.documents.nodes_for_resolve:decorated"] is nodes_for_resolve.decorated
+
+
+def test_a_function_that_is_not_registered_is_refused() -> None:
     flow = _flow_with(
         "tests.documents.nodes_for_resolve:decorated", "tests.documents.nodes_for_resolve:plain"
     )
-    found = resolve_nodes(flow)
-    assert set(found) == {
-        "tests.documents.nodes_for_resolve:decorated",
-        "tests.documents.nodes_for_resolve:plain",
-    }
-    assert found["tests.documents.nodes_for_resolve:decorated"] is nodes_for_resolve.decorated
-    assert found["tests.documents.nodes_for_resolve:plain"].outputs == ("done",)
+    with pytest.raises(FlowValidationError) as caught:
+        resolve_nodes(flow)
+    (problem,) = caught.value.errors
+    assert problem.pointer == "/placements/1/node"
+    assert "node 'tests.documents.nodes_for_resolve:plain' is not registered" in problem.message
 
 
 def test_registered_iris_resolve_through_the_registry() -> None:
@@ -47,6 +53,7 @@ def test_registered_iris_resolve_through_the_registry() -> None:
     flow = _flow_with("urn:test:node:setup", "tests.documents.nodes_for_resolve:decorated")
     found = resolve_nodes(flow, registry)
     assert found["urn:test:node:setup"] is setup
+    assert found["tests.documents.nodes_for_resolve:decorated"] is nodes_for_resolve.decorated
 
 
 def test_unresolved_references_name_every_placement() -> None:
@@ -69,10 +76,16 @@ def test_unresolved_references_name_every_placement() -> None:
     assert "NOT_CALLABLE" in messages
 
 
-def test_import_failures_become_problems() -> None:
-    flow = _flow_with("no_such_module_for_flowtide:run")
-    with pytest.raises(FlowValidationError, match="cannot import module"):
+@pytest.mark.parametrize(
+    "ref", ["no_such_module_for_flowtide:run", "os:system", "builtins:exec", "urn:shop:pay"]
+)
+def test_nothing_is_imported_for_a_reference(ref: str) -> None:
+    flow = _flow_with(ref)
+    with pytest.raises(FlowValidationError) as caught:
         resolve_nodes(flow)
+    message = str(caught.value)
+    assert f"node {ref!r} is not registered here: a --nodes module must register it" in message
+    assert "cannot import" not in message
 
 
 def test_references_of_the_fixture() -> None:

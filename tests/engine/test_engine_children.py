@@ -24,7 +24,7 @@ ran: list[str] = []
 """The owner of the engine that ran each attempt of ``slow_child``."""
 
 
-@node(outputs=["approved"], register=False)
+@node(outputs=["approved"])
 async def child_approval(ctx: NodeContext) -> Any:
     if ctx.signal is not None:
         ctx.state["answer"] = ctx.signal.get("answer")
@@ -32,7 +32,7 @@ async def child_approval(ctx: NodeContext) -> Any:
     return Park(key=f"approve:{ctx.state['order']}")
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def slow_child(ctx: NodeContext) -> str:
     ran.append(ctx.state.get("worker", ""))
     await ctx.clock.sleep(timedelta(seconds=100))
@@ -40,7 +40,7 @@ async def slow_child(ctx: NodeContext) -> str:
     return "done"
 
 
-@node(outputs=["go"], register=False)
+@node(outputs=["go"])
 async def fork(ctx: NodeContext) -> str:
     return "go"
 
@@ -257,7 +257,7 @@ async def test_a_subflows_window_ends_while_its_child_waits_parked() -> None:
     assert child_result.lifecycle is Lifecycle.TIMED_OUT  # (its parent's window ended)
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def quick(ctx: NodeContext) -> str:
     return "done"
 

@@ -20,14 +20,14 @@ keys: list[tuple[str, str]] = []
 """(engine owner, ctx.idempotency_key) of every attempt of ``slow``."""
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def slow(ctx: NodeContext) -> str:
     keys.append((ctx.state.get("worker", ""), ctx.idempotency_key))
     await ctx.clock.sleep(timedelta(seconds=100))
     return "done"
 
 
-@node(outputs=["approved"], register=False)
+@node(outputs=["approved"])
 async def approval(ctx: NodeContext) -> Any:
     if ctx.signal is not None:
         return "approved"
@@ -132,7 +132,7 @@ async def test_a_client_starts_and_signals_runs_that_a_worker_drives() -> None:
         await store.close()
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def child_step(ctx: NodeContext) -> str:
     ctx.state["child"] = "ran"
     return "done"
@@ -168,7 +168,7 @@ seen_signals: list[tuple[str, Any]] = []
 """(engine owner, ctx.signal) of every attempt of ``slow_approval`` after its park."""
 
 
-@node(outputs=["approved"], register=False)
+@node(outputs=["approved"])
 async def slow_approval(ctx: NodeContext) -> Any:
     if ctx.signal is None:
         return Park(key=f"approve:{ctx.run_id}")

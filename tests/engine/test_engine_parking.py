@@ -30,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreS
 calls: list[tuple[str, Any]] = []
 
 
-@node(outputs=["approved", "rejected"], timeout="PT1H", register=False)
+@node(outputs=["approved", "rejected"], timeout="PT1H")
 async def approve(ctx: NodeContext) -> Any:
     calls.append(("approve", ctx.signal))
     if ctx.signal is None:
@@ -39,7 +39,7 @@ async def approve(ctx: NodeContext) -> Any:
     return "approved" if ctx.signal.get("ok") else "rejected"
 
 
-@node(outputs=["done"], execution="inline", register=False)
+@node(outputs=["done"], execution="inline")
 def after(ctx: NodeContext) -> str:
     ctx.state["after"] = True
     return "done"
@@ -133,7 +133,7 @@ async def test_an_unrouted_park_timeout_fails_the_run() -> None:
     assert result.interrupted_at.at == at(3600)
 
 
-@node(outputs=["parked", "ready"], execution="inline", register=False)
+@node(outputs=["parked", "ready"], execution="inline")
 def seed_style(ctx: NodeContext) -> str:
     if ctx.state.get("reply"):
         return "ready"
@@ -254,19 +254,19 @@ async def test_moved_on_and_cancelled_refusals() -> None:
         assert err.reason is RefusalReason.CANCELLED
 
 
-@node(outputs=["go"], execution="inline", register=False)
+@node(outputs=["go"], execution="inline")
 def fork(ctx: NodeContext) -> str:
     return "go"
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def park_twice(ctx: NodeContext) -> Any:
     if ctx.signal is None:
         return Park(key="same")
     return "done"
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def busy(ctx: NodeContext) -> str:
     await ctx.clock.sleep(timedelta(minutes=1))
     return "done"
@@ -320,7 +320,7 @@ async def test_a_signal_to_a_token_another_engine_is_running_is_refused_as_not_p
 SELF_SIGNALS: list[RefusalReason] = []
 
 
-@node(outputs=["ok"], register=False)
+@node(outputs=["ok"])
 async def signals_itself_then_parks(ctx: NodeContext) -> Any:
     engine = ENGINES[0]
     try:
@@ -359,7 +359,7 @@ async def test_a_node_that_signals_its_own_token_before_it_parks_is_refused_as_n
         await clock.aclose()
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def collect_notes(ctx: NodeContext) -> Any:
     if ctx.signal is None:
         return Park()
@@ -407,7 +407,7 @@ async def test_a_parked_run_is_resumed_by_another_engine_on_the_same_store() -> 
     assert result.outcome == "approved"
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def child_waits(ctx: NodeContext) -> Any:
     if ctx.signal is None:
         return Park(key="child-key")
@@ -438,7 +438,7 @@ async def test_a_child_run_parks_in_place_and_its_parent_goes_on_after_the_signa
     assert result.state["answer"] == 42
 
 
-@node(outputs=["done"], execution="inline", register=False)
+@node(outputs=["done"], execution="inline")
 def quick(ctx: NodeContext) -> str:
     return "done"
 

@@ -11,6 +11,7 @@ import pytest
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Lifecycle, LifecycleError, NodeContext, Output
 from flowtide.engine.lifecycle import transition
+from flowtide.errors import NodeResolutionError
 from flowtide.store import EventRecord
 from tests.engine.engine_helpers import at, kinds, of_kind, raw_flow, running
 
@@ -234,10 +235,15 @@ def custom_reducer(current: object, value: object) -> object:
 async def test_custom_reducer_function() -> None:
     from flowtide.engine.reducers import StateMerger
 
-    m = StateMerger({"k": "tests.engine.test_engine_runs:custom_reducer"})
+    ref = "tests.engine.test_engine_runs:custom_reducer"
+    m = StateMerger({"k": ref}, {ref: custom_reducer})
     state = {"k": "a"}
     m.apply(state, {"k": "a"}, {"k": "b"}, [], {})
     assert state == {"k": "a+b"}
+    # A reducer no engine bound is never imported by its name.
+    unbound = StateMerger({"k": ref})
+    with pytest.raises(NodeResolutionError, match="is not registered"):
+        unbound.apply(state, {"k": "a"}, {"k": "b"}, [], {})
 
 
 async def test_many_runs_concurrently_with_concurrent_branches() -> None:

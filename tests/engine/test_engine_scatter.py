@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from flowtide.authoring import FlowBuilder, node
+from flowtide.authoring import FlowBuilder, node, reducer, source
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park, SourceContext
 from flowtide.engine.scatter import progress_key
 from flowtide.model import Flow
@@ -89,6 +89,11 @@ async def test_throttle_spaces_item_starts_on_the_clock() -> None:
     assert sorted(starts) == sorted([at(1), at(2.5), at(4), at(2.5)])
 
 
+@reducer
+def add(total: int, value: int) -> int:
+    return total + value
+
+
 @pytest.mark.parametrize(
     ("gather", "expected"),
     [
@@ -96,7 +101,10 @@ async def test_throttle_spaces_item_starts_on_the_clock() -> None:
         ({"strategy": "collect", "field": "square"}, [0, 1, 4]),
         ({"strategy": "partition", "field": "square"}, {"even": [4, 0], "odd": [1]}),
         ({"strategy": "map", "field": "square", "key": "id"}, {"a": 4, "b": 1, "c": 0}),
-        ({"strategy": "reduce", "field": "square", "reducer": "operator:add", "initial": 100}, 105),
+        (
+            {"strategy": "reduce", "field": "square", "reducer": f"{__name__}:add", "initial": 100},
+            105,
+        ),
     ],
 )
 async def test_each_gather_strategy(gather: dict[str, Any], expected: Any) -> None:
@@ -245,6 +253,7 @@ async def test_keyed_batches_released_when_idle() -> None:
     assert sorted(seen) == [(5.0, [0, 1]), (5.0, [2])]
 
 
+@source
 async def quiet_source(ctx: SourceContext) -> AsyncIterator[dict[str, Any]]:
     """Two rows of key "a" at once, then nothing for 10 s, then one row of key "b"."""
     yield {"k": "a", "v": 0}
@@ -492,7 +501,7 @@ async def test_item_timeout_fails_only_that_item() -> None:
     assert [r["item"] for r in result.state["results"]["timeout"]] == [5]
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def parks(ctx: NodeContext) -> Any:
     return Park(key=f"item-{ctx.item}")
 

@@ -1,6 +1,6 @@
-"""Scatter source functions: items that are not in the run's state, from a ``module:function``
-called with a read-only view of it; what it may return, its errors, and resuming a scatter it
-feeds."""
+"""Scatter source functions: items that are not in the run's state, from a registered function
+(``@flowtide.source``) called with a read-only view of it; what it may return, its errors, and
+resuming a scatter it feeds."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from flowtide.authoring import FlowBuilder, node
+from flowtide.authoring import FlowBuilder, node, source
 from flowtide.clock import VirtualClock
 from flowtide.documents import load_flow
 from flowtide.engine import Engine, Lifecycle, NodeContext, SourceContext
@@ -29,6 +29,7 @@ executed: list[int] = []
 """The items :func:`tenfold` ran on, in order."""
 
 
+@source
 def numbers(ctx: SourceContext) -> Iterator[int]:
     """0 to the state's ``n`` (excluded), lazily."""
     calls.append(
@@ -79,6 +80,7 @@ def scatter_of(source_fn: str, body: Any = keep, **options: Any) -> Flow:
 # -- what the function sees and returns -----------------------------------------------------------
 
 
+@source
 def lines_of_the_order(ctx: SourceContext) -> list[int]:
     try:
         ctx.state["order"] = None  # type: ignore[index]
@@ -114,6 +116,7 @@ async def test_the_function_is_called_once_with_where_it_runs() -> None:
     assert pulled == [0, 1, 2]
 
 
+@source
 async def fetched(ctx: SourceContext) -> list[dict[str, str]]:
     """An ``async def`` returning a list: awaited first, then its items are pulled."""
     await ctx.clock.sleep(timedelta(seconds=3))
@@ -130,6 +133,7 @@ async def test_an_awaitable_result_is_awaited_before_its_items_are_pulled() -> N
     ]
 
 
+@source
 def nothing(ctx: SourceContext) -> Iterator[int]:
     yield from ()
 
@@ -167,24 +171,29 @@ placements:
 # -- its errors -----------------------------------------------------------------------------------
 
 
+@source
 def down(ctx: SourceContext) -> list[int]:
     raise RuntimeError("the orders service is down")
 
 
+@source
 def lost_cursor(ctx: SourceContext) -> Iterator[int]:
     yield 1
     raise RuntimeError("lost the cursor")
 
 
+@source
 def not_json(ctx: SourceContext) -> Iterator[Any]:
     yield {"tags": ["a"]}
     yield {"tags": {"a"}}
 
 
+@source
 def a_number(ctx: SourceContext) -> int:
     return 42
 
 
+@source
 async def broken_source(ctx: SourceContext) -> AsyncIterator[int]:
     yield 1
     await ctx.clock.sleep(timedelta(seconds=5))
@@ -220,17 +229,29 @@ async def test_a_failing_source_function_fails_the_run_at_the_scatter(
     assert message in info.message
 
 
+def undecorated(ctx: SourceContext) -> list[int]:
+    """A function of this module that is not registered as a source."""
+    moved.append(ctx.run_id)
+    return [1]
+
+
+moved: list[str] = []
+"""The runs an unregistered function was called for (none may be)."""
+
+
 @pytest.mark.parametrize(
-    ("ref", "message"),
+    "ref",
     [
-        ("tests.engine.nowhere:items", "cannot import module 'tests.engine.nowhere'"),
-        (f"{HERE}:missing", f"module '{HERE}' has no attribute 'missing'"),
-        (f"{HERE}:pulled", "is not callable"),
+        "tests.engine.nowhere:items",
+        f"{HERE}:missing",
+        f"{HERE}:pulled",
+        f"{HERE}:undecorated",
+        "builtins:exec",
+        "os:system",
+        "os:rename",
     ],
 )
-async def test_a_source_function_that_does_not_resolve_refuses_the_run(
-    ref: str, message: str
-) -> None:
+async def test_a_source_function_that_is_not_registered_refuses_the_run(ref: str) -> None:
     flow = raw_flow(
         [
             {
@@ -243,10 +264,16 @@ async def test_a_source_function_that_does_not_resolve_refuses_the_run(
             {"id": "end", "kind": "terminal"},
         ]
     )
-    async with running() as (engine, _clock):
-        with pytest.raises(NodeResolutionError, match=f"source function '{ref}'") as caught:
+    store = MemoryStore()
+    async with running(store=store) as (engine, _clock):
+        with pytest.raises(NodeResolutionError) as caught:
             await engine.run(flow)
-    assert message in str(caught.value)
+    message = str(caught.value)
+    assert f"placement 'each' (/placements/0/source_fn): source function '{ref}'" in message
+    assert "a --nodes module must register it (with @flowtide.source)" in message
+    assert caught.value.refs == (ref,)
+    assert await store.list_runs() == []  # nothing was stored, nothing ran
+    assert moved == []
 
 
 # -- resuming -------------------------------------------------------------------------------------
@@ -294,6 +321,7 @@ held: list[Iterator[int]] = []
 """The generators :func:`endless` made, kept alive (so only an explicit close can end them)."""
 
 
+@source
 def endless(ctx: SourceContext) -> Iterator[int]:
     def ones_then_negatives() -> Iterator[int]:
         given = 0

@@ -21,25 +21,25 @@ from tests.engine.engine_helpers import T0, at, of_kind, running
 pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def warmup(ctx: NodeContext) -> str:
     await ctx.clock.sleep(timedelta(minutes=1))
     return "done"
 
 
-@node(outputs=["approved"], register=False)
+@node(outputs=["approved"])
 async def approval(ctx: NodeContext) -> Any:
     if ctx.signal is None:
         return Park()
     return "approved"
 
 
-@node(outputs=["sent"], execution="inline", register=False)
+@node(outputs=["sent"], execution="inline")
 def remind(ctx: NodeContext) -> str:
     return "sent"
 
 
-@node(outputs=["again", "stop"], execution="inline", register=False)
+@node(outputs=["again", "stop"], execution="inline")
 def bump(ctx: NodeContext) -> str:
     ctx.state["escalations"] = ctx.state.get("escalations", 0) + 1
     return "stop" if ctx.state["escalations"] >= 2 else "again"
@@ -125,7 +125,7 @@ async def test_timers_are_cancelled_when_the_token_leaves() -> None:
     assert fired(history) == []
 
 
-@node(outputs=["approved"], register=False)
+@node(outputs=["approved"])
 async def slow_approval(ctx: NodeContext) -> str:
     await ctx.clock.sleep(timedelta(hours=2))
     return "approved"
@@ -262,13 +262,13 @@ def test_engine_is_importable_from_the_package() -> None:
     assert flowtide.Engine is Engine
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def long_work(ctx: NodeContext) -> str:
     await ctx.clock.sleep(timedelta(hours=1))
     return "done"
 
 
-@node(outputs=["sent"], execution="inline", register=False)
+@node(outputs=["sent"], execution="inline")
 def escalated(ctx: NodeContext) -> str:
     return "sent"
 

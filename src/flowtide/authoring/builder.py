@@ -23,8 +23,9 @@ from typing import Any, Self
 
 from pydantic import TypeAdapter, ValidationError
 
-from flowtide.authoring.nodes import NodeImplementation, NodeRegistry, import_attribute
-from flowtide.errors import FlowValidationError, NodeResolutionError, Problem
+from flowtide.authoring.functions import FunctionRegistry, reducers, sources
+from flowtide.authoring.nodes import NodeImplementation, NodeRegistry, give_nodes
+from flowtide.errors import FlowValidationError, Problem
 from flowtide.model.flow import Flow
 from flowtide.model.nodes import NodeType
 from flowtide.model.placements import KIND_NAMES, RESERVED_OUTPUTS, AnyPlacement, Placement
@@ -33,6 +34,7 @@ _PLACEMENT: TypeAdapter[AnyPlacement] = TypeAdapter(Placement)
 
 NodeRef = NodeImplementation | str
 RouteMap = Mapping[str, str | Sequence[str]]
+_DECORATOR = {"reducer": "reducer", "source function": "source"}
 _SETTING_NAMES = ("timeout", "timeout_anchor", "release_on", "timers", "retry")
 
 
@@ -59,6 +61,8 @@ class FlowBuilder:
         self._ids: set[str] = set()
         self._entrypoints: dict[str, str] = {}
         self._node_types: dict[str, NodeType] = {}
+        self._given: dict[str, NodeImplementation] = {}
+        """The node implementations given as objects (an engine given the flow runs them)."""
         self._reducers: dict[str, str] = {}
         self._catalog: dict[str, Flow] = {}
         self.registry = registry if registry is not None else NodeRegistry()
@@ -143,9 +147,11 @@ class FlowBuilder:
         **settings: Any,
     ) -> Self:
         """Run ``body`` (a node or a flow) per item of the state collection at ``source`` (a
-        state path), or per item a source function gives: ``source`` may be that function
-        (defined at a module's top level, so that it can be imported by its reference), or give
-        ``source=None`` and ``source_fn`` (the function, or its ``'module:function'``)."""
+        state path), or per item a source function gives: ``source`` may be that function, or
+        give ``source=None`` and ``source_fn`` (the function, or the id it is registered under
+        with ``@flowtide.source``). A function given here is registered if it is not yet
+        (under its ``module:qualname``, so it must be defined at a module's top level); workers
+        in other processes know it when its module registers it with ``@flowtide.source``."""
         if isinstance(body, Flow):
             self._catalog[body.id] = body
             body_spec: dict[str, str] = {"flow": body.id}
@@ -161,7 +167,7 @@ class FlowBuilder:
             id,
             kind="scatter",
             source=source,
-            source_fn=self._use_function(id, source_fn),
+            source_fn=self._use_function(id, source_fn, sources),
             body=body_spec,
             routes=_routes(routes),
             item_key=item_key,
@@ -225,9 +231,11 @@ class FlowBuilder:
         self._entrypoints[label] = placement
         return self
 
-    def reducer(self, key: str, how: str) -> Self:
-        """How parallel branches' writes to state ``key`` merge (default: last write wins)."""
-        self._reducers[key] = how
+    def reducer(self, key: str, how: str | Callable[[Any, Any], Any]) -> Self:
+        """How parallel branches' writes to state ``key`` merge (default: last write wins): a
+        built-in reducer's name, a function ``fn(current, value)`` (registered if it is not yet,
+        as for a source function) or the id it is registered under with ``@flowtide.reducer``."""
+        self._reducers[key] = self._use_function(None, how, reducers) or "last"
         return self
 
     def deadline(self, duration: Any) -> Self:
@@ -263,6 +271,7 @@ class FlowBuilder:
         problems = check_flow(flow, catalog=self._catalog, registry=self.registry)
         if any(p.severity == "error" for p in problems):
             raise FlowValidationError(problems)
+        give_nodes(flow, self._given)
         return flow
 
     # -- internals ---------------------------------------------------------------------------
@@ -296,31 +305,34 @@ class FlowBuilder:
                 ]
             )
         self.registry.register(node)
+        self._given[node.id] = node
         self._node_types[node.id] = node.type
         return node.id
 
     @staticmethod
-    def _use_function(placement: str, fn: str | Callable[..., Any] | None) -> str | None:
-        """A source function's reference: as given, or the ``module:qualname`` it is imported
-        by (refused when that does not import this very function: a nested one, a lambda)."""
+    def _use_function(
+        placement: str | None, fn: str | Callable[..., Any] | None, known: FunctionRegistry
+    ) -> str | None:
+        """A reducer's or source function's id: as given, the id ``fn`` is registered under, or
+        its ``module:qualname``, under which it is registered now (refused for a nested function
+        or a lambda, which no other process can register by that name)."""
         if fn is None or isinstance(fn, str):
             return fn
+        found = known.id_of(fn)
+        if found is not None:
+            return found
         ref = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', '?')}"
-        try:
-            found = import_attribute(ref, "source function")
-        except NodeResolutionError:
-            found = None
-        if found is not fn:
+        if "<" in ref:
             raise FlowValidationError(
                 [
                     Problem(
-                        f"source function {fn!r} cannot be imported as {ref!r}: define it at "
-                        "a module's top level, or give its 'module:function'",
+                        f"{known.kind} {fn!r} has no id: define it at a module's top level, or "
+                        f"register it with an id of its own (@flowtide.{_DECORATOR[known.kind]})",
                         placement=placement,
                     )
                 ]
             )
-        return ref
+        return known.register(fn, ref)
 
     def _check_outputs(self, placement: AnyPlacement, node: NodeRef) -> None:
         """Routes name only outputs the node declares, the engine's, or its timers' outputs."""

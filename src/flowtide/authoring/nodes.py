@@ -4,8 +4,10 @@ The :func:`node` decorator turns a sync or async function, or a class with a ``r
 :class:`NodeImplementation`. A node is called with one argument, its context (see the engine), and
 returns the name of an output.
 
-A node's id defaults to ``module:qualified_name``, which is also an importable reference: a
-document can name the node by it and Flowtide finds the code without any registry.
+A node's id defaults to ``module:qualified_name``. A flow names a node only by the id it is
+registered under (``@node`` registers it when its module is imported): an engine never imports a
+module because a flow names it, since a flow document may come from anyone who can write to the
+store.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
@@ -20,6 +23,7 @@ from typing import Any, Literal, TypeVar, overload
 from pydantic import ValidationError
 
 from flowtide.errors import FlowValidationError, NodeResolutionError, Problem
+from flowtide.model.flow import Flow
 from flowtide.model.nodes import NodeType
 from flowtide.model.settings import NodeSettings
 
@@ -206,7 +210,7 @@ def node(
 
 
 class NodeRegistry:
-    """Node implementations by id, with a fallback to importing ``module:attribute`` references.
+    """Node implementations by id.
 
     Registering a second, different implementation under an id already taken raises, unless the
     new one has the same ``module:qualname`` (a module re-imported or a definition re-run).
@@ -240,16 +244,23 @@ class NodeRegistry:
         return len(self._nodes)
 
     def resolve(self, ref: str) -> NodeImplementation:
-        """The implementation for ``ref``: registered, or imported from ``module:attribute``."""
+        """The implementation registered under ``ref``; :class:`NodeResolutionError` naming it
+        when there is none (nothing is imported because a flow names it)."""
         found = self._nodes.get(ref)
-        if found is not None:
-            return found
-        impl = import_node(ref)
-        return self.register(impl) if impl.id == ref else impl
+        if found is None:
+            raise NodeResolutionError(missing_node(ref), nodes=[ref])
+        return found
+
+
+def missing_node(ref: str) -> str:
+    """What to say of node ``ref`` when no implementation is registered under its id."""
+    return f"node {ref!r} is not registered here: a --nodes module must register it (with @node)"
 
 
 def import_node(ref: str) -> NodeImplementation:
-    """Import ``module:attribute`` and return it as a node implementation.
+    """Import ``module:attribute`` and return it as a node implementation: for code that names
+    its own node (a node's subprocess imports it by the implementation's ``module:qualname``),
+    never for a reference a flow makes.
 
     A plain function or class that was not decorated becomes a node with one output, ``done``.
     """
@@ -299,3 +310,28 @@ def as_node(obj: Any, *, ref: str | None = None) -> NodeImplementation:
 
 registry = NodeRegistry()
 """The process-wide registry that :func:`node` registers into by default."""
+
+
+_GIVEN: dict[int, tuple[weakref.ref[Flow], dict[str, NodeImplementation]]] = {}
+"""id(flow) -> the flow, and the node implementations its builder was given as objects."""
+
+
+def give_nodes(flow: Flow, nodes: Mapping[str, NodeImplementation]) -> None:
+    """Remember that ``flow`` was built with these implementations (see :func:`given_nodes`)."""
+    key = id(flow)
+
+    def forget(_: object) -> None:
+        _GIVEN.pop(key, None)
+
+    if nodes:
+        _GIVEN[key] = (weakref.ref(flow, forget), dict(nodes))
+
+
+def given_nodes(flow: Flow) -> Mapping[str, NodeImplementation]:
+    """The node implementations the builder of ``flow`` (this very object) was given as
+    objects: an engine given the flow runs them without their being registered anywhere else
+    (``@node(register=False)``). A flow read from a document has none."""
+    found = _GIVEN.get(id(flow))
+    if found is None or found[0]() is not flow:
+        return {}
+    return found[1]

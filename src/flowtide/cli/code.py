@@ -1,10 +1,13 @@
-"""The user's code: the modules named with ``--nodes``, and the code a flow names by reference.
+"""The user's code: the modules named with ``--nodes``, and the code they register for flows to
+name (nodes with ``@node``, reducers with ``@flowtide.reducer``, source functions with
+``@flowtide.source``).
 
 ``run`` and ``validate --nodes`` import the user's code with the current directory first on
 ``sys.path``, as ``python -m`` has it. A ``--nodes`` module that cannot be imported is a
 :class:`~flowtide.cli.common.BadInput` naming the module, and the file and line at fault. A
-reference a flow makes that does not resolve (a node, a scatter's source function, a reducer) is a
-:class:`~flowtide.errors.Problem` located at the placement that makes it.
+reference a flow makes to code no module registers (a node, a scatter's source function, a
+reducer) is a :class:`~flowtide.errors.Problem` located at the placement that makes it: nothing is
+imported because a flow names it.
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
 
+from flowtide.authoring.functions import reducers, sources
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry, as_node
 from flowtide.authoring.nodes import registry as default_registry
 from flowtide.cli.common import BadInput
-from flowtide.errors import FlowValidationError, NodeResolutionError, Problem
+from flowtide.errors import FlowValidationError, Problem
 from flowtide.jsonpointer import join
 from flowtide.model.flow import BUILTIN_REDUCERS, Flow
 from flowtide.model.placements import GatherStrategy, Phase, Scatter, Task
@@ -54,12 +57,6 @@ class ImportFailed(Exception):
 def dotted(text: str) -> bool:
     """Whether ``text`` is a dotted Python name (``shop.nodes``)."""
     return bool(text) and all(part.isidentifier() for part in text.split("."))
-
-
-def is_code_reference(ref: str) -> bool:
-    """Whether ``ref`` is a ``module:attribute`` reference (rather than an IRI)."""
-    module, sep, attribute = ref.partition(":")
-    return bool(sep) and dotted(module) and dotted(attribute)
 
 
 def one_line(exc: BaseException) -> str:
@@ -136,90 +133,36 @@ def _module_name_hint(name: str) -> str:
 
 @dataclass
 class Code:
-    """The code a command was given: the ``--nodes`` modules, and node implementations by the
-    reference flows name them with (the ids the modules register, then each ``module:attribute``
-    reference resolved)."""
+    """The code a command was given: the ``--nodes`` modules, and the node implementations they
+    register, by id."""
 
     modules: tuple[str, ...] = ()
     nodes: dict[str, NodeImplementation] = field(default_factory=dict)
     unregistered: set[str] = field(default_factory=set)
     """The node references (IRIs) no module registers."""
-    _failed: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def registry(self) -> NodeRegistry:
         """A registry with every node found so far, for the loader and the engine."""
         return NodeRegistry(self.nodes)
 
     def node(self, ref: str) -> str | None:
-        """Why node ``ref`` does not resolve, or ``None`` when it does (it is then in
-        :attr:`nodes`)."""
+        """Why node ``ref`` does not resolve, or ``None`` when it does (a ``--nodes`` module
+        registers it: it is in :attr:`nodes`). Nothing is imported because a flow names it."""
         if ref in self.nodes:
             return None
-        key = ("node", ref)
-        if key not in self._failed:
-            if not is_code_reference(ref):
-                self.unregistered.add(ref)
-                self._failed[key] = self._unregistered(ref)
-            else:
-                try:
-                    self.nodes[ref] = as_node(_attribute(ref, "node"), ref=ref)
-                    return None
-                except (_Unresolved, NodeResolutionError) as exc:
-                    self._failed[key] = str(exc)
-                except Exception as exc:  # a class that cannot be a node, bad settings
-                    self._failed[key] = f"node {ref!r}: {type(exc).__name__}: {one_line(exc)}"
-        return self._failed[key]
-
-    def function(self, ref: str, what: str) -> str | None:
-        """Why ``ref`` (a ``module:function`` reference to a ``what``) does not resolve to a
-        callable, or ``None`` when it does."""
-        key = (what, ref)
-        if key not in self._failed:
-            if not is_code_reference(ref):
-                return f"{what} {ref!r} is not a 'module:function' reference"
-            try:
-                found = _attribute(ref, what)
-            except _Unresolved as exc:
-                self._failed[key] = str(exc)
-            else:
-                if callable(found):
-                    return None
-                self._failed[key] = f"{what} {ref!r} is not callable"
-        return self._failed[key]
-
-    def _unregistered(self, ref: str) -> str:
+        self.unregistered.add(ref)
         if self.modules:
             given = ", ".join(self.modules)
-            return (
-                f"node {ref!r} has no implementation: none of the modules given with --nodes "
-                f"({given}) registers it, and it is not a 'module:attribute' reference"
-            )
-        return (
-            f"node {ref!r} has no implementation: no module was given with --nodes to register "
-            "it, and it is not a 'module:attribute' reference"
-        )
+            why = f"none of the modules given with --nodes ({given}) registers it"
+        else:
+            why = "a --nodes module must register it"
+        return f"node {ref!r} is not registered here: {why} (with @node)"
 
-
-class _Unresolved(Exception):
-    pass
-
-
-def _attribute(ref: str, what: str) -> Any:
-    module_name, _, attribute = ref.partition(":")
-    try:
-        obj: Any = import_module(module_name)
-    except ImportFailed as exc:
-        raise _Unresolved(f"{what} {ref!r}: {exc}") from None
-    for part in attribute.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise _Unresolved(
-                f"{what} {ref!r}: module {module_name!r} has no attribute {attribute!r}"
-            ) from None
-        except Exception as exc:
-            raise _Unresolved(f"{what} {ref!r}: {type(exc).__name__}: {one_line(exc)}") from None
-    return obj
+    def function(self, ref: str, what: str) -> str | None:
+        """Why ``ref`` (the id of a ``what``: a reducer or a source function) does not resolve
+        to a registered function, or ``None`` when it does."""
+        known = reducers if what == "reducer" else sources
+        return None if ref in known else known.missing(ref)
 
 
 def load_modules(names: Sequence[str]) -> Code:

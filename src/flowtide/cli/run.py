@@ -213,9 +213,10 @@ def run(
     The run is kept in the store (--store). While it is parked on the outside world the command
     waits, saying for what and how to signal it; Ctrl-C stops waiting and leaves the run in the
     store, for a worker (flowtide worker) to go on with. With --detach it returns at once, as
-    flowtide start does. Each node is found among the nodes of the modules given with --nodes,
-    or imported from its 'module:attribute' reference. Exits 0 when the run completed, 1 when it
-    failed, was cancelled or timed out, 130 when it was left waiting, 2 on bad input.
+    flowtide start does. Each node, reducer and source function is found among those the
+    modules given with --nodes register (nothing is imported because a flow names it). Exits 0
+    when the run completed, 1 when it failed, was cancelled or timed out, 130 when it was left
+    waiting, 2 on bad input.
     """
     if detach:
         start(str(file), input, deadline, None, nodes, others, store, json_output)

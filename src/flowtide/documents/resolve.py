@@ -1,13 +1,15 @@
 """Binding a loaded flow's node references to Python code.
 
-A document names nodes by IRI or ``module:attribute``; running it needs the implementations. All
-references are resolved at once so that every missing one is reported, each with the placements
-that use it.
+A document names nodes by the ids they are registered under (an IRI, or a ``@node``'s default
+``module:qualname``); running it needs the implementations. Nothing is imported because a document
+names it. All references are resolved at once so that every missing one is reported, each with
+the placements that use it.
 """
 
 from __future__ import annotations
 
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
+from flowtide.authoring.nodes import registry as default_registry
 from flowtide.documents.pointers import join
 from flowtide.errors import FlowValidationError, NodeResolutionError, Problem
 from flowtide.model.flow import Flow
@@ -28,21 +30,20 @@ def node_references(flow: Flow) -> dict[str, list[tuple[int, str]]]:
 def resolve_nodes(
     flow: Flow, registry: NodeRegistry | None = None
 ) -> dict[str, NodeImplementation]:
-    """Every node reference of ``flow`` -> its implementation (registered, or imported).
+    """Every node reference of ``flow`` -> its implementation, registered in ``registry`` or the
+    process-wide registry (where ``@node`` registers).
 
     Raises :class:`~flowtide.errors.FlowValidationError` naming each placement whose node does not
     resolve. Pointers are into the native shape (``/placements/<n>/node``).
     """
-    registry = registry if registry is not None else NodeRegistry()
     found: dict[str, NodeImplementation] = {}
     problems: list[Problem] = []
     for ref, uses in node_references(flow).items():
+        impl = registry.get(ref) if registry is not None else None
         try:
-            found[ref] = registry.resolve(ref)
+            found[ref] = impl if impl is not None else default_registry.resolve(ref)
         except NodeResolutionError as exc:
             reason = str(exc)
-        except Exception as exc:  # importing user code may raise anything
-            reason = f"node {ref!r}: importing it failed: {type(exc).__name__}: {exc}"
         else:
             continue
         for index, suffix in uses:

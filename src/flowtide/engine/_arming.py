@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import isoformat
 from flowtide.engine._attempts import Attempts
 from flowtide.engine.deadlines import (
@@ -38,7 +37,7 @@ class Arming(Attempts):
     """Arming a token at its placement."""
 
     def start_attempt(
-        self, token: TokenRecord, placement: str, impl: NodeImplementation, settings: NodeSettings
+        self, token: TokenRecord, placement: str, node: str, settings: NodeSettings
     ) -> tuple[EventRecord, list[NodeAnchor], list[DueEntry]]:
         """Mark ``token`` running an attempt at ``placement``: its window and timers armed, its
         ``node_started`` event (what the attempt's start commit carries)."""
@@ -55,7 +54,7 @@ class Arming(Attempts):
             deadline = token.deadline
             when = isoformat(deadline) if deadline is not None else None
         started = event_record(
-            NodeStarted(visit=token.visit, kind="task", deadline=when, node=impl.id),
+            NodeStarted(visit=token.visit, kind="task", deadline=when, node=node),
             self.run.id,
             now,
             placement=placement,

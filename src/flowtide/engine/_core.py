@@ -22,6 +22,7 @@ from flowtide.engine._commit import commit_step
 from flowtide.engine._host import RunHost
 from flowtide.engine._records import JoinGroup, RunEnd, branch_marks
 from flowtide.engine._steps import StepLock
+from flowtide.engine.code import FlowCode
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import ErrorData, EventPayload, error_data
@@ -74,21 +75,22 @@ class RunCore(ABC):
         run: RunRecord,
         state: dict[str, Any],
         *,
+        code: FlowCode,
         parent_scope: CancelScope | None = None,
     ) -> None:
         self.host = host
         self.plan = plan
+        self.code = code  # (empty in a client: it runs no node code)
         self.flow = plan.flow
         self.run = run
         self.state = state
         self.clock = host.clock
-        self.merger = StateMerger(self.flow.reducers)
+        self.merger = StateMerger(self.flow.reducers, self.code.reducers)
         self.root = CancelScope(parent_scope)
         self.root.on_cancel(self.on_root_cancelled)
         self.tokens: dict[str, TokenRecord] = {}
         self.tasks: set[asyncio.Future[Any]] = set()
-        """The tasks that drive the run's tokens (and its side steps: firings, a scatter's
-        items)."""
+        """The tasks that drive the run's tokens (and side steps: firings, a scatter's items)."""
         self.child_waits: dict[str, ChildWait] = {}  # by subflow token id: see ChildWait
         self.running: dict[str, tuple[str, CancelScope]] = {}
         self.starting: set[str] = set()
@@ -134,8 +136,7 @@ class RunCore(ABC):
         self.item: Any = run.options.get("item")
         """The scatter item this (child) run works on, passed to its nodes as ``ctx.item``."""
         self.lease: Lease | None = None
-        """The lease this executor drives the run under: every commit carries it, so that a
-        worker the run was taken from cannot write to it any more."""
+        """The lease the run is driven under: every commit carries it (see ``Commit.lease``)."""
         self.fired: dict[str, list[DueEntry]] = {}
         """Due entries fired for a token and not removed yet: the next commit that writes the
         token removes them (``Commit.due_fired``), with the move they caused."""

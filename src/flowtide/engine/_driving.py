@@ -91,10 +91,10 @@ class Driving(Subflows):
                 if (
                     q is not None
                     and q.kind == "task"
-                    and self.take_thread_now(token, self.plan.impls[q.id])
+                    and self.take_thread_now(token, self.code.impls[q.id])
                 ):
                     started, anchors, due = self.start_attempt(
-                        token, q.id, self.plan.impls[q.id], self.plan.settings[q.id]
+                        token, q.id, self.plan.nodes[q.id], self.plan.settings[q.id]
                     )
                     events.append(started)
                     self.prestarted.add(token.id)
@@ -465,7 +465,7 @@ class Driving(Subflows):
 
     async def at_scatter(self, token: TokenRecord, p: Scatter) -> TokenRecord | None:
 
-        body = self.plan.impls[p.id].id if p.body.node is not None else None
+        body = self.plan.nodes.get(p.id)
         async with self.steps.hold():
             if self.end is not None or token.status is S.CANCELLED:
                 return None

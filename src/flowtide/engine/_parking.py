@@ -336,12 +336,11 @@ class Parking(Tasks):
 
     async def park_timeout(self, token: TokenRecord) -> None:
         p = self.plan.placements[token.placement]
-        impl = self.plan.impls.get(p.id)
         settings = self.plan.settings[p.id]
         attempt = Attempt("timeout", deadline=token.deadline)
         token.status = S.RUNNING
         nxt = await self.after_attempt(
-            token, p, impl.id if impl else p.id, settings, dict(self.state), attempt
+            token, p, self.plan.nodes.get(p.id, p.id), settings, dict(self.state), attempt
         )
         if nxt is not None:
             self.spawn(nxt)

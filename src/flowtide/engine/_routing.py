@@ -177,11 +177,10 @@ class Routing(Arming):
         for t in moved:
             if self.prestartable(t, open_splits):
                 q = self.plan.placements[t.placement]
-                impl = self.plan.impls[q.id]
-                if not self.take_thread_now(t, impl):
+                if not self.take_thread_now(t, self.code.impls[q.id]):
                     continue  # (it starts once a thread is free for it)
                 begun, new_anchors, new_due = self.start_attempt(
-                    t, q.id, impl, self.plan.settings[q.id]
+                    t, q.id, self.plan.nodes[q.id], self.plan.settings[q.id]
                 )
                 events.append(begun)
                 anchors.extend(new_anchors)

@@ -74,8 +74,8 @@ def invalid_output(
     plan: FlowPlan, p: AnyPlacement, output: str, token_id: str, park: ParkRecord
 ) -> SignalRefused | None:
     """Why a signal may not take ``output`` at ``p`` (None: it may)."""
-    impl = plan.impls.get(p.id)
-    declared = impl.outputs if impl is not None else p.fixed_outputs
+    # (A node whose type is unknown here may take any output its placement routes.)
+    declared = plan.outputs(p.id) or p.fixed_outputs or tuple(p.route_map())
     if output in RESERVED_OUTPUTS or output not in declared:
         return SignalRefused(
             RefusalReason.INVALID_OUTPUT,

@@ -210,7 +210,7 @@ class Subflows(Parking):
                     fut.cancel()
 
     async def run_phase(self, phase: Phase, *, post: bool = False) -> ErrorInfo | None:
-        impl = self.plan.impls[phase.id]
+        impl = self.code.impls[phase.id]
         settings = self.plan.settings[phase.id]
         token = TokenRecord(
             id=f"{self.run.id}.{next(self.ids)}",

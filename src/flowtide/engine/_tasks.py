@@ -57,7 +57,7 @@ class Tasks(Joins):
     """Placements that run a node or wait."""
 
     async def at_task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
-        impl = self.plan.impls[p.id]
+        impl = self.code.impls[p.id]
         settings = self.plan.settings[p.id]
         return await self.node_step(token, p, impl, settings)
 
@@ -100,7 +100,7 @@ class Tasks(Joins):
                 events = []
                 if fired == "retry":
                     events.append(self.event(token, TimerFired(purpose="retry")))
-                started, anchors, due = self.start_attempt(token, p.id, impl, settings)
+                started, anchors, due = self.start_attempt(token, p.id, impl.id, settings)
                 events.append(started)
                 if not await self.commit(
                     Commit(self.run.id, tokens=[token], events=events, anchors=anchors, due=due),

@@ -4,7 +4,10 @@ Flows are registered by id (the latest registration of an id wins, for runs star
 Each run records the digest of the document it was started on (``options["flow_digest"]``):
 the engine that resumes it, whichever it is, plans it from that very document, the registered
 flow's when it is the same, the stored one's otherwise (see :mod:`flowtide.engine.stored_flows`).
-Plans are made once per document.
+Plans are made once per document, and need no code: what a node is (its outputs, whether it
+parks, its default settings) comes from its registered implementation where there is one, else
+from the type the document declares (a flow built in Python declares those of its nodes, and a
+stored document those registered where it was stored: see :func:`stored_flow`).
 
 A flow id no flow was registered under is learned from the store: its latest stored document
 (:meth:`FlowCatalog.learn`), looked up again each time a run is started by id, so that a long-lived
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 from flowtide.clock import Clock
 from flowtide.engine.errors import EngineError, UnknownFlowError
-from flowtide.engine.plan import FlowPlan, Resolver
+from flowtide.engine.plan import FlowPlan, TypeLookup
 from flowtide.engine.stored_flows import flow_from_stored, flows_named, stored_flow
 from flowtide.model.flow import Flow
 from flowtide.store.base import RunRecord, Store, StoredFlow, UnknownStoredFlow
@@ -24,9 +27,9 @@ __all__ = ["FlowCatalog"]
 
 
 class FlowCatalog:
-    def __init__(self, store: Store, resolve: Resolver, clock: Clock | None = None) -> None:
+    def __init__(self, store: Store, implemented: TypeLookup, clock: Clock | None = None) -> None:
         self._store = store
-        self._resolve = resolve
+        self._implemented = implemented
         self._clock = clock
         """Says when a document is first stored from here (None: not recorded)."""
         self._flows: dict[str, Flow] = {}
@@ -98,8 +101,8 @@ class FlowCatalog:
 
     async def keep_document(self, flow_id: str) -> None:
         """Put the registered flow's document in the store (once from here), and those of the
-        flows it runs (subflows, scatter bodies) that are registered, without planning them
-        (their nodes need not resolve here: workers resolve them)."""
+        flows it runs (subflows, scatter bodies) that are registered (their nodes need not be
+        registered here: workers run them)."""
         for name in (flow_id, *self.children(flow_id)):
             stored = self._stored_form(name)
             if (name, stored.digest) not in self._kept:
@@ -150,7 +153,7 @@ class FlowCatalog:
     async def _plan_by_digest(self, flow_id: str, digest: str) -> FlowPlan:
         known = self._plans.get((flow_id, digest))
         if known is not None:
-            return known
+            return self._plan_of(known.flow, digest)
         if flow_id in self._flows and self.digest(flow_id) == digest:
             return self.plan(flow_id)
         stored = await self._store.get_flow(flow_id, digest)
@@ -159,11 +162,12 @@ class FlowCatalog:
     def _stored_form(self, flow_id: str) -> StoredFlow:
         stored = self._stored.get(flow_id)
         if stored is None:
-            stored = self._stored[flow_id] = stored_flow(self.flow(flow_id))
+            stored = self._stored[flow_id] = stored_flow(self.flow(flow_id), self._implemented)
         return stored
 
     def _plan_of(self, flow: Flow, digest: str) -> FlowPlan:
         plan = self._plans.get((flow.id, digest))
-        if plan is None:
-            plan = self._plans[(flow.id, digest)] = FlowPlan.build(flow, self._resolve)
+        if plan is None or any(self._implemented(ref) for ref in plan.unimplemented):
+            # (Planned again once a node's code is registered: its defaults count.)
+            plan = self._plans[(flow.id, digest)] = FlowPlan.build(flow, self._implemented)
         return plan

@@ -20,7 +20,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
-from flowtide.authoring.nodes import registry as default_registry
 from flowtide.clock import Clock, SystemClock, VirtualClock
 from flowtide.engine._commit import commit_step
 from flowtide.engine._executor import RunExecutor
@@ -28,6 +27,7 @@ from flowtide.engine._hooks import HookDelivery
 from flowtide.engine._waiters import RunWaiters
 from flowtide.engine.catalog import FlowCatalog
 from flowtide.engine.children import ChildRuns, StartedChild
+from flowtide.engine.code import EngineCode, FlowCode
 from flowtide.engine.contracts import OutputContracts
 from flowtide.engine.deadlines import run_deadline
 from flowtide.engine.errors import (
@@ -88,8 +88,11 @@ class Engine:
 
     ``flows``: a catalog (a mapping id -> flow, or flows) of the flows runs and subflows may use;
     more can be added with :meth:`register_flow` (or are added when a Flow object is started).
-    ``registry``: where node references are resolved (falls back to the process-wide registry,
-    then to importing ``module:attribute``). ``hooks``: callables receiving every event (see
+    ``registry``: where node ids are resolved (falls back to the process-wide registry, where
+    ``@node`` registers). A flow names code (nodes, reducers, source functions) only by the id
+    it is registered under: nothing is imported because a flow names it, and a run whose code
+    is not registered here is refused (``start``, ``run``) or left to a worker that has it. A
+    client (``executes=False``) needs none of it. ``hooks``: callables receiving every event (see
     :mod:`flowtide.engine.events`). ``random``: the random source of jittered backoffs.
     ``max_threads``: the worker threads for sync nodes. ``validate_outputs``: check the state
     each output carries against the output's JSON Schema, where its node type declares one (see
@@ -138,13 +141,13 @@ class Engine:
         self.executes = executes
         self.max_runs = max_runs
         self.max_value_bytes = max_value_bytes
+        self._code = EngineCode(registry, executes=executes)
         self._presence = Presence(self, DEFER_UNFIREABLE, heartbeat)
         self._draining = False
         self.redact = redact
-        self.registry = registry
         self.hooks: list[Hook] = list(hooks)
         self.random = random
-        self._catalog = FlowCatalog(self.store, self.resolve, self.clock)
+        self._catalog = FlowCatalog(self.store, self._code.type_of, self.clock)
         self._children = ChildRuns(
             store=self.store,
             clock=self.clock,
@@ -183,6 +186,9 @@ class Engine:
     # -- configuration ------------
 
     def register_flow(self, flow: Flow) -> Flow:
+        """Make ``flow`` known by its id (runs started after this one use it); the nodes its
+        builder was given as objects are run here without being registered anywhere else."""
+        self._code.give(flow)
         return self._catalog.register(flow)
 
     def flow(self, flow_id: str) -> Flow:
@@ -197,12 +203,25 @@ class Engine:
     def add_hook(self, hook: Hook) -> None:
         self.hooks.append(hook)
 
+    @property
+    def registry(self) -> NodeRegistry | None:
+        """Where node ids are resolved first (see the class)."""
+        return self._code.registry
+
+    @registry.setter
+    def registry(self, registry: NodeRegistry | None) -> None:
+        self._code.registry = registry
+
     def resolve(self, ref: str) -> NodeImplementation:
-        if self.registry is not None:
-            found = self.registry.get(ref)
-            if found is not None:
-                return found
-        return default_registry.resolve(ref)
+        """The node registered under ``ref`` (in ``registry``, else the process-wide registry);
+        :class:`NodeResolutionError` naming it when there is none."""
+        return self._code.resolve(ref)
+
+    def code(self, plan: FlowPlan) -> FlowCode:
+        """The code that runs ``plan``'s flow here, bound once per plan: every node, reducer
+        and source function it names, registered (:class:`NodeResolutionError` naming each one
+        that is not). A client binds none."""
+        return self._code.bind(plan)
 
     def plan(self, flow_id: str) -> FlowPlan:
         """The plan of the flow registered under ``flow_id`` (one only stored: see
@@ -331,7 +350,7 @@ class Engine:
         else:
             flow_id = flow
         if self.executes:
-            self.plan(flow_id)  # (its nodes resolve here, or nothing is stored)
+            self.code(self.plan(flow_id))  # (its code is registered here, or nothing is stored)
         known = self.flow(flow_id)
         now = self.clock.now()
         run = RunRecord(
@@ -376,10 +395,11 @@ class Engine:
     ) -> RunExecutor:
         """A run created in the store, held by this engine, which drives it: its executor held
         here (``stored``: its flow document is in the store already)."""
+        code = self.code(plan)  # (its code is registered here, or nothing is stored)
         if not stored:
             await self._catalog.keep_document(run.flow_id)
         lease = await self._store_run(run, state, held=True)
-        ex = RunExecutor(self._host, plan, run, state, parent_scope=parent_scope)
+        ex = RunExecutor(self._host, plan, run, state, code=code, parent_scope=parent_scope)
         ex.lease = lease
         self._hold(run.id, ex)
         return ex
@@ -455,12 +475,13 @@ class Engine:
         if Lifecycle(run.lifecycle).terminal:
             return None
         plan = await self._catalog.plan_of_run(run)
+        code = self.code(plan)  # (refused before anything of the run is read or run)
         state = await self.store.get_state(run_id)
         tokens = await self.store.tokens(run_id)
         # Only the history after the run's resume checkpoint (all of it without one).
         seen = run.checkpoint.seq if run.checkpoint is not None else 0
         history = await self.store.history(run_id, after=seen)
-        ex = RunExecutor(self._host, plan, run, state)
+        ex = RunExecutor(self._host, plan, run, state, code=code)
         ex.lease = lease
         self._hold(run_id, ex)
         self._presence.took(run_id, run.flow_id)

@@ -100,11 +100,22 @@ class Explanation:
     ended_by: str | None = None
     """The output it moved on by (``timeout`` for a routed timeout), why it was cancelled, or
     the type of the error it failed with."""
+    unknown_defaults: str | None = None
+    """The id of the placement's node, when its implementation's default settings are unknown
+    where the explanation was made and would count (the flow declares no type for the node and
+    no implementation is registered there): its timeout and timers may come from them."""
 
     def __str__(self) -> str:
         where = f"visit {self.visit}, " if self.visit is not None else ""
         head = f"token {self.token_id} at {self.placement!r} ({where}{self.status})"
-        if self.timeout is None:
+        if self.timeout is None and self.unknown_defaults is not None:
+            deadline = f"deadline {self.deadline.isoformat()}" if self.deadline else "no timeout"
+            lines = [
+                f"{head}: {deadline} as far as is known here",
+                f"  node {self.unknown_defaults!r} declares no type in the flow and is not "
+                "registered here: its implementation's defaults (timeout, timers) are unknown",
+            ]
+        elif self.timeout is None:
             lines = [f"{head}: no timeout"]
         else:
             anchor = self.anchor.value
@@ -167,13 +178,19 @@ def explain_token(
     plan: FlowPlan, run: RunRecord, token: TokenRecord, node_anchor: datetime | None
 ) -> Explanation:
     settings = plan.settings.get(token.placement)
-    sources = plan.sources.get(token.placement, {})
+    sources = dict(plan.sources.get(token.placement, {}))
     window = token.data.get("window") or {}
     timeout = settings.timeout if settings is not None else None
     anchor = settings.anchor if settings is not None else TimeoutAnchor.PARK
+    unknown = plan.unknown.get(token.placement)
     if window.get("timeout") is not None:
         timeout = timedelta(seconds=window["timeout"])
         anchor = TimeoutAnchor(window["anchor"])
+        if unknown is not None:
+            # Set nowhere this plan can see: by the node's implementation, where it resolved.
+            sources.setdefault("timeout", "implementation default")
+            sources.setdefault("timeout_anchor", "implementation default")
+            unknown = None
     anchor_at = _instant(window.get("anchor_at"))
     if anchor_at is None and timeout is not None:
         if anchor is TimeoutAnchor.INSTANCE:
@@ -200,7 +217,7 @@ def explain_token(
         token_id=token.id,
         placement=token.placement,
         status=token.status.value,
-        deadline=token.deadline if timeout is not None else None,
+        deadline=token.deadline if timeout is not None or unknown is not None else None,
         timeout=timeout,
         anchor=anchor,
         anchor_at=anchor_at,
@@ -209,6 +226,7 @@ def explain_token(
         anchor_source=sources.get("timeout_anchor", "default"),
         node_anchor=node_anchor,
         timers=tuple(timers),
+        unknown_defaults=unknown if timeout is None else None,
     )
 
 
@@ -315,7 +333,9 @@ def _explain_visit(
     sources = plan.sources.get(visit.placement, {})
     timeout = settings.timeout if settings is not None else None
     anchor = settings.anchor if settings is not None else TimeoutAnchor.PARK
-    deadline = visit.deadline if timeout is not None else None
+    unknown = plan.unknown.get(visit.placement) if timeout is None else None
+    # (With its node's defaults unknown, the deadline recorded is all that is known of it.)
+    deadline = visit.deadline if timeout is not None or unknown is not None else None
     anchor_at: datetime | None = None
     anchor_visit: int | None = None
     if timeout is not None:
@@ -355,6 +375,7 @@ def _explain_visit(
         ending=visit.ending,
         ended_at=visit.ended_at,
         ended_by=visit.ended_by,
+        unknown_defaults=unknown,
     )
 
 
@@ -391,7 +412,9 @@ def explain_windowed_visits(
     last: dict[str, _Visit] = {}
     for v in visits:
         settings = plan.settings.get(v.placement)
-        if settings is not None and (settings.timeout is not None or settings.timers):
+        windowed = settings is not None and (settings.timeout is not None or settings.timers)
+        # (A node whose defaults are unknown here had a window if a deadline was recorded.)
+        if windowed or (v.placement in plan.unknown and v.deadline is not None):
             last.pop(v.placement, None)
             last[v.placement] = v
     return [_explain_visit(plan, run, v, visits) for v in last.values()]
@@ -425,4 +448,15 @@ async def explain_stored_run(
     """:meth:`Engine.explain_run` from the store."""
     run = await store.get_run(run_id)
     history = await store.history(run_id)
-    return explain_windowed_visits(await plan_of(run), run, history)
+    plan = await plan_of(run)
+    found = explain_windowed_visits(plan, run, history)
+    if run.lifecycle in ENDED_LIFECYCLES or not any(e.unknown_defaults for e in found):
+        return found
+    # A visit still going whose node's defaults are unknown here: its token's window says more.
+    tokens = {t.id: t for t in await store.tokens(run_id) if t.status.live}
+    anchors = {(a.placement, a.item): a.at for a in await store.node_anchors(run_id)}
+    for i, e in enumerate(found):
+        token = tokens.get(e.token_id)
+        if e.unknown_defaults and token is not None and token.placement == e.placement:
+            found[i] = explain_token(plan, run, token, anchors.get((token.placement, None)))
+    return found

@@ -126,7 +126,8 @@ class SetAside:
     """Runs a worker cannot drive (their nodes do not resolve there), set aside for ``wait``:
     held under an owner name of their own (``<owner>:aside``), so that no worker, that one
     included, takes them again before then; nothing else of them changes. The first time a
-    run is set aside, a warning saying why goes into its history."""
+    run is set aside, a warning saying why goes into its history and the worker's log (one per
+    run)."""
 
     def __init__(self, store: Store, clock: Clock, owner: str, wait: timedelta) -> None:
         self.owner = aside_owner(owner)

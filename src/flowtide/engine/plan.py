@@ -1,30 +1,28 @@
-"""What the engine precomputes per flow: implementations, effective settings, reachability and
-loops."""
+"""What a flow is, precomputed once per flow document: placements, the node each runs and its
+declared type, effective settings, routes, reachability and loops. A plan needs no code: a
+client plans a stored flow without any node module; the code that runs it is bound apart, by
+an executing engine only (see :mod:`flowtide.engine.code`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from flowtide.authoring.nodes import NodeImplementation, import_attribute
 from flowtide.engine.deadlines import needs_node_anchor
-from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow, node_ref
 from flowtide.model.graphs import Reachability
+from flowtide.model.nodes import NodeType
 from flowtide.model.placements import (
     AnyPlacement,
     Join,
     JoinMode,
     PhaseKind,
-    Scatter,
 )
 from flowtide.model.settings import NodeSettings
 
-Resolver = Callable[[str], NodeImplementation]
-SourceFunction = Callable[..., Any]
-"""A scatter's source function: ``fn(ctx)`` -> an iterable, an async iterable, or an awaitable
-of either (see :mod:`flowtide.engine.scatter`)."""
+TypeLookup = Callable[[str], NodeType | None]
+"""Node id -> the type its registered implementation declares, or None when none is known here
+(a client without the node's code)."""
 
 _EMPTY = NodeSettings()
 
@@ -33,10 +31,19 @@ _EMPTY = NodeSettings()
 class FlowPlan:
     flow: Flow
     placements: dict[str, AnyPlacement]
-    impls: dict[str, NodeImplementation] = field(default_factory=dict)
-    """Placement id -> the node it runs (tasks, phases, node-bodied scatters)."""
-    source_fns: dict[str, SourceFunction] = field(default_factory=dict)
-    """Scatter placement id -> its source function (scatters with ``source_fn``)."""
+    nodes: dict[str, str] = field(default_factory=dict)
+    """Placement id -> the id of the node it runs (tasks, phases, node-bodied scatters)."""
+    types: dict[str, NodeType] = field(default_factory=dict)
+    """Placement id -> its node's type: its registered implementation's when known here, else
+    the one the flow document declares (absent: neither)."""
+    unknown: dict[str, str] = field(default_factory=dict)
+    """Placement id -> its node's id, where the node's default settings are unknown: the
+    document declares no type for it and no implementation is registered here."""
+    implemented: frozenset[str] = frozenset()
+    """The node ids whose registered implementation gave their defaults."""
+    unimplemented: frozenset[str] = frozenset()
+    """The node ids of the flow whose implementation was not registered here when it was
+    planned (a plan made again once one is, so that its defaults count)."""
     settings: dict[str, NodeSettings] = field(default_factory=dict)
     """Placement id -> effective settings: the implementation's defaults, overlaid by the node
     type the flow document declares (if any), overlaid by the placement's own settings."""
@@ -63,23 +70,31 @@ class FlowPlan:
     _reaches: dict[tuple[str, ...], bool] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, flow: Flow, resolve: Resolver) -> FlowPlan:
+    def build(cls, flow: Flow, implemented: TypeLookup) -> FlowPlan:
+        """The plan of ``flow``; ``implemented`` gives the types of the nodes whose code is
+        registered here (their default settings), None for the others."""
         plan = cls(flow, {p.id: p for p in flow.placements})
+        known: set[str] = set()
         for p in flow.placements:
             ref = node_ref(p)
             base_impl = _EMPTY
             # Where each setting comes from, nearest layer last (for explain).
             layers: list[tuple[str, NodeSettings | None]] = []
             if ref is not None:
-                impl = resolve(ref)
-                plan.impls[p.id] = impl
-                base_impl = impl.type.settings
-                layers.append(("implementation default", base_impl))
+                plan.nodes[p.id] = ref
+                own = implemented(ref)
                 declared = flow.node_type(ref)
+                if own is not None:
+                    known.add(ref)
+                    plan.types[p.id] = own
+                    base_impl = own.settings
+                    layers.append(("implementation default", base_impl))
+                elif declared is not None:
+                    plan.types[p.id] = declared
+                else:
+                    plan.unknown[p.id] = ref
                 if declared is not None:
                     layers.append(("node type", declared.settings))
-            if isinstance(p, Scatter) and p.source_fn is not None:
-                plan.source_fns[p.id] = resolve_source_function(p.source_fn)
             layers.append(("placement", p.node_settings()))
             plan.settings[p.id] = flow.settings_at(p, defaults=base_impl)
             sources: dict[str, str] = {}
@@ -94,6 +109,8 @@ class FlowPlan:
                         continue  # the declared type repeats the implementation's default
                     sources[key] = name
             plan.sources[p.id] = sources
+        plan.implemented = frozenset(known)
+        plan.unimplemented = frozenset(plan.nodes.values()) - plan.implemented
         plan.unarmed = frozenset(
             pid for pid, st in plan.settings.items() if st.timeout is None and not st.timers
         )
@@ -109,6 +126,11 @@ class FlowPlan:
                     plan.join_needs[p.id] = p.quorum or 1
         plan.reach = Reachability({p.id: p.successors() for p in flow.placements})
         return plan
+
+    def outputs(self, placement: str) -> tuple[str, ...] | None:
+        """The outputs the node at ``placement`` declares (None: its type is unknown here)."""
+        found = self.types.get(placement)
+        return found.outputs if found is not None else None
 
     def entry_target(self, entry: str | None) -> str:
         """The placement a run started at ``entry`` (a label or a placement id) begins at."""
@@ -187,13 +209,3 @@ class FlowPlan:
                 stack.extend((t, depth + step) for t in targets)
         result = self._joins[placement] = frozenset(out)
         return result
-
-
-def resolve_source_function(ref: str) -> SourceFunction:
-    """The callable a scatter's ``source_fn`` names: ``module:function``, imported (a flow names
-    code by importable reference, as it names nodes). Raises
-    :class:`~flowtide.errors.NodeResolutionError` when it does not resolve."""
-    fn = import_attribute(ref, "source function")
-    if not callable(fn):
-        raise NodeResolutionError(f"source function {ref!r} is not callable")
-    return fn  # type: ignore[no-any-return]

@@ -10,7 +10,8 @@ merged into the run state as the flow declares in ``flow.reducers``:
 * ``extend``: the current list is extended by the value (a list), or by the added tail;
 * ``merge``: the current mapping is updated with the node's changed entries;
 * ``sum``: the node's increment (new - old; or the value given in ``Output.update``) is added;
-* ``module:function``: ``function(current, value)`` returns the new value.
+* the id of a registered reducer (``@flowtide.reducer``): ``function(current, value)`` returns
+  the new value (``current`` is None when the key has no value yet).
 
 So parallel branches that append to the same list both keep their items, while for a ``last``
 key the branch that commits last wins.
@@ -22,6 +23,8 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from flowtide.authoring.functions import reducers
+from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import BUILTIN_REDUCERS
 
 _IMMUTABLE: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes})
@@ -64,27 +67,18 @@ def stored_form(value: Any) -> Any:
     return value
 
 
-def resolve_function(ref: str) -> Callable[[Any, Any], Any]:
-    import importlib
-
-    module_name, sep, attr = ref.partition(":")
-    if not sep:
-        raise ValueError(f"reducer {ref!r} is not built in nor a 'module:function' reference")
-    obj: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    fn = getattr(obj, "fn", obj)  # a @node-decorated function
-    if not callable(fn):
-        raise ValueError(f"reducer {ref!r} is not callable")
-    return fn  # type: ignore[no-any-return]
-
-
 class StateMerger:
     """Applies node updates to a run state according to ``reducers``."""
 
-    def __init__(self, reducers: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        reducers: Mapping[str, str],
+        functions: Mapping[str, Callable[[Any, Any], Any]] | None = None,
+    ) -> None:
         self._reducers = dict(reducers)
-        self._functions: dict[str, Callable[[Any, Any], Any]] = {}
+        self._functions = dict(functions or {})
+        """Reducer id -> its function, as bound by an executing engine (see
+        :mod:`flowtide.engine.code`)."""
 
     def changes(
         self, base: Mapping[str, Any], new: Mapping[str, Any]
@@ -157,5 +151,6 @@ class StateMerger:
             return cur_n + (value - base)
         fn = self._functions.get(how)
         if fn is None:
-            fn = self._functions[how] = resolve_function(how)
+            # (Bound before the run's code runs; a client, which binds none, cannot merge.)
+            raise NodeResolutionError(reducers.missing(how), [how])
         return fn(None if current is _MISSING else current, value)

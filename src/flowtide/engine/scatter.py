@@ -2,9 +2,10 @@
 
 * The items come from ``source``, the state path of a collection (a list in the run's JSON
   state), or from ``source_fn``, a source function for items that are not in the state: a
-  generator, an async generator, a query's cursor. It is named ``module:function`` and imported
-  when the engine plans the flow (as nodes are: a missing one raises
-  :class:`~flowtide.errors.NodeResolutionError`). When the scatter starts it is called as
+  generator, an async generator, a query's cursor. It is named by the id ``@flowtide.source``
+  registers it under and bound before the run's code runs (as nodes are: one that is not
+  registered raises :class:`~flowtide.errors.NodeResolutionError`; nothing is imported because a
+  flow names it). When the scatter starts it is called as
   ``fn(ctx)`` with a :class:`~flowtide.engine.context.SourceContext`: ``ctx.state`` is a read-only
   view of a copy of the run state, ``ctx.clock`` the engine's clock, ``ctx.run_id``,
   ``ctx.placement``, ``ctx.visit``. It returns an iterable or an async iterable of JSON items (or
@@ -61,7 +62,7 @@ from flowtide.engine.deadlines import needs_node_anchor, resolve_window
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_types import NodeFinished, ScatterItemFinished
 from flowtide.engine.paths import get_path, set_path
-from flowtide.engine.reducers import copy_state, resolve_function
+from flowtide.engine.reducers import copy_state
 from flowtide.engine.scope import CancelScope
 from flowtide.model.placements import FailurePolicy, GatherStrategy, KeyedBatches, Scatter
 from flowtide.store.base import Commit, ScatterItemRecord, StoreConflict, TokenRecord
@@ -249,7 +250,7 @@ class ScatterRun:
             found = get_path(base, p.source)
             return _Source(found) if found is not None else None
         assert p.source_fn is not None
-        fn = self.ex.plan.source_fns[p.id]
+        fn = self.ex.code.source_fns[p.id]
         view = MappingProxyType(copy_state(base))
         made = fn(SourceContext(view, self.ex.run.id, p.id, self.token.visit, self.ex.clock))
         if inspect.isawaitable(made):
@@ -386,7 +387,7 @@ class ScatterRun:
         """A node body: one attempt, in its window (a node anchor is kept per item). None when
         it was cancelled."""
         ex, p = self.ex, self.p
-        impl = ex.plan.impls[p.id]
+        impl = ex.code.impls[p.id]
         settings = ex.plan.settings[p.id]
         extra: dict[str, Any] = {}
         if needs_node_anchor(settings):
@@ -519,7 +520,7 @@ class ScatterRun:
             value = {r.key: r.result for r in good}
         else:
             assert g.reducer is not None
-            fn = resolve_function(g.reducer)
+            fn = self.ex.code.reducers[g.reducer]
             value = copy_state({"v": g.initial})["v"]
             for r in good:
                 value = fn(value, r.result)

@@ -11,15 +11,46 @@ from __future__ import annotations
 import hashlib
 import json
 
-from flowtide.model.flow import Flow
+from flowtide.authoring.nodes import registry
+from flowtide.engine.plan import TypeLookup
+from flowtide.model.flow import Flow, node_ref
+from flowtide.model.nodes import NodeType
 from flowtide.store.base import StoredFlow
 
-__all__ = ["flow_from_stored", "flows_named", "stored_flow"]
+__all__ = ["flow_from_stored", "flows_named", "registered_type", "stored_flow", "undeclared_types"]
 
 
-def stored_flow(flow: Flow) -> StoredFlow:
-    """``flow`` as the store keeps it: its native document and that document's digest."""
+def registered_type(ref: str) -> NodeType | None:
+    """The type of the node registered under ``ref`` in the process-wide registry, if any."""
+    found = registry.get(ref)
+    return found.type if found is not None else None
+
+
+def undeclared_types(flow: Flow, implemented: TypeLookup = registered_type) -> list[NodeType]:
+    """The types ``implemented`` knows of the nodes ``flow`` runs and does not declare (their
+    outputs, whether they park, their default settings and output schemas)."""
+    added: dict[str, NodeType] = {}
+    for p in flow.placements:
+        ref = node_ref(p)
+        if ref is None or ref in added or flow.node_type(ref) is not None:
+            continue
+        found = implemented(ref)
+        if found is not None:
+            added[ref] = found
+    return list(added.values())
+
+
+def stored_flow(flow: Flow, implemented: TypeLookup = registered_type) -> StoredFlow:
+    """``flow`` as the store keeps it: its native document and that document's digest. The
+    document declares the type of every node the flow runs that is registered here, so that a
+    client without the nodes' code knows them; a type the flow declares already is kept."""
     document = flow.to_data()
+    added = undeclared_types(flow, implemented)
+    if added:
+        declared = [*document.get("node_types", ())]
+        declared.extend(t.model_dump(mode="json", exclude_defaults=True) for t in added)
+        document = {**document, "node_types": declared}
+        document = {k: document[k] for k in Flow.model_fields if k in document}
     text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return StoredFlow(flow.id, flow.version, digest, document)

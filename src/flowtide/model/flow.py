@@ -26,7 +26,8 @@ from flowtide.model.scalars import Count
 from flowtide.model.settings import NodeSettings
 
 BUILTIN_REDUCERS = ("last", "append", "extend", "merge", "sum")
-"""How parallel writes to one state key can merge, besides a 'module:function' of your own."""
+"""How parallel writes to one state key can merge, besides a reducer of your own (the id it is
+registered under with ``@flowtide.reducer``, ``module:function`` in form)."""
 
 DEFAULT_MAX_DEPTH = 32
 """How deep subflows may nest (a flow embedding itself counts each level)."""
@@ -71,7 +72,8 @@ class Flow(BaseModel):
     reducers: dict[str, str] = Field(
         default_factory=dict,
         description="State key -> how parallel writes merge: 'last' (default), 'append', "
-        "'extend', 'merge', 'sum', or 'module:function'.",
+        "'extend', 'merge', 'sum', or the id of a registered reducer (@flowtide.reducer, "
+        "'module:function').",
         json_schema_extra={
             "additionalProperties": {
                 "anyOf": [

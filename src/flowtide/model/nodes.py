@@ -20,7 +20,10 @@ from flowtide.model.settings import NodeSettings
 class NodeType(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(min_length=1, description="The node's IRI (or 'module:attribute').")
+    id: str = Field(
+        min_length=1,
+        description="The id the node is registered under: an IRI, or 'module:qualname'.",
+    )
     outputs: tuple[str, ...] = Field(
         min_length=1,
         description="Outputs the node may return.",
@@ -37,7 +40,9 @@ class NodeType(BaseModel):
         description="The node may park (wait on the outside world) instead of returning an output.",
     )
     ref: str | None = Field(
-        default=None, description="Where the implementation lives: 'module:attribute'."
+        default=None,
+        description="Where the implementation lives, 'module:attribute' (for reading: an "
+        "engine runs only registered code, never a module a document names).",
     )
 
     @field_validator("outputs")

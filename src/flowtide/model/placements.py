@@ -139,7 +139,10 @@ class Task(_Placement):
     """Runs a node implementation; the output it returns picks the next placement(s)."""
 
     kind: Literal["task"] = "task"
-    node: str = Field(min_length=1, description="The node: an IRI or 'module:attribute'.")
+    node: str = Field(
+        min_length=1,
+        description="The node, by the id it is registered under: an IRI or 'module:qualname'.",
+    )
     routes: Routes = Field(default_factory=dict)
     settings: NodeSettings | None = None
     has_settings: ClassVar[bool] = True
@@ -259,7 +262,9 @@ class Gather(BaseModel):
     )
     key: str | None = Field(default=None, description="Item path used as the key ('map').")
     reducer: str | None = Field(
-        default=None, description="'module:function' folding (accumulator, result) ('reduce')."
+        default=None,
+        description="The id of a registered reducer (@flowtide.reducer, 'module:function') "
+        "folding (accumulator, result) ('reduce').",
     )
     initial: JsonValue = Field(default=None, description="The reduce accumulator's first value.")
 
@@ -323,7 +328,8 @@ class Scatter(_Placement):
     """Runs ``body`` once per item, then gathers the results.
 
     The items come from exactly one of ``source`` (the state path of a JSON collection) and
-    ``source_fn`` (a ``module:function`` called when the scatter starts, giving the items
+    ``source_fn`` (a registered source function's id, ``module:function`` in form, called when
+    the scatter starts, giving the items
     lazily: an iterable or an async iterable of JSON items; see :mod:`flowtide.engine.scatter`).
     """
 
@@ -335,7 +341,8 @@ class Scatter(_Placement):
         default=None,
         min_length=1,
         json_schema_extra={"pattern": FUNCTION_REF_PATTERN},
-        description="'module:function' giving the items instead of 'source': called with a "
+        description="The id of a registered source function (@flowtide.source, "
+        "'module:function') giving the items instead of 'source': called with a "
         "read-only view of the run state, it returns an iterable or an async iterable of JSON "
         "items, pulled one at a time; it must give the same items in the same order when called "
         "again (a resumed scatter skips finished items by index).",

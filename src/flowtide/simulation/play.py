@@ -52,9 +52,9 @@ stopped there, its result marked ``busy``."""
 
 
 def resolver(registry: NodeRegistry | None = None) -> Resolve:
-    """Node reference -> its implementation: in ``registry``, else the process-wide registry,
-    else imported from its ``module:attribute`` reference (None when it does not resolve: a
-    placement the script plays needs none, and the engine says why any other cannot run)."""
+    """Node id -> its implementation: in ``registry``, else the process-wide registry (None
+    when neither has it: a placement the script plays needs none, and the engine says why any
+    other cannot run). Nothing is imported because a flow names it."""
 
     def resolve(ref: str) -> NodeImplementation | None:
         found = registry.get(ref) if registry is not None else None
