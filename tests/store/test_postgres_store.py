@@ -17,12 +17,14 @@ import pytest
 import flowtide
 from flowtide.store import (
     Commit,
+    DeadlineAhead,
     DueEntry,
     DuplicateSignal,
     EventRecord,
     Expect,
     Lease,
     LeaseLost,
+    RequestAnswer,
     RunRecord,
     SignalAnswer,
     SignalRequest,
@@ -33,6 +35,7 @@ from flowtide.store import (
     TokenStatus,
 )
 from flowtide.store.postgres import PostgresStore
+from flowtide.store.postgres.schema import CODE_VERSION
 from flowtide.testing import StoreCheck, StoreFactory, run_store_check, store_checks
 from tests.postgres_schemas import Schemas
 
@@ -69,7 +72,7 @@ async def test_open_creates_the_schema_and_records_its_version(schemas: Schemas)
     versions = schemas.query(
         "SELECT version, name, min_reader_version FROM {schema}.flowtide_schema", store.schema
     )
-    assert versions == [(1, "initial", 1), (2, "signal_requests", 2)]
+    assert versions == [(1, "initial", 1), (2, "signal_requests", 2), (3, "requests", 3)]
     tables = schemas.query(
         "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename",
         store.schema,
@@ -97,7 +100,7 @@ async def test_reopening_a_schema_keeps_its_records(schemas: Schemas) -> None:
         (event,) = await again.commit(Commit("r", events=[EventRecord("next", "r", at(2))]))
         assert event.seq == 2
     rows = schemas.query("SELECT version FROM {schema}.flowtide_schema ORDER BY version", schema)
-    assert rows == [(1,), (2,)]
+    assert rows == [(v,) for v in range(1, CODE_VERSION + 1)]
 
 
 async def test_a_newer_schema_is_refused_unchanged_unless_this_code_may_read_it(
@@ -106,25 +109,31 @@ async def test_a_newer_schema_is_refused_unchanged_unless_this_code_may_read_it(
     schema = schemas.new()
     async with schemas.store(schema):
         pass
-    schemas.query("INSERT INTO {schema}.flowtide_schema VALUES (3, 'later', 3, now())", schema)
+    later = CODE_VERSION + 1
+    schemas.query(
+        f"INSERT INTO {{schema}}.flowtide_schema VALUES ({later}, 'later', {later}, now())", schema
+    )
     before = schemas.query("SELECT * FROM {schema}.flowtide_schema ORDER BY version", schema)
     with pytest.raises(StoreSchemaError) as refused:
         await schemas.store(schema).open()
     message = str(refused.value)
-    assert "version 3" in message and "up to 2" in message and "upgrade Flowtide" in message
+    assert f"version {later}" in message and f"up to {CODE_VERSION}" in message
+    assert "upgrade Flowtide" in message
     assert isinstance(refused.value, StoreOpenError)
     after = schemas.query("SELECT * FROM {schema}.flowtide_schema ORDER BY version", schema)
     assert after == before
-    # A later version that code of version 2 may still use (min_reader_version 2) is accepted.
+    # A later version that this code may still use (min_reader_version: its own) is accepted.
     schemas.query(
-        "UPDATE {schema}.flowtide_schema SET min_reader_version = 2 WHERE version = 3", schema
+        f"UPDATE {{schema}}.flowtide_schema SET min_reader_version = {CODE_VERSION} "
+        f"WHERE version = {later}",
+        schema,
     )
     async with schemas.store(schema) as store:
         await store.create_run(run_record("r"), {})
     versions = schemas.query(
         "SELECT version FROM {schema}.flowtide_schema ORDER BY version", schema
     )
-    assert versions == [(1,), (2,), (3,)], "nothing migrated, nothing recorded"
+    assert versions == [(v,) for v in range(1, later + 1)], "nothing migrated, nothing recorded"
 
 
 async def test_a_schema_that_is_not_flowtides_is_refused(schemas: Schemas) -> None:
@@ -150,7 +159,7 @@ async def test_concurrent_opens_of_a_fresh_schema_migrate_it_once(schemas: Schem
             await store.close()
     assert schemas.query(
         "SELECT version FROM {schema}.flowtide_schema ORDER BY version", schema
-    ) == [(1,), (2,)]
+    ) == [(v,) for v in range(1, CODE_VERSION + 1)]
 
 
 async def test_schemas_of_one_database_do_not_meet(schemas: Schemas) -> None:
@@ -444,3 +453,21 @@ async def test_processes_claiming_from_one_schema_never_take_a_run_twice(
             for run_id in runs:
                 lease = await store.lease_of(run_id)
                 assert lease is not None and lease.owner == owner and lease.epoch == 1
+
+
+async def test_requests_and_deadlines_are_judged_on_the_databases_clock(schemas: Schemas) -> None:
+    async with schemas.store() as store:
+        await store.create_run(run_record("r"), {"n": 1})
+        before = datetime.now(UTC)
+        given = before - timedelta(days=300)  # (a client whose clock is far behind)
+        request = await store.request_signal(SignalRequest("q1", "r", given, {"placement": "p"}))
+        assert before - timedelta(seconds=5) < request.requested_at < before + timedelta(seconds=5)
+        assert await store.signal_request("q1") == request
+        await store.commit(Commit("r", requests_answered=[RequestAnswer("q1", {}, before)]))
+        ahead = datetime.now(UTC) + timedelta(seconds=30)  # (a worker whose clock is ahead)
+        with pytest.raises(DeadlineAhead) as early:
+            await store.commit(Commit("r", state={"n": 2}, fires_deadline=ahead))
+        assert timedelta(seconds=25) < early.value.early_by <= timedelta(seconds=30)
+        assert (await store.get_state("r"))["n"] == 1
+        await store.commit(Commit("r", state={"n": 3}, fires_deadline=before))
+        assert (await store.get_state("r"))["n"] == 3

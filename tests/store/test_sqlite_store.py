@@ -86,9 +86,13 @@ async def test_open_creates_the_schema_and_records_its_version(tmp_path: Path) -
     recorded = rows(
         path, "SELECT version, name, min_reader_version, applied_at FROM flowtide_schema"
     )
-    assert [r[:3] for r in recorded] == [(1, "initial", 1), (2, "signal_requests", 2)]
+    assert [r[:3] for r in recorded] == [
+        (1, "initial", 1),
+        (2, "signal_requests", 2),
+        (3, "requests", 3),
+    ]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", str(recorded[0][3]))
-    assert CODE_VERSION == 2
+    assert CODE_VERSION == 3
     assert rows(path, "PRAGMA journal_mode") == [("wal",)]
 
 
@@ -96,7 +100,7 @@ async def test_a_store_is_opened_by_its_first_call(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "lazy.db")
     assert await store.next_wake() is None
     await store.close()
-    assert rows(tmp_path / "lazy.db", "SELECT version FROM flowtide_schema") == [(1,), (2,)]
+    assert rows(tmp_path / "lazy.db", "SELECT version FROM flowtide_schema") == [(1,), (2,), (3,)]
 
 
 async def test_a_closed_store_refuses_calls(tmp_path: Path) -> None:
@@ -121,7 +125,7 @@ async def test_reopening_a_file_keeps_every_record(tmp_path: Path) -> None:
         same_snapshot(await snapshot(store), before, "the run, reopened")
         assert await store.signal_answer("answer-a") == answer
         assert await store.node_anchor("r", "anchor-a", None) == at(3)
-    assert rows(path, "SELECT count(*) FROM flowtide_schema") == [(2,)]
+    assert rows(path, "SELECT count(*) FROM flowtide_schema") == [(CODE_VERSION,)]
 
 
 def future_version(path: Path, min_reader_version: int) -> None:
@@ -162,9 +166,7 @@ async def test_a_newer_schema_this_code_may_read_is_opened(tmp_path: Path) -> No
     async with SQLiteStore(path) as store:
         assert (await store.get_run("r")).lifecycle == "running"
     assert rows(path, "SELECT version FROM flowtide_schema ORDER BY version") == [
-        (1,),
-        (2,),
-        (CODE_VERSION + 1,),
+        (v,) for v in range(1, CODE_VERSION + 2)
     ]
 
 
@@ -182,7 +184,7 @@ async def test_a_database_of_the_first_schema_is_migrated(tmp_path: Path) -> Non
         assert (await store.signal_request("q")) == SignalRequest(
             "q", "r", at(1), {"placement": "p"}
         )
-    assert rows(path, "SELECT version FROM flowtide_schema ORDER BY version") == [(1,), (2,)]
+    assert rows(path, "SELECT version FROM flowtide_schema ORDER BY version") == [(1,), (2,), (3,)]
 
 
 async def test_a_file_that_is_not_a_sqlite_database_is_refused(tmp_path: Path) -> None:
@@ -239,6 +241,7 @@ def test_the_migrations_make_exactly_the_schema_the_store_uses(tmp_path: Path) -
         ("index", "runs_by_lifecycle"),
         ("index", "runs_by_owner"),
         ("index", "runs_by_wake"),
+        ("index", "signal_requests_pending"),
         ("table", "anchors"),
         ("table", "due"),
         ("table", "flows"),
@@ -482,7 +485,7 @@ def test_processes_sharing_one_new_file(tmp_path: Path) -> None:
                 process.kill()
             process.wait()
     assert [process.returncode for process in started] == [0, 0, 0, 0]
-    assert rows(path, "SELECT version FROM flowtide_schema") == [(1,), (2,)]
+    assert rows(path, "SELECT version FROM flowtide_schema") == [(1,), (2,), (3,)]
     every = [run_id for claimed in taken for run_id in claimed]
     assert len(every) == len(set(every)) == 600
     assert sum(1 for claimed in taken if claimed) >= 2, "the processes' claims did not overlap"

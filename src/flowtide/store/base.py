@@ -22,9 +22,12 @@ The engine keeps no state that a restart could not rebuild from a store:
 * **parks** - one :class:`ParkRecord` per time a token parked (its correlation key, deadline,
   payload, and how the park ended), so that a late signal can be told why it is refused;
 * **signal answers** - the first answer to each signal idempotency key;
-* **signal requests** - signals sent to a run another worker holds (:class:`SignalRequest`):
-  each with a due entry (purpose ``signal``) that wakes the run's holder, who applies it and
-  records its answer (:attr:`Commit.requests_answered`);
+* **requests** - signals and cancels recorded for the worker that holds a run to apply
+  (:class:`SignalRequest`, of ``kind`` ``signal`` or ``cancel``): each with a due entry (purpose
+  ``signal``) that wakes the run's holder, who applies it and records its answer
+  (:attr:`Commit.requests_answered`). A request is judged at the instant the store recorded it
+  (``requested_at``), and a commit that fires a deadline (:attr:`Commit.fires_deadline`) waits
+  for the requests recorded before it;
 * **scatter progress** - per (run, token, item index) records, so a resumed scatter re-runs only
   the unfinished items.
 
@@ -68,7 +71,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -80,6 +83,7 @@ __all__ = [
     "RUNNABLE_LIFECYCLES",
     "Checkpoint",
     "Commit",
+    "DeadlineAhead",
     "DueEntry",
     "DuplicateSignal",
     "EventRecord",
@@ -139,6 +143,21 @@ class RunEndedError(StoreConflict):
         self.run_id = run_id
         self.lifecycle = lifecycle
         super().__init__(f"run {run_id!r} has ended ({lifecycle})")
+
+
+class DeadlineAhead(StoreConflict):
+    """A commit firing a deadline came before it on the store's clock (a worker whose clock runs
+    ahead): nothing was applied. ``early_by``: how long before the deadline the store's clock
+    was."""
+
+    def __init__(self, run_id: str, deadline: datetime, early_by: timedelta) -> None:
+        self.run_id = run_id
+        self.deadline = deadline
+        self.early_by = early_by
+        super().__init__(
+            f"run {run_id!r}: the deadline {deadline.isoformat()} is {early_by} ahead on the "
+            "store's clock"
+        )
 
 
 class DuplicateSignal(StoreConflict):
@@ -399,17 +418,25 @@ class SignalAnswer:
 
 @dataclass(slots=True)
 class SignalRequest:
-    """A signal sent to a run another worker holds, for that worker to apply
-    (:meth:`Store.request_signal`); ``answer`` is None until the holder has answered."""
+    """A signal or a cancel recorded for the worker that holds the run to apply
+    (:meth:`Store.request_signal`); ``answer`` is None until a worker has answered."""
 
     id: str
     run_id: str
     requested_at: datetime
+    """The instant the store recorded it (the one a signal is judged at)."""
     request: dict[str, Any]
-    """What was asked (JSON): the addressing, payload, output and idempotency key."""
+    """What was asked (JSON): ``kind`` (``signal``, the default, or ``cancel``); for a signal
+    the addressing, payload, output and idempotency key; for a cancel its ``reason``."""
     answer: dict[str, Any] | None = None
-    """The answer (JSON): an accepted signal's or a refusal's."""
+    """The answer (JSON): an accepted signal's or a refusal's, or whether the run was
+    cancelled."""
     answered_at: datetime | None = None
+
+    @property
+    def kind(self) -> str:
+        """``signal`` or ``cancel``."""
+        return str(self.request.get("kind", "signal"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -504,9 +531,15 @@ class Commit:
     """Answers to record; a key that already has one (or comes twice) fails the commit with
     :class:`DuplicateSignal`."""
     requests_answered: Sequence[RequestAnswer] = ()
-    """Answers to signal requests of this run; a request that is not this run's, is answered
+    """Answers to requests of this run; a request that is not this run's, is answered
     already, or comes twice fails the commit with :class:`StoreConflict` (a request is answered
     once)."""
+    fires_deadline: datetime | None = None
+    """The instant of the deadline this commit fires (a park's timeout, an interrupting timer),
+    if any: the commit is refused with :class:`StoreConflict` while the run has an unanswered
+    request recorded before that instant (the request is applied first), and, on a store with
+    a clock of its own (PostgreSQL), with :class:`DeadlineAhead` while that clock is before it.
+    The store then records requests of the run after it no earlier than that instant."""
     expect: Mapping[str, TokenStatus | Expect] = field(default_factory=dict)
     """Token id -> what it must be for the commit to apply (else ``StoreConflict``)."""
     run_lifecycles: frozenset[str] | None = None
@@ -707,15 +740,25 @@ class Store(ABC):
         """The recorded items of one scatter visit (its ``progress`` key), by index."""
 
     @abstractmethod
-    async def request_signal(self, request: SignalRequest) -> None:
+    async def request_signal(self, request: SignalRequest) -> SignalRequest:
         """Store ``request`` (unanswered, whatever its ``answer``) and, in the same transaction,
-        a due entry of its run at ``requested_at``, purpose ``signal``, the request's id as its
-        token id; the run's wake instant is brought up to date (so its holder claims it again at
-        once) and, on a shared store, other processes are told. Raises
-        :class:`UnknownRunError`, :class:`RunEndedError` for a run that has ended,
-        :class:`StoreError` for an id stored already, and ``NotJSONError``; then nothing is
-        stored."""
+        a due entry of its run at its recorded instant, purpose ``signal``, the request's id as
+        its token id; the run's wake instant is brought up to date (so its holder claims it again
+        at once) and, on a shared store, other processes are told. Returns the request as stored.
+
+        The recorded instant (``requested_at``) is the store's: on a store with a clock of its
+        own (PostgreSQL) that clock's reading under the run's lock; else the one given, but no
+        earlier than the latest deadline a commit of the run fired
+        (:attr:`Commit.fires_deadline`), so requests and deadline firings of a run are ordered
+        as they were applied. Raises :class:`UnknownRunError`, :class:`RunEndedError` for a run
+        that has ended, :class:`StoreError` for an id stored already, and ``NotJSONError``; then
+        nothing is stored."""
 
     @abstractmethod
     async def signal_request(self, request_id: str) -> SignalRequest | None:
-        """A stored signal request, with its answer once it has one (None: no such request)."""
+        """A stored request, with its answer once it has one (None: no such request)."""
+
+    @abstractmethod
+    async def pending_requests(self, run_id: str) -> Sequence[SignalRequest]:
+        """The run's unanswered requests, oldest first (none for a run that has ended, or an
+        unknown one)."""

@@ -30,9 +30,10 @@ Connection = psycopg.AsyncConnection[Any]
 
 async def request_signal(
     conn: Connection, request: SignalRequest, request_text: str, channel: str
-) -> None:
-    """Store ``request`` and its due entry, with its run's row locked; the run's wake instant
-    is brought up to date and the store's channel notified (the holder may be elsewhere)."""
+) -> SignalRequest:
+    """Store ``request`` and its due entry, with its run's row locked, recorded at the
+    database's clock; the run's wake instant is brought up to date and the store's channel
+    notified (the holder may be elsewhere). Returns the request as stored."""
     run_id = request.run_id
     facts = await read_facts(conn, Commit(run_id))
     if facts is None:
@@ -48,11 +49,13 @@ async def request_signal(
             "request": request_text,
         },
     )
-    if await inserted.fetchone() is None:
+    row = await inserted.fetchone()
+    if row is None:
         raise StoreError(f"signal request {request.id!r} already exists")
+    requested_at = row[0]
     cursor = conn.cursor()
     due = {"run_id": run_id, "token_id": request.id, "purpose": "signal"}
-    await cursor.execute(Q["set_due"], {**due, "due_at": request.requested_at})
+    await cursor.execute(Q["set_due"], {**due, "due_at": requested_at})
     await cursor.execute(
         Q["settle_run"],
         {
@@ -69,6 +72,7 @@ async def request_signal(
             "old_wake": facts.wake_at,
         },
     )
+    return SignalRequest(request.id, run_id, requested_at, decode_json(request_text))
 
 
 def read_request(row: Sequence[Any]) -> SignalRequest:

@@ -279,10 +279,10 @@ class PostgresStore(Store):
             first = await write(conn, prepared, facts, self._channel, by_holder=by_holder)
         return _numbered(commit.events, first)
 
-    async def request_signal(self, request: SignalRequest) -> None:
+    async def request_signal(self, request: SignalRequest) -> SignalRequest:
         text = json_text(request.request, "request")
         async with self._transaction() as conn:
-            await request_signal(conn, request, text, self._channel)
+            return await request_signal(conn, request, text, self._channel)
 
     # -- leases and wake instants ------------
 
@@ -445,6 +445,10 @@ class PostgresStore(Store):
             return None
         key, run_id, answer = rows[0]
         return SignalAnswer(key, run_id, decode_json(answer))
+
+    async def pending_requests(self, run_id: str) -> Sequence[SignalRequest]:
+        rows = await self._rows("pending_requests", {"run_id": run_id, "ended": _ENDED})
+        return [read_request(row) for row in rows]
 
     async def signal_request(self, request_id: str) -> SignalRequest | None:
         rows = await self._rows("signal_request", {"id": request_id})

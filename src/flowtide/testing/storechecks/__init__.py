@@ -24,6 +24,8 @@ from flowtide.testing.storechecks.due import (
     fired_entries_are_removed_only_as_they_were,
 )
 from flowtide.testing.storechecks.inbox import (
+    a_deadline_waits_for_the_requests_recorded_before_it,
+    pending_requests_are_listed_oldest_first,
     signal_requests_are_answered_once,
     signal_requests_wake_the_runs_holder,
 )
@@ -77,6 +79,8 @@ CHECKS: tuple[StoreCheck, ...] = (
     leases_are_renewed_and_given_back,
     signal_requests_wake_the_runs_holder,
     signal_requests_are_answered_once,
+    pending_requests_are_listed_oldest_first,
+    a_deadline_waits_for_the_requests_recorded_before_it,
     flows_are_stored_by_digest,
     node_anchors_are_stored_and_released,
     parks_are_found_by_filters_in_order,
