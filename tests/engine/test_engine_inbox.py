@@ -14,8 +14,15 @@ import pytest
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import VirtualClock
-from flowtide.engine import Engine, Lifecycle, NodeContext, Park, SignalReceipt, SignalRefused
-from flowtide.engine.inbox import PATIENCE_LEASES
+from flowtide.engine import (
+    Engine,
+    Lifecycle,
+    NodeContext,
+    Park,
+    RequestPending,
+    SignalReceipt,
+    SignalRefused,
+)
 from flowtide.model import Flow
 from flowtide.store import SignalRequest, Store
 from tests.engine.engine_helpers import T0, at, freeze, fresh_store, kinds
@@ -239,7 +246,7 @@ async def test_a_request_the_holder_left_unanswered_is_answered_by_who_takes_the
             # The holder stops renewing and looking at its due entries (frozen, or cut off).
             await freeze(frozen)
             rescuer.sweeper  # noqa: B018 - another worker looks for work
-            receipt = await client.signal(run_id, placement="ask", output="approved")
+            receipt = await client.signal(run_id, placement="ask", output="approved", wait=None)
             answered_at = clock.now()
             gate[0].set()
             result = await client.wait(run_id)
@@ -268,17 +275,29 @@ async def test_a_run_that_ends_before_its_request_is_answered_refuses_it() -> No
     assert caught.value.reason == "cancelled"
 
 
-async def test_a_live_holder_that_never_answers_has_the_run_taken_after_a_patience() -> None:
-    async with worker_and_client() as (worker, client, store, clock):
+async def test_a_live_holder_that_does_not_answer_in_time_leaves_the_request_pending() -> None:
+    async with worker_and_client() as (worker, client, store, _clock):
         run_id = await started(worker, store)
         # Alive (it renews its lease) but deaf: it never looks at its due entries.
         await worker.sweeper.close()
-        receipt = await client.signal(run_id, placement="ask", output="approved")
-        answered_at = clock.now()
+        sent = asyncio.get_running_loop().time()
+        with pytest.raises(RequestPending) as caught:
+            await client.signal(run_id, placement="ask", output="approved", wait=0.3)
+        waited = asyncio.get_running_loop().time() - sent
         lease = await store.lease_of(run_id)
+        pending = list(await store.pending_requests(run_id))
+        with pytest.raises(RequestPending) as at_once:
+            await client.cancel(run_id, "no longer needed", wait=0)
+        both = list(await store.pending_requests(run_id))
         history = await client.history(run_id)
-    assert receipt.output == "approved"
-    # After PATIENCE_LEASES lease terms the sender took the run over and applied the signal.
-    assert answered_at >= T0 + PATIENCE_LEASES * TTL
-    assert lease is None or lease.epoch > 1
-    assert kinds(history).count("signalled") == 1
+    pending_ = caught.value
+    assert (pending_.run_id, pending_.kind, pending_.waited) == (run_id, "signal", 0.3)
+    assert [r.id for r in pending] == [pending_.request_id]
+    assert pending[0].request["output"] == "approved"
+    assert 0.3 <= waited < 3  # (seconds of real time)
+    # Nobody took the run from its live holder.
+    assert lease is not None and (lease.owner, lease.epoch) == ("w", 1)
+    assert kinds(history).count("signalled") == 0
+    assert (at_once.value.kind, at_once.value.waited) == ("cancel", 0)
+    assert [r.kind for r in both] == ["signal", "cancel"]
+    assert both[1].request["reason"] == "no longer needed"

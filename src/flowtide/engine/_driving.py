@@ -39,6 +39,7 @@ from flowtide.store.base import (
     DueEntry,
     NodeAnchor,
     ParkStatus,
+    RequestAnswer,
     StoreConflict,
     TokenRecord,
     TokenStatus,
@@ -358,7 +359,10 @@ class Driving(Subflows):
                 interrupted=end.interrupted,
                 warnings=self.warnings,
             )
-            finished = finish(self.run, result, self.clock.now())
+            now = self.clock.now()
+            finished = finish(self.run, result, now)
+            cancelled = {"cancelled": end.lifecycle is Lifecycle.CANCELLED}
+            asked = dict.fromkeys(self.requests.cancels)
             await self.commit(
                 Commit(
                     self.run.id,
@@ -366,6 +370,7 @@ class Driving(Subflows):
                     due_cleared=[self.run.id] if self.run.deadline is not None else (),
                     events=[finished],
                     release=True,
+                    requests_answered=[RequestAnswer(i, cancelled, now) for i in asked],
                 )
             )
         except (StoreConflict, StoreUnavailableError) as exc:

@@ -537,9 +537,9 @@ class Commit:
     fires_deadline: datetime | None = None
     """The instant of the deadline this commit fires (a park's timeout, an interrupting timer),
     if any: the commit is refused with :class:`StoreConflict` while the run has an unanswered
-    request recorded before that instant (the request is applied first), and, on a store with
-    a clock of its own (PostgreSQL), with :class:`DeadlineAhead` while that clock is before it.
-    The store then records requests of the run after it no earlier than that instant."""
+    request recorded before that instant (the request is applied first), and, with
+    :attr:`Store.own_clock`, with :class:`DeadlineAhead` while that clock is before it. The
+    store then records requests of the run after it no earlier than that instant."""
     expect: Mapping[str, TokenStatus | Expect] = field(default_factory=dict)
     """Token id -> what it must be for the commit to apply (else ``StoreConflict``)."""
     run_lifecycles: frozenset[str] | None = None
@@ -572,6 +572,12 @@ class Store(ABC):
     """Other processes may write to this store: a worker also waits for their changes
     (:meth:`wait_changed`), not only for its own."""
 
+    own_clock: bool = False
+    """Whether the store's own clock decides the instant a request is recorded and whether a
+    deadline may fire yet (PostgreSQL: the database's clock, one for every worker). False: the
+    instants the engine passes in decide (one machine's clock; or a virtual clock, which an
+    engine on one sets here)."""
+
     busy: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
     """Work the store does off the event loop (a database round trip, a call in its thread)
     runs under ``busy()``. An engine on a virtual clock sets it to the clock's ``hold``, so
@@ -590,6 +596,12 @@ class Store(ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    def on_request(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` whenever a request is recorded in this store object (by any engine of
+        this process; a shared store tells other processes through :meth:`wait_changed`);
+        returns what stops it."""
+        return _nothing
 
     async def wait_changed(self, seconds: float) -> bool:
         """Wait until another process may have changed what :meth:`next_wake` gives, or an
@@ -746,13 +758,14 @@ class Store(ABC):
         its token id; the run's wake instant is brought up to date (so its holder claims it again
         at once) and, on a shared store, other processes are told. Returns the request as stored.
 
-        The recorded instant (``requested_at``) is the store's: on a store with a clock of its
-        own (PostgreSQL) that clock's reading under the run's lock; else the one given, but no
-        earlier than the latest deadline a commit of the run fired
-        (:attr:`Commit.fires_deadline`), so requests and deadline firings of a run are ordered
-        as they were applied. Raises :class:`UnknownRunError`, :class:`RunEndedError` for a run
-        that has ended, :class:`StoreError` for an id stored already, and ``NotJSONError``; then
-        nothing is stored."""
+        The recorded instant (``requested_at``) is the store's: with :attr:`own_clock`, that
+        clock's reading under the run's lock; else the one given, but no earlier than the latest
+        deadline a commit of the run fired (:attr:`Commit.fires_deadline`), so requests and
+        deadline firings of a run are ordered as they were applied. The due entry is at the
+        earlier of the instants given and recorded (due at once on any worker's clock). Raises
+        :class:`UnknownRunError`, :class:`RunEndedError` for a run that has ended,
+        :class:`StoreError` for an id stored already, and ``NotJSONError``; then nothing is
+        stored."""
 
     @abstractmethod
     async def signal_request(self, request_id: str) -> SignalRequest | None:
@@ -762,3 +775,7 @@ class Store(ABC):
     async def pending_requests(self, run_id: str) -> Sequence[SignalRequest]:
         """The run's unanswered requests, oldest first (none for a run that has ended, or an
         unknown one)."""
+
+
+def _nothing() -> None:
+    """Nothing to stop."""

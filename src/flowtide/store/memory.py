@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypeVar
@@ -92,6 +92,7 @@ class MemoryStore(Store):
         """(run id, progress key) -> item index -> row."""
         self._answers: dict[str, _AnswerRow] = {}
         self._requests: dict[str, _RequestRow] = {}
+        self._on_request: list[Callable[[], None]] = []
         self._run_requests: dict[str, list[str]] = {}
         """Each run's requests, by id, in the order they were recorded."""
         self._deadlines_fired: dict[str, datetime] = {}
@@ -266,7 +267,13 @@ class MemoryStore(Store):
         due = self._due[request.run_id]
         due[(request.id, "signal")] = (row.record.requested_at, next(self._due_order))
         self._rewake(request.run_id)
+        for wake in list(self._on_request):
+            wake()
         return row.read()
+
+    def on_request(self, wake: Callable[[], None]) -> Callable[[], None]:
+        self._on_request.append(wake)
+        return lambda: self._on_request.remove(wake)
 
     def _pending(self, run_id: str) -> list[_RequestRow]:
         """The run's unanswered requests, oldest first."""

@@ -189,9 +189,9 @@ WHERE id = %(id)s AND answer IS NULL;
 
 -- name: insert_request
 -- Recorded at the database's clock (under the run's lock: requests and commits of a run are
--- ordered). A request whose id is taken already inserts nothing (and is refused).
+-- ordered), unless an instant is given (a store used on a virtual clock). A request whose id is taken already inserts nothing (and is refused).
 INSERT INTO signal_requests (id, run_id, requested_at, request)
-VALUES (%(id)s, %(run_id)s, clock_timestamp(), %(request)s)
+VALUES (%(id)s, %(run_id)s, coalesce(%(requested_at)s, clock_timestamp()), %(request)s)
 ON CONFLICT (id) DO NOTHING
 RETURNING requested_at;
 

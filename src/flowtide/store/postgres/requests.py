@@ -29,11 +29,12 @@ Connection = psycopg.AsyncConnection[Any]
 
 
 async def request_signal(
-    conn: Connection, request: SignalRequest, request_text: str, channel: str
+    conn: Connection, request: SignalRequest, request_text: str, channel: str, *, own_clock: bool
 ) -> SignalRequest:
     """Store ``request`` and its due entry, with its run's row locked, recorded at the
-    database's clock; the run's wake instant is brought up to date and the store's channel
-    notified (the holder may be elsewhere). Returns the request as stored."""
+    database's clock (``own_clock``; else at the instant given); the run's wake instant is
+    brought up to date and the store's channel notified (the holder may be elsewhere). Returns
+    the request as stored."""
     run_id = request.run_id
     facts = await read_facts(conn, Commit(run_id))
     if facts is None:
@@ -45,7 +46,7 @@ async def request_signal(
         {
             "id": request.id,
             "run_id": run_id,
-            "requested_at": request.requested_at,
+            "requested_at": None if own_clock else request.requested_at,
             "request": request_text,
         },
     )
@@ -55,7 +56,8 @@ async def request_signal(
     requested_at = row[0]
     cursor = conn.cursor()
     due = {"run_id": run_id, "token_id": request.id, "purpose": "signal"}
-    await cursor.execute(Q["set_due"], {**due, "due_at": requested_at})
+    # (Due at once on the clock of whoever sent it, and on the store's.)
+    await cursor.execute(Q["set_due"], {**due, "due_at": min(requested_at, request.requested_at)})
     await cursor.execute(
         Q["settle_run"],
         {

@@ -87,6 +87,7 @@ class PostgresStore(Store):
     yet opened opens on its first use."""
 
     shared = True
+    own_clock = True
 
     def __init__(
         self, url: str, *, schema: str = "flowtide", min_size: int = 1, max_size: int = 10
@@ -274,6 +275,8 @@ class PostgresStore(Store):
             facts = await read_facts(conn, commit)
             if facts is None:
                 raise UnknownRunError(commit.run_id)
+            if not self.own_clock:
+                facts.clock = None  # (the deadline's instant was given on the engine's clock)
             check(prepared, facts)
             by_holder = commit.lease is not None
             first = await write(conn, prepared, facts, self._channel, by_holder=by_holder)
@@ -282,7 +285,9 @@ class PostgresStore(Store):
     async def request_signal(self, request: SignalRequest) -> SignalRequest:
         text = json_text(request.request, "request")
         async with self._transaction() as conn:
-            return await request_signal(conn, request, text, self._channel)
+            return await request_signal(
+                conn, request, text, self._channel, own_clock=self.own_clock
+            )
 
     # -- leases and wake instants ------------
 
