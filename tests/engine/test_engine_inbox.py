@@ -301,3 +301,54 @@ async def test_a_live_holder_that_does_not_answer_in_time_leaves_the_request_pen
     assert (at_once.value.kind, at_once.value.waited) == ("cancel", 0)
     assert [r.kind for r in both] == ["signal", "cancel"]
     assert both[1].request["reason"] == "no longer needed"
+
+
+async def test_a_cancel_of_a_busy_run_is_applied_by_its_holder_and_its_node_never_reruns() -> None:
+    async with worker_and_client() as (worker, client, store, _clock):
+        other = Engine(clock=_clock, store=store, owner="w2", lease_ttl=TTL, flows=[two_branches()])
+        try:
+            other.sweeper  # noqa: B018 - a second worker watching for work
+            run_id = await started(worker, store)
+            before = await store.lease_of(run_id)
+            assert await client.cancel(run_id, "no longer needed")
+            result = await client.wait(run_id)
+            history = await client.history(run_id)
+            again = await client.cancel(run_id, "twice")
+            pending = list(await store.pending_requests(run_id))
+        finally:
+            await other.close()
+    assert before is not None and (before.owner, before.epoch) == ("w", 1)
+    assert result.lifecycle is Lifecycle.CANCELLED
+    assert result.errors[0].message == "no longer needed"
+    # The long node was cancelled where it ran, and started nowhere again.
+    assert len(worked) == 1
+    assert [e.placement for e in history if e.kind == "node_started"].count("work") == 1
+    assert again is False
+    assert pending == []
+
+
+async def test_a_signal_recorded_before_the_deadline_wins_though_applied_after_it() -> None:
+    flow = two_branches(timeout="PT50S")
+    async with worker_and_client(autojump=False, flow=flow) as (worker, client, store, clock):
+        run_id = await started(worker, store, flow)
+        await worker.sweeper.close()  # (nobody looks at the run until told to here)
+        parked = (await store.parks(run_id=run_id, open_only=True))[0]
+        assert parked.deadline is not None
+        await clock.advance_to(parked.deadline - timedelta(milliseconds=1))
+        with pytest.raises(RequestPending):
+            await client.signal(run_id, placement="ask", output="approved", wait=0)
+        await clock.advance_to(parked.deadline + timedelta(seconds=5))
+        now = clock.now()
+        leases = await store.claim_runs("w", now, now + TTL)
+        await worker._take(leases, now)  # the request and the deadline, as its sweeper would
+        await until(lambda: _closed(store, run_id))
+        (park,) = await store.parks(run_id=run_id)
+        gate[0].set()
+        history = await client.history(run_id)
+    assert park.status == "signalled"
+    assert kinds(history).count("signalled") == 1
+    assert kinds(history).count("node_timed_out") == 0
+
+
+async def _closed(store: Store, run_id: str) -> bool:
+    return not await store.parks(run_id=run_id, open_only=True)
