@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from flowtide.clock import SystemClock
 from flowtide.engine import Engine, SignalRefused
+from flowtide.store import Store
 from flowtide.store.urls import open_store
 from tests.crash.race import race_flow
 from tests.postgres_schemas import Schemas
@@ -27,6 +28,15 @@ class AheadClock(SystemClock):
 
 async def _until(condition: float) -> None:
     await asyncio.sleep(max(0.0, condition - time.time()))
+
+
+async def _ended(store: Store, run_id: str, every: float) -> None:
+    """Once the run has completed (looked at every ``every`` seconds)."""
+    for _ in range(int(60 / every)):
+        if (await store.get_run(run_id)).lifecycle == "completed":
+            return
+        await asyncio.sleep(every)
+    raise AssertionError(f"run {run_id} did not end within a minute")
 
 
 async def skewed(url: str, runs: int = 9) -> dict[str, list[str]]:
@@ -53,8 +63,7 @@ async def skewed(url: str, runs: int = 9) -> dict[str, list[str]]:
         async def one(run_id: str) -> None:
             group, deadline = groups[run_id], deadlines[run_id]
             if group == "none":
-                while (await client_store.get_run(run_id)).lifecycle != "completed":
-                    await asyncio.sleep(0.01)
+                await _ended(client_store, run_id, 0.01)
                 ended = datetime.now(UTC)
                 early = ended < deadline
                 seen[group].append("early" if early else "timed out")
@@ -69,8 +78,7 @@ async def skewed(url: str, runs: int = 9) -> dict[str, list[str]]:
 
         await asyncio.wait_for(asyncio.gather(*(one(r) for r in ids)), 60)
         for run_id in ids:
-            while (await client_store.get_run(run_id)).lifecycle != "completed":
-                await asyncio.sleep(0.05)
+            await _ended(client_store, run_id, 0.05)
             kinds = Counter(e.kind for e in await client_store.history(run_id))
             assert kinds["signalled"] + kinds["node_timed_out"] == 1, (run_id, kinds)
     finally:
