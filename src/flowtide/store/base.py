@@ -36,8 +36,9 @@ state change, the history events, due instants, anchors and scatter progress of 
 transactional store applies a commit atomically (all or nothing); ``Commit.expect`` makes the
 step conditional on token records (compare-and-set on status, epoch and "deadline still ahead"),
 so racing steps (a signal, a park timeout, a timer, a cancel) are decided by the store: the first
-to commit wins, the others get :class:`StoreConflict`. Instants are always passed in by the
-engine (from its clock), never read by the store.
+to commit wins, the others get :class:`StoreConflict`. Instants are passed in by the engine
+(from its clock); only a store with a clock of its own (:attr:`Store.own_clock`, PostgreSQL's)
+reads it, for the instant a request is recorded and whether a deadline may fire yet.
 
 **Leases.** A run is driven by at most one worker at a time: the one holding its lease. A worker
 takes runs with :meth:`Store.claim_runs` (runs whose wake instant has come) or
