@@ -5,7 +5,6 @@ waits are left, and its end.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -302,13 +301,6 @@ class Driving(Subflows):
             self.root.close()
             self.host.let_go(self)
         self.host.settled(self.snapshot())
-
-    async def wound_down(self) -> None:
-        """Once the steps under way that hand the run back, settle it or end it are done."""
-        for step in (self.handing, self.settling, self.finalizer):
-            if step is not None:
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await asyncio.shield(step)
 
     def pin(self) -> bool:
         """Keep the executor from being let go while a signal or a firing works on it; False if
