@@ -1,10 +1,9 @@
 """The engine: runs flows on asyncio, many runs at once, against a store and a clock (see
 ``docs/engine.md``).
 
-A run that has only parked and waiting tokens left is let go: nothing of it stays in memory, and
-its lease is given back. A signal, the sweeper (a deadline, a timer, a wait) or
-:meth:`Engine.resume` rebuilds its executor from the store, in this engine or any other on the
-same store (see :mod:`flowtide.engine.leases`).
+A run that has only parked and waiting tokens left is let go (nothing of it stays in memory, its
+lease is given back); a request, the sweeper or :meth:`Engine.resume` rebuilds it from the
+store, in any engine on the same store (see :mod:`flowtide.engine.leases`).
 """
 
 from __future__ import annotations
@@ -493,9 +492,9 @@ class Engine:
                 log.warning("cannot take run %s: %s", lease.run_id, exc)
         return done
 
-    async def _take_unheld(self, run_id: str) -> None:
-        """Claim a run nobody holds alive (a request for it was just recorded), rebuild it and
-        fire what is due, the request among them; a run another worker holds is left to it."""
+    async def _take_unheld(self, run_id: str) -> RunExecutor | None:
+        """Claim a run nobody holds alive and fire what is due, as the sweeper would; its
+        executor if held here now (a run another worker holds is left to it)."""
         now = self.clock.now()
         try:
             lease = await self.store.acquire_run(run_id, self.owner, now, now + self.lease_ttl)
@@ -503,6 +502,8 @@ class Engine:
                 await self._take([lease], now)
         except StoreError as exc:
             log.warning("cannot take run %s: %s", run_id, exc)
+        ex = self._runs.get(run_id)
+        return ex if ex is not None and not ex.released else None
 
     def _hold(self, run_id: str, ex: RunExecutor) -> None:
         """Hold the run's executor (and keep its lease renewed while any is held)."""
@@ -533,12 +534,12 @@ class Engine:
         nothing. A signal that cannot apply raises :class:`SignalRefused` (``reason``: expired,
         moved_on, cancelled, unknown, not_parked, ambiguous, invalid_output) and changes nothing.
 
-        A worker holding the run applies the signal at once. Otherwise (a client, or a worker
-        that does not hold the run) it is recorded in the store as a request, judged at the
-        instant the store recorded it, and applied by the worker that holds the run or the next
-        one to take it (see :mod:`flowtide.engine.inbox`); ``wait``: how many seconds to wait
-        for that worker's answer (None: no limit). Unanswered by then, it raises
-        :class:`RequestPending` (``wait=0``: at once, once recorded).
+        A worker holding the run, or taking it because nobody holds it alive, applies the
+        signal at once. Otherwise (a client; a worker while another holds the run) it is
+        recorded in the store as a request, judged at the instant the store recorded it, and
+        applied by the run's holder or the next worker to take it (see
+        :mod:`flowtide.engine.inbox`); ``wait``: seconds to wait for that worker's answer (None:
+        no limit), else :class:`RequestPending` (``wait=0``: at once, once recorded).
         """
         self._ready()
         return await self._signaller.signal(
@@ -555,7 +556,7 @@ class Engine:
         run, or the next one to take it, applies; ``wait``: how many seconds to wait for its
         answer (None: no limit), else :class:`RequestPending` (``wait=0``: at once)."""
         self._ready()
-        ex = self._signaller.holding(run_id)
+        ex = await self._signaller.adopt(run_id)
         if ex is not None:
             return ex.cancel(reason)
         return await self._signaller.cancel(run_id, reason, wait)
@@ -674,8 +675,7 @@ class Engine:
                 task.add_done_callback(_consume)
 
     def _defer(self, ex: object, delay: timedelta) -> None:
-        """Drop this executor, and leave its run to nobody for ``delay`` (a deadline it fired
-        has not come yet on the store's clock)."""
+        """Drop this executor; nobody takes its run for ``delay`` (a deadline not come yet)."""
         self._forget(ex)
         if isinstance(ex, RunExecutor):
             ex.close(notify=False)

@@ -2,16 +2,18 @@
 else recorded in the store as requests (the run's inbox) for the worker that holds the run, or
 the next one to take it, to apply.
 
-Only the worker holding a run's lease changes the run (see :mod:`flowtide.engine.leases`). An
-engine that holds the run in memory, and runs nodes, applies a signal or a cancel at once. Any
-other engine (a client, or a worker that does not hold the run) never takes the run: it writes a
+Only the worker holding a run's lease changes the run (see :mod:`flowtide.engine.leases`). A
+worker that holds the run in memory applies a signal or a cancel at once; one that finds nobody
+holding the run alive takes it (as its sweeper would) and applies it as its holder. Any other
+engine (a client, or a worker while another live worker holds the run) never takes the run from
+its holder: it writes a
 :class:`~flowtide.store.SignalRequest` (``kind`` ``signal`` or ``cancel``) with
 :meth:`Store.request_signal <flowtide.store.Store.request_signal>`, which stores it with a due
 entry (purpose ``signal``) that makes the run due at once: its holder claims it again and
 applies the request (see :meth:`Parking.answer_request
 <flowtide.engine._parking.Parking.answer_request>`); a run nobody holds is taken by the next
-worker that claims it (a worker that records a request for a run nobody holds alive claims it
-at once itself, as its sweeper would). The sender waits up to ``wait`` seconds for the answer
+worker that claims it (a worker waiting for an answer takes the run once nobody holds it
+alive). The sender waits up to ``wait`` seconds for the answer
 and returns it (or raises the same :class:`SignalRefused`); unanswered by then, it raises
 :class:`RequestPending`: the request stays recorded and is applied as it was sent when a worker
 takes the run.
@@ -68,7 +70,7 @@ class Signaller:
     """Sends an engine's signals and cancels (see the module's notes). ``held``: the executor
     of a run the engine holds in memory; ``discard``: drop a stale executor; ``take``: a
     worker's claim of a run nobody holds alive, rebuilt and its due entries fired (a request
-    among them), as its sweeper would."""
+    among them), as its sweeper would: its executor, if this worker holds the run now."""
 
     def __init__(
         self,
@@ -76,7 +78,7 @@ class Signaller:
         *,
         held: Callable[[str], RunExecutor | None],
         discard: Callable[[RunExecutor], None],
-        take: Callable[[str], Awaitable[None]],
+        take: Callable[[str], Awaitable[RunExecutor | None]],
     ) -> None:
         self._host = host
         self._held = held
@@ -88,6 +90,14 @@ class Signaller:
         ex = self._held(run_id)
         if ex is None or ex.released or not self._host.executes:
             return None
+        return ex
+
+    async def adopt(self, run_id: str) -> RunExecutor | None:
+        """The run's executor if this engine holds it, or (a worker) takes it now that nobody
+        holds it alive; None: a client, or another worker holds it."""
+        ex = self.holding(run_id)
+        if ex is None and self._host.executes:
+            ex = await self._take(run_id)
         return ex
 
     async def signal(
@@ -112,7 +122,7 @@ class Signaller:
         for _ in range(5):
             held = self.holding(run_id) if run_id is not None else None
             park = await find_park(store, held, clock.now(), run_id, placement, key, token_id)
-            ex = self.holding(park.run_id)
+            ex = await self.adopt(park.run_id)
             if ex is None:
                 asked = {
                     "kind": "signal",
@@ -199,6 +209,10 @@ class Signaller:
         loop = asyncio.get_running_loop()
         give_up = loop.time() + wait if wait is not None else None
         while True:
+            if host.executes:
+                # A run nobody holds alive (its holder gave it back or died): this worker takes
+                # it, as its sweeper would, and applies the request itself.
+                await self._take(run_id)
             kept = await store.signal_request(request.id)
             if kept is not None and kept.answer is not None:
                 return kept.answer
@@ -207,10 +221,6 @@ class Signaller:
                 # Its due entries went with its end; answered just before, or not at all.
                 kept = await store.signal_request(request.id)
                 return kept.answer if kept is not None else None
-            if host.executes:
-                # A run nobody holds alive (its holder gave it back or died): this worker takes
-                # it, as its sweeper would, and applies the request itself.
-                await self._take(run_id)
             left = give_up - loop.time() if give_up is not None else None
             if left is not None and left <= 0:
                 raise RequestPending(run_id, request.id, kind, wait or 0)
