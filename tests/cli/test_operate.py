@@ -215,3 +215,89 @@ def test_a_parent_shows_where_its_subflows_child_waits(
 def test_status_is_show(store: str) -> None:
     run = cli("start", str(CHECKOUT), "--store", store)["run_id"]
     assert cli("status", run, "--store", store) == cli("show", run, "--store", store)
+
+
+def spawn_worker(store: str, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "flowtide", "worker", "--nodes", NODES, "--store", store,
+             "--poll", "0.05", "--json"],
+            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+
+
+def stop(process: subprocess.Popen[bytes], log: Path) -> None:
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0, log.read_text()
+
+
+def test_a_misspelled_placement_or_key_is_bad_input_naming_what_is_parked(
+    store: str, worker: subprocess.Popen[bytes]
+) -> None:
+    run = cli("start", str(CHECKOUT), "--store", store)["run_id"]
+    until(lambda: cli("show", run, "--store", store)["parks"], "the run parks")
+    wrong = runner.invoke(app, ["signal", run, "--placement", "collect-paymnt", "--store", store])
+    assert wrong.exit_code == ExitCode.BAD_INPUT, wrong.output
+    said = wrong.stderr.strip()
+    assert len(said.splitlines()) == 1
+    assert "'collect-paymnt'" in said and f"parked in run {run!r}: collect-payment" in said
+    wrong = runner.invoke(app, ["signal", run, "--key", "charge-nope", "--store", store])
+    assert wrong.exit_code == ExitCode.BAD_INPUT, wrong.output
+    assert f"charge-{run}-1" in wrong.stderr
+    assert cli("show", run, "--store", store)["pending_requests"] == []
+
+
+def test_a_signal_and_a_cancel_while_no_worker_is_alive_wait_for_the_next_worker(
+    store: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "worker.log"
+    first = spawn_worker(store, log)
+    try:
+        run = cli("start", str(CHECKOUT), "--store", store)["run_id"]
+        until(lambda: cli("show", run, "--store", store)["parks"], "the run parks")
+    finally:
+        stop(first, log)
+    # Nobody runs the checkout now: the signal is recorded, and waits.
+    key = f"charge-{run}-1"
+    pending = cli(
+        "signal", "--key", key, "--payload", '{"gateway": "paid"}', "--wait", "0.5",
+        "--store", store, code=ExitCode.PENDING,
+    )  # fmt: skip
+    assert pending["pending"] and pending["kind"] == "signal" and pending["run_id"] == run
+    text = runner.invoke(app, ["signal", "--key", key, "--wait", "0", "--store", store])
+    assert text.exit_code == ExitCode.PENDING, text.output
+    assert "recorded" in text.stderr and "a worker takes the run" in " ".join(text.stderr.split())
+    shown = cli("show", run, "--store", store)
+    listed = [(r["id"], r["kind"]) for r in shown["pending_requests"]]
+    assert listed[0] == (pending["request_id"], "signal") and len(listed) == 2
+    human = runner.invoke(app, ["show", run, "--store", store])
+    assert f"pending signal request {pending['request_id']}" in " ".join(human.stdout.split())
+    second = spawn_worker(store, log)
+    try:
+        done = until(
+            lambda: (s := cli("show", run, "--store", store))["lifecycle"] == "completed" and s,
+            "the next worker applies the signal as it was sent",
+        )
+    finally:
+        stop(second, log)
+    assert done["outcome"] == "paid" and done["state"]["gateway"] == "paid"
+    assert done["pending_requests"] == []
+    kinds = [e["kind"] for e in cli("history", run, "--store", store)]
+    assert kinds.count("signalled") == 1
+
+
+def test_a_cancel_waits_for_a_worker_and_is_applied_by_the_next(store: str, tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    run = cli("start", str(CHECKOUT), "--store", store)["run_id"]
+    pending = cli("cancel", run, "--wait", "0", "--store", store, code=ExitCode.PENDING)
+    assert (pending["kind"], pending["run_id"]) == ("cancel", run)
+    worker = spawn_worker(store, log)
+    try:
+        until(
+            lambda: cli("show", run, "--store", store)["lifecycle"] == "cancelled",
+            "the next worker applies the cancel",
+        )
+    finally:
+        stop(worker, log)
+    again = cli("cancel", run, "--store", store, code=ExitCode.REFUSED)
+    assert again == {"run_id": run, "cancelled": False, "lifecycle": "cancelled"}

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from flowtide.authoring import FlowBuilder
 from flowtide.clock import SystemClock
-from flowtide.engine import Engine, SignalRefused
+from flowtide.engine import Engine, RequestPending, SignalRefused
 from flowtide.engine.children import child_run_id
 from flowtide.model import Flow
 from flowtide.store import EventRecord, Store
@@ -155,14 +155,16 @@ def _dump(process: subprocess.Popen[bytes], log: Path) -> None:
 
 async def _signal_some(client: Engine, runs: list[str], rng: random.Random) -> None:
     """Signal about half of the runs, each at a random instant (some before their node parks,
-    some after its deadline: those are refused)."""
+    some after its deadline: those are refused; those sent once the worker is dead are recorded
+    and applied by the next worker)."""
     chosen = [r for r in runs if rng.random() < 0.5]
     delays = sorted((rng.uniform(0.05, 1.0), r) for r in chosen)
     start = time.monotonic()
     for delay, run_id in delays:
         await asyncio.sleep(max(0.0, start + delay - time.monotonic()))
-        with contextlib.suppress(SignalRefused):  # (not parked yet, or expired: no change)
-            await client.signal(key=f"ok-{run_id}", payload={"ok": True})
+        # (Not parked yet, or expired: no change. Unanswered: recorded for the next worker.)
+        with contextlib.suppress(SignalRefused, RequestPending):
+            await client.signal(key=f"ok-{run_id}", payload={"ok": True}, wait=0.2)
 
 
 async def _until_ended(store: Store, runs: list[str], patience: float) -> None:

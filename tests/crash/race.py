@@ -1,12 +1,12 @@
 """Signals racing their deadlines, with real worker processes (each the sweeper of the runs it
-may take) on one store: every run must be moved by exactly one of them, and the signal's answer
-must say which.
+may take) on one store: every run must be moved by exactly one of them, the signal's answer must
+say which, and the instant the store recorded the signal decides: accepted if and only if it
+was recorded before the park's deadline.
 
-Runs park with a 1.5 s window, 50 at a time (more would park later than the client expects
-them to, on a busy machine, and the deadline would win every race); each is signalled close to
-its deadline (from 400 ms before to 50 ms after it, seeded: a signal's own step takes some ms),
-while the workers' sweepers fire the same deadlines. Used by ``tests/crash/test_race.py``
-(1,000 tries) and ``python -m tests.crash.soak --race`` (as many as asked).
+Runs park with a 1.5 s window, ``batch`` at a time; each is signalled close to its deadline (its
+request recorded from 50 ms before to 50 ms after it, seeded), while the workers' sweepers fire
+the same deadlines. Used by ``tests/crash/test_race.py`` (1,000 tries on SQLite and on
+PostgreSQL) and ``python -m tests.crash.soak --race`` (as many as asked).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from flowtide.authoring import FlowBuilder
 from flowtide.clock import SystemClock
 from flowtide.engine import Engine, SignalRefused
 from flowtide.model import Flow
-from flowtide.store import Store
+from flowtide.store import SignalRequest, Store
 from flowtide.store.urls import open_store
 from tests.crash.harness import NODES, worker
 
@@ -57,6 +57,7 @@ async def race(
     rng = random.Random(seed)
     result = Race(seed, tries)
     store = await open_store(url)
+    recorded = _recording(store)
     client = Engine(store=store, clock=SystemClock(), executes=False, flows=[race_flow()])
     processes = [worker(url, log) for _ in range(workers)]
     try:
@@ -67,7 +68,9 @@ async def race(
             answers = await _signal_at_deadlines(client, deadlines, rng)
             await _until_ended(store, runs, 120.0)
             for run_id in runs:
-                result.problems += await _check(store, run_id, answers.get(run_id), result)
+                accepted = answers.get(run_id)
+                result.problems += await _check(store, run_id, accepted, result)
+                result.problems += _judged(run_id, accepted, recorded, deadlines)
     finally:
         for process in processes:
             process.send_signal(signal.SIGTERM)
@@ -99,16 +102,52 @@ async def _signal_at_deadlines(
     answers: dict[str, bool] = {}
 
     async def one(run_id: str, at: datetime) -> None:
-        delay = (at - datetime.now(UTC)).total_seconds() + rng.uniform(-0.4, 0.05)
+        delay = (at - datetime.now(UTC)).total_seconds() + rng.uniform(-0.05, 0.05)
         await asyncio.sleep(max(0.0, delay))
         try:
-            await client.signal(key=f"answer-{run_id}", payload={"by": "race"})
+            await client.signal(key=f"answer-{run_id}", payload={"by": "race"}, wait=None)
             answers[run_id] = True
         except SignalRefused:
             answers[run_id] = False
 
     await asyncio.gather(*(one(run_id, at) for run_id, at in deadlines.items()))
     return answers
+
+
+def _recording(store: Store) -> dict[str, SignalRequest]:
+    """The requests recorded through ``store`` from now on, as stored, by run id."""
+    recorded: dict[str, SignalRequest] = {}
+    request_signal = store.request_signal
+
+    async def recording(request: SignalRequest) -> SignalRequest:
+        stored = await request_signal(request)
+        recorded[stored.run_id] = stored
+        return stored
+
+    store.request_signal = recording  # type: ignore[method-assign]
+    return recorded
+
+
+def _judged(
+    run_id: str,
+    accepted: bool | None,
+    recorded: dict[str, SignalRequest],
+    deadlines: dict[str, datetime],
+) -> list[str]:
+    """The signal's answer agrees with the instant the store recorded it (a signal that finds
+    the park timed out already is refused before anything is recorded)."""
+    request, deadline = recorded.get(run_id), deadlines.get(run_id)
+    if request is None and accepted is False:
+        return []
+    if accepted is None or request is None or deadline is None:
+        return [f"{run_id}: accepted with no request recorded"]
+    if accepted != (request.requested_at < deadline):
+        said = "accepted" if accepted else "refused"
+        return [
+            f"{run_id}: {said}, but recorded at {request.requested_at.isoformat()} for the "
+            f"deadline {deadline.isoformat()}"
+        ]
+    return []
 
 
 async def _until_ended(store: Store, runs: list[str], patience: float) -> None:

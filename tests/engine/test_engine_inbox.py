@@ -14,8 +14,15 @@ import pytest
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import VirtualClock
-from flowtide.engine import Engine, Lifecycle, NodeContext, Park, SignalReceipt, SignalRefused
-from flowtide.engine.inbox import PATIENCE_LEASES
+from flowtide.engine import (
+    Engine,
+    Lifecycle,
+    NodeContext,
+    Park,
+    RequestPending,
+    SignalReceipt,
+    SignalRefused,
+)
 from flowtide.model import Flow
 from flowtide.store import SignalRequest, Store
 from tests.engine.engine_helpers import T0, at, freeze, fresh_store, kinds
@@ -239,7 +246,7 @@ async def test_a_request_the_holder_left_unanswered_is_answered_by_who_takes_the
             # The holder stops renewing and looking at its due entries (frozen, or cut off).
             await freeze(frozen)
             rescuer.sweeper  # noqa: B018 - another worker looks for work
-            receipt = await client.signal(run_id, placement="ask", output="approved")
+            receipt = await client.signal(run_id, placement="ask", output="approved", wait=None)
             answered_at = clock.now()
             gate[0].set()
             result = await client.wait(run_id)
@@ -268,17 +275,80 @@ async def test_a_run_that_ends_before_its_request_is_answered_refuses_it() -> No
     assert caught.value.reason == "cancelled"
 
 
-async def test_a_live_holder_that_never_answers_has_the_run_taken_after_a_patience() -> None:
-    async with worker_and_client() as (worker, client, store, clock):
+async def test_a_live_holder_that_does_not_answer_in_time_leaves_the_request_pending() -> None:
+    async with worker_and_client() as (worker, client, store, _clock):
         run_id = await started(worker, store)
         # Alive (it renews its lease) but deaf: it never looks at its due entries.
         await worker.sweeper.close()
-        receipt = await client.signal(run_id, placement="ask", output="approved")
-        answered_at = clock.now()
+        sent = asyncio.get_running_loop().time()
+        with pytest.raises(RequestPending) as caught:
+            await client.signal(run_id, placement="ask", output="approved", wait=0.3)
+        waited = asyncio.get_running_loop().time() - sent
         lease = await store.lease_of(run_id)
+        pending = list(await store.pending_requests(run_id))
+        with pytest.raises(RequestPending) as at_once:
+            await client.cancel(run_id, "no longer needed", wait=0)
+        both = list(await store.pending_requests(run_id))
         history = await client.history(run_id)
-    assert receipt.output == "approved"
-    # After PATIENCE_LEASES lease terms the sender took the run over and applied the signal.
-    assert answered_at >= T0 + PATIENCE_LEASES * TTL
-    assert lease is None or lease.epoch > 1
+    pending_ = caught.value
+    assert (pending_.run_id, pending_.kind, pending_.waited) == (run_id, "signal", 0.3)
+    assert [r.id for r in pending] == [pending_.request_id]
+    assert pending[0].request["output"] == "approved"
+    assert 0.3 <= waited < 3  # (seconds of real time)
+    # Nobody took the run from its live holder.
+    assert lease is not None and (lease.owner, lease.epoch) == ("w", 1)
+    assert kinds(history).count("signalled") == 0
+    assert (at_once.value.kind, at_once.value.waited) == ("cancel", 0)
+    assert [r.kind for r in both] == ["signal", "cancel"]
+    assert both[1].request["reason"] == "no longer needed"
+
+
+async def test_a_cancel_of_a_busy_run_is_applied_by_its_holder_and_its_node_never_reruns() -> None:
+    async with worker_and_client() as (worker, client, store, _clock):
+        other = Engine(clock=_clock, store=store, owner="w2", lease_ttl=TTL, flows=[two_branches()])
+        try:
+            other.sweeper  # noqa: B018 - a second worker watching for work
+            run_id = await started(worker, store)
+            before = await store.lease_of(run_id)
+            assert await client.cancel(run_id, "no longer needed")
+            result = await client.wait(run_id)
+            history = await client.history(run_id)
+            again = await client.cancel(run_id, "twice")
+            pending = list(await store.pending_requests(run_id))
+        finally:
+            await other.close()
+    assert before is not None and (before.owner, before.epoch) == ("w", 1)
+    assert result.lifecycle is Lifecycle.CANCELLED
+    assert result.errors[0].message == "no longer needed"
+    # The long node was cancelled where it ran, and started nowhere again.
+    assert len(worked) == 1
+    assert [e.placement for e in history if e.kind == "node_started"].count("work") == 1
+    assert again is False
+    assert pending == []
+
+
+async def test_a_signal_recorded_before_the_deadline_wins_though_applied_after_it() -> None:
+    flow = two_branches(timeout="PT50S")
+    async with worker_and_client(autojump=False, flow=flow) as (worker, client, store, clock):
+        run_id = await started(worker, store, flow)
+        await worker.sweeper.close()  # (nobody looks at the run until told to here)
+        parked = (await store.parks(run_id=run_id, open_only=True))[0]
+        assert parked.deadline is not None
+        await clock.advance_to(parked.deadline - timedelta(milliseconds=1))
+        with pytest.raises(RequestPending):
+            await client.signal(run_id, placement="ask", output="approved", wait=0)
+        await clock.advance_to(parked.deadline + timedelta(seconds=5))
+        now = clock.now()
+        leases = await store.claim_runs("w", now, now + TTL)
+        await worker._take(leases, now)  # the request and the deadline, as its sweeper would
+        await until(lambda: _closed(store, run_id))
+        (park,) = await store.parks(run_id=run_id)
+        gate[0].set()
+        history = await client.history(run_id)
+    assert park.status == "signalled"
     assert kinds(history).count("signalled") == 1
+    assert kinds(history).count("node_timed_out") == 0
+
+
+async def _closed(store: Store, run_id: str) -> bool:
+    return not await store.parks(run_id=run_id, open_only=True)

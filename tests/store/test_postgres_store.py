@@ -17,12 +17,14 @@ import pytest
 import flowtide
 from flowtide.store import (
     Commit,
+    DeadlineAhead,
     DueEntry,
     DuplicateSignal,
     EventRecord,
     Expect,
     Lease,
     LeaseLost,
+    RequestAnswer,
     RunRecord,
     SignalAnswer,
     SignalRequest,
@@ -455,3 +457,21 @@ async def test_processes_claiming_from_one_schema_never_take_a_run_twice(
             for run_id in runs:
                 lease = await store.lease_of(run_id)
                 assert lease is not None and lease.owner == owner and lease.epoch == 1
+
+
+async def test_requests_and_deadlines_are_judged_on_the_databases_clock(schemas: Schemas) -> None:
+    async with schemas.store() as store:
+        await store.create_run(run_record("r"), {"n": 1})
+        before = datetime.now(UTC)
+        given = before - timedelta(days=300)  # (a client whose clock is far behind)
+        request = await store.request_signal(SignalRequest("q1", "r", given, {"placement": "p"}))
+        assert before - timedelta(seconds=5) < request.requested_at < before + timedelta(seconds=5)
+        assert await store.signal_request("q1") == request
+        await store.commit(Commit("r", requests_answered=[RequestAnswer("q1", {}, before)]))
+        ahead = datetime.now(UTC) + timedelta(seconds=30)  # (a worker whose clock is ahead)
+        with pytest.raises(DeadlineAhead) as early:
+            await store.commit(Commit("r", state={"n": 2}, fires_deadline=ahead))
+        assert timedelta(seconds=25) < early.value.early_by <= timedelta(seconds=30)
+        assert (await store.get_state("r"))["n"] == 1
+        await store.commit(Commit("r", state={"n": 3}, fires_deadline=before))
+        assert (await store.get_state("r"))["n"] == 3

@@ -244,6 +244,7 @@ def test_the_migrations_make_exactly_the_schema_the_store_uses(tmp_path: Path) -
         ("index", "runs_by_lifecycle"),
         ("index", "runs_by_owner"),
         ("index", "runs_by_wake"),
+        ("index", "signal_requests_pending"),
         ("table", "anchors"),
         ("table", "due"),
         ("table", "flows"),

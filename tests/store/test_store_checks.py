@@ -150,11 +150,37 @@ class SharingState(MemoryStore):
 class RequestsWithoutDue(MemoryStore):
     """Stores a signal request but no due entry: its run's holder is never woken for it."""
 
-    async def request_signal(self, request: SignalRequest) -> None:
-        await super().request_signal(request)
+    async def request_signal(self, request: SignalRequest) -> SignalRequest:
+        stored = await super().request_signal(request)
         await self.commit(
             Commit(request.run_id, due_dropped=[(request.id, "signal")], run_lifecycles=None)
         )
+        return stored
+
+
+class IgnoringFiredDeadlines(MemoryStore):
+    """Applies a commit firing a deadline whatever requests came before it, and records later
+    requests at the instant given."""
+
+    async def commit(self, commit: Commit) -> Sequence[EventRecord]:
+        return await super().commit(replace(commit, fires_deadline=None))
+
+
+class ListingAnsweredRequests(MemoryStore):
+    """Lists a run's requests as pending, answered or not, ended run or not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recorded: dict[str, list[str]] = {}
+
+    async def request_signal(self, request: SignalRequest) -> SignalRequest:
+        stored = await super().request_signal(request)
+        self.recorded.setdefault(request.run_id, []).append(request.id)
+        return stored
+
+    async def pending_requests(self, run_id: str) -> Sequence[SignalRequest]:
+        found = [await self.signal_request(i) for i in self.recorded.get(run_id, ())]
+        return [r for r in found if r is not None]
 
 
 class AnsweringAgain(MemoryStore):
@@ -328,6 +354,8 @@ class PruningAllAtOnce(MemoryStore):
         (KeepingSignalAnswers, "pruning_deletes_ended_runs_and_everything_of_theirs"),
         (KeepingSignalAnswers, "pruning_goes_in_batches"),
         (PruningAllAtOnce, "pruning_goes_in_batches"),
+        (IgnoringFiredDeadlines, "a_deadline_waits_for_the_requests_recorded_before_it"),
+        (ListingAnsweredRequests, "pending_requests_are_listed_oldest_first"),
     ],
 )
 async def test_a_broken_store_fails_the_check_meant_to_catch_it(

@@ -36,6 +36,9 @@ class ExitCode(IntEnum):
     REFUSED = 3
     """The run refused what was asked: a signal that could not apply (the park expired, the
     token moved on, ...), a cancel of a run that had ended."""
+    PENDING = 4
+    """A signal or cancel is recorded in the store but no worker answered it in time: it is
+    applied when a worker takes the run."""
 
 
 class BadInput(Exception):

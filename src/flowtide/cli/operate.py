@@ -6,7 +6,7 @@ import asyncio
 import shlex
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -34,11 +34,18 @@ from flowtide.cli.stores import (
     store_option,
     unknown_run,
 )
-from flowtide.engine import Engine, SignalReceipt, SignalRefused, UnknownFlowError
+from flowtide.engine import (
+    Engine,
+    RefusalReason,
+    RequestPending,
+    SignalReceipt,
+    SignalRefused,
+    UnknownFlowError,
+)
+from flowtide.engine.children import open_parks
 from flowtide.engine.limits import InvalidKeyError, ValueTooLargeError
-from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
-from flowtide.store.base import StoreError, UnknownRunError
+from flowtide.store.base import Store, StoreError, UnknownRunError
 
 FlowArgument = Annotated[
     str,
@@ -150,6 +157,22 @@ async def _no_such_flow(engine: Engine, flow: str, url: str) -> BadInput:
     )
 
 
+WaitOption = Annotated[
+    float,
+    typer.Option(
+        "--wait",
+        metavar="SECONDS",
+        min=0,
+        help="How long to wait for the answer of the worker that holds the run (0: return once "
+        "recorded).",
+    ),
+]
+OldNodesOption = Annotated[
+    list[str] | None,
+    typer.Option("--nodes", "-n", hidden=True, help="Not needed any more (ignored)."),
+]
+
+
 @guarded
 def signal(
     run: Annotated[
@@ -177,27 +200,30 @@ def signal(
         str | None,
         typer.Option("--idempotency-key", help="Repeating a signal with this key changes nothing."),
     ] = None,
-    nodes: NodesOption = None,
+    wait: WaitOption = 10.0,
+    nodes: OldNodesOption = None,
     store: StoreOption = DEFAULT,
     json_output: JsonOption = False,
 ) -> None:
     """Signal a parked token, by RUN and --placement or by --key.
 
-    The signal's step is made here and the run handed to a worker. Exits 0 when the signal was
-    accepted (or answered already, with the same --idempotency-key), 3 when it was refused
-    (the park expired, the token moved on, the run ended: the reason is printed), 2 on bad
-    input (an unknown run, no --placement or --key, a payload that is not a JSON object).
+    The signal is recorded in the store and applied by the worker that holds the run (or the
+    next one to take it), as of the instant it was recorded: a signal recorded before the
+    park's deadline wins. No node code is needed here. Exits 0 when the signal was accepted (or
+    answered already, with the same --idempotency-key), 3 when it was refused (the park
+    expired, the token moved on, the run ended: the reason is printed), 4 when no worker
+    answered within --wait seconds (it stays recorded, and is applied when a worker takes the
+    run), 2 on bad input (an unknown run, placement or key, no --placement or --key, a payload
+    that is not a JSON object).
     """
     if placement is None and key is None:
         raise BadInput("say which park to signal: --placement PLACEMENT (with RUN) or --key KEY")
     if placement is not None and run is None:
         raise BadInput("--placement needs the RUN it is in")
     data = parse_state(payload, "--payload")
-    with current_directory_first():
-        code = load_modules(nodes or [])
-        answer = asyncio.run(
-            _signal(store, code, run, placement, key, data, output, idempotency_key)
-        )
+    answer = asyncio.run(_signal(store, run, placement, key, data, output, idempotency_key, wait))
+    if isinstance(answer, RequestPending):
+        _pending(answer, json_output)
     if isinstance(answer, SignalRefused):
         if json_output:
             emit_json({"accepted": False, "reason": answer.reason, "message": str(answer)})
@@ -211,6 +237,29 @@ def signal(
     out.print(
         f"signalled [bold]{escape(answer.placement)}[/] of run {escape(answer.run_id)}{again}"
     )
+
+
+def _pending(pending: RequestPending, json_output: bool) -> NoReturn:
+    """Say that a request is recorded and waits for a worker; exit 4."""
+    if json_output:
+        emit_json(
+            {
+                "accepted": None,
+                "pending": True,
+                "run_id": pending.run_id,
+                "request_id": pending.request_id,
+                "kind": pending.kind,
+                "waited": pending.waited,
+            }
+        )
+    else:
+        waited = f"within {pending.waited:g} s" if pending.waited else "yet"
+        err.print(
+            f"[yellow]recorded[/]: the {pending.kind} of run {escape(pending.run_id)} is request "
+            f"{escape(pending.request_id)}; no worker answered it {waited}. It is applied when "
+            f"a worker takes the run (flowtide show {escape(pending.run_id)} lists it)."
+        )
+    raise typer.Exit(ExitCode.PENDING)
 
 
 def _receipt(receipt: SignalReceipt) -> dict[str, Any]:
@@ -228,18 +277,20 @@ def _receipt(receipt: SignalReceipt) -> dict[str, Any]:
 
 async def _signal(
     url: str,
-    code: Code,
     run: str | None,
     placement: str | None,
     key: str | None,
     payload: dict[str, Any],
     output: str | None,
     idempotency_key: str | None,
-) -> SignalReceipt | SignalRefused:
-    async with client(url, registry=code.registry()) as engine:
+    wait: float,
+) -> SignalReceipt | SignalRefused | RequestPending:
+    async with client(url) as engine:
         if run is not None:
             run = await resolve_run(engine.store, run, url)
         try:
+            if run is not None:
+                await engine.store.get_run(run)
             return await engine.signal(
                 run,
                 placement=placement,
@@ -247,15 +298,34 @@ async def _signal(
                 payload=payload,
                 output=output,
                 idempotency_key=idempotency_key,
+                wait=wait,
             )
         except SignalRefused as exc:
+            if exc.reason is RefusalReason.UNKNOWN:
+                raise await _misaddressed(engine.store, exc, run) from None
+            return exc
+        except RequestPending as exc:
             return exc
         except UnknownRunError as exc:
             raise unknown_run(exc, url) from None
-        except NodeResolutionError as exc:
-            raise BadInput(f"{exc}; name the module that implements it with --nodes") from None
         except (ValueTooLargeError, InvalidKeyError) as exc:
             raise BadInput(str(exc)) from None
+
+
+async def _misaddressed(store: Store, refused: SignalRefused, run: str | None) -> BadInput:
+    """A signal to a placement or key no token ever parked at: the user's mistake, said with
+    what is parked."""
+    if run is None:
+        return BadInput(f"{refused}; no parked token has this key")
+    parks = await open_parks(store, run)
+    where = sorted({p.placement for p in parks})
+    keys = sorted({p.key for p in parks if p.key is not None})
+    if not where:
+        return BadInput(f"{refused}; nothing is parked in run {run!r}")
+    said = f"parked in run {run!r}: {', '.join(where)}"
+    if keys:
+        said += f" (keys: {', '.join(keys)})"
+    return BadInput(f"{refused}; {said}")
 
 
 @guarded
@@ -264,18 +334,22 @@ def cancel(
     reason: Annotated[
         str | None, typer.Option("--reason", help="Why, kept with the run's result.")
     ] = None,
-    nodes: NodesOption = None,
+    wait: WaitOption = 10.0,
+    nodes: OldNodesOption = None,
     store: StoreOption = DEFAULT,
     json_output: JsonOption = False,
 ) -> None:
     """Cancel RUN: its running nodes are cancelled and it ends ``cancelled``.
 
-    Exits 0 when it was cancelled, 3 when it had already ended (its lifecycle is printed), 2 for
-    an unknown run.
+    The cancel is recorded in the store and applied by the worker that holds the run (or the
+    next one to take it). Exits 0 when it was cancelled, 3 when it had already ended (its
+    lifecycle is printed), 4 when no worker answered within --wait seconds (it stays recorded),
+    2 for an unknown run.
     """
-    with current_directory_first():
-        code = load_modules(nodes or [])
-        run, cancelled, lifecycle = asyncio.run(_cancel(store, code, run, reason))
+    answer = asyncio.run(_cancel(store, run, reason, wait))
+    if isinstance(answer, RequestPending):
+        _pending(answer, json_output)
+    run, cancelled, lifecycle = answer
     if json_output:
         emit_json({"run_id": run, "cancelled": cancelled, "lifecycle": lifecycle})
     elif cancelled:
@@ -286,16 +360,18 @@ def cancel(
         raise typer.Exit(ExitCode.REFUSED)
 
 
-async def _cancel(url: str, code: Code, given: str, reason: str | None) -> tuple[str, bool, str]:
-    async with client(url, registry=code.registry()) as engine:
+async def _cancel(
+    url: str, given: str, reason: str | None, wait: float
+) -> tuple[str, bool, str] | RequestPending:
+    async with client(url) as engine:
         run = await resolve_run(engine.store, given, url)
         try:
-            cancelled = await engine.cancel(run, reason)
+            cancelled = await engine.cancel(run, reason, wait=wait)
             record = await engine.store.get_run(run)
+        except RequestPending as exc:
+            return exc
         except UnknownRunError as exc:
             raise unknown_run(exc, url) from None
-        except NodeResolutionError as exc:
-            raise BadInput(f"{exc}; name the module that implements it with --nodes") from None
     return run, cancelled, record.lifecycle
 
 

@@ -215,6 +215,12 @@ def show(run: RunArgument, store: StoreOption = DEFAULT, json_output: JsonOption
         until = f", until {ends.isoformat()} ({relative(ends, now)})" if ends else ""
         child = f" in child run {escape(p['run_id'])}" if "run_id" in p else ""
         out.print(f"  parked at [bold]{escape(p['placement'])}[/]{child}{key}{until}")
+    for r in data["pending_requests"]:
+        out.print(
+            f"  pending {r['kind']} request {escape(r['id'])}, recorded "
+            f"{r['requested_at'].isoformat()} ({relative(r['requested_at'], now)}): a worker "
+            "applies it when it takes the run"
+        )
     for e in data["errors"]:
         out.print(f"  [red]{escape(str(e.get('type')))}[/]: {escape(str(e.get('message')))}")
     out.print("  state: " + escape(json.dumps(data["state"], sort_keys=True, default=str)))
@@ -242,6 +248,10 @@ async def _show(url: str, given: str) -> dict[str, Any]:
         data["due"] = [
             {"when": e.when, "token_id": e.token_id, "purpose": e.purpose or "wait"}
             for e in await store.due_of(run_id)
+        ]
+        data["pending_requests"] = [
+            {"id": r.id, "kind": r.kind, "requested_at": r.requested_at, "request": r.request}
+            for r in await store.pending_requests(run_id)
         ]
         data["errors"] = list((run.result or {}).get("errors", []))
         return data

@@ -9,7 +9,7 @@ so that the scene plays in real time:
 1. the run is started, and worker 1 parks it at collect-payment (try 1);
 2. the gateway declines; worker 1 offers the customer a retry;
 3. worker 1 is killed (SIGKILL) while the customer decides; nothing of the run is lost;
-4. the customer retries, with no worker alive: the run waits in the file;
+4. the customer retries, with no worker alive: the retry is recorded in the file (exit 4);
 5. worker 2 starts, takes the run, and asks the gateway again (try 2);
 6. eight seconds after the first try the window ends, whatever the retries: ``expired``;
 7. the gateway's late 'paid' for try 2 is refused: the window had expired.
@@ -113,8 +113,8 @@ def _story(
         first.send_signal(signal.SIGKILL)
         first.wait()
         note("kill -9", "worker 1 is killed; the run stays in payments.db")
-        actors.signal(f"customer-{run}", '{"choice":"retry"}')
-        note("customer", "retry (no worker alive: the run waits in the file)")
+        actors.signal(f"customer-{run}", '{"choice":"retry"}', pending=True)
+        note("customer", "retry (no worker alive: recorded in the file, for the next worker)")
         actors.worker("worker 2")
         actors.until_parked(run, f"charge-{run}-2")
         note("worker 2", "takes the run; collect-payment asks the gateway again (try 2)")
@@ -137,21 +137,26 @@ class _Actors:
         self.workers: list[subprocess.Popen[bytes]] = []
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
-    def command(self, *args: str, refused: bool = False) -> dict[str, Any]:
-        """Run ``flowtide ARGS --store ... --json``; its JSON answer."""
+    def command(self, *args: str, allowed: tuple[int, ...] = (0,)) -> dict[str, Any]:
+        """Run ``flowtide ARGS --store ... --json``; its JSON answer (its exit code one of
+        ``allowed``)."""
         argv = [sys.executable, "-m", "flowtide", *args, "--store", self.store, "--json"]
         done = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=60)
-        allowed = (0, 3) if refused else (0,)
         if done.returncode not in allowed:
             raise RuntimeError(f"flowtide {args[0]} failed: {done.stderr.strip()}")
         answer: dict[str, Any] = json.loads(done.stdout)
         return answer
 
-    def signal(self, key: str, payload: str, *, refused: bool = False) -> dict[str, Any]:
-        """``flowtide signal --key KEY --payload PAYLOAD``, as a callback would send it (the
-        signal's step runs the flow's code: the nodes are named)."""
-        args = ("signal", "--key", key, "--payload", payload, "--nodes", NODES)
-        return self.command(*args, refused=refused)
+    def signal(
+        self, key: str, payload: str, *, refused: bool = False, pending: bool = False
+    ) -> dict[str, Any]:
+        """``flowtide signal --key KEY --payload PAYLOAD``, as a callback would send it (no
+        node code needed): ``refused`` allows exit 3, ``pending`` returns once it is recorded
+        (exit 4: no worker is alive to answer)."""
+        args = ["signal", "--key", key, "--payload", payload]
+        if pending:
+            return self.command(*args, "--wait", "0", allowed=(4,))
+        return self.command(*args, allowed=(0, 3) if refused else (0,))
 
     def worker(self, name: str) -> subprocess.Popen[bytes]:
         argv = [

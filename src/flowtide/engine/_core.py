@@ -14,7 +14,7 @@ import itertools
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +33,7 @@ from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
 from flowtide.store.base import (
     Commit,
+    DeadlineAhead,
     DueEntry,
     EventRecord,
     Expect,
@@ -63,6 +64,17 @@ class ChildWait:
 
     task: asyncio.Future[Any] | None
     parked: tuple[ParkedToken, ...]
+
+
+@dataclass(slots=True)
+class AppliedRequests:
+    """What a run's executor keeps of the deadlines it fires and the requests it applies."""
+
+    fires: dict[str, datetime] = field(default_factory=dict)
+    """Token id -> the deadline its claim fires (a park's timeout, an interrupting timer): the
+    next commit that writes the token carries it (``Commit.fires_deadline``)."""
+    cancels: list[str] = field(default_factory=list)
+    """The cancel requests the run applied: the commit of its end answers them."""
 
 
 class RunCore(ABC):
@@ -140,9 +152,9 @@ class RunCore(ABC):
         self.fired: dict[str, list[DueEntry]] = {}
         """Due entries fired for a token and not removed yet: the next commit that writes the
         token removes them (``Commit.due_fired``), with the move they caused."""
+        self.requests = AppliedRequests()
         self.firing: set[DueEntry] = set()
-        """Due entries whose firing is under way (the sweeper may claim the run again before
-        their move is committed: they are not fired twice)."""
+        """Due entries being fired (not fired twice if the run is claimed again meanwhile)."""
         self.handed_off = False
         """A token is ready but this engine runs no nodes: the run goes back to the store for a
         worker once the step is done (see ``RunHost.executes``)."""
@@ -230,14 +242,20 @@ class RunCore(ABC):
                     expected = self.expect.pop(t.id, None)
                     if expected is not None:
                         c.expect = {**c.expect, t.id: expected}
+            if self.requests.fires:
+                for t in c.tokens:
+                    deadline = self.requests.fires.pop(t.id, None)
+                    if deadline is not None:
+                        latest = c.fires_deadline or deadline
+                        c.fires_deadline = max(latest, deadline)
             if self.fired:
                 fired = [e for t in c.tokens for e in self.fired.pop(t.id, ())]
                 if fired:
                     c.due_fired = [*c.due_fired, *fired]
             if c.lease is None:
                 c.lease = self.lease
-            if self.run.lifecycle == PARKED_LIFECYCLE and self.end is None:
-                # Something moves again: the run is running.
+            if self.run.lifecycle == PARKED_LIFECYCLE and self.end is None and c.tokens:
+                # Something moves again: the run is running. (Not for a refusal's answer.)
                 self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.RUNNING).value
                 if c.run is None:
                     c.run = self.run
@@ -263,6 +281,11 @@ class RunCore(ABC):
         if isinstance(exc, StoreUnavailableError):
             log.error("%s", exc)
             self.host.unavailable(self, exc)
+        elif isinstance(exc, DeadlineAhead):
+            # This worker's clock runs ahead of the store's: the run is left until the
+            # deadline has come there.
+            log.warning("%s", exc)
+            self.host.defer(self, exc.early_by)
         else:
             self.host.discard(self)
 

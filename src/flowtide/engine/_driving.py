@@ -5,7 +5,6 @@ waits are left, and its end.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -39,6 +38,7 @@ from flowtide.store.base import (
     DueEntry,
     NodeAnchor,
     ParkStatus,
+    RequestAnswer,
     StoreConflict,
     TokenRecord,
     TokenStatus,
@@ -306,13 +306,6 @@ class Driving(Subflows):
             self.host.let_go(self)
         self.host.settled(self.snapshot())
 
-    async def wound_down(self) -> None:
-        """Once the steps under way that hand the run back, settle it or end it are done."""
-        for step in (self.handing, self.settling, self.finalizer):
-            if step is not None:
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await asyncio.shield(step)
-
     def pin(self) -> bool:
         """Keep the executor from being let go while a signal or a firing works on it; False if
         it has already been let go (rebuild one from the store)."""
@@ -362,7 +355,10 @@ class Driving(Subflows):
                 interrupted=end.interrupted,
                 warnings=self.warnings,
             )
-            finished = finish(self.run, result, self.clock.now())
+            now = self.clock.now()
+            finished = finish(self.run, result, now)
+            cancelled = {"cancelled": end.lifecycle is Lifecycle.CANCELLED}
+            asked = dict.fromkeys(self.requests.cancels)
             await self.commit(
                 Commit(
                     self.run.id,
@@ -370,6 +366,7 @@ class Driving(Subflows):
                     due_cleared=[self.run.id] if self.run.deadline is not None else (),
                     events=[finished],
                     release=True,
+                    requests_answered=[RequestAnswer(i, cancelled, now) for i in asked],
                 )
             )
         except (StoreConflict, StoreUnavailableError) as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from concurrent.futures import Executor
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from flowtide.clock import Clock
@@ -86,6 +86,9 @@ class RunHost(Protocol):
 
     def let_go(self, executor: object) -> None:
         """The run is quiescent: nothing of it stays in memory."""
+
+    def defer(self, executor: object, delay: timedelta) -> None:
+        """Like :meth:`discard`, and nobody takes the run again for ``delay``."""
 
     def discard(self, executor: object) -> None:
         """What this executor knows is stale (another actor moved the run): drop it."""

@@ -41,6 +41,7 @@ from flowtide.store.base import (
     ParkStatus,
     RequestAnswer,
     SignalAnswer,
+    SignalRequest,
     StoreConflict,
     StoreError,
     TokenRecord,
@@ -62,20 +63,21 @@ class Parking(Tasks):
         output: str | None,
         idempotency_key: str | None,
         inbox: DueEntry | None = None,
+        at: datetime | None = None,
     ) -> dict[str, Any]:
-        """Apply a signal to ``park`` (still open in this executor); returns the answer.
-        ``inbox``: the due entry of the signal request it answers (sent by another engine),
-        fired, and answered, by the signal's commit.
-
+        """Apply a signal to ``park`` (open in this executor), judged at ``at`` (a request's
+        recorded instant; default now: the deadline must come after it); returns the answer.
+        ``inbox``: the due entry of the request it answers, fired and answered by its commit.
         One step, under the step lock."""
         async with self.steps.hold():
             now = self.clock.now()
-            token = self._signalled_token(park, output, now)
+            judged = at if at is not None else now
+            token = self._signalled_token(park, output, judged)
             p = self.plan.placements[token.placement]
             epoch = token.epoch
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.SIGNALLED, "signal")
-            self.expect[token.id] = Expect(S.PARKED, epoch, alive_at=now)
+            self.expect[token.id] = Expect(S.PARKED, epoch, alive_at=judged)
             answer = signal_answer(park, output, now, idempotency_key)
             answers = (
                 [SignalAnswer(idempotency_key, self.run.id, answer)] if idempotency_key else []
@@ -210,51 +212,65 @@ class Parking(Tasks):
             self.firing.discard(entry)
 
     async def answer_request(self, entry: DueEntry) -> None:
-        """A signal request another engine sent to this run while this engine held it (see
-        :mod:`flowtide.engine.inbox`): applied as a signal sent here, its answer committed with
-        the signal's step; a refusal's answer is committed alone. ``entry`` (its due entry,
-        ``token_id`` the request's id) is removed by that commit. (A conflict, DuplicateSignal
-        too, drops this view: the run is rebuilt, and the request fired again.)"""
-        try:
-            found = await self._addressed(entry)
-        except StoreConflict:
-            raise
-        except StoreError as exc:
-            request, run = printable(entry.token_id), printable(self.run.id)
-            log.warning("signal request %s of run %s: %s", request, run, exc)
-            return  # (the entry stays: fired again at the next claim)
-        if isinstance(found, dict):
-            reply: dict[str, Any] | None = found
-        elif found is None:
-            reply = None
-        else:
-            park, asked = found
+        """A request another engine recorded for this run (see :mod:`flowtide.engine.inbox`),
+        applied by its holder, under the step lock from its first look (the requests fired
+        before a deadline's entry are applied before it). A signal is applied as if sent at the
+        instant the request was recorded, its answer committed with the signal's step; a
+        refusal's answer is committed alone. A cancel cancels the run, whose end answers it.
+        ``entry`` (its due entry, ``token_id`` the request's id) is removed by that commit. (A
+        conflict, DuplicateSignal too, drops this view: the run is rebuilt, and the request
+        fired again.)"""
+        async with self.steps.hold():
             try:
-                await self.signal(
-                    park,
-                    payload=asked.get("payload") or {},
-                    output=asked.get("output"),
-                    idempotency_key=asked.get("idempotency_key"),
-                    inbox=entry,
-                )
+                found = await self._addressed(entry)
+            except StoreConflict:
+                raise
+            except StoreError as exc:
+                request, run = printable(entry.token_id), printable(self.run.id)
+                log.warning("request %s of run %s: %s", request, run, exc)
+                return  # (the entry stays: fired again at the next claim)
+            if isinstance(found, SignalRequest):
+                # A cancel: the run's end answers it (and removes its entry).
+                self.requests.cancels.append(found.id)
+                self.root.cancel(CancelReason.ABORT, self.clock.now(), found.request.get("reason"))
                 return
-            except SignalRefused as refused:
-                reply = refused_reply(refused)
-        answered = [RequestAnswer(entry.token_id, reply, self.clock.now())] if reply else []
-        await self.commit(
-            Commit(self.run.id, due_fired=[entry], requests_answered=answered), unless_ended=True
-        )
+            if isinstance(found, dict):
+                reply: dict[str, Any] | None = found
+            elif found is None:
+                reply = None
+            else:
+                park, asked, at = found
+                try:
+                    await self.signal(
+                        park,
+                        payload=asked.get("payload") or {},
+                        output=asked.get("output"),
+                        idempotency_key=asked.get("idempotency_key"),
+                        inbox=entry,
+                        at=at,
+                    )
+                    return
+                except SignalRefused as refused:
+                    reply = refused_reply(refused)
+            answered = [RequestAnswer(entry.token_id, reply, self.clock.now())] if reply else []
+            await self.commit(
+                Commit(self.run.id, due_fired=[entry], requests_answered=answered),
+                unless_ended=True,
+            )
 
     async def _addressed(
         self, entry: DueEntry
-    ) -> tuple[ParkRecord, dict[str, Any]] | dict[str, Any] | None:
-        """The park a signal request addresses and what it asks; or its answer, if it is known
-        without a step (a refusal, or the first answer to its idempotency key); or None if it
-        is answered already (or not this run's)."""
+    ) -> tuple[ParkRecord, dict[str, Any], datetime] | dict[str, Any] | SignalRequest | None:
+        """What a request asks: the park a signal addresses, what it asks and the instant it
+        was recorded; or its answer, if it is known without a step (a refusal, or the first
+        answer to its idempotency key); a cancel request itself; or None if it is answered
+        already (or not this run's)."""
         store = self.host.store
         request = await store.signal_request(entry.token_id)
         if request is None or request.answer is not None or request.run_id != self.run.id:
             return None
+        if request.kind == "cancel":
+            return request
         asked = request.request
         key = asked.get("idempotency_key")
         first = await store.signal_answer(key) if key is not None else None
@@ -264,7 +280,7 @@ class Parking(Tasks):
             park = await find_park(
                 store,
                 self,
-                self.clock.now(),
+                request.requested_at,
                 self.run.id,
                 asked.get("placement"),
                 asked.get("key"),
@@ -272,7 +288,7 @@ class Parking(Tasks):
             )
         except SignalRefused as refused:
             return refused_reply(refused)
-        return park, asked
+        return park, asked, request.requested_at
 
     async def _fire_once(self, entry: DueEntry) -> None:
         async with self.steps.hold():
@@ -320,6 +336,9 @@ class Parking(Tasks):
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.TIMED_OUT, "timeout")
             self.expect[token.id] = Expect(was, epoch)
+            if was is S.PARKED:
+                # (The requests recorded before the deadline are applied first.)
+                self.requests.fires[token.id] = token.deadline
             await self.park_timeout(token)
             return False
         if purpose.startswith("timer:"):
@@ -331,7 +350,7 @@ class Parking(Tasks):
             ):
                 return False
             # An interrupting timer on a running node moves the token in its own task.
-            return await self.fire_timer(token, int(index))
+            return await self.fire_timer(token, int(index), entry.when)
         return False
 
     async def park_timeout(self, token: TokenRecord) -> None:
@@ -345,9 +364,11 @@ class Parking(Tasks):
         if nxt is not None:
             self.spawn(nxt)
 
-    async def fire_timer(self, token: TokenRecord, index: int) -> bool:
-        """Fire escalation timer ``index`` of ``token``; True if the token's own task moves it
-        (an interrupting timer of a running node)."""
+    async def fire_timer(
+        self, token: TokenRecord, index: int, when: datetime | None = None
+    ) -> bool:
+        """Fire escalation timer ``index`` of ``token`` (due at ``when``); True if the token's
+        own task moves it (an interrupting timer of a running node)."""
         p = self.plan.placements[token.placement]
         timer = (self.plan.settings[p.id].timers or ())[index]
         running = self.running.get(token.id)
@@ -376,6 +397,8 @@ class Parking(Tasks):
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.INTERRUPTED, f"timer:{timer.output}")
             self.expect[token.id] = Expect(was, token.epoch)
+            if was is S.PARKED and when is not None:
+                self.requests.fires[token.id] = when
             self.last_placements = [p.id]
             nxt = await self.route(
                 token,

@@ -1,10 +1,9 @@
 """The engine: runs flows on asyncio, many runs at once, against a store and a clock (see
 ``docs/engine.md``).
 
-A run that has only parked and waiting tokens left is let go: nothing of it stays in memory, and
-its lease is given back. A signal, the sweeper (a deadline, a timer, a wait) or
-:meth:`Engine.resume` rebuilds its executor from the store, in this engine or any other on the
-same store (see :mod:`flowtide.engine.leases`).
+A run that has only parked and waiting tokens left is let go (nothing of it stays in memory, its
+lease is given back); a request, the sweeper or :meth:`Engine.resume` rebuilds it from the
+store, in any engine on the same store (see :mod:`flowtide.engine.leases`).
 """
 
 from __future__ import annotations
@@ -135,6 +134,9 @@ class Engine:
         self.clock: Clock = clock if clock is not None else SystemClock()
         # Virtual time must not move while the database works.
         self.store.busy = self.clock.busy
+        if isinstance(self.clock, VirtualClock):
+            # Nor can the database's clock judge instants on virtual time: the engine's do.
+            self.store.own_clock = False
         self.owner = owner if owner is not None else worker_id()
         self.lease_ttl = lease_ttl
         self.poll = poll
@@ -172,12 +174,7 @@ class Engine:
         self._host = _EngineHost(self)
         self._hooks = HookDelivery(self.hooks, self._hook_failed)
         self._signaller = Signaller(
-            self,
-            held=self._runs.get,
-            executor=self._executor,
-            fire=self._fire_due,
-            discard=self._discard,
-            let_out=self._let_out,
+            self, held=self._runs.get, discard=self._discard, take=self._take_unheld
         )
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
@@ -504,6 +501,9 @@ class Engine:
         """Fire the run's due entries whose instant has come by ``now`` (its lease is held
         here); how many were not being fired already."""
         due = [e for e in await self.store.due_of(ex.run.id) if e.when <= now]
+        # Requests first: the store lets no deadline fire before those recorded before it (and
+        # one recorded after it is refused as late whichever comes first).
+        due.sort(key=lambda e: e.purpose != "signal")
         fired = 0
         if due and ex.pin():
             try:
@@ -543,6 +543,19 @@ class Engine:
                 log.warning("cannot take run %s: %s", printable(lease.run_id), exc)
         return done
 
+    async def _take_unheld(self, run_id: str) -> RunExecutor | None:
+        """Claim a run nobody holds alive and fire what is due, as the sweeper would; its
+        executor if held here now (a run another worker holds is left to it)."""
+        now = self.clock.now()
+        try:
+            lease = await self.store.acquire_run(run_id, self.owner, now, now + self.lease_ttl)
+            if lease is not None:
+                await self._take([lease], now)
+        except StoreError as exc:
+            log.warning("cannot take run %s: %s", printable(run_id), exc)
+        ex = self._runs.get(run_id)
+        return ex if ex is not None and not ex.released else None
+
     def _hold(self, run_id: str, ex: RunExecutor) -> None:
         """Hold the run's executor (and keep its lease renewed while any is held)."""
         self._runs[run_id] = ex
@@ -571,40 +584,41 @@ class Engine:
         the same ``idempotency_key`` gets the first answer (``duplicate=True``) and changes
         nothing. A signal that cannot apply raises :class:`SignalRefused` (``reason``: expired,
         moved_on, cancelled, unknown, not_parked, ambiguous, invalid_output) and changes nothing.
-        A run another live worker holds is signalled through the store, and that worker answers
-        (see :mod:`flowtide.engine.inbox`). ``wait``: seconds to wait for that answer (None: as
-        long as it takes); this engine waits as long as its inbox needs, whatever it is.
+
+        A worker holding the run, or taking it because nobody holds it alive, applies the
+        signal at once. Otherwise (a client; a worker while another holds the run) it is
+        recorded in the store as a request, judged at the instant the store recorded it, and
+        applied by the run's holder or the next worker to take it (see
+        :mod:`flowtide.engine.inbox`); ``wait``: seconds to wait for that worker's answer (None:
+        no limit), else :class:`RequestPending` (``wait=0``: at once, once recorded).
         """
         self._ready()
         check_signal(key, idempotency_key, payload)  # (before the store is asked anything)
         return await self._signaller.signal(
-            run_id, placement, key, token_id, payload, output, idempotency_key
+            run_id, placement, key, token_id, payload, output, idempotency_key, wait
         )
 
     async def cancel(
         self, run_id: str, reason: str | None = None, *, wait: float | None = 10.0
     ) -> bool:
-        """Cancel a run, parked (and let go) or not; False if it had already ended. ``wait``:
-        seconds to wait for the run's holder (None: as long as it takes); this engine takes the
-        run over at once, whatever it is."""
-        self._ready()
-        ex = await self._executor(run_id)
-        if ex is None:
-            return False
-        cancelled = ex.cancel(reason)
-        await self._let_out(ex)
-        return cancelled
+        """Cancel a run, parked (and let go) or not; False if it had already ended.
 
-    async def _let_out(self, ex: RunExecutor) -> None:
-        """A client answers once the run is handed back to the store (or ended)."""
-        if not self.executes:
-            await ex.wound_down()
+        A worker holding the run cancels it at once (its nodes in flight are cancelled).
+        Otherwise the cancel is recorded in the store as a request that the worker holding the
+        run, or the next one to take it, applies; ``wait``: how many seconds to wait for its
+        answer (None: no limit), else :class:`RequestPending` (``wait=0``: at once)."""
+        self._ready()
+        ex = await self._signaller.adopt(run_id)
+        if ex is not None:
+            return ex.cancel(reason)
+        return await self._signaller.cancel(run_id, reason, wait)
 
     def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:
-        ex = self._runs.get(run_id)
-        if ex is not None and not ex.released:
+        """Cancel a run at once if this worker holds it, else record it (True: asked)."""
+        ex = self._signaller.holding(run_id)
+        if ex is not None:
             return ex.cancel(reason)
-        task = asyncio.get_running_loop().create_task(self.cancel(run_id, reason))
+        task = asyncio.get_running_loop().create_task(self.cancel(run_id, reason, wait=0))
         task.add_done_callback(_consume)
         return True
 
@@ -729,6 +743,16 @@ class Engine:
                 )
                 task.add_done_callback(_consume)
 
+    def _defer(self, ex: object, delay: timedelta) -> None:
+        """Drop this executor; nobody takes its run for ``delay`` (a deadline not come yet)."""
+        self._forget(ex)
+        if isinstance(ex, RunExecutor):
+            ex.close(notify=False)
+            task = asyncio.get_running_loop().create_task(
+                self._presence.aside.defer(ex.run.id, delay)
+            )
+            task.add_done_callback(_consume)
+
     async def _give_back(self, lease: Lease) -> None:
         await give_back(self.store, self.clock, lease)
         self._wake_sweeper()
@@ -820,7 +844,8 @@ class _EngineHost:
         for run_id in run_ids:
             # (Never started, or the store is down: its own deadline, or an operator, ends it.)
             with contextlib.suppress(UnknownRunError, StoreError, EngineError):
-                await self._engine.cancel(run_id, reason)
+                # (Recorded for its holder when it is not held here: not waited for.)
+                await self._engine.cancel(run_id, reason, wait=0)
 
     def let_go(self, executor: object) -> None:
         if isinstance(executor, RunExecutor):
@@ -829,6 +854,9 @@ class _EngineHost:
 
     def discard(self, executor: object) -> None:
         self._engine._discard(executor)
+
+    def defer(self, executor: object, delay: timedelta) -> None:
+        self._engine._defer(executor, delay)
 
     def forget(self, executor: object) -> None:
         if (

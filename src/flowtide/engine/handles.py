@@ -38,7 +38,8 @@ class RunHandle:
     def cancel(self, reason: str | None = None) -> bool:
         """Cancel the run (lifecycle ``cancelled``); False if it had already ended.
 
-        A run that was let go (parked) is rebuilt from the store to be cancelled.
+        A run this engine does not hold (let go, parked, or held elsewhere) is cancelled by a
+        request its holder, or the next worker to take it, applies.
         """
         if self._end.done():
             return False

@@ -1,23 +1,28 @@
-"""Signals sent by an engine: applied by the engine itself when it may drive the run, else sent
-through the store to the engine that holds the run (its inbox).
+"""Signals and cancels sent by an engine: applied by the engine itself when it holds the run,
+else recorded in the store as requests (the run's inbox) for the worker that holds the run, or
+the next one to take it, to apply.
 
-A run is driven by the engine holding its lease (see :mod:`flowtide.engine.leases`). Taking the
-run from a live holder to apply a signal would refuse that holder's commits and run its nodes in
-flight again elsewhere. So, when another owner holds the run with a lease still alive, the
-signal is written to the store as a :class:`~flowtide.store.SignalRequest`, with a due entry
-(purpose ``signal``) that makes the run's wake instant come at once: the holder claims the run
-again, applies the request as a signal sent to it, and commits the answer with the signal's step
-(see :meth:`Parking.answer_request <flowtide.engine._parking.Parking.answer_request>`). The
-sender waits for that answer and returns it, or raises the same :class:`SignalRefused`.
+Only the worker holding a run's lease changes the run (see :mod:`flowtide.engine.leases`). A
+worker that holds the run in memory applies a signal or a cancel at once; one that finds nobody
+holding the run alive takes it (as its sweeper would) and applies it as its holder. Any other
+engine (a client, or a worker while another live worker holds the run) never takes the run from
+its holder: it writes a
+:class:`~flowtide.store.SignalRequest` (``kind`` ``signal`` or ``cancel``) with
+:meth:`Store.request_signal <flowtide.store.Store.request_signal>`, which stores it with a due
+entry (purpose ``signal``) that makes the run due at once: its holder claims it again and
+applies the request (see :meth:`Parking.answer_request
+<flowtide.engine._parking.Parking.answer_request>`); a run nobody holds is taken by the next
+worker that claims it (a worker waiting for an answer takes the run once nobody holds it
+alive). The sender waits up to ``wait`` seconds for the answer
+and returns it (or raises the same :class:`SignalRefused`); unanswered by then, it raises
+:class:`RequestPending`: the request stays recorded and is applied as it was sent when a worker
+takes the run.
 
-Whoever holds the run when the entry comes answers it: the holder, or whoever took the run over
-after the holder died (the entry stays in the store until its answer is committed). The sender
-takes the run itself once nobody live holds it (so a client's signal is answered even with no
-worker about), and after :data:`PATIENCE_LEASES` lease terms without an answer from a live
-holder (one that cannot get to it), it takes the run over as a signal did before the inbox:
-the answer is then certain, and only a holder that kept the signal waiting that long has its
-nodes in flight run again. A run that ends before the answer drops the entry: the signal is
-refused as a late one is.
+A signal request is judged at the instant the store recorded it (``requested_at``): a park
+whose deadline comes after that instant takes it, even when it is applied after the deadline
+(and the store does not let the deadline fire before the requests recorded before it). A run
+that ends before answering refuses a signal as a late one; a cancel is then answered by how the
+run ended.
 """
 
 from __future__ import annotations
@@ -26,21 +31,18 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from flowtide.clock import Clock
 from flowtide.engine._addressing import find_park
 from flowtide.engine._executor import RunExecutor
 from flowtide.engine._signals import receipt_of, refusal
-from flowtide.engine.errors import EngineError, SignalRefused
+from flowtide.engine.errors import EngineError, RequestPending, SignalRefused
 from flowtide.engine.handles import SignalReceipt
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.limits import check_size
-from flowtide.printable import printable
 from flowtide.store.base import (
     DuplicateSignal,
-    Lease,
     ParkRecord,
     RunEndedError,
     SignalRequest,
@@ -49,13 +51,9 @@ from flowtide.store.base import (
     StoreError,
 )
 
-__all__ = ["PATIENCE_LEASES", "Signaller", "SignallerHost"]
+__all__ = ["Signaller", "SignallerHost"]
 
 log = logging.getLogger("flowtide.engine")
-
-PATIENCE_LEASES = 2
-"""How many lease terms (``lease_ttl``) a signal waits for the answer of the live worker that
-holds its run before the sending engine takes the run over and applies the signal itself."""
 
 
 class SignallerHost(Protocol):
@@ -63,34 +61,44 @@ class SignallerHost(Protocol):
 
     store: Store
     clock: Clock
-    owner: str
-    lease_ttl: timedelta
     poll: float
+    executes: bool
     max_value_bytes: int | None
 
 
 class Signaller:
-    """Sends an engine's signals (see the module's notes). ``held``: the executor of a run the
-    engine holds in memory; ``executor``: the run's executor, rebuilt under a lease taken (what
-    is due by then fired); ``fire``: fire what is due of a held run; ``discard``: drop a stale
-    executor; ``let_out``: hand a run a client took back."""
+    """Sends an engine's signals and cancels (see the module's notes). ``held``: the executor
+    of a run the engine holds in memory; ``discard``: drop a stale executor; ``take``: a
+    worker's claim of a run nobody holds alive, rebuilt and its due entries fired (a request
+    among them), as its sweeper would: its executor, if this worker holds the run now."""
 
     def __init__(
         self,
         host: SignallerHost,
         *,
         held: Callable[[str], RunExecutor | None],
-        executor: Callable[[str, Lease, datetime], Awaitable[RunExecutor | None]],
-        fire: Callable[[RunExecutor, datetime], Awaitable[int]],
         discard: Callable[[RunExecutor], None],
-        let_out: Callable[[RunExecutor], Awaitable[None]],
+        take: Callable[[str], Awaitable[RunExecutor | None]],
     ) -> None:
         self._host = host
         self._held = held
-        self._executor = executor
-        self._fire = fire
         self._discard = discard
-        self._let_out = let_out
+        self._take = take
+
+    def holding(self, run_id: str) -> RunExecutor | None:
+        """The run's executor if this engine holds the run and may apply to it at once."""
+        ex = self._held(run_id)
+        if ex is None or ex.released or not self._host.executes:
+            return None
+        return ex
+
+    async def adopt(self, run_id: str) -> RunExecutor | None:
+        """The run's executor if this engine holds it, or (a worker) takes it now that nobody
+        holds it alive; None: a client, or another worker holds it."""
+        ex = self.holding(run_id)
+        if ex is None and self._host.executes:
+            ex = await self._take(run_id)
+        return ex
 
     async def signal(
         self,
@@ -101,6 +109,7 @@ class Signaller:
         payload: Mapping[str, Any] | None,
         output: str | None,
         idempotency_key: str | None,
+        wait: float | None,
     ) -> SignalReceipt:
         """:meth:`Engine.signal <flowtide.engine.Engine.signal>`."""
         store, clock = self._host.store, self._host.clock
@@ -111,33 +120,43 @@ class Signaller:
         payload = dict(payload or {})
         check_size(payload, "signal payload", self._host.max_value_bytes)
         for _ in range(5):
-            held = self._held(run_id) if run_id is not None else None
+            held = self.holding(run_id) if run_id is not None else None
             park = await find_park(store, held, clock.now(), run_id, placement, key, token_id)
-            ex = self._held(park.run_id)
-            if ex is None or ex.released:
-                now = clock.now()
-                lease = await store.acquire_run(
-                    park.run_id, self._host.owner, now, now + self._host.lease_ttl
-                )
-                if lease is None:
-                    # Another live worker holds the run (or it has ended): that worker applies
-                    # the signal.
-                    asked = {
-                        "placement": placement,
-                        "key": key,
-                        "token_id": token_id,
-                        "payload": payload,
-                        "output": output,
-                        "idempotency_key": idempotency_key,
-                    }
-                    return await self._send(park, asked)
-                ex = await self._executor(park.run_id, lease, now)
+            ex = await self.adopt(park.run_id)
             if ex is None:
-                raise await self._refusal(park)
+                asked = {
+                    "kind": "signal",
+                    "placement": placement,
+                    "key": key,
+                    "token_id": token_id,
+                    "payload": payload,
+                    "output": output,
+                    "idempotency_key": idempotency_key,
+                }
+                try:
+                    answer = await self._request(park.run_id, asked, wait)
+                except RunEndedError:
+                    answer = None
+                if answer is None:
+                    raise await self._refusal(park)
+                return receipt_of(answer)
             receipt = await self._apply(ex, park, payload, output, idempotency_key)
             if receipt is not None:
                 return receipt
         raise EngineError("signal: the run kept changing under this signal; try again")
+
+    async def cancel(self, run_id: str, reason: str | None, wait: float | None) -> bool:
+        """Cancel a run this engine does not hold: recorded as a request for its holder;
+        whether it was cancelled (False: it had already ended)."""
+        try:
+            answer = await self._request(run_id, {"kind": "cancel", "reason": reason}, wait)
+        except RunEndedError:
+            return False
+        if answer is not None:
+            return bool(answer.get("cancelled"))
+        # Ended before a worker answered: cancelled by whatever ended it, or not at all.
+        run = await self._host.store.get_run(run_id)
+        return run.lifecycle == Lifecycle.CANCELLED
 
     async def _apply(
         self,
@@ -154,7 +173,7 @@ class Signaller:
             answer = await ex.signal(
                 park, payload=payload, output=output, idempotency_key=idempotency_key
             )
-            receipt = SignalReceipt.from_answer(answer)
+            return SignalReceipt.from_answer(answer)
         except DuplicateSignal:
             assert idempotency_key is not None
             known = await self._host.store.signal_answer(idempotency_key)
@@ -166,8 +185,6 @@ class Signaller:
             return None
         finally:
             ex.unpin()
-        await self._let_out(ex)
-        return receipt
 
     async def _refusal(self, park: ParkRecord) -> SignalRefused:
         """Why a signal for ``park`` of a run that has ended is refused."""
@@ -175,75 +192,47 @@ class Signaller:
         stored = next((p for p in latest if p.id == park.id), park)
         return refusal(stored, self._host.clock.now())
 
-    async def _send(self, park: ParkRecord, asked: dict[str, Any]) -> SignalReceipt:
-        """Send the signal to the run's holder through the store, and wait for its answer."""
+    async def _request(
+        self, run_id: str, asked: dict[str, Any], wait: float | None
+    ) -> dict[str, Any] | None:
+        """Record ``asked`` for the run's holder and wait up to ``wait`` seconds (None: no
+        limit) for its answer; None if the run ended unanswered. Raises
+        :class:`RequestPending` when unanswered in time, :class:`RunEndedError` if the run
+        had ended before it could be recorded."""
         host = self._host
-        request = SignalRequest(uuid.uuid4().hex, park.run_id, host.clock.now(), asked)
-        try:
-            await host.store.request_signal(request)
-        except RunEndedError:
-            raise await self._refusal(park) from None
-        give_up = host.clock.now() + PATIENCE_LEASES * host.lease_ttl
-        taken: RunExecutor | None = None
-        try:
-            while True:
-                kept = await host.store.signal_request(request.id)
-                if kept is not None and kept.answer is not None:
-                    return receipt_of(kept.answer)
-                run = await host.store.get_run(park.run_id)
-                if Lifecycle(run.lifecycle).terminal:
-                    # Its due entries went with its end; answered just before, or refused.
-                    kept = await host.store.signal_request(request.id)
-                    if kept is not None and kept.answer is not None:
-                        return receipt_of(kept.answer)
-                    raise await self._refusal(park)
-                taken = await self._fire_here(park.run_id, give_up) or taken
-                await self._changed(give_up)
-        finally:
-            if taken is not None:
-                await self._let_out(taken)
+        store = host.store
+        sent = SignalRequest(uuid.uuid4().hex, run_id, host.clock.now(), asked)
+        request = await store.request_signal(sent)
+        kind = request.kind
+        # (The caller's patience, in real time: not an instant of the run, which a virtual clock
+        # may carry past while the store answers.)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + wait if wait is not None else None
+        while True:
+            if host.executes:
+                # A run nobody holds alive (its holder gave it back or died): this worker takes
+                # it, as its sweeper would, and applies the request itself.
+                await self._take(run_id)
+            kept = await store.signal_request(request.id)
+            if kept is not None and kept.answer is not None:
+                return kept.answer
+            run = await store.get_run(run_id)
+            if Lifecycle(run.lifecycle).terminal:
+                # Its due entries went with its end; answered just before, or not at all.
+                kept = await store.signal_request(request.id)
+                return kept.answer if kept is not None else None
+            left = give_up - loop.time() if give_up is not None else None
+            if left is not None and left <= 0:
+                raise RequestPending(run_id, request.id, kind, wait or 0)
+            await self._changed(left)
 
-    async def _fire_here(self, run_id: str, give_up: datetime) -> RunExecutor | None:
-        """Fire the run's due entries here (the request among them) if nobody else holds the
-        run alive, or if its holder has not answered by ``give_up``; the executor rebuilt here
-        for it, if any."""
+    async def _changed(self, left: float | None) -> None:
+        """Until the store may have changed, ``poll`` seconds have passed, or ``left`` seconds
+        (None: no limit)."""
         host = self._host
-        now = host.clock.now()
-        ex = self._held(run_id)
-        if ex is not None and not ex.released:
-            await self._fire(ex, now)  # (a no-op for what is under way already)
-            return None
-        late = now >= give_up
-        lease = await host.store.lease_of(run_id)
-        if lease is not None and lease.owner != host.owner and lease.expires > now and not late:
-            return None  # its holder answers
-        taken = await host.store.acquire_run(
-            run_id, host.owner, now, now + host.lease_ttl, force=late
-        )
-        if taken is None:
-            return None
-        if late and lease is not None and lease.owner != host.owner:
-            log.warning(
-                "run %s: its holder %s did not answer a signal within %s; taking the run over",
-                printable(run_id),
-                printable(lease.owner),
-                PATIENCE_LEASES * host.lease_ttl,
-            )
-        return await self._executor(run_id, taken, now)
-
-    async def _changed(self, give_up: datetime) -> None:
-        """Until the store may have changed, or ``poll`` seconds have passed."""
-        host = self._host
-        # (Armed for a virtual clock: with nothing else due, it may move on to ``give_up``.)
-        timer = host.clock.call_at(give_up, _nothing)
+        seconds = host.poll if left is None else min(host.poll, left)
         try:
-            await host.store.wait_changed(host.poll)
+            await host.store.wait_changed(seconds)
         except StoreError as exc:
-            log.warning("signal: %s; looking again in %s s", exc, host.poll)
-            await asyncio.sleep(host.poll)
-        finally:
-            timer.cancel()
-
-
-def _nothing() -> None:
-    """A timer's callback that does nothing (the timer only marks an instant)."""
+            log.warning("request: %s; looking again in %s s", exc, seconds)
+            await asyncio.sleep(seconds)

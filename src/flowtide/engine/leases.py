@@ -165,6 +165,13 @@ class SetAside:
         )
         await commit_step(self._store, Commit(run_id, events=[warning], lease=lease), self._clock)
 
+    async def defer(self, run_id: str, delay: timedelta) -> None:
+        """Set the run aside for ``delay``, quietly (nothing is wrong with it: a deadline of it
+        has not come yet on the store's clock). Given back with :meth:`put`'s owner name."""
+        now = self._clock.now()
+        with contextlib.suppress(StoreError):
+            await self._store.acquire_run(run_id, self.owner, now, now + delay, force=True)
+
 
 def short_id(run_id: str) -> str:
     """The prefix of a run id that logs show (a character that does not print escaped, so an id

@@ -81,6 +81,7 @@ class Sweeper:
         """How many more runs the engine may take now (None: no limit)."""
         self._task: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
+        self._unwatch: Callable[[], None] | None = None
         self._event: asyncio.Event | None = None
         self._timer: TimerHandle | None = None
         self._armed_for: datetime | None = None
@@ -99,6 +100,9 @@ class Sweeper:
             self._task = loop.create_task(self._loop())
             if self._store.shared:
                 self._watcher = loop.create_task(self._notices(self._event))
+            elif self._unwatch is None:
+                # (Engines of this process share the store: a request wakes the run's holder.)
+                self._unwatch = self._store.on_request(self.wake)
 
     def wake(self, when: datetime | None = None) -> None:
         """A wake instant may have moved (to ``when``): look again if nearer than the armed
@@ -131,6 +135,9 @@ class Sweeper:
         return SweeperStatistics(self._claimed, self._batches, self._wakeups, self._armed_for)
 
     async def close(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         if self._timer is not None:
             self._timer.cancel()
         tasks = {t for t in (self._task, self._watcher) if t is not None}

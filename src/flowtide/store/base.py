@@ -23,9 +23,12 @@ The engine keeps no state that a restart could not rebuild from a store:
 * **parks** - one :class:`ParkRecord` per time a token parked (its correlation key, deadline,
   payload, and how the park ended), so that a late signal can be told why it is refused;
 * **signal answers** - the first answer to each signal idempotency key;
-* **signal requests** - signals sent to a run another worker holds (:class:`SignalRequest`):
-  each with a due entry (purpose ``signal``) that wakes the run's holder, who applies it and
-  records its answer (:attr:`Commit.requests_answered`);
+* **requests** - signals and cancels recorded for the worker that holds a run to apply
+  (:class:`SignalRequest`, of ``kind`` ``signal`` or ``cancel``): each with a due entry (purpose
+  ``signal``) that wakes the run's holder, who applies it and records its answer
+  (:attr:`Commit.requests_answered`). A request is judged at the instant the store recorded it
+  (``requested_at``), and a commit that fires a deadline (:attr:`Commit.fires_deadline`) waits
+  for the requests recorded before it;
 * **scatter progress** - per (run, token, item index) records, so a resumed scatter re-runs only
   the unfinished items;
 * **workers** - each executing engine's heartbeat (:class:`WorkerRecord`): who it is, when it
@@ -36,8 +39,9 @@ state change, the history events, due instants, anchors and scatter progress of 
 transactional store applies a commit atomically (all or nothing); ``Commit.expect`` makes the
 step conditional on token records (compare-and-set on status, epoch and "deadline still ahead"),
 so racing steps (a signal, a park timeout, a timer, a cancel) are decided by the store: the first
-to commit wins, the others get :class:`StoreConflict`. Instants are always passed in by the
-engine (from its clock), never read by the store.
+to commit wins, the others get :class:`StoreConflict`. Instants are passed in by the engine
+(from its clock); only a store with a clock of its own (:attr:`Store.own_clock`, PostgreSQL's)
+reads it, for the instant a request is recorded and whether a deadline may fire yet.
 
 **Leases.** A run is driven by at most one worker at a time: the one holding its lease. A worker
 takes runs with :meth:`Store.claim_runs` (runs whose wake instant has come) or
@@ -71,7 +75,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -84,6 +88,7 @@ __all__ = [
     "RUNNABLE_LIFECYCLES",
     "Checkpoint",
     "Commit",
+    "DeadlineAhead",
     "DueEntry",
     "DuplicateSignal",
     "EventRecord",
@@ -170,6 +175,21 @@ class RunEndedError(StoreConflict):
         self.run_id = run_id
         self.lifecycle = lifecycle
         super().__init__(f"run {run_id!r} has ended ({lifecycle})")
+
+
+class DeadlineAhead(StoreConflict):
+    """A commit firing a deadline came before it on the store's clock (a worker whose clock runs
+    ahead): nothing was applied. ``early_by``: how long before the deadline the store's clock
+    was."""
+
+    def __init__(self, run_id: str, deadline: datetime, early_by: timedelta) -> None:
+        self.run_id = run_id
+        self.deadline = deadline
+        self.early_by = early_by
+        super().__init__(
+            f"run {run_id!r}: the deadline {deadline.isoformat()} is {early_by} ahead on the "
+            "store's clock"
+        )
 
 
 class DuplicateSignal(StoreConflict):
@@ -457,17 +477,25 @@ class SignalAnswer:
 
 @dataclass(slots=True)
 class SignalRequest:
-    """A signal sent to a run another worker holds, for that worker to apply
-    (:meth:`Store.request_signal`); ``answer`` is None until the holder has answered."""
+    """A signal or a cancel recorded for the worker that holds the run to apply
+    (:meth:`Store.request_signal`); ``answer`` is None until a worker has answered."""
 
     id: str
     run_id: str
     requested_at: datetime
+    """The instant the store recorded it (the one a signal is judged at)."""
     request: dict[str, Any]
-    """What was asked (JSON): the addressing, payload, output and idempotency key."""
+    """What was asked (JSON): ``kind`` (``signal``, the default, or ``cancel``); for a signal
+    the addressing, payload, output and idempotency key; for a cancel its ``reason``."""
     answer: dict[str, Any] | None = None
-    """The answer (JSON): an accepted signal's or a refusal's."""
+    """The answer (JSON): an accepted signal's or a refusal's, or whether the run was
+    cancelled."""
     answered_at: datetime | None = None
+
+    @property
+    def kind(self) -> str:
+        """``signal`` or ``cancel``."""
+        return str(self.request.get("kind", "signal"))
 
 
 @dataclass(slots=True)
@@ -584,9 +612,15 @@ class Commit:
     """Answers to record; a key that already has one (or comes twice) fails the commit with
     :class:`DuplicateSignal`."""
     requests_answered: Sequence[RequestAnswer] = ()
-    """Answers to signal requests of this run; a request that is not this run's, is answered
+    """Answers to requests of this run; a request that is not this run's, is answered
     already, or comes twice fails the commit with :class:`StoreConflict` (a request is answered
     once)."""
+    fires_deadline: datetime | None = None
+    """The instant of the deadline this commit fires (a park's timeout, an interrupting timer),
+    if any: the commit is refused with :class:`StoreConflict` while the run has an unanswered
+    request recorded before that instant (the request is applied first), and, with
+    :attr:`Store.own_clock`, with :class:`DeadlineAhead` while that clock is before it. The
+    store then records requests of the run after it no earlier than that instant."""
     expect: Mapping[str, TokenStatus | Expect] = field(default_factory=dict)
     """Token id -> what it must be for the commit to apply (else ``StoreConflict``)."""
     run_lifecycles: frozenset[str] | None = None
@@ -619,6 +653,12 @@ class Store(ABC):
     """Other processes may write to this store: a worker also waits for their changes
     (:meth:`wait_changed`), not only for its own."""
 
+    own_clock: bool = False
+    """Whether the store's own clock decides the instant a request is recorded and whether a
+    deadline may fire yet (PostgreSQL: the database's clock, one for every worker). False: the
+    instants the engine passes in decide (one machine's clock; or a virtual clock, which an
+    engine on one sets here)."""
+
     busy: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
     """Work the store does off the event loop (a database round trip, a call in its thread)
     runs under ``busy()``. An engine on a virtual clock sets it to the clock's ``hold``, so
@@ -637,6 +677,12 @@ class Store(ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    def on_request(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` whenever a request is recorded in this store object (by any engine of
+        this process; a shared store tells other processes through :meth:`wait_changed`);
+        returns what stops it."""
+        return _nothing
 
     async def wait_changed(self, seconds: float) -> bool:
         """Wait until another process may have changed what :meth:`next_wake` gives, or an
@@ -822,18 +868,24 @@ class Store(ABC):
         """The recorded items of one scatter visit (its ``progress`` key), by index."""
 
     @abstractmethod
-    async def request_signal(self, request: SignalRequest) -> None:
+    async def request_signal(self, request: SignalRequest) -> SignalRequest:
         """Store ``request`` (unanswered, whatever its ``answer``) and, in the same transaction,
-        a due entry of its run at ``requested_at``, purpose ``signal``, the request's id as its
-        token id; the run's wake instant is brought up to date (so its holder claims it again at
-        once) and, on a shared store, other processes are told. Raises
+        a due entry of its run at its recorded instant, purpose ``signal``, the request's id as
+        its token id; the run's wake instant is brought up to date (so its holder claims it again
+        at once) and, on a shared store, other processes are told. Returns the request as stored.
+
+        The recorded instant (``requested_at``) is the store's: with :attr:`own_clock`, that
+        clock's reading under the run's lock; else the one given, but no earlier than the latest
+        deadline a commit of the run fired (:attr:`Commit.fires_deadline`), so requests and
+        deadline firings of a run are ordered as they were applied. The due entry is at the
+        earlier of the instants given and recorded (due at once on any worker's clock). Raises
         :class:`UnknownRunError`, :class:`RunEndedError` for a run that has ended,
         :class:`StoreError` for an id stored already, and ``NotJSONError``; then nothing is
         stored."""
 
     @abstractmethod
     async def signal_request(self, request_id: str) -> SignalRequest | None:
-        """A stored signal request, with its answer once it has one (None: no such request)."""
+        """A stored request, with its answer once it has one (None: no such request)."""
 
     @abstractmethod
     async def record_worker(self, worker: WorkerRecord) -> None:
@@ -847,3 +899,12 @@ class Store(ABC):
     @abstractmethod
     async def forget_worker(self, worker_id: str) -> bool:
         """Remove a worker's heartbeat (a worker closing cleanly); False if none was stored."""
+
+    @abstractmethod
+    async def pending_requests(self, run_id: str) -> Sequence[SignalRequest]:
+        """The run's unanswered requests, oldest first (none for a run that has ended, or an
+        unknown one)."""
+
+
+def _nothing() -> None:
+    """Nothing to stop."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypeVar
@@ -99,6 +99,11 @@ class MemoryStore(Store):
         self._requests: dict[str, _RequestRow] = {}
         self._workers: dict[str, tuple[WorkerRecord, str, str]] = {}
         """Worker id -> its heartbeat, with its nodes and waiting runs as JSON text."""
+        self._on_request: list[Callable[[], None]] = []
+        self._run_requests: dict[str, list[str]] = {}
+        """Each run's requests, by id, in the order they were recorded."""
+        self._deadlines_fired: dict[str, datetime] = {}
+        """Each run's latest deadline fired by a commit (requests are recorded no earlier)."""
         """signal request id -> row."""
 
     # -- writes ------------
@@ -179,6 +184,13 @@ class MemoryStore(Store):
                 raise StoreConflict(f"signal request {request_id!r} of run {c.run_id!r} is {why}")
             if requested.count(request_id) > 1:
                 raise StoreConflict(f"signal request {request_id!r} answered twice in a commit")
+        if c.fires_deadline is not None:
+            for request in self._pending(c.run_id):
+                if request.record.requested_at < c.fires_deadline:
+                    raise StoreConflict(
+                        f"run {c.run_id!r} has a request recorded before the deadline "
+                        f"{c.fires_deadline.isoformat()} ({request.record.id})"
+                    )
         return _Step(
             c,
             _RunRow.of(c.run, "run") if c.run is not None else None,
@@ -240,21 +252,41 @@ class MemoryStore(Store):
         for request_id, text, when in step.requests_answered:
             request = self._requests[request_id]
             request.answer, request.record.answered_at = text, when
+        if c.fires_deadline is not None:
+            latest = self._deadlines_fired.get(run_id, c.fires_deadline)
+            self._deadlines_fired[run_id] = max(c.fires_deadline, latest)
         if c.release:
             self._let_go(run_id)
         return list(c.events)
 
-    async def request_signal(self, request: SignalRequest) -> None:
+    async def request_signal(self, request: SignalRequest) -> SignalRequest:
         run = self._run(request.run_id).record
         if run.lifecycle in ENDED_LIFECYCLES:
             raise RunEndedError(request.run_id, run.lifecycle)
         if request.id in self._requests:
             raise StoreError(f"signal request {request.id!r} already exists")
         row = _RequestRow.of(request)
+        fired = self._deadlines_fired.get(request.run_id)
+        if fired is not None and fired > request.requested_at:
+            row.record.requested_at = fired  # (recorded after that deadline's firing)
         self._requests[request.id] = row
+        self._run_requests.setdefault(request.run_id, []).append(request.id)
         due = self._due[request.run_id]
-        due[(request.id, "signal")] = (request.requested_at, next(self._due_order))
+        due[(request.id, "signal")] = (row.record.requested_at, next(self._due_order))
         self._rewake(request.run_id)
+        for wake in list(self._on_request):
+            wake()
+        return row.read()
+
+    def on_request(self, wake: Callable[[], None]) -> Callable[[], None]:
+        self._on_request.append(wake)
+        return lambda: self._on_request.remove(wake)
+
+    def _pending(self, run_id: str) -> list[_RequestRow]:
+        """The run's unanswered requests, oldest first."""
+        rows = [self._requests[i] for i in self._run_requests.get(run_id, ())]
+        pending = [row for row in rows if row.answer is None]
+        return sorted(pending, key=lambda row: row.record.requested_at)
 
     # -- leases and wake instants ------------
 
@@ -584,6 +616,12 @@ class MemoryStore(Store):
     async def signal_request(self, request_id: str) -> SignalRequest | None:
         row = self._requests.get(request_id)
         return row.read() if row is not None else None
+
+    async def pending_requests(self, run_id: str) -> Sequence[SignalRequest]:
+        run = self._runs.get(run_id)
+        if run is None or run.record.lifecycle in ENDED_LIFECYCLES:
+            return []
+        return [row.read() for row in self._pending(run_id)]
 
     async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
         items = self._scatter.get((run_id, progress), {})

@@ -26,6 +26,7 @@ from flowtide.store.base import (
     ENDED_LIFECYCLES,
     RUNNABLE_LIFECYCLES,
     Commit,
+    DeadlineAhead,
     DuplicateSignal,
     Expect,
     Lease,
@@ -184,6 +185,10 @@ class Facts:
     """The commit's signal keys that have an answer already."""
     unanswered: set[str] = field(default_factory=set)
     """The signal requests the commit answers that are its run's and still unanswered."""
+    clock: datetime | None = None
+    """The database's clock, read under the run's lock (for a commit firing a deadline)."""
+    request_before: str | None = None
+    """An unanswered request of the run recorded before the deadline the commit fires."""
 
 
 async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> Facts | None:
@@ -202,6 +207,10 @@ async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> 
     if c.requests_answered:
         ids = [a.request_id for a in c.requests_answered]
         requests = await conn.execute(Q["unanswered_requests"], {"ids": ids, "run_id": c.run_id})
+    deadline = None
+    if c.fires_deadline is not None and not creating:
+        at = {"run_id": c.run_id, "at": c.fires_deadline}
+        deadline = await conn.execute(Q["deadline_check"], at)
     facts = Facts(None)
     if run is not None:
         row = await run.fetchone()
@@ -214,6 +223,10 @@ async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> 
         facts.answered = {r[0] for r in await answers.fetchall()}
     if requests is not None:
         facts.unanswered = {r[0] for r in await requests.fetchall()}
+    if deadline is not None:
+        found = await deadline.fetchone()
+        assert found is not None
+        facts.clock, facts.request_before = found
     return facts
 
 
@@ -248,8 +261,22 @@ def check(p: Prepared, facts: Facts, *, creating: bool = False) -> None:
             )
         if ids.count(request_id) > 1:
             raise StoreConflict(f"signal request {request_id!r} answered twice in a commit")
+    if c.fires_deadline is not None and not creating:
+        _check_deadline(c.run_id, c.fires_deadline, facts)
     if p.not_json is not None:
         raise p.not_json
+
+
+def _check_deadline(run_id: str, deadline: datetime, facts: Facts) -> None:
+    """A commit firing ``deadline`` waits for the requests recorded before it, and for the
+    database's clock to reach it."""
+    if facts.request_before is not None:
+        raise StoreConflict(
+            f"run {run_id!r} has a request recorded before the deadline "
+            f"{deadline.isoformat()} ({facts.request_before})"
+        )
+    if facts.clock is not None and facts.clock < deadline:
+        raise DeadlineAhead(run_id, deadline, deadline - facts.clock)
 
 
 def _check_lease(run_id: str, lease: Lease, facts: Facts) -> None:

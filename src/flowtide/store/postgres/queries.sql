@@ -57,6 +57,15 @@ SELECT id, status, epoch, deadline FROM tokens WHERE run_id = %(run_id)s AND id 
 -- name: answered_keys
 SELECT key FROM signal_answers WHERE key = ANY(%(keys)s::text[]);
 
+-- name: deadline_check
+-- What a commit firing a deadline is checked against (after the run's lock): the database's
+-- clock, and an unanswered request of the run recorded before the deadline.
+SELECT clock_timestamp(), (
+    SELECT id FROM signal_requests
+    WHERE run_id = %(run_id)s AND answer IS NULL AND requested_at < %(at)s
+    ORDER BY requested_at LIMIT 1
+);
+
 -- name: unanswered_requests
 -- The requests a commit answers that are its run's and still unanswered.
 SELECT id FROM signal_requests
@@ -179,11 +188,12 @@ UPDATE signal_requests SET answer = %(answer)s, answered_at = %(answered_at)s
 WHERE id = %(id)s AND answer IS NULL;
 
 -- name: insert_request
--- A request whose id is taken already inserts nothing (and is refused).
+-- Recorded at the database's clock (under the run's lock: requests and commits of a run are
+-- ordered), unless an instant is given (a store used on a virtual clock). A request whose id is taken already inserts nothing (and is refused).
 INSERT INTO signal_requests (id, run_id, requested_at, request)
-VALUES (%(id)s, %(run_id)s, %(requested_at)s, %(request)s)
+VALUES (%(id)s, %(run_id)s, coalesce(%(requested_at)s, clock_timestamp()), %(request)s)
 ON CONFLICT (id) DO NOTHING
-RETURNING id;
+RETURNING requested_at;
 
 -- name: settle_run
 -- The last statement of every commit: the history counter, the release of the lease, and the
@@ -437,6 +447,13 @@ SELECT key, run_id, answer FROM signal_answers WHERE key = %(key)s;
 -- name: signal_request
 SELECT id, run_id, requested_at, request, answer, answered_at
 FROM signal_requests WHERE id = %(id)s;
+
+-- name: pending_requests
+-- A run's unanswered requests, oldest first (none once the run has ended).
+SELECT r.id, r.run_id, r.requested_at, r.request, r.answer, r.answered_at
+FROM signal_requests AS r JOIN runs ON runs.id = r.run_id
+WHERE r.run_id = %(run_id)s AND r.answer IS NULL AND runs.lifecycle <> ALL(%(ended)s::text[])
+ORDER BY r.requested_at, r.id;
 
 -- name: scatter_items
 SELECT run_id, progress, item_index, status, output, result, key, item_order

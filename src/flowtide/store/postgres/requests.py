@@ -29,10 +29,12 @@ Connection = psycopg.AsyncConnection[Any]
 
 
 async def request_signal(
-    conn: Connection, request: SignalRequest, request_text: str, channel: str
-) -> None:
-    """Store ``request`` and its due entry, with its run's row locked; the run's wake instant
-    is brought up to date and the store's channel notified (the holder may be elsewhere)."""
+    conn: Connection, request: SignalRequest, request_text: str, channel: str, *, own_clock: bool
+) -> SignalRequest:
+    """Store ``request`` and its due entry, with its run's row locked, recorded at the
+    database's clock (``own_clock``; else at the instant given); the run's wake instant is
+    brought up to date and the store's channel notified (the holder may be elsewhere). Returns
+    the request as stored."""
     run_id = request.run_id
     facts = await read_facts(conn, Commit(run_id))
     if facts is None:
@@ -44,15 +46,18 @@ async def request_signal(
         {
             "id": request.id,
             "run_id": run_id,
-            "requested_at": request.requested_at,
+            "requested_at": None if own_clock else request.requested_at,
             "request": request_text,
         },
     )
-    if await inserted.fetchone() is None:
+    row = await inserted.fetchone()
+    if row is None:
         raise StoreError(f"signal request {request.id!r} already exists")
+    requested_at = row[0]
     cursor = conn.cursor()
     due = {"run_id": run_id, "token_id": request.id, "purpose": "signal"}
-    await cursor.execute(Q["set_due"], {**due, "due_at": request.requested_at})
+    # (Due at once on the clock of whoever sent it, and on the store's.)
+    await cursor.execute(Q["set_due"], {**due, "due_at": min(requested_at, request.requested_at)})
     await cursor.execute(
         Q["settle_run"],
         {
@@ -69,6 +74,7 @@ async def request_signal(
             "old_wake": facts.wake_at,
         },
     )
+    return SignalRequest(request.id, run_id, requested_at, decode_json(request_text))
 
 
 def read_request(row: Sequence[Any]) -> SignalRequest:

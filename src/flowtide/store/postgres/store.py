@@ -105,6 +105,7 @@ class PostgresStore(Store):
     yet opened opens on its first use."""
 
     shared = True
+    own_clock = True
 
     def __init__(
         self, url: str, *, schema: str = "flowtide", min_size: int = 1, max_size: int = 10
@@ -300,15 +301,19 @@ class PostgresStore(Store):
             facts = await read_facts(conn, commit)
             if facts is None:
                 raise UnknownRunError(commit.run_id)
+            if not self.own_clock:
+                facts.clock = None  # (the deadline's instant was given on the engine's clock)
             check(prepared, facts)
             by_holder = commit.lease is not None
             first = await write(conn, prepared, facts, self._channel, by_holder=by_holder)
         return _numbered(commit.events, first)
 
-    async def request_signal(self, request: SignalRequest) -> None:
+    async def request_signal(self, request: SignalRequest) -> SignalRequest:
         text = json_text(request.request, "request")
         async with self._transaction() as conn:
-            await request_signal(conn, request, text, self._channel)
+            return await request_signal(
+                conn, request, text, self._channel, own_clock=self.own_clock
+            )
 
     # -- leases and wake instants ------------
 
@@ -518,6 +523,10 @@ class PostgresStore(Store):
             return None
         key, run_id, answer = rows[0]
         return SignalAnswer(key, run_id, decode_json(answer))
+
+    async def pending_requests(self, run_id: str) -> Sequence[SignalRequest]:
+        rows = await self._rows("pending_requests", {"run_id": run_id, "ended": _ENDED})
+        return [read_request(row) for row in rows]
 
     async def signal_request(self, request_id: str) -> SignalRequest | None:
         rows = await self._rows("signal_request", {"id": request_id})

@@ -28,7 +28,7 @@ from flowtide.store.base import (
     UnknownRunError,
 )
 from flowtide.store.sqlite.requests import answer_params as request_answer_params
-from flowtide.store.sqlite.requests import check_answers
+from flowtide.store.sqlite.requests import check_answers, check_deadline
 from flowtide.store.sqlite.rows import (
     Params,
     anchor_item,
@@ -220,6 +220,8 @@ def _check(conn: sqlite3.Connection, c: Commit, lifecycle: str | None) -> None:
             raise DuplicateSignal(f"signal idempotency key {key!r} answered twice in a commit")
     if c.requests_answered:
         check_answers(conn, c.run_id, c.requests_answered)
+    if c.fires_deadline is not None:
+        check_deadline(conn, c.run_id, c.fires_deadline)
 
 
 def _write(conn: sqlite3.Connection, c: Commit, encoded: Encoded, ended: bool) -> int:
@@ -247,6 +249,9 @@ def _write(conn: sqlite3.Connection, c: Commit, encoded: Encoded, ended: bool) -
     _many(conn, "put_park", encoded.parks)
     _many(conn, "put_answer", encoded.answers)
     _many(conn, "answer_request", encoded.requests_answered)
+    if c.fires_deadline is not None:
+        at = {"run_id": run_id, "at": micros(c.fires_deadline)}
+        conn.execute(QUERIES["deadline_fired"], at)
     if due_changed or encoded.run is not None or c.release:
         conn.execute(QUERIES["rewake_run"], {"id": run_id, "release": c.release})
     return first

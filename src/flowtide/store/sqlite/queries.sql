@@ -50,7 +50,7 @@ WHERE id = :id;
 
 -- name: run_for_commit
 -- What a commit is checked against: the run's lifecycle and lease.
-SELECT lifecycle, ended, owner, epoch FROM runs WHERE id = :id;
+SELECT lifecycle, ended, owner, epoch, deadline_fired FROM runs WHERE id = :id;
 
 -- name: get_run
 SELECT
@@ -270,6 +270,23 @@ UPDATE signal_requests SET answer = :answer, answered_at = :answered_at WHERE id
 
 -- name: signal_request
 SELECT id, run_id, requested_at, request, answer, answered_at FROM signal_requests WHERE id = :id;
+
+-- name: pending_requests
+-- A run's unanswered requests, oldest first (none once the run has ended).
+SELECT r.id, r.run_id, r.requested_at, r.request, r.answer, r.answered_at
+FROM signal_requests AS r JOIN runs ON runs.id = r.run_id
+WHERE r.run_id = :run_id AND r.answer IS NULL AND NOT runs.ended
+ORDER BY r.requested_at, r.rowid;
+
+-- name: request_before
+-- What a commit firing a deadline is checked against: an unanswered request of the run
+-- recorded before the deadline.
+SELECT id FROM signal_requests
+WHERE run_id = :run_id AND answer IS NULL AND requested_at < :at
+ORDER BY requested_at LIMIT 1;
+
+-- name: deadline_fired
+UPDATE runs SET deadline_fired = max(coalesce(deadline_fired, :at), :at) WHERE id = :run_id;
 
 -- -- leases and wake instants ------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from datetime import datetime
 
 from flowtide.store.base import (
     RequestAnswer,
@@ -21,6 +22,8 @@ from flowtide.store.sqlite.sql import QUERIES
 __all__ = [
     "answer_params",
     "check_answers",
+    "check_deadline",
+    "pending_requests",
     "read_request",
     "request_params",
     "request_signal",
@@ -37,8 +40,9 @@ def request_params(request: SignalRequest) -> Params:
     }
 
 
-def request_signal(conn: sqlite3.Connection, params: Params) -> None:
-    """Store a request and its due entry, and bring its run's wake instant up to date."""
+def request_signal(conn: sqlite3.Connection, params: Params) -> SignalRequest:
+    """Store a request and its due entry, and bring its run's wake instant up to date; the
+    request as stored (recorded no earlier than the latest deadline of its run fired)."""
     run_id = params["run_id"]
     row = conn.execute(QUERIES["run_for_commit"], {"id": run_id}).fetchone()
     if row is None:
@@ -47,6 +51,9 @@ def request_signal(conn: sqlite3.Connection, params: Params) -> None:
         raise RunEndedError(run_id, row["lifecycle"])
     if conn.execute(QUERIES["request_exists"], {"id": params["id"]}).fetchone() is not None:
         raise StoreError(f"signal request {params['id']!r} already exists")
+    fired = row["deadline_fired"]
+    if fired is not None and fired > params["requested_at"]:
+        params = {**params, "requested_at": fired}
     conn.execute(QUERIES["insert_request"], params)
     due = {
         "run_id": run_id,
@@ -56,6 +63,9 @@ def request_signal(conn: sqlite3.Connection, params: Params) -> None:
     }
     conn.execute(QUERIES["set_due"], due)
     conn.execute(QUERIES["rewake_run"], {"id": run_id, "release": False})
+    stored = read_request(conn, params["id"])
+    assert stored is not None
+    return stored
 
 
 def answer_params(answers: Sequence[RequestAnswer]) -> list[Params]:
@@ -83,10 +93,31 @@ def check_answers(conn: sqlite3.Connection, run_id: str, answers: Sequence[Reque
             raise StoreConflict(f"signal request {request_id!r} answered twice in a commit")
 
 
+def check_deadline(conn: sqlite3.Connection, run_id: str, deadline: datetime) -> None:
+    """Raise :class:`StoreConflict` if the run has an unanswered request recorded before the
+    deadline a commit fires (it is applied first)."""
+    found = conn.execute(QUERIES["request_before"], {"run_id": run_id, "at": micros(deadline)})
+    row = found.fetchone()
+    if row is not None:
+        raise StoreConflict(
+            f"run {run_id!r} has a request recorded before the deadline "
+            f"{deadline.isoformat()} ({row['id']})"
+        )
+
+
+def pending_requests(conn: sqlite3.Connection, run_id: str) -> list[SignalRequest]:
+    rows = conn.execute(QUERIES["pending_requests"], {"run_id": run_id}).fetchall()
+    return [_request(row) for row in rows]
+
+
 def read_request(conn: sqlite3.Connection, request_id: str) -> SignalRequest | None:
     row = conn.execute(QUERIES["signal_request"], {"id": request_id}).fetchone()
     if row is None:
         return None
+    return _request(row)
+
+
+def _request(row: sqlite3.Row) -> SignalRequest:
     return SignalRequest(
         row["id"],
         row["run_id"],

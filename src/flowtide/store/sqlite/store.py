@@ -232,10 +232,11 @@ class SQLiteStore(Store):
         self._written += 1
         return _numbered(commit.events, first)
 
-    async def request_signal(self, request: SignalRequest) -> None:
+    async def request_signal(self, request: SignalRequest) -> SignalRequest:
         params = requests.request_params(request)
-        await self._write(lambda conn: requests.request_signal(conn, params))
+        stored = await self._write(lambda conn: requests.request_signal(conn, params))
         self._written += 1
+        return stored
 
     # -- leases and wake instants ------------
 
@@ -357,6 +358,9 @@ class SQLiteStore(Store):
 
     async def signal_request(self, request_id: str) -> SignalRequest | None:
         return await self._call(lambda conn: requests.read_request(conn, request_id))
+
+    async def pending_requests(self, run_id: str) -> Sequence[SignalRequest]:
+        return await self._call(lambda conn: requests.pending_requests(conn, run_id))
 
     async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
         return await self._call(lambda conn: reads.scatter_items(conn, run_id, progress))

@@ -28,6 +28,8 @@ from flowtide.testing.storechecks.flows import (
     stored_flows_count_their_runs,
 )
 from flowtide.testing.storechecks.inbox import (
+    a_deadline_waits_for_the_requests_recorded_before_it,
+    pending_requests_are_listed_oldest_first,
     signal_requests_are_answered_once,
     signal_requests_wake_the_runs_holder,
 )
@@ -91,6 +93,8 @@ CHECKS: tuple[StoreCheck, ...] = (
     leases_are_renewed_and_given_back,
     signal_requests_wake_the_runs_holder,
     signal_requests_are_answered_once,
+    pending_requests_are_listed_oldest_first,
+    a_deadline_waits_for_the_requests_recorded_before_it,
     flows_are_stored_by_digest,
     flows_are_listed_by_id_in_the_order_stored,
     stored_flows_count_their_runs,
