@@ -217,7 +217,7 @@ def test_ctrl_c_while_a_node_runs_says_it_runs_again_on_a_worker(
 ) -> None:
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     flow = flow_file(tmp_path, "tests.cli.nodes_for_run:slow")
-    process = run_process(str(flow), "--store", store)
+    process = run_process(str(flow), "--store", store, "--nodes", "tests.cli.nodes_for_run")
 
     def running() -> Any:
         if not (tmp_path / "runs.db").exists():
@@ -229,7 +229,10 @@ def test_ctrl_c_while_a_node_runs_says_it_runs_again_on_a_worker(
     _, err = interrupted(process)
     assert "is kept in" in err and "running; no process drives it now" in err
     assert "at work: running; a node that was running here was stopped, and runs again" in err
-    assert "a worker goes on with it at once: flowtide worker --store" in err
+    assert (
+        "a worker goes on with it at once: flowtide worker --nodes tests.cli.nodes_for_run --store"
+        in err
+    )
     (left,) = as_json("runs", "--store", store)
     assert (left["lifecycle"], left["held_by"]) == ("running", None)
 
@@ -266,16 +269,17 @@ def test_a_run_is_named_by_the_start_of_its_id(any_store: str) -> None:
         assert "is ambiguous" in invoke(*command, *store, code=ExitCode.BAD_INPUT).stderr
     unknown = invoke("show", "q", *store, code=ExitCode.BAD_INPUT).stderr
     assert unknown.startswith("flowtide: no run 'q' in ")
-    signalled = invoke(
-        "signal", "abc2", "--placement", "collect-payment", *store, *nodes, code=ExitCode.REFUSED
+    signalled = invoke(  # (a placement nothing is parked at: bad input)
+        "signal", "abc2", "--placement", "collect-payment", *store, code=ExitCode.BAD_INPUT
     )
-    assert "abc2" in signalled.stderr
+    assert "nothing is parked in run 'abc2'" in signalled.stderr
     assert (
         "is ambiguous"
         in invoke("signal", "abc", "--placement", "p", *store, code=ExitCode.BAD_INPUT).stderr
     )
-    cancelled = as_json("cancel", "xy", *store, *nodes)
-    assert cancelled == {"run_id": "xyz9", "cancelled": True, "lifecycle": "cancelled"}
+    # (No worker runs here: the cancel is recorded for the one that takes the run.)
+    cancelled = invoke("cancel", "xy", "--wait", "0", "--json", *store, code=ExitCode.PENDING)
+    assert json.loads(cancelled.stdout)["run_id"] == "xyz9"
 
 
 def test_many_runs_that_share_a_prefix_are_listed_ten_at_most(tmp_path: Path) -> None:
@@ -312,7 +316,8 @@ def test_prune_deletes_ended_runs_in_batches_and_says_how_many(
 ) -> None:
     store = ("--store", any_store)
     flow = flow_file(tmp_path, "tests.cli.nodes_for_run:finish")
-    ended = [as_json("run", str(flow), *store)["run_id"] for _ in range(3)]
+    nodes = ("--nodes", "tests.cli.nodes_for_run")
+    ended = [as_json("run", str(flow), *store, *nodes)["run_id"] for _ in range(3)]
     kept = as_json("start", str(CHECKOUT), *store)["run_id"]
     said = invoke("prune", "--ended-before", "P1D", *store).stdout
     assert said.startswith(f"pruned 0 runs of {any_store} that ended before ")
