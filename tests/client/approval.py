@@ -11,7 +11,7 @@ from flowtide.model import Flow
 FLOW = "urn:test:flow:client-approval"
 
 
-@node(outputs=["approved", "rejected"], register=False)
+@node(outputs=["approved", "rejected"])  # (registered: a worker finds it by its id)
 async def review(ctx: NodeContext) -> Any:
     return Park(key=f"review:{ctx.state['order']}", payload={"ask": "approve?"})
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from flowtide import Client, Engine, Lifecycle, UnknownRunError
+from flowtide import Client, Engine, Lifecycle, RequestPending, UnknownRunError
 from flowtide.store import MemoryStore, Store, StoreOpenError
 from flowtide.store.sqlite import SQLiteStore
 from tests.client.approval import FLOW, approval
@@ -99,8 +99,11 @@ def test_a_client_on_a_memory_store_it_was_given() -> None:
         assert [e.kind for e in client.history(run_id)] == []
         with pytest.raises(TimeoutError):
             client.wait(run_id, timeout=0.05)
-        assert client.cancel(run_id, "changed my mind") is True
-        assert client.get(run_id).lifecycle == Lifecycle.CANCELLED
+        # No worker: the cancel is recorded, for the worker that takes the run to apply.
+        with pytest.raises(RequestPending) as pending:
+            client.cancel(run_id, "changed my mind", wait=0)
+        assert (pending.value.run_id, pending.value.kind) == (run_id, "cancel")
+        assert client.get(run_id).lifecycle == Lifecycle.PENDING
         assert [(v.digest, v.runs) for v in client.flows()] == [(registered.digest, 1)]
         with pytest.raises(UnknownRunError):
             client.get("no-such-run")
