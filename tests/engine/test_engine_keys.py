@@ -105,9 +105,11 @@ async def writes_surrogate(ctx: NodeContext) -> Output:
 async def test_text_that_is_not_unicode_fails_the_attempt_as_not_json() -> None:
     async with running() as (engine, _clock):
         result = await engine.run(flow(writes_surrogate))
-        with pytest.raises(NotJSONError, match=r"input/name: text with a lone surrogate"):
+        with pytest.raises(NotJSONError, match=r"input/name: .*a lone surrogate"):
             await engine.start(flow(writes_surrogate), {"name": "\ud800"})
     assert result.lifecycle is Lifecycle.FAILED
     (error,) = result.errors
     assert error.type == "NotJSONError" and error.placement == "call"
-    assert error.message == "update/note: text with a lone surrogate (U+DCE9) is not Unicode"
+    assert error.message == (
+        "update/note: a string holds '\\udce9', a lone surrogate, which is not Unicode text"
+    )

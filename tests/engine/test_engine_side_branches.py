@@ -18,20 +18,20 @@ from tests.engine.engine_helpers import T0, freeze, fresh_store, raw_flow, runni
 pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 
 
-@node(outputs=["approved", "rejected"], parks=True, register=False)
+@node(outputs=["approved", "rejected"], parks=True)
 async def ask(ctx: NodeContext) -> Any:
     if ctx.signal is None:
         return Park(key=f"ask-{ctx.run_id}")
     return "approved" if ctx.signal.get("ok") else "rejected"
 
 
-@node(outputs=["sent", "again"], register=False)
+@node(outputs=["sent", "again"])
 async def remind(ctx: NodeContext) -> str:
     ctx.state["reminded"] = ctx.state.get("reminded", 0) + 1
     return "sent"
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def note(ctx: NodeContext) -> str:
     return "done"
 
@@ -81,7 +81,7 @@ async def test_a_reminders_terminal_never_sets_the_runs_outcome() -> None:
     assert result.terminals[2] == "approved"
 
 
-@node(outputs=["approved"], register=False)
+@node(outputs=["approved"])
 async def slow_decision(ctx: NodeContext) -> str:
     await ctx.clock.sleep(timedelta(minutes=100))
     return "approved"

@@ -18,7 +18,7 @@ FLOW = "urn:test:flow:stored"
 CHILD = "urn:test:flow:stored-child"
 
 
-@node(outputs=["done"], register=False)
+@node(outputs=["done"])
 async def note_version(ctx: NodeContext) -> str:
     ctx.state["seen"] = [*ctx.state.get("seen", []), ctx.state.get("mark")]
     return "done"
