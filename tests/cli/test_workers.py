@@ -77,8 +77,9 @@ def test_a_run_no_live_worker_can_drive_says_which_node_it_waits_for(tmp_path: P
         stop(lacking, log)
     said = log.read_text()
     warning = (
-        f"WARNING run {run[:12]} cannot be driven here: this worker does not implement nodes "
-        "test:drain:after, test:drain:slow; it waits for a worker that does"
+        f"WARNING run {run[:12]} cannot be driven here: nodes 'test:drain:after', "
+        "'test:drain:slow' are not registered here (a --nodes module must register them); it "
+        "waits for a worker that has them"
     )
     assert said.count(warning) == 1, said
     assert cli("workers", "--store", store, "--all") == [], "a worker that stops forgets its beat"

@@ -106,8 +106,8 @@ async def test_a_run_that_lacks_a_node_is_named_in_the_heartbeat_until_a_worker_
     await clock.advance_to(at(10) + DEFER_UNFIREABLE)
     await clock.settle()
     assert [r.getMessage() for r in caplog.records if r.name == "flowtide.engine"] == [
-        f"run {run_id[:12]} cannot be driven here: this worker does not implement node "
-        "presence:wait; it waits for a worker that does"
+        f"run {run_id[:12]} cannot be driven here: node 'presence:wait' is not registered here "
+        "(a --nodes module must register it); it waits for a worker that has it"
     ]
     (beat,) = await store.workers()
     assert beat.waiting == {run_id: ["presence:wait"]}

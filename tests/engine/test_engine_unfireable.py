@@ -106,7 +106,7 @@ async def test_a_worker_without_the_code_logs_once_per_run_which_node_it_misses(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2
     for run_id in runs:
-        (line,) = [w for w in warnings if run_id in w]
+        (line,) = [w for w in warnings if f"run {run_id[:12]} " in w]
         assert "node 'approval:wait' is not registered here" in line
         assert "a --nodes module must register it" in line
         assert (await store.get_run(run_id)).lifecycle == Lifecycle.PENDING  # nothing ran

@@ -146,12 +146,13 @@ class SetAside:
             return
         self._warned.add(run_id)
         if missing:
+            named = ", ".join(repr(m) for m in missing)
             log.warning(
-                "run %s cannot be driven here: this worker does not implement node%s %s; it "
-                "waits for a worker that does",
+                "run %s cannot be driven here: %s not registered here (a --nodes module must "
+                "register %s); it waits for a worker that has %s",
                 short_id(run_id),
-                "s" if len(missing) > 1 else "",
-                ", ".join(missing),
+                f"nodes {named} are" if len(missing) > 1 else f"node {named} is",
+                *(("them", "them") if len(missing) > 1 else ("it", "it")),
             )
         else:
             log.warning("run %s cannot be driven here: %s", short_id(run_id), why)
