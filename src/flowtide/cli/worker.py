@@ -40,6 +40,27 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 log = logging.getLogger("flowtide.worker")
 
+DRAIN_SECONDS = DRAIN_TIMEOUT.total_seconds()
+
+DrainOption = Annotated[
+    float,
+    typer.Option(
+        "--drain-timeout",
+        min=0.0,
+        help="On SIGTERM or Ctrl-C, how long (seconds) the nodes in flight may finish before the "
+        "runs still at work are given back.",
+    ),
+]
+ThreadsOption = Annotated[
+    int,
+    typer.Option(
+        "--threads",
+        min=1,
+        help="Worker threads for sync nodes: at most this many of their attempts run at once; "
+        "the others start (and their windows begin) when a thread is free.",
+    ),
+]
+
 
 @guarded
 def worker(
@@ -70,15 +91,7 @@ def worker(
             "renewing them (it died): then other workers take them over.",
         ),
     ] = LEASE_TTL.total_seconds(),
-    drain_timeout: Annotated[
-        float,
-        typer.Option(
-            "--drain-timeout",
-            min=0.0,
-            help="On SIGTERM or Ctrl-C, how long (seconds) the nodes in flight may finish "
-            "before the runs still at work are given back.",
-        ),
-    ] = DRAIN_TIMEOUT.total_seconds(),
+    drain_timeout: DrainOption = DRAIN_SECONDS,
     events: Annotated[
         bool, typer.Option("--events", help="Also print every event of the runs it drives.")
     ] = False,
@@ -86,15 +99,7 @@ def worker(
         bool,
         typer.Option("--quiet", "-q", help="Log warnings only (not a line per run)."),
     ] = False,
-    threads: Annotated[
-        int,
-        typer.Option(
-            "--threads",
-            min=1,
-            help="Worker threads for sync nodes: at most this many of their attempts run at "
-            "once; the others start (and their windows begin) when a thread is free.",
-        ),
-    ] = DEFAULT_THREADS,
+    threads: ThreadsOption = DEFAULT_THREADS,
     store: StoreOption = DEFAULT,
     json_output: JsonOption = False,
 ) -> None:

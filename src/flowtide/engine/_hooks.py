@@ -13,8 +13,12 @@ import asyncio
 import inspect
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 
+from flowtide.engine.event_data import event_record
+from flowtide.engine.event_types import HookFailed
 from flowtide.engine.events import Hook
+from flowtide.engine.redaction import Redact, bound_message, redacted
 from flowtide.store.base import EventRecord
 
 FailureReport = Callable[[Hook, EventRecord, Exception], Awaitable[None]]
@@ -66,3 +70,22 @@ class HookDelivery:
                     await self._on_failure(hook, event, exc)
             self._delivered += 1
             self._progress.set()
+
+
+def hook_failure(
+    hook: Hook, event: EventRecord, exc: Exception, at: datetime, redact: Redact | None
+) -> EventRecord:
+    """The ``hook_failed`` event a hook's failure on ``event`` is recorded as (its message
+    redacted and bounded as every error a run records)."""
+    return event_record(
+        HookFailed(
+            hook=getattr(hook, "__qualname__", repr(hook)),
+            event=event.kind,
+            error=f"{type(exc).__name__}: {bound_message(redacted(str(exc), redact))}",
+        ),
+        event.run_id,
+        at,
+        placement=event.placement,
+        attempt=event.attempt,
+        token_id=event.token_id,
+    )

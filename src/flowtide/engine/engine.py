@@ -12,9 +12,8 @@ import asyncio
 import contextlib
 import logging
 import random
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,18 +21,16 @@ from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.clock import Clock, SystemClock, VirtualClock
 from flowtide.engine._commit import commit_step
 from flowtide.engine._executor import RunExecutor
-from flowtide.engine._hooks import HookDelivery
+from flowtide.engine._hooks import HookDelivery, hook_failure
 from flowtide.engine._waiters import RunWaiters
 from flowtide.engine.catalog import FlowCatalog
-from flowtide.engine.children import ChildRuns, StartedChild
+from flowtide.engine.children import ChildRuns
 from flowtide.engine.code import EngineCode, FlowCode
 from flowtide.engine.contracts import OutputContracts
 from flowtide.engine.deadlines import run_deadline
 from flowtide.engine.errors import (
     EngineError,
 )
-from flowtide.engine.event_data import event_record
-from flowtide.engine.event_types import HookFailed
 from flowtide.engine.events import Hook
 from flowtide.engine.explain import (
     Explanation,
@@ -41,17 +38,18 @@ from flowtide.engine.explain import (
     explain_stored_run,
 )
 from flowtide.engine.handles import RunHandle, SignalReceipt
+from flowtide.engine.hosting import Bookkeeping, EngineHost
 from flowtide.engine.inbox import Signaller
 from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, give_back, worker_id
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_signal, check_start
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.presence import Presence
-from flowtide.engine.redaction import Redact, bound_message, redacted
-from flowtide.engine.reducers import copy_state, stored_form
+from flowtide.engine.redaction import Redact
 from flowtide.engine.result import RunResult
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
+from flowtide.engine.starting import new_run
 from flowtide.engine.threadslots import DEFAULT_THREADS, ThreadSlots
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
@@ -64,7 +62,6 @@ from flowtide.store.base import (
     RunRecord,
     Store,
     StoreError,
-    TokenRecord,
     UnknownRunError,
     UnknownStoredFlow,
 )
@@ -171,8 +168,24 @@ class Engine:
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
         self._waiters = RunWaiters()
-        self._host = _EngineHost(self)
         self._hooks = HookDelivery(self.hooks, self._hook_failed)
+        self._host = EngineHost(
+            self,
+            Bookkeeping(
+                thread_slots=self._thread_slots,
+                output_contracts=self._contracts,
+                wake_sweeper=self._wake_sweeper,
+                publish=self._hooks.publish,
+                start_child=self._children.start,
+                let_go=self._let_go,
+                discard=self._discard,
+                defer=self._defer,
+                forget=self._forget_ended,
+                unavailable=self._unavailable,
+                settled=self._settled,
+                ended=self._waiters.ended,
+            ),
+        )
         self._signaller = Signaller(
             self, held=self._runs.get, discard=self._discard, take=self._take_unheld
         )
@@ -341,29 +354,19 @@ class Engine:
     ) -> tuple[RunRecord, dict[str, Any]]:
         """A new run's record (lifecycle ``pending``, not stored yet) and state."""
         check_start(input or {}, run_id, self.max_value_bytes)
-        if isinstance(flow, Flow):
-            self.register_flow(flow)
-            flow_id = flow.id
-        else:
-            flow_id = flow
+        flow_id = self.register_flow(flow).id if isinstance(flow, Flow) else flow
         if self.executes:
             self.code(self.plan(flow_id))  # (its code is registered here, or nothing is stored)
-        known = self.flow(flow_id)
-        now = self.clock.now()
-        run = RunRecord(
-            id=run_id or uuid.uuid4().hex,
-            flow_id=flow_id,
-            flow_version=known.version,
-            lifecycle=_PENDING,
-            created_at=now,
-            deadline=run_deadline(deadline if deadline is not None else known.deadline, now),
-            options={
-                "entrypoint": entrypoint,
-                "flow_digest": self._catalog.digest(flow_id),
-                "flows": self._catalog.children(flow_id),
-            },
+        return new_run(
+            self.flow(flow_id),
+            self._catalog.digest(flow_id),
+            self._catalog.children(flow_id),
+            self.clock.now(),
+            input or {},
+            deadline,
+            run_id,
+            entrypoint,
         )
-        return run, {k: stored_form(v) for k, v in copy_state(input or {}).items()}
 
     async def _launch(self, run: RunRecord, state: dict[str, Any], entrypoint: str | None) -> None:
         """Store the new run and start its executor (a client leaves it to a worker)."""
@@ -718,6 +721,24 @@ class Engine:
         if self.max_runs is not None:
             self._wake_sweeper()  # (room for another run)
 
+    def _let_go(self, ex: object) -> None:
+        """The run is quiescent: nothing of it stays in memory."""
+        if isinstance(ex, RunExecutor):
+            self._presence.let_go(ex.run)
+        self._forget(ex)
+
+    def _forget_ended(self, ex: object) -> None:
+        """The run has ended: this engine stops holding it."""
+        if isinstance(ex, RunExecutor) and self._runs.get(ex.run.id) is ex:
+            self._presence.ended(ex.run)
+        self._forget(ex)
+
+    def _settled(self, result: RunResult) -> None:
+        self._waiters.settled(result)
+        self._presence.changed.set()
+        if self.max_runs is not None:
+            self._wake_sweeper()  # (a run held parked takes no room)
+
     def _unavailable(self, ex: object, error: Exception) -> None:
         """The store kept failing under this executor: drop it and tell who waits on its run."""
         self._discard(ex)
@@ -763,123 +784,8 @@ class Engine:
 
     async def _hook_failed(self, hook: Hook, event: EventRecord, exc: Exception) -> None:
         """Record a hook's failure in the run's history (it is not delivered to hooks)."""
-        failed = event_record(
-            HookFailed(
-                hook=getattr(hook, "__qualname__", repr(hook)),
-                event=event.kind,
-                error=f"{type(exc).__name__}: {bound_message(redacted(str(exc), self.redact))}",
-            ),
-            event.run_id,
-            self.clock.now(),
-            placement=event.placement,
-            attempt=event.attempt,
-            token_id=event.token_id,
-        )
+        failed = hook_failure(hook, event, exc, self.clock.now(), self.redact)
         await commit_step(self.store, Commit(event.run_id, events=[failed]), self.clock)
-
-
-class _EngineHost:
-    """What the engine gives each of its run executors (see :class:`RunHost`)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-
-    @property
-    def store(self) -> Store:
-        return self._engine.store
-
-    @property
-    def clock(self) -> Clock:
-        return self._engine.clock
-
-    @property
-    def random(self) -> random.Random | None:
-        return self._engine.random
-
-    @property
-    def threads(self) -> Executor:
-        return self._engine.threads
-
-    @property
-    def thread_slots(self) -> ThreadSlots:
-        return self._engine._thread_slots
-
-    @property
-    def output_contracts(self) -> OutputContracts | None:
-        return self._engine._contracts
-
-    @property
-    def executes(self) -> bool:
-        return self._engine.executes
-
-    @property
-    def max_value_bytes(self) -> int | None:
-        return self._engine.max_value_bytes
-
-    @property
-    def redact(self) -> Redact | None:
-        return self._engine.redact
-
-    def wake_sweeper(self, when: datetime | None = None) -> None:
-        self._engine._wake_sweeper(when)
-
-    def publish(self, events: Sequence[EventRecord]) -> None:
-        self._engine._hooks.publish(events)
-
-    async def start_child(
-        self,
-        parent: RunRecord,
-        flow_id: str,
-        state: dict[str, Any],
-        scope: CancelScope,
-        token: TokenRecord | None,
-        item: Any,
-        run_id: str,
-    ) -> StartedChild:
-        return await self._engine._children.start(
-            parent, flow_id, state, scope, token, item, run_id
-        )
-
-    async def cancel_children(self, run_ids: Sequence[str], reason: str) -> None:
-        for run_id in run_ids:
-            # (Never started, or the store is down: its own deadline, or an operator, ends it.)
-            with contextlib.suppress(UnknownRunError, StoreError, EngineError):
-                # (Recorded for its holder when it is not held here: not waited for.)
-                await self._engine.cancel(run_id, reason, wait=0)
-
-    def let_go(self, executor: object) -> None:
-        if isinstance(executor, RunExecutor):
-            self._engine._presence.let_go(executor.run)
-        self._engine._forget(executor)
-
-    def discard(self, executor: object) -> None:
-        self._engine._discard(executor)
-
-    def defer(self, executor: object, delay: timedelta) -> None:
-        self._engine._defer(executor, delay)
-
-    def forget(self, executor: object) -> None:
-        if (
-            isinstance(executor, RunExecutor)
-            and self._engine._runs.get(executor.run.id) is executor
-        ):
-            self._engine._presence.ended(executor.run)
-        self._engine._forget(executor)
-
-    def unavailable(self, executor: object, error: Exception) -> None:
-        self._engine._unavailable(executor, error)
-
-    def settled(self, result: RunResult) -> None:
-        self._engine._waiters.settled(result)
-        self._engine._presence.changed.set()
-        if self._engine.max_runs is not None:
-            self._engine._wake_sweeper()  # (a run held parked takes no room)
-
-    def ended(self, result: RunResult) -> None:
-        self._engine._waiters.ended(result)
-
-
-_PENDING = Lifecycle.PENDING.value
 
 
 def _consume(task: asyncio.Task[Any]) -> None:

@@ -49,9 +49,9 @@ from flowtide.store.base import (
     UnknownRunError,
     UnknownStoredFlow,
     WorkerRecord,
-    lineage_of,
 )
 from flowtide.store.jsonvalues import decode_json, encode_json, encode_state
+from flowtide.store.records import lineage_of
 from flowtide.store.workers import with_texts, worker_texts
 
 __all__ = ["MemoryStore"]

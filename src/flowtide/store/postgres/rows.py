@@ -24,9 +24,9 @@ from flowtide.store.base import (
     SignalAnswer,
     TokenRecord,
     TokenStatus,
-    lineage_of,
 )
 from flowtide.store.jsonvalues import decode_json, encode_json, encode_state
+from flowtide.store.records import lineage_of
 
 __all__ = [
     "Params",
