@@ -44,13 +44,20 @@ def test_migrations_run_in_order_once_each(package: Path) -> None:
     (package / "0001_initial.sql").write_text("CREATE TABLE t (x);")
     (package / "notes.txt").write_text("not a migration")
     assert [(m.version, m.name) for m in load_migrations("sqlpkg")] == [(1, "initial"), (2, "more")]
-    (package / "0004_later.sql").write_text("SELECT 1;")
+    (package / "0003_later.sql").write_text("SELECT 1;")
     found = load_migrations("sqlpkg")
-    assert [m.version for m in found] == [1, 2, 4]
-    assert [m.version for m in unapplied(found, 2)] == [4]
-    assert unapplied(found, 4) == []
-    (package / "0004_again.sql").write_text("SELECT 2;")
-    with pytest.raises(ValueError, match="two migrations 0004"):
+    assert [m.version for m in found] == [1, 2, 3]
+    assert [m.version for m in unapplied(found, 1)] == [2, 3]
+    assert unapplied(found, 3) == []
+    (package / "0003_again.sql").write_text("SELECT 2;")
+    with pytest.raises(ValueError, match="two migrations 0003"):
+        load_migrations("sqlpkg")
+
+
+def test_a_missing_version_is_refused(package: Path) -> None:
+    (package / "0001_initial.sql").write_text("CREATE TABLE t (x);")
+    (package / "0003_later.sql").write_text("SELECT 1;")
+    with pytest.raises(ValueError, match="migration 0002 is missing"):
         load_migrations("sqlpkg")
 
 

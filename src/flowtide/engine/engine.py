@@ -169,23 +169,7 @@ class Engine:
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
         self._waiters = RunWaiters()
         self._hooks = HookDelivery(self.hooks, self._hook_failed)
-        self._host = EngineHost(
-            self,
-            Bookkeeping(
-                thread_slots=self._thread_slots,
-                output_contracts=self._contracts,
-                wake_sweeper=self._wake_sweeper,
-                publish=self._hooks.publish,
-                start_child=self._children.start,
-                let_go=self._let_go,
-                discard=self._discard,
-                defer=self._defer,
-                forget=self._forget_ended,
-                unavailable=self._unavailable,
-                settled=self._settled,
-                ended=self._waiters.ended,
-            ),
-        )
+        self._host = EngineHost(self, self._bookkeeping())
         self._signaller = Signaller(
             self, held=self._runs.get, discard=self._discard, take=self._take_unheld
         )
@@ -720,6 +704,23 @@ class Engine:
         self._presence.changed.set()
         if self.max_runs is not None:
             self._wake_sweeper()  # (room for another run)
+
+    def _bookkeeping(self) -> Bookkeeping:
+        """What this engine does when one of its executors tells it something."""
+        return Bookkeeping(
+            thread_slots=self._thread_slots,
+            output_contracts=self._contracts,
+            wake_sweeper=self._wake_sweeper,
+            publish=self._hooks.publish,
+            start_child=self._children.start,
+            let_go=self._let_go,
+            discard=self._discard,
+            defer=self._defer,
+            forget=self._forget_ended,
+            unavailable=self._unavailable,
+            settled=self._settled,
+            ended=self._waiters.ended,
+        )
 
     def _let_go(self, ex: object) -> None:
         """The run is quiescent: nothing of it stays in memory."""

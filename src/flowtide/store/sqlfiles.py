@@ -8,8 +8,8 @@ saying what it does)::
     SELECT ... FROM runs WHERE id = :id;
 
 A migrations folder holds one file per schema version, ``NNNN_what_it_does.sql``, applied in
-order; the highest number is the version the code writes. (Numbers may skip: a version is
-taken by the change that added it, whichever is finished first.)
+order; the highest number is the version the code writes. Versions run 1, 2, 3, ... with no gap
+and none twice: a missing file would otherwise leave every database without its change.
 """
 
 from __future__ import annotations
@@ -50,20 +50,20 @@ class Migration:
 
 
 def load_migrations(package: str) -> list[Migration]:
-    """The migrations in ``package`` (a folder of ``NNNN_name.sql`` files), by version, starting
-    at 1; no version twice. (A number may be skipped: migrations written side by side take the
-    numbers they were given, and a database records each version it applied.)"""
+    """The migrations in ``package`` (a folder of ``NNNN_name.sql`` files), by version: 1, 2,
+    3, ... with no gap and no version twice."""
     found = []
     for entry in resources.files(package).iterdir():
         match = _MIGRATION.match(entry.name)
         if match is not None:
             found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
-    if found and found[0].version != 1:
-        raise ValueError(f"{package}: migration 0001 is missing")
     for before, migration in itertools.pairwise(found):
         if migration.version == before.version:
             raise ValueError(f"{package}: two migrations {migration.version:04d}")
+    for expected, migration in enumerate(found, 1):
+        if migration.version != expected:
+            raise ValueError(f"{package}: migration {expected:04d} is missing")
     return found
 
 
