@@ -28,7 +28,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CHECKOUT = ROOT / "examples" / "checkout-node-anchor.yaml"
 DISPATCHER = ROOT / "examples" / "support-dispatcher.jsonld"
 TO_A_HUMAN = '{"message": "I want to talk to a human", "modelLatency": 0}'
-READ_ONLY = (["runs"], ["show", "x"], ["status", "x"], ["history", "x"], ["explain", "x"])
+READ_ONLY = (
+    ["runs"],
+    ["show", "x"],
+    ["status", "x"],
+    ["history", "x"],
+    ["explain", "x"],
+    ["workers"],
+    ["flows"],
+)
 
 
 def invoke(*args: str, code: int = ExitCode.OK) -> Result:

@@ -25,7 +25,8 @@ def version_two(tmp_path: Path) -> Path:
 
 def test_documents_are_registered_and_listed(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'runs.db'}"
-    assert cli("flows", "--store", store) == []
+    missing = runner.invoke(app, ["flows", "--store", store])  # (a read: nothing is created)
+    assert missing.exit_code == ExitCode.BAD_INPUT and not (tmp_path / "runs.db").exists()
     done = cli("flows", "register", str(CHECKOUT), str(ESCALATION), "--store", store)
     assert [(d["flow"], d["version"], d["new"]) for d in done] == [
         (FLOW, "1", True),

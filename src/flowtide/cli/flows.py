@@ -20,7 +20,7 @@ from flowtide.cli.common import (
     print_problems,
 )
 from flowtide.cli.loading import load_files
-from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, emit_json, opened
+from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, emit_json, opened, print_table
 from flowtide.client.registration import register_flows, stored_catalog
 from flowtide.client.results import RegisteredFlow
 from flowtide.clock import SystemClock
@@ -71,11 +71,11 @@ def flows(
             str(v.runs),
             "latest" if v.latest else "",
         )
-    out.print(table)
+    print_table(table)
 
 
 async def _versions(url: str) -> list[StoredFlowVersion]:
-    store = await opened(url)
+    store = await opened(url, create=False)
     try:
         return list(await store.flow_versions())
     finally:

@@ -11,7 +11,15 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from flowtide.cli.common import guarded, out
-from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, emit_json, opened, relative
+from flowtide.cli.stores import (
+    DEFAULT,
+    JsonOption,
+    StoreOption,
+    emit_json,
+    opened,
+    print_table,
+    relative,
+)
 from flowtide.engine.heartbeat import STALE_AFTER, is_live
 from flowtide.store.base import WorkerRecord
 
@@ -57,11 +65,11 @@ def workers(
             str(w.runs_held),
             escape(", ".join(w.nodes) or "-"),
         )
-    out.print(table)
+    print_table(table)
 
 
 async def _workers(url: str) -> list[WorkerRecord]:
-    store = await opened(url)
+    store = await opened(url, create=False)
     try:
         return list(await store.workers())
     finally:
