@@ -19,7 +19,22 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["Migration", "load_migrations", "load_queries", "unapplied"]
+__all__ = ["PRUNED_TABLES", "Migration", "load_migrations", "load_queries", "unapplied"]
+
+PRUNED_TABLES = (
+    "state",
+    "tokens",
+    "history",
+    "due",
+    "anchors",
+    "parks",
+    "signal_answers",
+    "signal_requests",
+    "scatter_items",
+    "runs",
+)
+"""The tables a run's rows are kept in, in the order a pruned run is deleted from them (its run
+last: the others refer to it); each SQL store names a ``prune_<table>`` query for each."""
 
 _NAME = re.compile(r"^--\s*name:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$", re.MULTILINE)
 _MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")

@@ -73,24 +73,12 @@ from flowtide.store.postgres.rows import (
 )
 from flowtide.store.postgres.schema import migrate
 from flowtide.store.postgres.workers import WORKER_QUERIES, worker_of_row, worker_params
+from flowtide.store.sqlfiles import PRUNED_TABLES
 
 __all__ = ["PostgresStore"]
 
 _ENDED = sorted(ENDED_LIFECYCLES)
 _RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
-_PRUNED_TABLES = (
-    "state",
-    "tokens",
-    "history",
-    "due",
-    "anchors",
-    "parks",
-    "signal_answers",
-    "signal_requests",
-    "scatter_items",
-    "runs",
-)
-"""What a pruned run is deleted from (``prune_<table>``), the runs last."""
 _CONNECT_TIMEOUT = 10
 """Seconds to wait for a connection, unless the URL says (``connect_timeout``)."""
 _OPEN = frozenset({TransactionStatus.INTRANS, TransactionStatus.INERROR})
@@ -456,7 +444,7 @@ class PostgresStore(Store):
             locked = await conn.execute(Q["lock_pruned"], {"ids": [row[0] for row in found]})
             ids = {"ids": [str(row[0]) for row in await locked.fetchall()]}
             if ids["ids"]:
-                for table in _PRUNED_TABLES:
+                for table in PRUNED_TABLES:
                     await conn.execute(Q[f"prune_{table}"], ids)
         return ids["ids"]
 

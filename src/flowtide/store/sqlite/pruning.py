@@ -6,23 +6,10 @@ import json
 import sqlite3
 
 from flowtide.store.base import prefix_end
+from flowtide.store.sqlfiles import PRUNED_TABLES
 from flowtide.store.sqlite.sql import QUERIES
 
-__all__ = ["PRUNED_TABLES", "prunable_runs", "prune_runs", "run_ids"]
-
-PRUNED_TABLES = (
-    "state",
-    "tokens",
-    "history",
-    "due",
-    "anchors",
-    "parks",
-    "signal_answers",
-    "signal_requests",
-    "scatter_items",
-    "runs",
-)
-"""What a pruned run is deleted from (``prune_<table>``), the runs last."""
+__all__ = ["prunable_runs", "prune_runs", "run_ids"]
 
 
 def run_ids(conn: sqlite3.Connection, prefix: str, limit: int) -> list[str]:
