@@ -43,7 +43,8 @@ def stop(process: subprocess.Popen[bytes], log: Path) -> None:
 def test_a_run_no_live_worker_can_drive_says_which_node_it_waits_for(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     log = tmp_path / "worker.log"
-    assert cli("workers", "--store", store) == []
+    missing = runner.invoke(app, ["workers", "--store", store])  # (a read: nothing is created)
+    assert missing.exit_code == 2 and not (tmp_path / "runs.db").exists()
     lacking = worker(store, log)  # (no --nodes)
     try:
         notes = tmp_path / "notes.log"
