@@ -1,0 +1,209 @@
+"""What-if on runs an engine recorded on a virtual clock: payments that park and are answered
+at various delays, played again with edited settings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowtide.authoring.nodes import NodeRegistry, node
+from flowtide.clock import VirtualClock
+from flowtide.documents import load_flow
+from flowtide.engine import Engine, NodeContext, Park
+from flowtide.errors import FlowValidationError
+from flowtide.model.flow import Flow
+from flowtide.simulation.edits import bumped_version, register_edited
+from flowtide.simulation.whatif import whatif
+from flowtide.store import MemoryStore, SQLiteStore
+from flowtide.store.base import Store
+
+PAYMENTS = """
+id: urn:test:flow:payments
+version: "3"
+entrypoints: {main: collect-payment}
+placements:
+  - id: collect-payment
+    kind: task
+    node: urn:test:node:collect
+    settings: {timeout: PT10M}
+    routes: {paid: done, timeout: expired, remind: noted}
+  - {id: done, kind: terminal, outcome: paid}
+  - {id: expired, kind: terminal, outcome: expired}
+  - {id: noted, kind: terminal, outcome: reminded}
+"""
+
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+DELAYS = [2, 4, 6, 7, 9]
+"""Minutes after its start that each recorded run's payment came."""
+
+
+@node(id="urn:test:node:collect", outputs=["paid", "remind"], parks=True, register=False)
+async def collect(ctx: NodeContext) -> Any:
+    return Park(key=f"pay-{ctx.run_id}")
+
+
+def nodes() -> NodeRegistry:
+    found = NodeRegistry()
+    found.register(collect)
+    return found
+
+
+def payments() -> Flow:
+    return load_flow(PAYMENTS, format="yaml", registry=nodes())
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """A store each test opens (``async with store``)."""
+    return MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "r.db")
+
+
+async def record(store: Store, delays: Sequence[int | None]) -> list[str]:
+    """One run per delay, each started an hour after the last, paid ``delay`` minutes after
+    its start (None: never paid)."""
+    clock = VirtualClock(START)
+    ids = []
+    try:
+        async with Engine(store=store, clock=clock, flows=[payments()], registry=nodes()) as e:
+            for n, delay in enumerate(delays):
+                handle = await e.start("urn:test:flow:payments", {"n": n}, run_id=f"run{n:02d}")
+                ids.append(handle.run_id)
+                await clock.settle()
+                if delay is not None:
+                    await clock.advance(timedelta(minutes=delay))
+                    await e.signal(key=f"pay-{handle.run_id}", output="paid", payload={"ok": n})
+                await clock.advance(timedelta(hours=1) - timedelta(minutes=delay or 0))
+                assert handle.done
+    finally:
+        await clock.aclose()
+    return ids
+
+
+async def test_a_shorter_timeout_expires_exactly_the_runs_paid_after_it(store: Store) -> None:
+    async with store:
+        ids = await record(store, DELAYS)
+        report = await whatif(store, "urn:test:flow:payments", {"collect-payment.timeout": "PT5M"})
+        assert report.compared == tuple(ids)
+        assert report.unreproduced == () and report.skipped == ()
+        (change,) = report.placements
+        assert change.placement == "collect-payment"
+        assert change.would_expire == ("run02", "run03", "run04")
+        assert change.no_longer_expire == ()
+        assert change.summary() == (
+            "collect-payment: 3 of the last 5 runs would have expired (runs run02, run03, run04)"
+        )
+        assert [o.run_id for o in report.outcomes] == ["run02", "run03", "run04"]
+        assert report.outcomes[0].before == "completed 'paid' after 6:00"
+        assert report.outcomes[0].after == "completed 'expired' after 5:00"
+        assert report.to_json()["placements"][0]["would_expire"] == ["run02", "run03", "run04"]
+
+
+async def test_only_the_last_runs_are_played(store: Store) -> None:
+    async with store:
+        await record(store, DELAYS)
+        report = await whatif(
+            store, "urn:test:flow:payments", {"collect-payment.timeout": "PT5M"}, 2
+        )
+        assert report.compared == ("run03", "run04")
+        assert report.placements[0].summary().startswith("collect-payment: 2 of the last 2 runs")
+
+
+async def test_a_longer_timeout_saves_a_run_that_expired_only_if_removed(store: Store) -> None:
+    async with store:
+        await record(store, [3, None])
+        longer = await whatif(store, "urn:test:flow:payments", {"collect-payment.timeout": "PT20M"})
+        assert longer.placements[0].no_longer_expire == ()  # no payment came: it expires later
+        assert [o.after for o in longer.outcomes] == ["completed 'expired' after 20:00"]
+        unset = await whatif(store, "urn:test:flow:payments", {"collect-payment.timeout": None})
+        assert unset.placements[0].no_longer_expire == ("run01",)
+        assert [o.after for o in unset.outcomes] == ["parked, not ended"]
+
+
+async def test_a_timer_added_shows_reminders(store: Store) -> None:
+    async with store:
+        await record(store, DELAYS)
+        timers = [{"after": "PT5M", "output": "remind"}]
+        report = await whatif(store, "urn:test:flow:payments", {"collect-payment.timers": timers})
+        (change,) = report.placements
+        assert (change.reminders_before, change.reminders_after) == (0, 3)
+        assert change.summary() == "collect-payment: 3 reminders more"
+        assert report.outcomes == ()  # the reminder's branch ends; the payment still decides
+
+
+async def test_a_run_that_does_not_reproduce_is_reported(store: Store) -> None:
+    async with store:
+        ids = await record(store, [2, 4])
+        # The record says the first run ended otherwise than its history plays.
+        run = await store.get_run(ids[0])
+        events = list(await store.history(ids[0]))
+        finished = events[-1]
+        assert finished.kind == "run_finished"
+        finished.data["outcome"] = "refunded"
+        original = store.history
+
+        async def tampered(run_id: str, after: int = 0) -> Sequence[Any]:
+            return events if run_id == run.id else await original(run_id, after)
+
+        store.history = tampered  # type: ignore[method-assign]
+        report = await whatif(store, "urn:test:flow:payments", {"collect-payment.timeout": "PT3M"})
+        assert report.compared == (ids[1],)
+        (odd,) = report.unreproduced
+        assert odd.run_id == ids[0]
+        assert odd.recorded == "completed 'refunded' after 2:00"
+        assert odd.replayed == "completed 'paid' after 2:00"
+        assert any("did not reproduce" in line for line in report.lines())
+
+
+@pytest.mark.parametrize(
+    ("edits", "said"),
+    [
+        ({"collect-payment.timeout": "soon"}, "collect-payment.timeout: "),
+        ({"collect-payment.timeout": "-PT1M"}, "collect-payment.timeout: "),
+        ({"collect-payment.colour": 1}, "collect-payment.colour: no setting 'colour'"),
+        ({"pay.timeout": "PT1M"}, "pay.timeout: urn:test:flow:payments has no placement 'pay'"),
+        ({"done.timeout": "PT1M"}, "done.timeout: placement 'done' is a terminal"),
+        ({"timeout": "PT1M"}, "an edit is named PLACEMENT.SETTING"),
+        ({"collect-payment.timers": [{"after": "PT1M"}]}, "collect-payment.timers.0.output"),
+    ],
+)
+async def test_bad_edits_are_refused_naming_placement_and_setting(
+    store: Store, edits: dict[str, Any], said: str
+) -> None:
+    async with store:
+        await record(store, [2])
+        with pytest.raises(FlowValidationError) as refused:
+            await whatif(store, "urn:test:flow:payments", edits)
+        assert said in str(refused.value)
+
+
+async def test_an_edit_the_flow_cannot_hold_is_refused() -> None:
+    store = MemoryStore()
+    await record(store, [2])
+    timers = [{"after": "PT5M", "output": "escalate"}]  # an output nothing routes
+    with pytest.raises(FlowValidationError, match="edited flow is not valid"):
+        await whatif(store, "urn:test:flow:payments", {"collect-payment.timers": timers})
+
+
+async def test_register_edited_makes_a_new_version_new_runs_use(store: Store) -> None:
+    async with store:
+        await record(store, [2])
+        done = await register_edited(
+            store, "urn:test:flow:payments", {"collect-payment.timeout": 60_000}
+        )
+        assert (done.version, done.new) == ("4", True)
+        latest = await store.latest_flow("urn:test:flow:payments")
+        assert latest.digest == done.digest
+        assert latest.document["placements"][0]["settings"] == {"timeout": "PT1M"}
+        old = await store.get_run("run00")
+        assert old.flow_version == "3"  # a run already started keeps its version
+
+
+def test_version_labels_are_bumped() -> None:
+    assert bumped_version("3") == "4"
+    assert bumped_version("v1.2") == "v1.3"
+    assert bumped_version("beta") == "beta+edit"
+    assert bumped_version("3", ["4"]) == "5"
