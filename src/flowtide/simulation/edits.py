@@ -122,6 +122,7 @@ def _value_problems(placement: str, exc: ValidationError) -> list[Problem]:
         loc = [str(part) for part in err["loc"]]
         name = f"{placement}.{'.'.join(loc)}" if loc else placement
         message = err["msg"].removeprefix("Value error, ")
+        message = re.sub(r" or instance of \w+$", "", message)  # (the Python class: not for users)
         problems.append(Problem(f"{name}: {message}", placement=placement))
     return problems
 

@@ -141,7 +141,8 @@ class PlacementChange:
 
 @dataclass(frozen=True, slots=True)
 class OutcomeChange:
-    """A run that would have ended otherwise with the edits."""
+    """A run that would have ended with another lifecycle or outcome with the edits (or not
+    ended at all)."""
 
     run_id: str
     before: str
@@ -250,6 +251,8 @@ class _Tally:
     reminders: Mapping[str, int]
     retries: Mapping[str, int]
     end: str
+    outcome: tuple[str, str | None, bool]
+    """Lifecycle, outcome, ended: what an outcome change compares (not when it ended)."""
 
 
 def _tally(timeline: Timeline) -> _Tally:
@@ -269,7 +272,9 @@ def _tally(timeline: Timeline) -> _Tally:
             and not m.data.get("interrupting")
         ):
             reminders[m.placement] = reminders.get(m.placement, 0) + 1
-    return _Tally(frozenset(timed_out), reminders, retries, _end_words(timeline))
+    r = timeline.result
+    outcome = (r.lifecycle.value, r.outcome, r.ended_at is not None)
+    return _Tally(frozenset(timed_out), reminders, retries, _end_words(timeline), outcome)
 
 
 def _end_words(timeline: Timeline) -> str:
@@ -382,7 +387,7 @@ class _Played:
         self.compared.append(run.id)
         self.before[run.id] = _tally(before)
         self.after[run.id] = tally = _tally(after)
-        if tally.end != self.before[run.id].end:
+        if tally.outcome != self.before[run.id].outcome:
             self.outcomes.append(OutcomeChange(run.id, self.before[run.id].end, tally.end))
 
     def placements(self) -> list[str]:
