@@ -207,3 +207,88 @@ def test_version_labels_are_bumped() -> None:
     assert bumped_version("v1.2") == "v1.3"
     assert bumped_version("beta") == "beta+edit"
     assert bumped_version("3", ["4"]) == "5"
+
+
+CHARGES = """
+id: urn:test:flow:charges
+entrypoints: {main: charge}
+placements:
+  - id: charge
+    kind: task
+    node: urn:test:node:flaky
+    settings: {retry: {max_attempts: 3, backoff: fixed, initial: PT10S}}
+    routes: {paid: done}
+  - {id: done, kind: terminal, outcome: paid}
+"""
+
+
+@node(id="urn:test:node:flaky", outputs=["paid"], register=False)
+async def flaky(ctx: NodeContext) -> str:
+    """Fails as many first attempts as the input says."""
+    if ctx.attempt <= int(ctx.state["fails"]):
+        raise ConnectionError("gateway down")
+    return "paid"
+
+
+async def record_charges(store: Store, fails: Sequence[int], cancelled: bool = False) -> None:
+    registry = NodeRegistry()
+    registry.register(flaky)
+    registry.register(collect)
+    charges = load_flow(CHARGES, format="yaml", registry=registry)
+    clock = VirtualClock(START)
+    try:
+        async with Engine(
+            store=store, clock=clock, flows=[charges, payments()], registry=registry
+        ) as e:
+            for n, count in enumerate(fails):
+                handle = await e.start(charges.id, {"fails": count}, run_id=f"charge{n}")
+                await clock.advance(timedelta(hours=1))
+                assert handle.done
+            if cancelled:
+                parked = await e.start("urn:test:flow:payments", {}, run_id="dropped")
+                await clock.settle()
+                await e.cancel(parked.run_id, "changed my mind")
+                await clock.settle()
+    finally:
+        await clock.aclose()
+
+
+async def test_fewer_attempts_mean_fewer_retries_and_a_failed_run(store: Store) -> None:
+    async with store:
+        await record_charges(store, [0, 1, 2])
+        retry = {"max_attempts": 2, "backoff": "fixed", "initial": "PT10S"}
+        report = await whatif(store, "urn:test:flow:charges", {"charge.retry": retry})
+        assert report.compared == ("charge0", "charge1", "charge2")
+        (change,) = report.placements
+        assert (change.retries_before, change.retries_after) == (3, 2)
+        assert change.summary() == "charge: 1 retry fewer"
+        (changed,) = report.outcomes
+        assert changed.run_id == "charge2"
+        assert changed.before == "completed 'paid' after 0:20"
+        assert changed.after == "failed after 0:10"
+        more = await whatif(store, "urn:test:flow:charges", {"charge.retry": None})
+        assert more.placements[0].summary() == "charge: 3 retries fewer"
+
+
+async def test_runs_of_other_versions_and_cancelled_runs_are_left_out_and_counted() -> None:
+    store = MemoryStore()
+    async with store:
+        await record(store, [2, 8])
+        await record_charges(store, [], cancelled=True)
+        await register_edited(store, "urn:test:flow:payments", {"collect-payment.timeout": "PT9M"})
+        on_new = await whatif(store, "urn:test:flow:payments", {"collect-payment.timeout": "PT5M"})
+        assert (on_new.version, on_new.taken, on_new.other_versions) == ("4", 0, 3)
+        assert on_new.placements[0].summary() == "collect-payment: no change over the last 0 runs"
+        assert "3 run(s) of earlier versions of the flow left out (only version 4 is played)" in (
+            on_new.lines()
+        )
+
+    store = MemoryStore()
+    async with store:
+        await record(store, [2])
+        await record_charges(store, [], cancelled=True)
+        report = await whatif(store, "urn:test:flow:payments", {"collect-payment.timeout": "PT1M"})
+        assert report.compared == ("run00",)
+        (skipped,) = report.skipped
+        assert skipped.run_id == "dropped"
+        assert skipped.reason == "it was cancelled (a cancel is not played again)"

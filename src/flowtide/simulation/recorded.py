@@ -99,6 +99,9 @@ def script_of_run(
     mine = sorted((e for e in events if e.run_id == run.id), key=lambda e: e.seq)
     start = _started(mine)
     end = recorded_end(mine)
+    entrypoint = run.options.get("entrypoint")
+    if entrypoint is not None and flow.entrypoints.get(entrypoint) != flow.main_entrypoint:
+        raise NotReplayable(f"it started at entrypoint {entrypoint!r} (only 'main' is played)")
     if end.lifecycle == "cancelled":
         raise NotReplayable("it was cancelled (a cancel is not played again)")
     for e in mine:

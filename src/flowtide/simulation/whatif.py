@@ -23,9 +23,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel
+
 from flowtide.client.registration import stored_catalog
 from flowtide.engine.stored_flows import flow_from_stored
 from flowtide.errors import FlowValidationError
+from flowtide.model.durations import format_duration
 from flowtide.model.flow import Flow
 from flowtide.simulation.edits import apply_edits, parse_edits
 from flowtide.simulation.play import play_script
@@ -230,7 +233,7 @@ class WhatIfReport:
             "flow": self.flow_id,
             "version": self.version,
             "digest": self.digest,
-            "edits": dict(self.edits),
+            "edits": {name: _plain(value) for name, value in self.edits.items()},
             "last": self.last,
             "taken": self.taken,
             "compared": list(self.compared),
@@ -241,6 +244,19 @@ class WhatIfReport:
             "other_versions": self.other_versions,
             "summary": self.lines(),
         }
+
+
+def _plain(value: Any) -> Any:
+    """An edit's value as JSON (a duration given as a ``timedelta``: ISO 8601 text)."""
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
 
 
 @dataclass(frozen=True, slots=True)
