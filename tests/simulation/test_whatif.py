@@ -292,3 +292,53 @@ async def test_runs_of_other_versions_and_cancelled_runs_are_left_out_and_counte
         (skipped,) = report.skipped
         assert skipped.run_id == "dropped"
         assert skipped.reason == "it was cancelled (a cancel is not played again)"
+
+
+ASK = """
+id: urn:test:flow:ask
+entrypoints: {main: ask}
+placements:
+  - id: ask
+    kind: task
+    node: urn:test:node:ask
+    settings: {timeout: PT10M}
+    routes: {approved: done, declined: refused, timeout: expired}
+  - {id: done, kind: terminal, outcome: approved}
+  - {id: refused, kind: terminal, outcome: declined}
+  - {id: expired, kind: terminal, outcome: expired}
+"""
+
+
+@node(id="urn:test:node:ask", outputs=["approved", "declined"], parks=True, register=False)
+async def ask(ctx: NodeContext) -> Any:
+    """Parks; run again by a signal, it answers what the signal's payload says."""
+    if ctx.signal is None:
+        return Park(key=f"ask-{ctx.run_id}")
+    return "approved" if ctx.signal.get("answer") else "declined"
+
+
+async def test_a_signal_the_node_decides_on_is_played_as_the_nodes_next_attempt() -> None:
+    registry = NodeRegistry()
+    registry.register(ask)
+    flow = load_flow(ASK, format="yaml", registry=registry)
+    store = MemoryStore()
+    clock = VirtualClock(START)
+    async with store:
+        try:
+            async with Engine(store=store, clock=clock, flows=[flow], registry=registry) as e:
+                for n, (minutes, answer) in enumerate([(1, True), (3, False), (8, True)]):
+                    handle = await e.start(flow.id, {}, run_id=f"ask{n}")
+                    await clock.settle()
+                    await clock.advance(timedelta(minutes=minutes))
+                    await e.signal(key=f"ask-ask{n}", payload={"answer": answer})
+                    await clock.advance(timedelta(hours=1))
+                    assert handle.done
+        finally:
+            await clock.aclose()
+        report = await whatif(store, flow.id, {"ask.timeout": "PT2M"})
+    assert report.unreproduced == () and report.skipped == ()
+    assert report.placements[0].would_expire == ("ask1", "ask2")
+    assert [(o.before, o.after) for o in report.outcomes] == [
+        ("completed 'declined' after 3:00", "completed 'expired' after 2:00"),
+        ("completed 'approved' after 8:00", "completed 'expired' after 2:00"),
+    ]
