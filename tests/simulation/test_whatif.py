@@ -342,3 +342,26 @@ async def test_a_signal_the_node_decides_on_is_played_as_the_nodes_next_attempt(
         ("completed 'declined' after 3:00", "completed 'expired' after 2:00"),
         ("completed 'approved' after 8:00", "completed 'expired' after 2:00"),
     ]
+
+
+async def test_a_run_whose_state_a_script_cannot_carry_is_left_out_saying_why() -> None:
+    store = MemoryStore()
+    async with store:
+        await record(store, [2, 3])
+        original = store.get_state
+
+        async def too_deep(run_id: str) -> dict[str, Any]:
+            if run_id != "run00":
+                return await original(run_id)
+            deep: Any = 1
+            for _ in range(200):
+                deep = [deep]
+            return {"deep": deep}
+
+        store.get_state = too_deep  # type: ignore[method-assign]
+        report = await whatif(store, "urn:test:flow:payments", {"collect-payment.timeout": "PT1M"})
+    assert report.compared == ("run01",)
+    (skipped,) = report.skipped
+    assert skipped.run_id == "run00"
+    assert skipped.reason.startswith("its record cannot be played: ")
+    assert "levels deep" in skipped.reason

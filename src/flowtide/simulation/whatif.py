@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from flowtide.client.registration import stored_catalog
 from flowtide.engine.stored_flows import flow_from_stored
@@ -395,6 +395,10 @@ class _Played:
             return
         except FlowValidationError as exc:
             reason = "; ".join(p.message for p in exc.problems)
+            self.skipped.append(Skipped(run.id, f"its record cannot be played: {reason}"))
+            return
+        except ValidationError as exc:  # (a state or payload a script cannot carry)
+            reason = "; ".join(err["msg"] for err in exc.errors())
             self.skipped.append(Skipped(run.id, f"its record cannot be played: {reason}"))
             return
         if not _reproduces(before, end.lifecycle, end.outcome, end.after):
