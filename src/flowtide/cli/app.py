@@ -18,6 +18,7 @@ from flowtide.cli.runs import explain, history, runs, show
 from flowtide.cli.schema import schema_app
 from flowtide.cli.simulate import simulate
 from flowtide.cli.validate import validate
+from flowtide.cli.whatif import whatif
 from flowtide.cli.worker import worker
 from flowtide.cli.workers import workers
 
@@ -69,6 +70,7 @@ app.command("history", epilog=EXIT_CODES_HELP)(history)
 app.command("explain", epilog=EXIT_CODES_HELP)(explain)
 app.command("prune", epilog=EXIT_CODES_HELP)(prune)
 app.command("simulate", epilog=EXIT_CODES_HELP)(simulate)
+app.command("whatif", epilog=EXIT_CODES_HELP)(whatif)
 app.command("demo", epilog=EXIT_CODES_HELP)(demo)
 app.add_typer(flows_app)
 app.add_typer(schema_app)

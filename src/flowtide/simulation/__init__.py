@@ -10,8 +10,13 @@ setting came from), and the result.
 Hours of a flow play in milliseconds.
 
 ``flowtide simulate FILE --script SCRIPT`` prints a timeline.
+
+:func:`whatif` plays a flow's recorded runs again with edited node settings and tells what would
+have changed (``flowtide whatif``); :func:`register_edited` keeps the edited flow as a new
+version.
 """
 
+from flowtide.simulation.edits import register_edited
 from flowtide.simulation.play import MAX_TIMERS, play_script, resolver
 from flowtide.simulation.script import (
     DEFAULT_RUN_ID,
@@ -27,9 +32,19 @@ from flowtide.simulation.script import (
 )
 from flowtide.simulation.scripted import ScriptedFailure, ScriptedNodes, ScriptUsedUp
 from flowtide.simulation.timeline import Moment, Result, SignalSent, Timeline, Window
+from flowtide.simulation.whatif import (
+    DEFAULT_LAST,
+    OutcomeChange,
+    PlacementChange,
+    Skipped,
+    Unreproduced,
+    WhatIfReport,
+    whatif,
+)
 from flowtide.simulation.words import Narrator, anchor_words, compact_json
 
 __all__ = [
+    "DEFAULT_LAST",
     "DEFAULT_RUN_ID",
     "DEFAULT_START",
     "DEFAULT_UNTIL",
@@ -37,7 +52,9 @@ __all__ = [
     "Moment",
     "Narrator",
     "NodeStep",
+    "OutcomeChange",
     "ParkStep",
+    "PlacementChange",
     "Result",
     "Script",
     "ScriptUsedUp",
@@ -45,7 +62,10 @@ __all__ = [
     "ScriptedNodes",
     "ScriptedSignal",
     "SignalSent",
+    "Skipped",
     "Timeline",
+    "Unreproduced",
+    "WhatIfReport",
     "Window",
     "anchor_words",
     "check_script",
@@ -53,5 +73,7 @@ __all__ = [
     "load_script",
     "parse_script",
     "play_script",
+    "register_edited",
     "resolver",
+    "whatif",
 ]

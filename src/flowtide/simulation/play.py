@@ -68,6 +68,10 @@ def resolver(registry: NodeRegistry | None = None) -> Resolve:
     return resolve
 
 
+def _no_code(ref: str) -> NodeImplementation | None:
+    return None
+
+
 async def play_script(
     script: Script,
     flow: Flow,
@@ -75,19 +79,22 @@ async def play_script(
     others: Sequence[Flow] = (),
     registry: NodeRegistry | None = None,
     source: str | None = None,
+    run_code: bool = True,
 ) -> Timeline:
     """Play ``script`` on ``flow`` (``others``: the flows its subflows and scatters run;
-    ``registry``: the real node implementations). Raises
+    ``registry``: the real node implementations; ``run_code=False``: no node code runs at all,
+    a placement whose steps are used up fails with :class:`ScriptUsedUp`). Raises
     :class:`~flowtide.errors.FlowValidationError` when the script does not fit the flows
     (``source`` names the script in its problems)."""
-    scripted = ScriptedNodes(script.nodes, [flow, *others], resolver(registry))
+    resolve = resolver(registry) if run_code else _no_code
+    scripted = ScriptedNodes(script.nodes, [flow, *others], resolve)
     check_script(script, flow, others, scripted.outputs, source)
     clock = VirtualClock(script.start)
     recorder = _Recorder()
     engine = Engine(
         clock=clock,
         flows=[flow, *others],
-        registry=scripted.registry(registry),
+        registry=scripted.registry(registry if run_code else None),
         hooks=[recorder],
         # A lease outlives the play: no renewal ticks on the clock.
         lease_ttl=3 * script.until + timedelta(days=1),
