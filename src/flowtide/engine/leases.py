@@ -98,7 +98,8 @@ class LeaseRenewer:
         while self._holding():
             await self._clock.sleep(self._ttl / 3)
             try:
-                renewed = await self._store.renew_leases(self._owner, self._clock.now() + self._ttl)
+                now = self._clock.now()
+                renewed = await self._store.renew_leases(self._owner, now + self._ttl, now=now)
             except StoreError as exc:
                 log.warning("cannot renew leases: %s", exc)
                 continue

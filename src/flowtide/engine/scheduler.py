@@ -168,7 +168,9 @@ class Sweeper:
                 continue
             try:
                 nxt = await self._store.next_wake()
-                if nxt is not None and nxt <= now:
+                # (A store with a clock of its own says what is due by that clock: asked at
+                # every wake, whatever this machine's clock says.)
+                if nxt is not None and (nxt <= now or self._store.own_clock):
                     leases = await self._store.claim_runs(self._owner, now, now + self._ttl, limit)
                     if leases:
                         self._claimed += len(leases)
@@ -176,9 +178,10 @@ class Sweeper:
                         if await self._take(leases, now):
                             await asyncio.sleep(0)
                             continue
-                    # Nothing to do now: the runs due are held by other live workers, or what is
-                    # due of this engine's own is being fired already.
-                    nxt = now + RECHECK
+                    if nxt <= now:
+                        # Nothing to do now: the runs due are held by other live workers, or
+                        # what is due of this engine's own is being fired already.
+                        nxt = now + RECHECK
             except StoreUnusableError as exc:
                 self._stop(exc)
                 return

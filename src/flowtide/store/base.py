@@ -405,7 +405,12 @@ class Store(ABC):
         else holds (no owner, an expired lease, or held by ``owner`` already), earliest wake
         first; each is then held by ``owner`` until ``expires``. A run taken from nobody or from
         an expired lease gets the next epoch; one ``owner`` held already keeps its epoch.
-        Claims that overlap (many workers) never hand one run to two owners."""
+        Claims that overlap (many workers) never hand one run to two owners.
+
+        With :attr:`own_clock`, the store's clock is "now" (whether a wake has come, whether a
+        lease has expired) and each lease runs for ``expires - now`` from it: no machine's
+        clock can take a live run or claim one early. :meth:`acquire_run` and
+        :meth:`renew_leases` likewise."""
 
     @abstractmethod
     async def acquire_run(
@@ -417,9 +422,13 @@ class Store(ABC):
         :class:`UnknownRunError`."""
 
     @abstractmethod
-    async def renew_leases(self, owner: str, expires: datetime) -> Sequence[Lease]:
-        """Extend every lease ``owner`` holds to ``expires``; returns them (a run taken over by
-        another owner is no longer among them)."""
+    async def renew_leases(
+        self, owner: str, expires: datetime, *, now: datetime | None = None
+    ) -> Sequence[Lease]:
+        """Extend every lease ``owner`` holds to ``expires`` (``now``: the caller's instant
+        ``expires`` was reckoned from; with :attr:`own_clock`, each lease then runs for
+        ``expires - now`` from the store's clock); returns them (a run taken over by another
+        owner is no longer among them)."""
 
     @abstractmethod
     async def release_runs(self, owner: str) -> Sequence[str]:

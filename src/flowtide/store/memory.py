@@ -406,7 +406,9 @@ class MemoryStore(Store):
             return None
         return self._take(run_id, owner, expires)
 
-    async def renew_leases(self, owner: str, expires: datetime) -> Sequence[Lease]:
+    async def renew_leases(
+        self, owner: str, expires: datetime, *, now: datetime | None = None
+    ) -> Sequence[Lease]:
         renewed = []
         for run_id in sorted(self._held.get(owner, ())):
             lease = Lease(run_id, owner, self._leases[run_id].epoch, expires)

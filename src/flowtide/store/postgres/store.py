@@ -275,6 +275,9 @@ class PostgresStore(Store):
         lease: Lease | None = None,
     ) -> Sequence[EventRecord]:
         creation = Creation.of(run, state, commit, lease)
+        if lease is not None and self.own_clock:
+            # (Held from the database's clock, for the term asked from the run's creation.)
+            creation.row["lease_term"] = lease.expires - run.created_at
         async with self._transaction() as conn:
             facts = Facts(None)
             if creation.may_be_refused:
@@ -322,41 +325,38 @@ class PostgresStore(Store):
         wake: datetime | None = rows[0][0]
         return wake
 
+    def _lease_clock(self, now: datetime | None, expires: datetime) -> Params:
+        """How a lease's statement judges "now" and sets the expiry: with :attr:`own_clock`,
+        on the database's clock, for the term the caller asked (``expires - now``), so that no
+        machine's clock can take a live run or claim one early; else at the instants given."""
+        term = None if now is None else expires - now
+        return {"now": None if self.own_clock else now, "term": term, "expires": expires}
+
     async def claim_runs(
         self, owner: str, now: datetime, expires: datetime, limit: int = 100
     ) -> Sequence[Lease]:
         if limit <= 0:
             return []
-        rows = await self._rows(
-            "claim_runs",
-            {"owner": owner, "now": now, "expires": expires, "limit": limit, "ended": _ENDED},
-        )
+        params = {"owner": owner, "limit": limit, "ended": _ENDED}
+        rows = await self._rows("claim_runs", params | self._lease_clock(now, expires))
         return [Lease(*row) for row in rows]
 
     async def acquire_run(
         self, run_id: str, owner: str, now: datetime, expires: datetime, *, force: bool = False
     ) -> Lease | None:
-        rows = await self._rows(
-            "acquire_run",
-            {
-                "run_id": run_id,
-                "owner": owner,
-                "now": now,
-                "expires": expires,
-                "force": force,
-                "ended": _ENDED,
-            },
-        )
+        params = {"run_id": run_id, "owner": owner, "force": force, "ended": _ENDED}
+        rows = await self._rows("acquire_run", params | self._lease_clock(now, expires))
         if rows:
             return Lease(*rows[0])
         if not (await self._rows("run_exists", {"run_id": run_id}))[0][0]:
             raise UnknownRunError(run_id)
         return None
 
-    async def renew_leases(self, owner: str, expires: datetime) -> Sequence[Lease]:
-        rows = await self._rows(
-            "renew_leases", {"owner": owner, "expires": expires, "ended": _ENDED}
-        )
+    async def renew_leases(
+        self, owner: str, expires: datetime, *, now: datetime | None = None
+    ) -> Sequence[Lease]:
+        params = {"owner": owner, "ended": _ENDED}
+        rows = await self._rows("renew_leases", params | self._lease_clock(now, expires))
         return sorted((Lease(*row) for row in rows), key=lambda lease: lease.run_id)
 
     async def release_runs(self, owner: str) -> Sequence[str]:
