@@ -175,7 +175,7 @@ class Sweeper:
                     if leases:
                         self._claimed += len(leases)
                         self._batches += 1
-                        if await self._take(leases, now):
+                        if await self._take(leases, self._judged(leases, now)) and nxt <= now:
                             await asyncio.sleep(0)
                             continue
                     if nxt <= now:
@@ -194,6 +194,13 @@ class Sweeper:
                 self._arm(nxt, event)
             await self._idle(event)
             self._wakeups += 1
+
+    def _judged(self, leases: Sequence[Lease], now: datetime) -> datetime:
+        """The instant by which the claimed runs' due entries are fired: the store's clock
+        where it has its own (a claim's leases run for the term asked from it), else ``now``."""
+        if self._store.own_clock:
+            return leases[0].expires - self._ttl
+        return now
 
     async def _idle(self, event: asyncio.Event) -> None:
         """Wait for the armed instant or a nearer wake (or, on a shared store, another
