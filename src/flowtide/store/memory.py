@@ -409,13 +409,10 @@ class MemoryStore(Store):
     async def renew_leases(
         self, owner: str, expires: datetime, *, now: datetime | None = None
     ) -> Sequence[Lease]:
-        renewed = []
         for run_id in sorted(self._held.get(owner, ())):
-            lease = Lease(run_id, owner, self._leases[run_id].epoch, expires)
-            self._leases[run_id] = lease
+            self._leases[run_id] = Lease(run_id, owner, self._leases[run_id].epoch, expires)
             self._rewake(run_id)
-            renewed.append(lease)
-        return renewed
+        return [self._leases[run_id] for run_id in sorted(self._held.get(owner, ()))]
 
     async def release_runs(self, owner: str) -> Sequence[str]:
         released = sorted(self._held.pop(owner, set()))
