@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import Clock, TimerHandle
-from flowtide.store.base import Lease, Store, StoreError, StoreUnusableError
+from flowtide.store.base import Lease, Store, StoreDown, StoreError, StoreUnusableError
 
 log = logging.getLogger("flowtide.sweeper")
 
@@ -188,7 +188,7 @@ class Sweeper:
             except StoreError as exc:
                 # The store is down or busy: nothing is lost (wake instants are in it); look
                 # again a little later.
-                log.warning("sweeper: %s; looking again in %s", exc, RECHECK)
+                log.log(_level(exc), "sweeper: %s; looking again in %s", exc, RECHECK)
                 nxt = now + RECHECK
             if nxt is not None:
                 self._arm(nxt, event)
@@ -219,7 +219,7 @@ class Sweeper:
                     self._task.cancel()
                 return
             except StoreError as exc:
-                log.warning("sweeper: %s; looking again in %s s", exc, self._poll)
+                log.log(_level(exc), "sweeper: %s; looking again in %s s", exc, self._poll)
                 await asyncio.sleep(self._poll)
             event.set()
 
@@ -236,3 +236,9 @@ class Sweeper:
             event.set()
 
         self._timer = self._clock.call_at(when, ring)
+
+
+def _level(error: StoreError) -> int:
+    """How loud a failed look for work is: a store that does not answer says so itself, once
+    when it stops and once when it answers again (:class:`StoreDown`)."""
+    return logging.DEBUG if isinstance(error, StoreDown) else logging.WARNING

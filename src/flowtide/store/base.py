@@ -227,6 +227,12 @@ class StoreUnusableError(StoreError):
     open. Someone must act on it; a worker stops. The message names the database."""
 
 
+class StoreDown(StoreError):
+    """The store cannot be reached for now (its server is down or restarting, a connection was
+    lost): tried again, it may answer. The store logs one line when it stops answering and one
+    when it answers again, so callers that try again need not say so each time."""
+
+
 class StoreSchemaError(StoreOpenError):
     """A database's schema is not one this code can use: newer than the code (written by a
     later Flowtide), or not Flowtide's."""

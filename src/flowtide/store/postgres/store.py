@@ -46,6 +46,7 @@ from flowtide.store.base import (
     Store,
     StoredFlow,
     StoredFlowVersion,
+    StoreDown,
     StoreError,
     StoreOpenError,
     TokenRecord,
@@ -59,6 +60,7 @@ from flowtide.store.jsonvalues import decode_json
 from flowtide.store.postgres.commits import Creation, Facts, check, prepare, read_facts, write
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
 from flowtide.store.postgres.notify import ChangeListener
+from flowtide.store.postgres.outage import POOL_PREFIX, Outage, quiet_pool_warnings
 from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, with_schema
 from flowtide.store.postgres.requests import read_request, request_signal
 from flowtide.store.postgres.rows import (
@@ -125,6 +127,7 @@ class PostgresStore(Store):
         self._opening = asyncio.Lock()
         self._closed = False
         self._listener = ChangeListener(self._conninfo, self._channel)
+        self._outage = Outage(self._target.name)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._target.name}, schema={self._schema!r})"
@@ -151,7 +154,7 @@ class PostgresStore(Store):
                 max_size=self._max_size,
                 kwargs={"autocommit": True},
                 configure=self._configure,
-                name=f"flowtide:{self._schema}",
+                name=f"{POOL_PREFIX}{self._schema}",
                 open=False,
             )
             try:
@@ -177,6 +180,7 @@ class PostgresStore(Store):
     async def _configure(self, connection: Connection) -> None:
         """Every connection: the store's schema as its search path, instants in UTC, JSON
         columns read as their text (decoded by the store)."""
+        quiet_pool_warnings(connection)
         connection.adapters.register_loader("json", TextLoader)
         await connection.execute(with_schema("set_search_path", self._schema))
         await connection.execute(Q["set_time_zone"])
@@ -220,6 +224,7 @@ class PostgresStore(Store):
                             await conn.execute(Q["begin"])
                             yield conn
                             await conn.execute(Q["commit"])
+                        self._outage.answered()
                     finally:
                         if conn.info.transaction_status in _OPEN:
                             # Refused, or failed: nothing of it stays. (A connection that broke
@@ -228,9 +233,17 @@ class PostgresStore(Store):
                             with contextlib.suppress(psycopg.Error):
                                 await conn.rollback()
         except psycopg.Error as error:
-            raise store_error(error, self._target) from error
+            raise self._failed(error) from error
         except UnicodeEncodeError as error:
             raise unencodable(error) from error
+
+    def _failed(self, error: psycopg.Error) -> StoreError:
+        """The store's error for ``error``; a database that does not answer is told once (see
+        :mod:`flowtide.store.postgres.outage`)."""
+        failure = store_error(error, self._target)
+        if isinstance(failure, StoreDown):
+            self._outage.failed(str(failure))
+        return failure
 
     async def _rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """The rows of one statement, run on its own (autocommit)."""
@@ -245,11 +258,11 @@ class PostgresStore(Store):
                 pool = await self._connections()
                 async with pool.connection() as conn:
                     cursor = await conn.execute(statement, params)
-                    if cursor.description is None:
-                        return []
-                    return await cursor.fetchall()
+                    rows = [] if cursor.description is None else await cursor.fetchall()
+                    self._outage.answered()
+                    return rows
         except psycopg.Error as error:
-            raise store_error(error, self._target) from error
+            raise self._failed(error) from error
         except UnicodeEncodeError as error:
             raise unencodable(error) from error
 
