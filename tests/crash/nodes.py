@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any
 
@@ -35,3 +36,23 @@ async def await_answer(ctx: NodeContext) -> Any:
     if ctx.signal is not None:
         return "answered"
     return Park(key=f"answer-{ctx.run_id}")
+
+
+STARTS = "FLOWTIDE_TEST_STARTS"
+"""A file each start of ``crash:slow`` is written to (one line: its run id), if set."""
+
+
+@node(id="crash:slow", outputs=["done"])
+async def slow(ctx: NodeContext) -> str:
+    """A node that takes a few seconds, and says each time it starts (a run taken from a live
+    worker runs it twice)."""
+    _started(ctx.run_id)
+    await asyncio.sleep(3)
+    return "done"
+
+
+def _started(run_id: str) -> None:
+    path = os.environ.get(STARTS)
+    if path:
+        with open(path, "a", encoding="utf-8") as starts:
+            starts.write(f"{run_id}\n")

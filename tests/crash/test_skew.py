@@ -1,18 +1,33 @@
-"""A worker whose clock runs 5 s ahead, on PostgreSQL: the database's clock decides when a
-signal was recorded and whether a deadline may fire, so the worker neither fires a deadline
-early nor accepts or refuses a signal against its own clock."""
+"""Workers whose clocks are wrong, on PostgreSQL: the database's clock decides when a signal was
+recorded, whether a deadline may fire, whether a lease has expired and whether a run is due.
+A worker 5 s ahead neither fires a deadline early nor accepts or refuses a signal against its
+own clock; a worker a minute ahead or behind, beside a healthy one (both as processes, through
+a TCP proxy), takes no run the other holds alive."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
+import pytest
+
+from flowtide.authoring import FlowBuilder
 from flowtide.clock import SystemClock
 from flowtide.engine import Engine, SignalRefused
+from flowtide.model import Flow
 from flowtide.store import Store
 from flowtide.store.urls import open_store
+from tests.crash import nodes
+from tests.crash.harness import ROOT
+from tests.crash.proxy import Proxy
 from tests.crash.race import race_flow
 from tests.postgres_schemas import Schemas
 
@@ -96,3 +111,105 @@ def test_a_worker_whose_clock_runs_ahead_judges_nothing_on_it(schemas: Schemas) 
         "after": ["expired"] * 3,
         "none": ["timed out"] * 3,
     }
+
+
+LEASE = 2.0
+"""The workers' lease (seconds) in the tests with worker processes."""
+SLOW_RUNS = 4
+
+
+def through(url: str, port: int) -> str:
+    """``url`` with its host and port those of a proxy on this machine."""
+    parts = urlsplit(url)
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{port}"))
+
+
+def _process(command: list[str], log: Path, starts: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+        "FLOWTIDE_LOG": "WARNING",
+        nodes.STARTS: str(starts),
+    }
+    with log.open("ab") as errors:
+        return subprocess.Popen(
+            [sys.executable, *command], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors
+        )
+
+
+def healthy_worker(url: str, log: Path, starts: Path) -> subprocess.Popen[bytes]:
+    command = [
+        "-m", "flowtide", "worker", "--nodes", "tests.crash.nodes", "--store", url,
+        "--lease", str(LEASE), "--poll", "0.05", "--quiet",
+    ]  # fmt: skip
+    return _process(command, log, starts)
+
+
+def skewed_worker(url: str, skew: float, log: Path, starts: Path) -> subprocess.Popen[bytes]:
+    command = ["-m", "tests.crash.skewed_worker", url, str(skew), str(LEASE)]
+    return _process(command, log, starts)
+
+
+def slow_flow() -> Flow:
+    return (
+        FlowBuilder("urn:flowtide:test:slow")
+        .task("slow", "crash:slow", {"done": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+async def beside_a_skewed_worker(url: str, skew: float, logs: Path) -> Counter[str]:
+    """Runs of a few-second node, with a healthy worker and one whose clock is ``skew``
+    seconds off, both reaching the database through a proxy: how many times each run's node
+    started."""
+    starts = logs / "starts"
+    starts.touch()
+    async with Proxy(*_host_and_port(url)) as proxy:
+        proxied = through(url, proxy.port)
+        workers = [
+            healthy_worker(proxied, logs / "healthy.log", starts),
+            skewed_worker(proxied, skew, logs / "skewed.log", starts),
+        ]
+        store = await open_store(url)
+        client = Engine(store=store, clock=SystemClock(), executes=False, flows=[slow_flow()])
+        try:
+            for _ in range(200):
+                if len(await store.workers()) == len(workers):
+                    break
+                await asyncio.sleep(0.05)
+            ids = [(await client.start("urn:flowtide:test:slow")).run_id for _ in range(SLOW_RUNS)]
+            for run_id in ids:
+                await _ended(store, run_id, 0.1)
+        finally:
+            for worker in workers:
+                await asyncio.to_thread(_stop, worker)
+            await client.close()
+            await store.close()
+    return Counter(starts.read_text().split())
+
+
+def _host_and_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or 5432
+
+
+@pytest.mark.parametrize("skew", [60.0, -60.0], ids=["ahead", "behind"])
+def test_a_worker_whose_clock_is_a_minute_off_takes_no_live_run(
+    schemas: Schemas, tmp_path: Path, skew: float
+) -> None:
+    url = f"{schemas.url}?schema={schemas.new()}"
+    started = asyncio.run(beside_a_skewed_worker(url, skew, tmp_path))
+    logs = {p.name: p.read_text() for p in tmp_path.glob("*.log")}
+    assert len(started) == SLOW_RUNS, logs
+    assert set(started.values()) == {1}, (started, logs)

@@ -266,6 +266,7 @@ async def test_a_commit_under_a_lease_another_store_took_over_is_refused(
 ) -> None:
     schema = schemas.new()
     async with schemas.store(schema) as one, schemas.store(schema) as two:
+        one.own_clock = two.own_clock = False  # (the lease expires at the instants given)
         mine = Lease("r", "w1", 1, at(10))
         await one.create_run(run_record("r", "running"), {"n": 1}, lease=mine)
         await one.commit(Commit("r", state={"n": 2}, lease=mine))
@@ -475,3 +476,57 @@ async def test_requests_and_deadlines_are_judged_on_the_databases_clock(schemas:
         assert (await store.get_state("r"))["n"] == 1
         await store.commit(Commit("r", state={"n": 3}, fires_deadline=before))
         assert (await store.get_state("r"))["n"] == 3
+
+
+SKEW = timedelta(seconds=60)
+TERM = timedelta(seconds=30)
+
+
+def _near(got: datetime, want: datetime, what: str) -> None:
+    assert abs(got - want) < timedelta(seconds=5), f"{what}: {got} is not near {want}"
+
+
+async def test_no_machines_clock_takes_a_run_whose_lease_the_database_says_is_alive(
+    schemas: Schemas,
+) -> None:
+    """Leases are judged on the database's clock: a claim or an acquire whose ``now`` runs a
+    minute ahead takes no live run, and every lease runs for the term asked from the
+    database's clock, whatever the caller's clock says."""
+    async with schemas.store() as store:
+        real = datetime.now(UTC)
+        created = RunRecord("r", "urn:flowtide:test", "1", "running", real - SKEW)
+        # (Created by a machine whose clock runs a minute behind: held from the database's
+        # clock for the term asked, not expired at once.)
+        await store.create_run(created, {}, lease=Lease("r", "w1", 1, real - SKEW + TERM))
+        _near((await store.lease_of("r")).expires, real + TERM, "a lease made behind")  # type: ignore[union-attr]
+        await store.create_run(run_record("free"), {})
+        ahead = datetime.now(UTC) + SKEW
+        taken = await store.claim_runs("w2", ahead, ahead + TERM)
+        assert [lease.run_id for lease in taken] == ["free"]
+        _near(taken[0].expires, datetime.now(UTC) + TERM, "a lease claimed ahead")
+        assert await store.acquire_run("r", "w2", ahead, ahead + TERM) is None
+        behind = datetime.now(UTC) - SKEW
+        (renewed,) = await store.renew_leases("w1", behind + TERM, now=behind)
+        _near(renewed.expires, datetime.now(UTC) + TERM, "a lease renewed behind")
+        assert await store.claim_runs("w3", ahead + 2 * TERM, ahead + 3 * TERM) == []
+        forced = await store.acquire_run("r", "w2", ahead, ahead + TERM, force=True)
+        assert forced is not None and forced.owner == "w2"
+
+
+async def test_a_due_entry_is_claimed_when_the_databases_clock_reaches_it(
+    schemas: Schemas,
+) -> None:
+    async with schemas.store() as store:
+        await store.create_run(run_record("r", "parked"), {})
+        soon = datetime.now(UTC) + timedelta(seconds=1)
+        token = TokenRecord("r.1", "r", "p", P)
+        await store.commit(Commit("r", tokens=[token], due=[DueEntry(soon, "r", "r.1", "t")]))
+        ahead = datetime.now(UTC) + SKEW
+        assert await store.claim_runs("w1", ahead, ahead + TERM) == []  # (not yet, it says)
+        behind = datetime.now(UTC) - SKEW
+        for _ in range(100):
+            if taken := await store.claim_runs("w1", behind, behind + TERM):
+                break
+            await asyncio.sleep(0.05)
+        assert [lease.run_id for lease in taken] == ["r"]
+        assert datetime.now(UTC) >= soon

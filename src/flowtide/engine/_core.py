@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,6 +22,7 @@ from flowtide.engine._commit import commit_step
 from flowtide.engine._host import RunHost
 from flowtide.engine._records import JoinGroup, RunEnd, branch_marks
 from flowtide.engine._steps import StepLock
+from flowtide.engine.background import task_awaiting
 from flowtide.engine.code import FlowCode
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
@@ -325,7 +326,7 @@ class RunCore(ABC):
         task = asyncio.get_running_loop().create_task(self.drive(token))
         self.tasks.add(task)
 
-    def spawn_aux(self, coro: Awaitable[Any]) -> None:
+    def spawn_aux(self, coro: Coroutine[Any, Any, Any]) -> None:
         async def wrapper() -> None:
             try:
                 await coro
@@ -337,7 +338,7 @@ class RunCore(ABC):
             except Exception as exc:
                 self.request_end(Lifecycle.FAILED, [self.error_info(exc)])
 
-        self.track(asyncio.get_running_loop().create_task(wrapper()))
+        self.track(task_awaiting(wrapper(), coro))
 
     def working(self) -> bool:
         """Whether a task of the run is at work (not only waiting for a parked child run)."""

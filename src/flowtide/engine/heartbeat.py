@@ -19,7 +19,14 @@ from datetime import datetime, timedelta
 
 from flowtide.clock import Clock
 from flowtide.engine.leases import aside_owner, short_id
-from flowtide.store.base import Lease, Store, StoreError, StoreUnusableError, WorkerRecord
+from flowtide.store.base import (
+    Lease,
+    Store,
+    StoreDown,
+    StoreError,
+    StoreUnusableError,
+    WorkerRecord,
+)
 
 __all__ = ["FORGOTTEN_AFTER", "MOST_WAITING", "STALE_AFTER", "Heartbeat", "is_live", "waiting_for"]
 
@@ -188,7 +195,8 @@ class Heartbeat:
             log.debug("cannot record this worker's heartbeat: %s", exc)
             self._failing = True
         except StoreError as exc:
-            if not self._failing:  # (once until it works again)
+            if not self._failing and not isinstance(exc, StoreDown):
+                # (Once until it works again; a store that does not answer says so itself.)
                 log.warning("cannot record this worker's heartbeat: %s", exc)
             self._failing = True
         else:

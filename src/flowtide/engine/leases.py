@@ -24,7 +24,7 @@ from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import RunWarning
 from flowtide.printable import printable
-from flowtide.store.base import Commit, Lease, Store, StoreConflict, StoreError
+from flowtide.store.base import Commit, Lease, Store, StoreConflict, StoreDown, StoreError
 
 __all__ = [
     "LEASE_TTL",
@@ -98,9 +98,12 @@ class LeaseRenewer:
         while self._holding():
             await self._clock.sleep(self._ttl / 3)
             try:
-                renewed = await self._store.renew_leases(self._owner, self._clock.now() + self._ttl)
+                now = self._clock.now()
+                renewed = await self._store.renew_leases(self._owner, now + self._ttl, now=now)
             except StoreError as exc:
-                log.warning("cannot renew leases: %s", exc)
+                # (A store that does not answer says so itself, once each way.)
+                level = logging.DEBUG if isinstance(exc, StoreDown) else logging.WARNING
+                log.log(level, "cannot renew leases: %s", exc)
                 continue
             kept = {lease.run_id: lease for lease in renewed}
             for run_id, holder in list(self._held().items()):

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import Clock, TimerHandle
-from flowtide.store.base import Lease, Store, StoreError, StoreUnusableError
+from flowtide.store.base import Lease, Store, StoreDown, StoreError, StoreUnusableError
 
 log = logging.getLogger("flowtide.sweeper")
 
@@ -168,29 +168,39 @@ class Sweeper:
                 continue
             try:
                 nxt = await self._store.next_wake()
-                if nxt is not None and nxt <= now:
+                # (A store with a clock of its own says what is due by that clock: asked at
+                # every wake, whatever this machine's clock says.)
+                if nxt is not None and (nxt <= now or self._store.own_clock):
                     leases = await self._store.claim_runs(self._owner, now, now + self._ttl, limit)
                     if leases:
                         self._claimed += len(leases)
                         self._batches += 1
-                        if await self._take(leases, now):
+                        if await self._take(leases, self._judged(leases, now)) and nxt <= now:
                             await asyncio.sleep(0)
                             continue
-                    # Nothing to do now: the runs due are held by other live workers, or what is
-                    # due of this engine's own is being fired already.
-                    nxt = now + RECHECK
+                    if nxt <= now:
+                        # Nothing to do now: the runs due are held by other live workers, or
+                        # what is due of this engine's own is being fired already.
+                        nxt = now + RECHECK
             except StoreUnusableError as exc:
                 self._stop(exc)
                 return
             except StoreError as exc:
                 # The store is down or busy: nothing is lost (wake instants are in it); look
                 # again a little later.
-                log.warning("sweeper: %s; looking again in %s", exc, RECHECK)
+                log.log(_level(exc), "sweeper: %s; looking again in %s", exc, RECHECK)
                 nxt = now + RECHECK
             if nxt is not None:
                 self._arm(nxt, event)
             await self._idle(event)
             self._wakeups += 1
+
+    def _judged(self, leases: Sequence[Lease], now: datetime) -> datetime:
+        """The instant by which the claimed runs' due entries are fired: the store's clock
+        where it has its own (a claim's leases run for the term asked from it), else ``now``."""
+        if self._store.own_clock:
+            return leases[0].expires - self._ttl
+        return now
 
     async def _idle(self, event: asyncio.Event) -> None:
         """Wait for the armed instant or a nearer wake (or, on a shared store, another
@@ -209,7 +219,7 @@ class Sweeper:
                     self._task.cancel()
                 return
             except StoreError as exc:
-                log.warning("sweeper: %s; looking again in %s s", exc, self._poll)
+                log.log(_level(exc), "sweeper: %s; looking again in %s s", exc, self._poll)
                 await asyncio.sleep(self._poll)
             event.set()
 
@@ -226,3 +236,9 @@ class Sweeper:
             event.set()
 
         self._timer = self._clock.call_at(when, ring)
+
+
+def _level(error: StoreError) -> int:
+    """How loud a failed look for work is: a store that does not answer says so itself, once
+    when it stops and once when it answers again (:class:`StoreDown`)."""
+    return logging.DEBUG if isinstance(error, StoreDown) else logging.WARNING

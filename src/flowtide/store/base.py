@@ -227,6 +227,12 @@ class StoreUnusableError(StoreError):
     open. Someone must act on it; a worker stops. The message names the database."""
 
 
+class StoreDown(StoreError):
+    """The store cannot be reached for now (its server is down or restarting, a connection was
+    lost): tried again, it may answer. The store logs one line when it stops answering and one
+    when it answers again, so callers that try again need not say so each time."""
+
+
 class StoreSchemaError(StoreOpenError):
     """A database's schema is not one this code can use: newer than the code (written by a
     later Flowtide), or not Flowtide's."""
@@ -405,7 +411,12 @@ class Store(ABC):
         else holds (no owner, an expired lease, or held by ``owner`` already), earliest wake
         first; each is then held by ``owner`` until ``expires``. A run taken from nobody or from
         an expired lease gets the next epoch; one ``owner`` held already keeps its epoch.
-        Claims that overlap (many workers) never hand one run to two owners."""
+        Claims that overlap (many workers) never hand one run to two owners.
+
+        With :attr:`own_clock`, the store's clock is "now" (whether a wake has come, whether a
+        lease has expired) and each lease runs for ``expires - now`` from it: no machine's
+        clock can take a live run or claim one early. :meth:`acquire_run` and
+        :meth:`renew_leases` likewise."""
 
     @abstractmethod
     async def acquire_run(
@@ -417,9 +428,13 @@ class Store(ABC):
         :class:`UnknownRunError`."""
 
     @abstractmethod
-    async def renew_leases(self, owner: str, expires: datetime) -> Sequence[Lease]:
-        """Extend every lease ``owner`` holds to ``expires``; returns them (a run taken over by
-        another owner is no longer among them)."""
+    async def renew_leases(
+        self, owner: str, expires: datetime, *, now: datetime | None = None
+    ) -> Sequence[Lease]:
+        """Extend every lease ``owner`` holds to ``expires`` (``now``: the caller's instant
+        ``expires`` was reckoned from; with :attr:`own_clock`, each lease then runs for
+        ``expires - now`` from the store's clock); returns them (a run taken over by another
+        owner is no longer among them)."""
 
     @abstractmethod
     async def release_runs(self, owner: str) -> Sequence[str]:

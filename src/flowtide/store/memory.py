@@ -406,14 +406,13 @@ class MemoryStore(Store):
             return None
         return self._take(run_id, owner, expires)
 
-    async def renew_leases(self, owner: str, expires: datetime) -> Sequence[Lease]:
-        renewed = []
+    async def renew_leases(
+        self, owner: str, expires: datetime, *, now: datetime | None = None
+    ) -> Sequence[Lease]:
         for run_id in sorted(self._held.get(owner, ())):
-            lease = Lease(run_id, owner, self._leases[run_id].epoch, expires)
-            self._leases[run_id] = lease
+            self._leases[run_id] = Lease(run_id, owner, self._leases[run_id].epoch, expires)
             self._rewake(run_id)
-            renewed.append(lease)
-        return renewed
+        return [self._leases[run_id] for run_id in sorted(self._held.get(owner, ()))]
 
     async def release_runs(self, owner: str) -> Sequence[str]:
         released = sorted(self._held.pop(owner, set()))

@@ -142,6 +142,7 @@ class Creation:
             )
         held = (lease.owner, lease.epoch, lease.expires) if lease is not None else (None, 0, None)
         made.row.update(zip(("owner", "epoch", "lease_expires"), held, strict=True))
+        made.row["lease_term"] = None  # (the store sets it when its own clock decides)
         return made
 
     @property

@@ -15,7 +15,14 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolClosed, PoolTimeout
 
-from flowtide.store.base import DuplicateSignal, StoreDataError, StoreError, StoreOpenError
+from flowtide.store.base import (
+    DuplicateSignal,
+    StoreDataError,
+    StoreDown,
+    StoreError,
+    StoreOpenError,
+)
+from flowtide.store.postgres.outage import is_down
 
 __all__ = ["Target", "open_error", "store_error", "unencodable"]
 
@@ -119,10 +126,11 @@ def store_error(error: psycopg.Error, target: Target) -> StoreError:
     if isinstance(error, PoolClosed):
         return StoreError(f"the PostgreSQL store of {target.name} is closed")
     if isinstance(error, PoolTimeout):
-        return StoreError(f"no connection to the PostgreSQL database {target.name} in time")
+        return StoreDown(f"no connection to the PostgreSQL database {target.name} in time")
     state = f" [{error.sqlstate}]" if error.sqlstate else ""
     detail = target.scrub(str(error)) or type(error).__name__
-    return StoreError(f"PostgreSQL database {target.name}{state}: {detail}")
+    kind = StoreDown if is_down(error) else StoreError
+    return kind(f"PostgreSQL database {target.name}{state}: {detail}")
 
 
 def unencodable(error: UnicodeEncodeError) -> StoreError:

@@ -4,11 +4,13 @@ Commits that make a run claimable sooner (a new run, a run given back, a due ent
 nobody holds) or that answer a signal notify the channel, in their transaction: PostgreSQL
 delivers the notice when (and only if) it commits. The listening connection is opened on the
 first wait, outside the pool (it must not be handed to anyone else), in autocommit mode, and
-opened again after it failed. Notices that arrive between two waits are kept by the connection
-and end the next wait at once. One waiter reads the connection at a time; a notice it reads ends
-the wait of every waiter of this store (the engines of one process sharing it: a sweeper, a
-signal waiting for its answer, ``engine.wait``). A notice lost (before the first wait, or while
-the connection was down) only delays: callers look again at least every ``seconds``.
+opened again after it failed: within a wait, as soon as the database answers again, and that
+wait then ends as if by a notice (some may have been sent while it was down). Notices that
+arrive between two waits are kept by the connection and end the next wait at once. One waiter
+reads the connection at a time; a notice it reads ends the wait of every waiter of this store
+(the engines of one process sharing it: a sweeper, a signal waiting for its answer,
+``engine.wait``). A notice lost (before the first wait) only delays: callers look again at
+least every ``seconds``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ import psycopg
 
 from flowtide.store.postgres.queries import with_channel
 
-__all__ = ["ChangeListener"]
+__all__ = ["RECONNECT_EVERY", "ChangeListener"]
+
+Listening = psycopg.AsyncConnection[tuple[object, ...]]
+RECONNECT_EVERY = 0.5
+"""Seconds between attempts to listen again while the database does not answer."""
 
 
 class ChangeListener:
@@ -30,13 +36,15 @@ class ChangeListener:
     def __init__(self, conninfo: str, channel: str) -> None:
         self._conninfo = conninfo
         self._channel = channel
-        self._connection: psycopg.AsyncConnection[tuple[object, ...]] | None = None
+        self._connection: Listening | None = None
         self._lock = asyncio.Lock()
         """One waiter reads the connection at a time."""
         self._notices = 0
         """How many waits have ended with a notice (every waiter's wait ends with one)."""
         self._bell = asyncio.Event()
         """Set when the reading waiter stops reading (then replaced)."""
+        self._lost = False
+        """The connection could not be made for a while: notices may have been missed."""
 
     async def wait(self, seconds: float) -> bool:
         """True once a notice arrives (or may have been missed: the connection failed), False
@@ -65,13 +73,14 @@ class ChangeListener:
         return True
 
     async def _wait_locked(self, deadline: float) -> bool:
-        try:
-            async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
-                connection = await self._connected()
-        except (TimeoutError, psycopg.Error):
-            # The database cannot be reached: wait out the time (the next look will tell).
-            await asyncio.sleep(max(deadline - time.monotonic(), 0.0))
-            return False
+        connection = self._connection
+        if connection is None or connection.closed:
+            connection = await self._reconnect(deadline)
+            if connection is None:
+                return False
+            if self._lost:
+                self._lost = False
+                return True  # (notices may have been sent while it was down)
         received = 0
         notices = connection.notifies(timeout=max(deadline - time.monotonic(), 0.0), stop_after=1)
         try:
@@ -83,7 +92,24 @@ class ChangeListener:
             return True  # (notices may have been lost while it failed)
         return received > 0
 
-    async def _connected(self) -> psycopg.AsyncConnection[tuple[object, ...]]:
+    async def _reconnect(
+        self, deadline: float
+    ) -> psycopg.AsyncConnection[tuple[object, ...]] | None:
+        """The listening connection, connected again as soon as the database answers (tried
+        every :data:`RECONNECT_EVERY` seconds until ``deadline``), so that the first notice after
+        an outage is not missed until the next wait; None if it did not answer in time."""
+        while True:
+            try:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
+                    return await self._connected()
+            except (TimeoutError, psycopg.Error):
+                self._lost = True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                await asyncio.sleep(min(RECONNECT_EVERY, left))
+
+    async def _connected(self) -> Listening:
         connection = self._connection
         if connection is not None and not connection.closed:
             return connection

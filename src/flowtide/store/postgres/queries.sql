@@ -75,6 +75,8 @@ WHERE id = ANY(%(ids)s::text[]) AND run_id = %(run_id)s AND answer IS NULL;
 -- Commits: what is written
 
 -- name: insert_run
+-- A run created held: its lease runs for the term asked from the database's clock, or to the
+-- instant given if no term is.
 INSERT INTO runs (
     id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
     parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint,
@@ -82,7 +84,8 @@ INSERT INTO runs (
 ) VALUES (
     %(id)s, %(flow_id)s, %(flow_version)s, %(lifecycle)s, %(created_at)s, %(deadline)s,
     %(started_at)s, %(finished_at)s, %(parent_run_id)s, %(parent_token_id)s, %(depth)s,
-    %(outcome)s, %(result)s, %(options)s, %(checkpoint)s, %(owner)s, %(epoch)s, %(lease_expires)s
+    %(outcome)s, %(result)s, %(options)s, %(checkpoint)s, %(owner)s, %(epoch)s,
+    coalesce(clock_timestamp() + %(lease_term)s::interval, %(lease_expires)s)
 );
 
 -- name: write_run
@@ -236,23 +239,27 @@ WHERE %(tell)s OR (
 
 -- name: claim_runs
 -- Runs whose wake has come that nobody else holds, earliest first; a row another claim (or a
--- commit) has locked is skipped, so overlapping claims never take one run twice.
-WITH claimable AS (
-    SELECT id, wake_at FROM runs
-    WHERE wake_at <= %(now)s
-        AND (owner IS NULL OR owner = %(owner)s OR lease_expires <= %(now)s)
-    ORDER BY wake_at, id
+-- commit) has locked is skipped, so overlapping claims never take one run twice. "Now" is the
+-- database's clock unless an instant is given (a store used on one machine's or a virtual
+-- clock); the lease runs for the term asked from then.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+), claimable AS (
+    SELECT runs.id, runs.wake_at, clock.now FROM runs, clock
+    WHERE runs.wake_at <= clock.now
+        AND (runs.owner IS NULL OR runs.owner = %(owner)s OR runs.lease_expires <= clock.now)
+    ORDER BY runs.wake_at, runs.id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF runs SKIP LOCKED
 ), claimed AS (
     UPDATE runs SET
         epoch = CASE WHEN runs.owner = %(owner)s THEN runs.epoch ELSE runs.epoch + 1 END,
         owner = %(owner)s,
-        lease_expires = %(expires)s,
+        lease_expires = claimable.now + %(term)s::interval,
         wake_at = CASE
             WHEN runs.lifecycle = ANY(%(ended)s::text[]) THEN NULL
             ELSE LEAST(
-                %(expires)s::timestamptz,
+                claimable.now + %(term)s::interval,
                 (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
         END
     FROM claimable
@@ -262,33 +269,41 @@ WITH claimable AS (
 SELECT id, owner, epoch, lease_expires FROM claimed ORDER BY woke, id;
 
 -- name: acquire_run
--- One run, whatever its wake, unless it has ended or another owner's lease is alive at now
--- (with force, taken from it all the same).
+-- One run, whatever its wake, unless it has ended or another owner's lease is alive now (with
+-- force, taken from it all the same). "Now" as for claim_runs.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+)
 UPDATE runs SET
     epoch = CASE WHEN owner = %(owner)s THEN epoch ELSE epoch + 1 END,
     owner = %(owner)s,
-    lease_expires = %(expires)s,
+    lease_expires = clock.now + %(term)s::interval,
     wake_at = LEAST(
-        %(expires)s::timestamptz, (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
+        clock.now + %(term)s::interval,
+        (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
+FROM clock
 WHERE id = %(run_id)s
     AND NOT lifecycle = ANY(%(ended)s::text[])
-    AND (owner IS NULL OR owner = %(owner)s OR lease_expires <= %(now)s OR %(force)s)
+    AND (owner IS NULL OR owner = %(owner)s OR lease_expires <= clock.now OR %(force)s)
 RETURNING id, owner, epoch, lease_expires;
 
 -- name: renew_leases
--- Rows are locked in id order, as every statement taking several runs does.
-WITH held AS (
+-- Rows are locked in id order, as every statement taking several runs does. Each lease runs
+-- for the term asked from "now" (as for claim_runs), or to the instant given if no term is.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+), held AS (
     SELECT id FROM runs WHERE owner = %(owner)s ORDER BY id FOR UPDATE
 )
 UPDATE runs SET
-    lease_expires = %(expires)s,
+    lease_expires = coalesce(clock.now + %(term)s::interval, %(expires)s),
     wake_at = CASE
         WHEN runs.lifecycle = ANY(%(ended)s::text[]) THEN NULL
         ELSE LEAST(
-            %(expires)s::timestamptz,
+            coalesce(clock.now + %(term)s::interval, %(expires)s),
             (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
     END
-FROM held
+FROM held, clock
 WHERE runs.id = held.id
 RETURNING runs.id, runs.owner, runs.epoch, runs.lease_expires;
 

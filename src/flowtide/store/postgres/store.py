@@ -46,6 +46,7 @@ from flowtide.store.base import (
     Store,
     StoredFlow,
     StoredFlowVersion,
+    StoreDown,
     StoreError,
     StoreOpenError,
     TokenRecord,
@@ -59,6 +60,7 @@ from flowtide.store.jsonvalues import decode_json
 from flowtide.store.postgres.commits import Creation, Facts, check, prepare, read_facts, write
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
 from flowtide.store.postgres.notify import ChangeListener
+from flowtide.store.postgres.outage import POOL_PREFIX, Outage, quiet_pool_warnings
 from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, with_schema
 from flowtide.store.postgres.requests import read_request, request_signal
 from flowtide.store.postgres.rows import (
@@ -113,6 +115,7 @@ class PostgresStore(Store):
         self._opening = asyncio.Lock()
         self._closed = False
         self._listener = ChangeListener(self._conninfo, self._channel)
+        self._outage = Outage(self._target.name)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._target.name}, schema={self._schema!r})"
@@ -139,7 +142,7 @@ class PostgresStore(Store):
                 max_size=self._max_size,
                 kwargs={"autocommit": True},
                 configure=self._configure,
-                name=f"flowtide:{self._schema}",
+                name=f"{POOL_PREFIX}{self._schema}",
                 open=False,
             )
             try:
@@ -165,6 +168,7 @@ class PostgresStore(Store):
     async def _configure(self, connection: Connection) -> None:
         """Every connection: the store's schema as its search path, instants in UTC, JSON
         columns read as their text (decoded by the store)."""
+        quiet_pool_warnings(connection)
         connection.adapters.register_loader("json", TextLoader)
         await connection.execute(with_schema("set_search_path", self._schema))
         await connection.execute(Q["set_time_zone"])
@@ -208,6 +212,7 @@ class PostgresStore(Store):
                             await conn.execute(Q["begin"])
                             yield conn
                             await conn.execute(Q["commit"])
+                        self._outage.answered()
                     finally:
                         if conn.info.transaction_status in _OPEN:
                             # Refused, or failed: nothing of it stays. (A connection that broke
@@ -216,9 +221,17 @@ class PostgresStore(Store):
                             with contextlib.suppress(psycopg.Error):
                                 await conn.rollback()
         except psycopg.Error as error:
-            raise store_error(error, self._target) from error
+            raise self._failed(error) from error
         except UnicodeEncodeError as error:
             raise unencodable(error) from error
+
+    def _failed(self, error: psycopg.Error) -> StoreError:
+        """The store's error for ``error``; a database that does not answer is told once (see
+        :mod:`flowtide.store.postgres.outage`)."""
+        failure = store_error(error, self._target)
+        if isinstance(failure, StoreDown):
+            self._outage.failed(str(failure))
+        return failure
 
     async def _rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """The rows of one statement, run on its own (autocommit)."""
@@ -233,11 +246,11 @@ class PostgresStore(Store):
                 pool = await self._connections()
                 async with pool.connection() as conn:
                     cursor = await conn.execute(statement, params)
-                    if cursor.description is None:
-                        return []
-                    return await cursor.fetchall()
+                    rows = [] if cursor.description is None else await cursor.fetchall()
+                    self._outage.answered()
+                    return rows
         except psycopg.Error as error:
-            raise store_error(error, self._target) from error
+            raise self._failed(error) from error
         except UnicodeEncodeError as error:
             raise unencodable(error) from error
 
@@ -263,6 +276,9 @@ class PostgresStore(Store):
         lease: Lease | None = None,
     ) -> Sequence[EventRecord]:
         creation = Creation.of(run, state, commit, lease)
+        if lease is not None and self.own_clock:
+            # (Held from the database's clock, for the term asked from the run's creation.)
+            creation.row["lease_term"] = lease.expires - run.created_at
         async with self._transaction() as conn:
             facts = Facts(None)
             if creation.may_be_refused:
@@ -310,41 +326,38 @@ class PostgresStore(Store):
         wake: datetime | None = rows[0][0]
         return wake
 
+    def _lease_clock(self, now: datetime | None, expires: datetime) -> Params:
+        """How a lease's statement judges "now" and sets the expiry: with :attr:`own_clock`,
+        on the database's clock, for the term the caller asked (``expires - now``), so that no
+        machine's clock can take a live run or claim one early; else at the instants given."""
+        term = None if now is None else expires - now
+        return {"now": None if self.own_clock else now, "term": term, "expires": expires}
+
     async def claim_runs(
         self, owner: str, now: datetime, expires: datetime, limit: int = 100
     ) -> Sequence[Lease]:
         if limit <= 0:
             return []
-        rows = await self._rows(
-            "claim_runs",
-            {"owner": owner, "now": now, "expires": expires, "limit": limit, "ended": _ENDED},
-        )
+        params = {"owner": owner, "limit": limit, "ended": _ENDED}
+        rows = await self._rows("claim_runs", params | self._lease_clock(now, expires))
         return [Lease(*row) for row in rows]
 
     async def acquire_run(
         self, run_id: str, owner: str, now: datetime, expires: datetime, *, force: bool = False
     ) -> Lease | None:
-        rows = await self._rows(
-            "acquire_run",
-            {
-                "run_id": run_id,
-                "owner": owner,
-                "now": now,
-                "expires": expires,
-                "force": force,
-                "ended": _ENDED,
-            },
-        )
+        params = {"run_id": run_id, "owner": owner, "force": force, "ended": _ENDED}
+        rows = await self._rows("acquire_run", params | self._lease_clock(now, expires))
         if rows:
             return Lease(*rows[0])
         if not (await self._rows("run_exists", {"run_id": run_id}))[0][0]:
             raise UnknownRunError(run_id)
         return None
 
-    async def renew_leases(self, owner: str, expires: datetime) -> Sequence[Lease]:
-        rows = await self._rows(
-            "renew_leases", {"owner": owner, "expires": expires, "ended": _ENDED}
-        )
+    async def renew_leases(
+        self, owner: str, expires: datetime, *, now: datetime | None = None
+    ) -> Sequence[Lease]:
+        params = {"owner": owner, "ended": _ENDED}
+        rows = await self._rows("renew_leases", params | self._lease_clock(now, expires))
         return sorted((Lease(*row) for row in rows), key=lambda lease: lease.run_id)
 
     async def release_runs(self, owner: str) -> Sequence[str]:

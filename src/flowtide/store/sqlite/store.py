@@ -265,7 +265,9 @@ class SQLiteStore(Store):
             lambda conn: leases.acquire_run(conn, run_id, owner, now, expires, force)
         )
 
-    async def renew_leases(self, owner: str, expires: datetime) -> Sequence[Lease]:
+    async def renew_leases(
+        self, owner: str, expires: datetime, *, now: datetime | None = None
+    ) -> Sequence[Lease]:
         return await self._write(lambda conn: leases.renew_leases(conn, owner, expires))
 
     async def release_runs(self, owner: str) -> Sequence[str]:

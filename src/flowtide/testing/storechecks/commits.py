@@ -26,6 +26,7 @@ from flowtide.testing.storechecks.support import (
     at,
     every_part,
     new_run,
+    on_given_instants,
     raises,
     run_record,
     same,
@@ -59,6 +60,7 @@ async def a_commit_applies_every_part(store: Store) -> None:
 async def a_refused_commit_applies_nothing(store: Store) -> None:
     """A commit refused for any reason (an expectation, a signal key answered already or given
     twice, a value that is not JSON) leaves every part of the run as it was."""
+    on_given_instants(store)
     await seeded_run(store)
     await store.commit(Commit("r", signal_answers=[SignalAnswer("taken", "r", {})]))
     before = await snapshot(store)

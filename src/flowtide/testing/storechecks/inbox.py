@@ -18,7 +18,15 @@ from flowtide.store.base import (
     UnknownRunError,
 )
 from flowtide.store.jsonvalues import NotJSONError
-from flowtide.testing.storechecks.support import at, new_run, raises, run_record, same, true
+from flowtide.testing.storechecks.support import (
+    at,
+    new_run,
+    on_given_instants,
+    raises,
+    run_record,
+    same,
+    true,
+)
 
 ASKED = {"placement": "p1", "payload": {"amount": 3}, "output": None, "key": None}
 
@@ -28,6 +36,7 @@ def request(request_id: str, run_id: str = "r", seconds: float = 5) -> SignalReq
 
 
 async def signal_requests_wake_the_runs_holder(store: Store) -> None:
+    on_given_instants(store)
     same(await store.signal_request("q1"), None, "a request never stored")
     late = at(10**9)
     await store.create_run(run_record("r"), {}, lease=Lease("r", "w1", 1, late))

@@ -9,6 +9,7 @@ from flowtide.testing.storechecks.support import (
     T0,
     at,
     new_run,
+    on_given_instants,
     raises,
     run_record,
     same,
@@ -19,6 +20,7 @@ from flowtide.testing.storechecks.support import (
 
 
 async def runs_wake_when_they_need_a_worker(store: Store) -> None:
+    on_given_instants(store)
     same(await store.next_wake(), None, "next_wake of an empty store")
     await new_run(store, "p", lifecycle="parked")
     same(await store.next_wake(), None, "a parked run nobody holds, with nothing due")
@@ -40,6 +42,7 @@ async def runs_wake_when_they_need_a_worker(store: Store) -> None:
 
 
 async def claims_take_runs_whose_wake_has_come(store: Store) -> None:
+    on_given_instants(store)
     await store.create_run(run_record("a", "pending"), {})
     await new_run(store, "b", lifecycle="parked")
     await store.commit(Commit("b", due=[DueEntry(at(10), "b", "b.1", "timeout")]))
@@ -68,6 +71,7 @@ async def claims_take_runs_whose_wake_has_come(store: Store) -> None:
 
 
 async def claims_never_hand_a_run_to_two_owners(store: Store) -> None:
+    on_given_instants(store)
     for i in range(40):
         await store.create_run(run_record(f"r{i}", "pending"), {})
     claims = await asyncio.gather(
@@ -80,6 +84,7 @@ async def claims_never_hand_a_run_to_two_owners(store: Store) -> None:
 
 
 async def commits_are_fenced_by_their_lease(store: Store) -> None:
+    on_given_instants(store)
     await store.create_run(run_record("r", "running"), {"n": 1}, lease=Lease("r", "w1", 1, at(10)))
     old = Lease("r", "w1", 1, at(10))
     await store.commit(Commit("r", tokens=[token("r", 1)], lease=old))
@@ -100,6 +105,7 @@ async def commits_are_fenced_by_their_lease(store: Store) -> None:
 
 
 async def acquiring_a_run(store: Store) -> None:
+    on_given_instants(store)
     with raises(UnknownRunError, "acquiring an unknown run"):
         await store.acquire_run("nope", "w1", T0, at(10))
     await store.create_run(run_record("r", "parked"), {})
@@ -119,6 +125,7 @@ async def acquiring_a_run(store: Store) -> None:
 
 
 async def leases_are_renewed_and_given_back(store: Store) -> None:
+    on_given_instants(store)
     for run_id in ("a", "b", "c"):
         await store.create_run(run_record(run_id), {}, lease=Lease(run_id, "w1", 1, at(10)))
     await store.acquire_run("c", "w2", at(11), at(40))

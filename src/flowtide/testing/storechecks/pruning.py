@@ -19,6 +19,7 @@ from flowtide.testing.storechecks.support import (
     at,
     every_part,
     new_run,
+    on_given_instants,
     raises,
     run_record,
     same,
@@ -105,6 +106,7 @@ async def pruning_deletes_ended_runs_and_everything_of_theirs(store: Store) -> N
 
 
 async def pruning_keeps_live_runs_and_the_children_of_live_parents(store: Store) -> None:
+    on_given_instants(store)
     await new_run(store, "live-parent")
     await store.create_run(ended("child-of-live", 1, "live-parent"), {})
     await store.create_run(ended("parent", 5), {})
