@@ -15,6 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from flowtide.cli import ExitCode, app
+from flowtide.cli.common import BadInput
+from flowtide.cli.inputs import parse_state
 from flowtide.printable import printable
 
 runner = CliRunner()
@@ -25,6 +27,14 @@ NODES = "flowtide.demo.checkout"
 
 def deep(levels: int) -> str:
     return '{"a": ' + "[" * levels + "]" * levels + "}"
+
+
+def test_a_value_of_the_input_may_nest_as_deep_as_a_whole_payload_less_one() -> None:
+    # A value of the state may nest 100 levels; an input's object is one more level, a
+    # payload is one value whose object counts.
+    assert parse_state(deep(100), "--input") == json.loads(deep(100))
+    with pytest.raises(BadInput, match="101 levels deep; a payload may nest at most 100"):
+        parse_state(deep(100), "--payload")
 
 
 @pytest.mark.parametrize(
@@ -39,8 +49,8 @@ def deep(levels: int) -> str:
             "--OPTION/a: a string holds '\\ud800', a lone surrogate, which is not Unicode text",
         ),
         ('{"a": "\udcff"}', "--OPTION is not UTF-8 text (at line 1, column 8)"),
-        (deep(990), "--OPTION nests lists and objects more than 100 levels deep"),
-        (deep(101), "--OPTION/a nests lists and objects 101 levels deep, over the limit of 100"),
+        (deep(990), "--OPTION nests lists and objects 991 levels deep; EACH may nest at most 100"),
+        (deep(101), "--OPTION nests lists and objects 102 levels deep; EACH may nest at most 100"),
     ],
 )
 def test_hostile_input_and_payload_are_bad_input(tmp_path: Path, text: str, said: str) -> None:
@@ -53,9 +63,8 @@ def test_hostile_input_and_payload_are_bad_input(tmp_path: Path, text: str, said
         result = runner.invoke(app, [*command, "--store", store])
         assert result.exit_code == ExitCode.BAD_INPUT, result.output
         expected = said.replace("--OPTION", option)
-        if option == "--payload" and "/a nests" in said:
-            # A payload is one value, as the engine checks it: its object is one more level.
-            expected = "--payload nests lists and objects 102 levels deep, over the limit of 100"
+        each = "each value of the state" if option == "--input" else "a payload"
+        expected = expected.replace("EACH", each)
         assert result.stderr.strip().startswith(f"flowtide: {expected}"), result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "runs.db").exists()

@@ -15,7 +15,14 @@ from flowtide.cli.code import Code
 from flowtide.cli.common import BadInput, display_path, print_problems
 from flowtide.cli.loading import load_files
 from flowtide.engine import Lifecycle
-from flowtide.engine.limits import MAX_NESTING, ValueTooLargeError, check_size, check_sizes
+from flowtide.engine.limits import (
+    MAX_NESTING,
+    ValueTooDeepError,
+    ValueTooLargeError,
+    check_nesting,
+    check_size,
+    check_sizes,
+)
 from flowtide.errors import Problem
 from flowtide.model.durations import parse_duration
 from flowtide.model.flow import Flow
@@ -37,6 +44,18 @@ def parse_state(text: str, option: str = "--input") -> dict[str, Any]:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:  # (bytes that are not UTF-8 reach argv as surrogates)
         raise BadInput(f"{option} is not UTF-8 text (at {_place(text, exc.start)})") from None
+    # The nesting is judged on the text first, the same on every Python (whose JSON decoder
+    # gives up at a depth of its own): an input's object is one level, its values at most
+    # MAX_NESTING each; a payload is one value.
+    own = 1 if option == "--input" else 0
+    try:
+        check_nesting(text, option, MAX_NESTING + own)
+    except ValueTooDeepError as exc:
+        each = "each value of the state" if own else "a payload"
+        raise BadInput(
+            f"{option} nests lists and objects {exc.depth} levels deep; {each} may nest at "
+            f"most {MAX_NESTING}"
+        ) from None
     try:
         value = _DECODER.decode(text)
     except _NotANumber as exc:
@@ -45,10 +64,6 @@ def parse_state(text: str, option: str = "--input") -> dict[str, Any]:
         ) from None
     except json.JSONDecodeError as exc:
         raise BadInput(f"{option} is not JSON: {exc}") from None
-    except RecursionError:
-        raise BadInput(
-            f"{option} nests lists and objects more than {MAX_NESTING} levels deep"
-        ) from None
     if not isinstance(value, dict):
         what = "the run's initial state" if option == "--input" else "merged into the state"
         raise BadInput(f"{option} must be a JSON object ({what})")
