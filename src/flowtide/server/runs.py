@@ -3,7 +3,6 @@ explanation of its deadlines."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import Annotated, Any
 
@@ -27,6 +26,9 @@ router = APIRouter(prefix="/api/runs", tags=["runs"])
 
 MOST_LISTED = 500
 """The largest page of runs."""
+
+MOST_DRAWN = 1000
+"""How many flow versions' diagrams are kept drawn."""
 
 
 class StartBody(BaseModel):
@@ -148,12 +150,24 @@ async def get_run(run: str, found: Annotated[Services, Depends(services)]) -> di
     data = await run_detail(found.store, run_id)
     record = await found.store.get_run(run_id)
     digest = record.options.get("flow_digest")
-    data["mermaid"] = None
-    if isinstance(digest, str):
-        with contextlib.suppress(UnknownStoredFlow):
-            stored = await found.store.get_flow(record.flow_id, digest)
-            data["mermaid"] = render_mermaid(flow_from_stored(stored))
+    data["mermaid"] = await _mermaid(found, record.flow_id, digest)
     return jsonable(data)  # type: ignore[no-any-return]
+
+
+async def _mermaid(found: Services, flow_id: str, digest: object) -> str | None:
+    """The diagram of a stored flow version (kept: a version's document never changes)."""
+    if not isinstance(digest, str):
+        return None
+    drawn: dict[tuple[str, str], str] = found.extras.setdefault("mermaid", {})
+    if (flow_id, digest) not in drawn:
+        try:
+            stored = await found.store.get_flow(flow_id, digest)
+        except UnknownStoredFlow:
+            return None
+        if len(drawn) >= MOST_DRAWN:
+            drawn.clear()
+        drawn[flow_id, digest] = render_mermaid(flow_from_stored(stored))
+    return drawn[flow_id, digest]
 
 
 @router.get("/{run}/history")
