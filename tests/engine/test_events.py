@@ -92,7 +92,9 @@ SAMPLES: list[EventPayload] = [
         ],
     ),
     Parked(key="order-1", deadline=AT, park="r.1#2"),
-    Signalled(output="approved", idempotency_key="k", keys=["ok"], park="r.1#2", to=["next"]),
+    Signalled(
+        output="approved", idempotency_key="k", keys=["ok"], park="r.1#2", to=["next"], sender="ops"
+    ),
 ]
 
 
