@@ -52,13 +52,20 @@ export async function drawDiagram(container, source, marks = new Map()) {
     container.replaceChildren(document.createTextNode(`The diagram could not be drawn: ${error}`));
     return null;
   }
-  // Parsed as SVG and adopted: Mermaid's own sanitized output, never page data as markup.
-  const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
-  const svg = document.adoptNode(doc.documentElement);
+  // Mermaid's own output, its labels sanitized (strict): parsed as HTML (its labels are HTML
+  // inside foreignObject, not XML) in an inert document, then adopted.
+  const doc = new DOMParser().parseFromString(svgText, "text/html");
+  const parsed = doc.body.querySelector("svg");
+  if (!parsed) {
+    container.replaceChildren(document.createTextNode("The diagram could not be drawn."));
+    return null;
+  }
+  const svg = document.adoptNode(parsed);
   svg.classList.add("diagram-svg");
-  for (const [iri, name] of marks) {
-    const node = svg.querySelector(`g.node[id^="flowchart-${CSS.escape(mermaidId(iri))}-"]`);
-    if (node) node.dataset.mark = name;
+  // Mermaid gives the marked nodes their class; data-mark names it for the page and its tests.
+  for (const node of svg.querySelectorAll("g.node")) {
+    const name = [...used].find((n) => node.classList.contains(n));
+    if (name) node.dataset.mark = name;
   }
   container.replaceChildren(svg);
   return svg;

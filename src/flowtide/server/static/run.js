@@ -73,22 +73,24 @@ export function runPage(runId) {
   }
 
   function showDeadlines(run) {
+    // One line per instant: a parked token's window, its park and its due entry coincide.
     const items = [];
     if (run.deadline) items.push(["run deadline", run.deadline]);
-    for (const t of run.tokens ?? []) {
-      if (t.deadline) items.push([`${t.placement} (${t.status})`, t.deadline]);
-    }
     for (const p of run.parks ?? []) {
       if (p.deadline) items.push([`parked at ${p.placement}${p.key ? ` (key ${p.key})` : ""}`, p.deadline]);
     }
+    for (const t of run.tokens ?? []) {
+      if (t.deadline) items.push([`${t.placement} (${t.status})`, t.deadline]);
+    }
     for (const d of run.due ?? []) items.push([`${d.purpose} due`, d.when]);
     const seen = new Set();
-    fill(deadlines, items.filter(([what, at]) => {
-      const k = `${what}|${at}`;
-      if (seen.has(k)) return false;
-      seen.add(k);
+    const shown = items.filter(([, at]) => {
+      const instant = Date.parse(at);
+      if (seen.has(instant)) return false;
+      seen.add(instant);
       return true;
-    }).map(([what, at]) => h("li", { dataset: { at } },
+    });
+    fill(deadlines, shown.map(([what, at]) => h("li", { dataset: { at } },
       h("span", { class: "what" }, what), " ", h("span", { class: "countdown" }), " ",
       h("span", { class: "muted" }, when(at)))));
     if (!items.length) fill(deadlines, h("li", { class: "muted" }, "No deadline is armed."));
