@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -23,6 +23,7 @@ from flowtide.cli.loading import load_files
 from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, emit_json, opened, print_table
 from flowtide.client.registration import register_flows, stored_catalog
 from flowtide.client.results import RegisteredFlow
+from flowtide.client.views import registered_json, version_json
 from flowtide.clock import SystemClock
 from flowtide.store.base import StoredFlowVersion
 
@@ -53,7 +54,7 @@ def flows(
         return
     versions = asyncio.run(_versions(store))
     if json_output:
-        emit_json([_version_json(v) for v in versions])
+        emit_json([version_json(v) for v in versions])
         return
     if not versions:
         out.print("no flows stored; store some with: flowtide flows register FILE...")
@@ -82,17 +83,6 @@ async def _versions(url: str) -> list[StoredFlowVersion]:
         await store.close()
 
 
-def _version_json(v: StoredFlowVersion) -> dict[str, Any]:
-    return {
-        "flow": v.flow_id,
-        "version": v.version,
-        "digest": v.digest,
-        "stored_at": v.stored_at,
-        "runs": v.runs,
-        "latest": v.latest,
-    }
-
-
 @flows_app.command("register", epilog=EXIT_CODES_HELP)
 @guarded
 def register(
@@ -116,7 +106,7 @@ def register(
     """
     done = asyncio.run(_register(store, files))
     if json_output:
-        emit_json([_registered_json(r) for r in done])
+        emit_json([registered_json(r) for r in done])
         return
     for r in done:
         what = "registered" if r.new else "already stored"
@@ -140,7 +130,3 @@ async def _register(url: str, files: list[Path]) -> list[RegisteredFlow]:
         return await register_flows(store, good, SystemClock().now())
     finally:
         await store.close()
-
-
-def _registered_json(r: RegisteredFlow) -> dict[str, Any]:
-    return {"flow": r.flow_id, "version": r.version, "digest": r.digest, "new": r.new}

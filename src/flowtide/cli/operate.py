@@ -34,6 +34,7 @@ from flowtide.cli.stores import (
     store_option,
     unknown_run,
 )
+from flowtide.client.views import receipt_json
 from flowtide.engine import (
     Engine,
     RefusalReason,
@@ -231,7 +232,7 @@ def signal(
             err.print(f"[yellow]refused[/] ({answer.reason}): {escape(str(answer))}")
         raise typer.Exit(ExitCode.REFUSED)
     if json_output:
-        emit_json({"accepted": True, **_receipt(answer)})
+        emit_json({"accepted": True, **receipt_json(answer)})
         return
     again = " (answered already: nothing changed)" if answer.duplicate else ""
     out.print(
@@ -260,19 +261,6 @@ def _pending(pending: RequestPending, json_output: bool) -> NoReturn:
             f"a worker takes the run (flowtide show {escape(pending.run_id)} lists it)."
         )
     raise typer.Exit(ExitCode.PENDING)
-
-
-def _receipt(receipt: SignalReceipt) -> dict[str, Any]:
-    return {
-        "run_id": receipt.run_id,
-        "token_id": receipt.token_id,
-        "placement": receipt.placement,
-        "output": receipt.output,
-        "at": receipt.at,
-        "park": receipt.park,
-        "idempotency_key": receipt.idempotency_key,
-        "duplicate": receipt.duplicate,
-    }
 
 
 async def _signal(

@@ -36,13 +36,13 @@ from flowtide.cli.operate import start
 from flowtide.cli.stores import (
     DEFAULT,
     StoreOption,
-    event_json,
     event_table,
     opened,
     print_table,
     relative,
     store_option,
 )
+from flowtide.client.views import event_json
 from flowtide.engine import Engine, Lifecycle, RunResult
 from flowtide.engine.children import open_parks
 from flowtide.model.flow import Flow

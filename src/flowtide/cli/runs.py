@@ -22,7 +22,6 @@ from flowtide.cli.stores import (
     StoreOption,
     client,
     emit_json,
-    event_json,
     event_table,
     opened,
     print_table,
@@ -30,18 +29,9 @@ from flowtide.cli.stores import (
     resolve_run,
     unknown_run,
 )
+from flowtide.client.views import Row, event_json, next_deadline, run_detail, run_json, run_row
 from flowtide.engine import EngineError, Lifecycle
-from flowtide.engine.children import open_parks
-from flowtide.engine.heartbeat import waiting_for
-from flowtide.store.base import (
-    LIVE_TOKEN_STATUSES,
-    Lease,
-    RunRecord,
-    Store,
-    TokenRecord,
-    UnknownRunError,
-    WorkerRecord,
-)
+from flowtide.store.base import TokenRecord, UnknownRunError
 
 
 def _style(lifecycle: str) -> str:
@@ -59,13 +49,6 @@ def _where(tokens: list[TokenRecord]) -> str:
 def _waiting(nodes: list[str]) -> str:
     """What a run no live worker can drive waits for."""
     return f"waiting for a worker with node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}"
-
-
-def _next_deadline(run: RunRecord, tokens: list[TokenRecord]) -> datetime | None:
-    instants = [t.deadline for t in tokens if t.deadline is not None]
-    if run.deadline is not None and not Lifecycle(run.lifecycle).terminal:
-        instants.append(run.deadline)
-    return min(instants, default=None)
 
 
 # -- runs ------------
@@ -96,7 +79,7 @@ def runs(
     rows = asyncio.run(_runs(store, lifecycle, limit))
     now = datetime.now(UTC)
     if json_output:
-        emit_json([_run_json(*row) for row in rows])
+        emit_json([run_json(*row) for row in rows])
         return
     if not rows:
         out.print("no runs" + (f" {lifecycle}" if lifecycle else ""))
@@ -110,7 +93,7 @@ def runs(
         Column("held by", overflow="fold"),
     )
     for run, tokens, lease, waiting in rows:
-        deadline = _next_deadline(run, tokens)
+        deadline = next_deadline(run, tokens)
         when = f"{deadline.isoformat()} ({relative(deadline, now)})" if deadline else "-"
         table.add_row(
             escape(run.id),
@@ -123,10 +106,6 @@ def runs(
     print_table(table)
 
 
-Row = tuple[RunRecord, list[TokenRecord], Lease | None, list[str]]
-"""A run, its live tokens, its lease, and the nodes it waits for (see :func:`waiting_for`)."""
-
-
 async def _runs(url: str, lifecycle: str | None, limit: int) -> list[Row]:
     store = await opened(url, create=False)
     try:
@@ -134,46 +113,9 @@ async def _runs(url: str, lifecycle: str | None, limit: int) -> list[Row]:
             await store.list_runs(lifecycle), key=lambda r: (r.created_at, r.id), reverse=True
         )
         beats = list(await store.workers())
-        return [await _row(store, run, beats) for run in found[: max(limit, 0)]]
+        return [await run_row(store, run, beats) for run in found[: max(limit, 0)]]
     finally:
         await store.close()
-
-
-async def _row(store: Store, run: RunRecord, beats: list[WorkerRecord]) -> Row:
-    tokens = list(await store.tokens(run.id, LIVE_TOKEN_STATUSES))
-    lease = await store.lease_of(run.id)
-    return run, tokens, lease, waiting_for(run.id, lease, beats)
-
-
-def _run_json(
-    run: RunRecord, tokens: list[TokenRecord], lease: Lease | None, waiting: list[str]
-) -> dict[str, Any]:
-    return {
-        "run_id": run.id,
-        "flow": run.flow_id,
-        "version": run.flow_version,
-        "lifecycle": run.lifecycle,
-        "outcome": run.outcome,
-        "created_at": run.created_at,
-        "deadline": run.deadline,
-        "next_deadline": _next_deadline(run, tokens),
-        "tokens": [_token_json(t) for t in tokens],
-        "held_by": lease.owner if lease is not None else None,
-        "lease_expires": lease.expires if lease is not None else None,
-        "waiting_for": waiting,
-    }
-
-
-def _token_json(t: TokenRecord) -> dict[str, Any]:
-    return {
-        "token_id": t.id,
-        "placement": t.placement,
-        "status": t.status.value,
-        "attempt": t.attempt,
-        "visit": t.visit,
-        "deadline": t.deadline,
-        "due": t.due,
-    }
 
 
 # -- show ------------
@@ -230,31 +172,7 @@ async def _show(url: str, given: str) -> dict[str, Any]:
     store = await opened(url, create=False)
     try:
         run_id = await resolve_run(store, given, url)
-        run = await store.get_run(run_id)
-        row = await _row(store, run, list(await store.workers()))
-        parks = await open_parks(store, run_id)  # (a subflow's child's parks too)
-        data = _run_json(*row)
-        data["parks"] = [
-            {
-                "placement": p.placement,
-                "key": p.key,
-                "deadline": p.deadline,
-                "payload": p.payload,
-                **({"run_id": p.run_id} if p.run_id != run_id else {}),
-            }
-            for p in parks
-        ]
-        data["state"] = await store.get_state(run_id)
-        data["due"] = [
-            {"when": e.when, "token_id": e.token_id, "purpose": e.purpose or "wait"}
-            for e in await store.due_of(run_id)
-        ]
-        data["pending_requests"] = [
-            {"id": r.id, "kind": r.kind, "requested_at": r.requested_at, "request": r.request}
-            for r in await store.pending_requests(run_id)
-        ]
-        data["errors"] = list((run.result or {}).get("errors", []))
-        return data
+        return await run_detail(store, run_id)
     finally:
         await store.close()
 

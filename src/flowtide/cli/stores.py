@@ -19,7 +19,7 @@ from rich.table import Table
 from flowtide.authoring.nodes import NodeRegistry
 from flowtide.cli.common import BadInput, escape, out
 from flowtide.engine import Engine
-from flowtide.store.base import EventRecord, Store, StoreOpenError, UnknownRunError
+from flowtide.store.base import Store, StoreOpenError, UnknownRunError
 from flowtide.store.sqlite import SQLiteStore
 from flowtide.store.urls import DEFAULT_STORE, is_conninfo, redact, store_for
 
@@ -142,20 +142,6 @@ def print_table(table: Table) -> None:
 
 UNLIMITED_WIDTH = 100_000
 """The width of a table printed outside a terminal: a table takes only what its rows need."""
-
-
-def event_json(event: EventRecord) -> dict[str, Any]:
-    """One history event as the commands print it in JSON (its instant as ISO text)."""
-    return {
-        "seq": event.seq,
-        "kind": event.kind,
-        "at": event.at.isoformat(),
-        "run_id": event.run_id,
-        "placement": event.placement,
-        "attempt": event.attempt,
-        "token_id": event.token_id,
-        "data": event.data,
-    }
 
 
 def event_table(events: list[dict[str, Any]]) -> Table:

@@ -20,10 +20,10 @@ from flowtide.cli.stores import (
     DEFAULT,
     JsonOption,
     StoreOption,
-    event_json,
     opened,
     shown_store,
 )
+from flowtide.client.views import event_json
 from flowtide.engine import Engine
 from flowtide.engine.leases import LEASE_TTL
 from flowtide.engine.threadslots import DEFAULT_THREADS

@@ -108,12 +108,14 @@ class AsyncClient:
         output: str | None = None,
         idempotency_key: str | None = None,
         wait: float | None = 10.0,
+        sender: str | None = None,
     ) -> SignalReceipt:
         """Signal a parked token, by ``run_id`` and ``placement`` (or ``token_id``), or by its
         correlation ``key``; see :meth:`flowtide.Engine.signal`. ``wait``: seconds to wait for
         the answer of the worker that holds the run (None: as long as it takes); a signal not
         answered in time raises :class:`~flowtide.RequestPending`, and stays recorded, to be
         applied when a worker takes the run. A refusal raises :class:`~flowtide.SignalRefused`.
+        ``sender``: who sends it (a name kept with the request and in the history).
         """
         engine = await self._ready()
         return await engine.signal(
@@ -125,15 +127,21 @@ class AsyncClient:
             output=output,
             idempotency_key=idempotency_key,
             wait=wait,
+            sender=sender,
         )
 
     async def cancel(
-        self, run_id: str, reason: str | None = None, *, wait: float | None = 10.0
+        self,
+        run_id: str,
+        reason: str | None = None,
+        *,
+        wait: float | None = 10.0,
+        sender: str | None = None,
     ) -> bool:
         """Cancel a run (it ends ``cancelled``, its running nodes are cancelled); False if it had
-        ended already. ``wait`` as for :meth:`signal`."""
+        ended already. ``wait`` and ``sender`` as for :meth:`signal`."""
         engine = await self._ready()
-        return await engine.cancel(run_id, reason, wait=wait)
+        return await engine.cancel(run_id, reason, wait=wait, sender=sender)
 
     async def get(self, run_id: str) -> RunResult:
         """Where the run stands now: its result once it has ended; else its lifecycle, state and
@@ -210,6 +218,12 @@ class AsyncClient:
         """How a token's deadline was computed (see :meth:`flowtide.Engine.explain`)."""
         engine = await self._ready()
         return await engine.explain(run_id, placement=placement, token_id=token_id)
+
+    async def explain_run(self, run_id: str) -> list[Explanation]:
+        """How each deadline of the run was computed: the last visit of every placement that
+        had a window or timers (see :meth:`flowtide.Engine.explain_run`)."""
+        engine = await self._ready()
+        return list(await engine.explain_run(run_id))
 
     # -- flows ------------
 

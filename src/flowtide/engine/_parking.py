@@ -52,6 +52,19 @@ S = TokenStatus
 log = logging.getLogger("flowtide.engine")
 
 
+def _signalled(
+    park: ParkRecord, output: str | None, key: str | None, keys: list[str], sender: str | None
+) -> Callable[[list[str] | None], Signalled]:
+    """The ``signalled`` event of a signal, once it is known where the token moved (``to``)."""
+
+    def event(to: list[str] | None) -> Signalled:
+        return Signalled(
+            output=output, idempotency_key=key, keys=keys, park=park.id, to=to, sender=sender
+        )
+
+    return event
+
+
 class Parking(Tasks):
     """Signals and due instants."""
 
@@ -64,6 +77,7 @@ class Parking(Tasks):
         idempotency_key: str | None,
         inbox: DueEntry | None = None,
         at: datetime | None = None,
+        sender: str | None = None,
     ) -> dict[str, Any]:
         """Apply a signal to ``park`` (open in this executor), judged at ``at`` (a request's
         recorded instant; default now: the deadline must come after it); returns the answer.
@@ -86,10 +100,7 @@ class Parking(Tasks):
             requests = [RequestAnswer(e.token_id, accepted_reply(answer), now) for e in fired]
             keys = sorted(payload)
 
-            def signalled(to: list[str] | None) -> Signalled:
-                return Signalled(
-                    output=output, idempotency_key=idempotency_key, keys=keys, park=park.id, to=to
-                )
+            signalled = _signalled(park, output, idempotency_key, keys, sender)
 
             base = dict(self.state)
 
@@ -248,6 +259,7 @@ class Parking(Tasks):
                         idempotency_key=asked.get("idempotency_key"),
                         inbox=entry,
                         at=at,
+                        sender=asked.get("sender"),
                     )
                     return
                 except SignalRefused as refused:

@@ -561,6 +561,7 @@ class Engine:
         output: str | None = None,
         idempotency_key: str | None = None,
         wait: float | None = 10.0,
+        sender: str | None = None,
     ) -> SignalReceipt:
         """Signal a parked token, addressed by ``run_id`` and ``placement`` (or ``token_id``),
         or by its correlation ``key`` (optionally within ``run_id``).
@@ -577,28 +578,33 @@ class Engine:
         recorded in the store as a request, judged at the instant the store recorded it, and
         applied by the run's holder or the next worker to take it (see
         :mod:`flowtide.engine.inbox`); ``wait``: seconds to wait for that worker's answer (None:
-        no limit), else :class:`RequestPending` (``wait=0``: at once, once recorded).
-        """
+        no limit), else :class:`RequestPending` (``wait=0``: at once, once recorded); ``sender``:
+        who sends it (a name, kept with the request and in the ``signalled`` event)."""
         self._ready()
         check_signal(key, idempotency_key, payload)  # (before the store is asked anything)
         return await self._signaller.signal(
-            run_id, placement, key, token_id, payload, output, idempotency_key, wait
+            run_id, placement, key, token_id, payload, output, idempotency_key, wait, sender
         )
 
     async def cancel(
-        self, run_id: str, reason: str | None = None, *, wait: float | None = 10.0
+        self,
+        run_id: str,
+        reason: str | None = None,
+        *,
+        wait: float | None = 10.0,
+        sender: str | None = None,
     ) -> bool:
         """Cancel a run, parked (and let go) or not; False if it had already ended.
 
         A worker holding the run cancels it at once (its nodes in flight are cancelled).
         Otherwise the cancel is recorded in the store as a request that the worker holding the
-        run, or the next one to take it, applies; ``wait``: how many seconds to wait for its
-        answer (None: no limit), else :class:`RequestPending` (``wait=0``: at once)."""
+        run, or the next one to take it, applies (``sender`` as for :meth:`signal`); ``wait``:
+        seconds to wait for its answer (None: no limit), else :class:`RequestPending` (0: now)."""
         self._ready()
         ex = await self._signaller.adopt(run_id)
         if ex is not None:
             return ex.cancel(reason)
-        return await self._signaller.cancel(run_id, reason, wait)
+        return await self._signaller.cancel(run_id, reason, wait, sender)
 
     def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run at once if this worker holds it, else record it (True: asked)."""

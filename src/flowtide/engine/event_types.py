@@ -362,7 +362,7 @@ class Signalled(EventPayload):
 
     ``output``: the output the token takes (none: the node runs again, the signal's payload in
     ``ctx.signal``); ``idempotency_key``: the signal's, if any; ``keys``: the state keys its
-    payload sets; ``to``: where the token moved.
+    payload sets; ``to``: where the token moved; ``sender``: who sent it, when it said.
     """
 
     KIND: ClassVar[EventKind] = EventKind.SIGNALLED
@@ -371,6 +371,7 @@ class Signalled(EventPayload):
     keys: list[str]
     park: str
     to: list[str] | None = None
+    sender: str | None = None
 
 
 Moving = (

@@ -110,6 +110,7 @@ class Signaller:
         output: str | None,
         idempotency_key: str | None,
         wait: float | None,
+        sender: str | None = None,
     ) -> SignalReceipt:
         """:meth:`Engine.signal <flowtide.engine.Engine.signal>`."""
         store, clock = self._host.store, self._host.clock
@@ -132,6 +133,7 @@ class Signaller:
                     "payload": payload,
                     "output": output,
                     "idempotency_key": idempotency_key,
+                    **({"sender": sender} if sender is not None else {}),
                 }
                 try:
                     answer = await self._request(park.run_id, asked, wait)
@@ -140,16 +142,21 @@ class Signaller:
                 if answer is None:
                     raise await self._refusal(park)
                 return receipt_of(answer)
-            receipt = await self._apply(ex, park, payload, output, idempotency_key)
+            receipt = await self._apply(ex, park, payload, output, idempotency_key, sender)
             if receipt is not None:
                 return receipt
         raise EngineError("signal: the run kept changing under this signal; try again")
 
-    async def cancel(self, run_id: str, reason: str | None, wait: float | None) -> bool:
+    async def cancel(
+        self, run_id: str, reason: str | None, wait: float | None, sender: str | None = None
+    ) -> bool:
         """Cancel a run this engine does not hold: recorded as a request for its holder;
         whether it was cancelled (False: it had already ended)."""
+        asked: dict[str, Any] = {"kind": "cancel", "reason": reason}
+        if sender is not None:
+            asked["sender"] = sender
         try:
-            answer = await self._request(run_id, {"kind": "cancel", "reason": reason}, wait)
+            answer = await self._request(run_id, asked, wait)
         except RunEndedError:
             return False
         if answer is not None:
@@ -165,13 +172,18 @@ class Signaller:
         payload: dict[str, Any],
         output: str | None,
         idempotency_key: str | None,
+        sender: str | None = None,
     ) -> SignalReceipt | None:
         """The signal applied by this engine, which holds the run (None: look again)."""
         if not ex.pin():
             return None
         try:
             answer = await ex.signal(
-                park, payload=payload, output=output, idempotency_key=idempotency_key
+                park,
+                payload=payload,
+                output=output,
+                idempotency_key=idempotency_key,
+                sender=sender,
             )
             return SignalReceipt.from_answer(answer)
         except DuplicateSignal:
