@@ -1,0 +1,95 @@
+"""The dashboard in headless Chromium against the real server: a parked run seen on the diagram,
+signalled from the form and completed without a reload; a short real deadline counting down and
+expiring; the settings editor's what-if and save; ids and keys holding markup shown as text."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+from playwright.sync_api import Page, expect
+
+from tests.browser.conftest import FLOW, QUICK_FLOW, TOKEN, Server, shot
+
+
+def keep_token(page: Page, server: Server) -> None:
+    page.goto(server.url + "/")
+    page.fill("#token-input", TOKEN)
+    page.click("#token-form button[type=submit]")
+    expect(page.locator("#token-state")).to_have_text("token kept for this tab")
+
+
+def test_parked_run_is_signalled_from_the_form_and_completes_live(
+    page: Page, server: Server
+) -> None:
+    run_id = server.start(FLOW)
+    keep_token(page, server)
+    page.goto(f"{server.url}/#/runs/{quote(run_id, safe='')}")
+    parked = page.locator('#run-diagram g.node[data-mark="parked"]')
+    expect(parked).to_have_count(1)
+    expect(parked).to_contain_text("review")
+    # The park's key holds markup: it is shown as text, never made into elements.
+    expect(page.locator("#deadlines")).to_contain_text("<b>review</b>")
+    assert page.locator("#deadlines b, #signal-form b").count() == 0
+    expect(page.locator("#deadlines .countdown").first).to_have_text(re.compile(r"^in (59m|1h)"))
+    expect(page.locator("#explain")).to_contain_text("review")
+    shot(page, "run-parked")
+    page.evaluate("window.notReloaded = true")
+
+    page.select_option("#signal-output", "approved")
+    page.fill("#signal-payload", '{"note": "<script>alert(1)</script>"}')
+    page.click("#signal-form button[type=submit]")
+
+    expect(page.locator("#signal-result, .run-head")).not_to_have_count(0)
+    expect(page.locator(".run-head")).to_have_attribute("data-lifecycle", "completed")
+    expect(page.locator("#outcome")).to_contain_text("done")
+    expect(page.locator('#timeline li[data-kind="signalled"]')).to_have_count(1)
+    expect(page.locator('#timeline li[data-kind="run_finished"]')).to_have_count(1)
+    expect(page.locator("#run-diagram g.node[data-mark]")).to_have_count(0)
+    assert page.evaluate("window.notReloaded") is True
+    shot(page, "run-completed")
+
+
+def test_a_short_deadline_counts_down_and_expires_on_the_page(page: Page, server: Server) -> None:
+    run_id = server.start(QUICK_FLOW)
+    page.goto(f"{server.url}/#/runs/{quote(run_id, safe='')}")
+    countdown = page.locator("#deadlines .countdown").first
+    expect(countdown).to_have_text(re.compile(r"^in [0-3]s$"))
+    shot(page, "deadline-counting")
+    expect(page.locator(".run-head")).to_have_attribute("data-lifecycle", "completed")
+    expect(page.locator("#outcome")).to_contain_text("expired")
+    expect(page.locator('#timeline li[data-kind="node_timed_out"]')).to_have_count(1)
+    expect(page.locator("#explain")).to_contain_text("timed_out")
+    shot(page, "deadline-expired")
+
+
+def test_without_a_token_the_forms_are_disabled_and_say_why(page: Page, server: Server) -> None:
+    run_id = server.start(FLOW)
+    page.goto(f"{server.url}/#/runs/{quote(run_id, safe='')}")
+    expect(page.locator("#signal-form .needs-token")).to_be_visible()
+    expect(page.locator("#signal-form button[type=submit]")).to_be_disabled()
+    expect(page.locator("#cancel-form button[type=submit]")).to_be_disabled()
+    page.fill("#token-input", TOKEN)
+    page.click("#token-form button[type=submit]")
+    expect(page.locator("#signal-form button[type=submit]")).to_be_enabled()
+    expect(page.locator("#signal-form .needs-token")).to_be_hidden()
+
+
+def test_runs_page_filters_by_flow_and_lifecycle_and_lists_new_runs_live(
+    page: Page, server: Server
+) -> None:
+    page.goto(f"{server.url}/#/runs?lifecycle=parked&flow={quote(FLOW, safe='')}")
+    expect(page.locator("table.runs tbody tr").first).to_be_visible()
+    run_id = server.start(FLOW)
+    expect(page.locator(f'table.runs tr[data-run="{run_id}"]')).to_have_count(1)
+    for lifecycle in page.locator("table.runs tbody td:nth-child(3)").all_inner_texts():
+        assert lifecycle.startswith("parked")
+    shot(page, "runs")
+
+
+def test_flow_page_draws_the_flow_and_its_settings(page: Page, server: Server) -> None:
+    page.goto(f"{server.url}/#/flows/{quote(FLOW, safe='')}")
+    expect(page.locator("#flow-diagram svg g.node")).not_to_have_count(0)
+    expect(page.locator("#placement-settings")).to_contain_text("PT1H")
+    expect(page.locator("#settings-form")).to_be_visible()
+    shot(page, "flow")
