@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import FLOW, QUICK_FLOW, TOKEN, Server, shot
@@ -93,3 +94,39 @@ def test_flow_page_draws_the_flow_and_its_settings(page: Page, server: Server) -
     expect(page.locator("#placement-settings")).to_contain_text("PT1H")
     expect(page.locator("#settings-form")).to_be_visible()
     shot(page, "flow")
+
+
+def test_settings_editor_is_made_from_the_node_settings_schema(page: Page, server: Server) -> None:
+    keep_token(page, server)
+    page.goto(f"{server.url}/#/flows/{quote(FLOW, safe='')}")
+    form = page.locator("#settings-form")
+    expect(form.locator("#edit-placement")).to_have_value("review")
+    expect(form.locator('[data-setting="timeout"]')).to_have_value("PT1H")
+    anchors = form.locator('[data-setting="timeout_anchor"] option').all_inner_texts()
+    assert {"park", "instance", "node"} <= set(anchors)
+    expect(form.locator('[data-setting="release_on"]')).to_be_visible()
+    form.get_by_role("button", name="Add Timer").click()
+    expect(form.locator('[data-setting^="timers-0."]')).not_to_have_count(0)
+    form.get_by_role("button", name="Remove").click()
+    page.click("#whatif-button")
+    expect(page.locator("#whatif-report")).to_have_text("Nothing is changed yet.")
+
+
+def test_whatif_figures_then_save_makes_a_new_version(page: Page, server: Server) -> None:
+    _, api = server.call("GET", "/openapi.json")
+    if "/api/whatif" not in api.get("paths", {}):
+        pytest.skip("the server has no POST /api/whatif yet")
+    for _ in range(2):
+        run_id = server.start(FLOW)
+        assert server.call("POST", f"/api/runs/{run_id}/signals", {"placement": "review"})[0] < 300
+    keep_token(page, server)
+    page.goto(f"{server.url}/#/flows/{quote(FLOW, safe='')}")
+    expect(page.locator("#flow-version")).to_contain_text("version 1")
+    page.fill('#settings-form [data-setting="timeout"]', "PT30M")
+    page.click("#whatif-button")
+    expect(page.locator("#whatif-report .summary li").first).to_be_visible()
+    shot(page, "whatif")
+    page.click("#save-button")
+    expect(page.locator("#flow-version")).not_to_contain_text("version 1")
+    expect(page.locator('#settings-form [data-setting="timeout"]')).to_have_value("PT30M")
+    shot(page, "saved")

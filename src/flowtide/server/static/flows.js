@@ -97,9 +97,11 @@ function showEditor(editor, flow, reload) {
     const set = {};
     for (const key of EDITED) {
       if (!(key in editedSchema.properties)) continue;
-      const a = after[key] ?? null;
-      const b = before[key] ?? null;
-      if (JSON.stringify(a) !== JSON.stringify(b)) set[`${choose.value}.${key}`] = a;
+      const a = unset(after[key]);
+      const b = unset(before[key]);
+      const fallback = unset(editedSchema.properties[key].default);
+      if (b === null && a !== null && same(a, fallback)) continue; // the default, left alone
+      if (!same(a, b)) set[`${choose.value}.${key}`] = a;
     }
     return set;
   };
@@ -135,6 +137,16 @@ function showEditor(editor, flow, reload) {
   fill(editor, form);
   draw();
   return () => unguardNow();
+}
+
+/** null for a setting left unset (nothing, or an empty list). */
+function unset(value) {
+  return value === undefined || value === null || (Array.isArray(value) && !value.length)
+    ? null : value;
+}
+
+function same(a, b) {
+  return JSON.stringify(a) === JSON.stringify(b);
 }
 
 /** The what-if report: its summary lines first, then what else it says. */

@@ -78,7 +78,8 @@ export function field(name, schema, root, value, path) {
   if (kind === "enum") {
     const options = (nullable ? [""] : []).concat(s.enum);
     input = h("select", { id }, options.map((o) =>
-      h("option", { value: o, selected: o === (value ?? "") }, o === "" ? "(default)" : o)));
+      h("option", { value: o, selected: o === (value ?? (nullable ? "" : s.default ?? "")) },
+        o === "" ? "(default)" : o)));
     read = () => (input.value === "" ? null : input.value);
   } else if (kind === "boolean") {
     input = h("input", { id, type: "checkbox", checked: Boolean(value ?? s.default) });
