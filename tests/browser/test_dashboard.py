@@ -55,7 +55,7 @@ def test_a_short_deadline_counts_down_and_expires_on_the_page(page: Page, server
     run_id = server.start(QUICK_FLOW)
     page.goto(f"{server.url}/#/runs/{quote(run_id, safe='')}")
     countdown = page.locator("#deadlines .countdown").first
-    expect(countdown).to_have_text(re.compile(r"^in [0-3]s$"))
+    expect(countdown).to_have_text(re.compile(r"^in [0-4]s$"))
     shot(page, "deadline-counting")
     expect(page.locator(".run-head")).to_have_attribute("data-lifecycle", "completed")
     expect(page.locator("#outcome")).to_contain_text("expired")
@@ -105,7 +105,7 @@ def test_settings_editor_is_made_from_the_node_settings_schema(page: Page, serve
     anchors = form.locator('[data-setting="timeout_anchor"] option').all_inner_texts()
     assert {"park", "instance", "node"} <= set(anchors)
     expect(form.locator('[data-setting="release_on"]')).to_be_visible()
-    form.get_by_role("button", name="Add Timer").click()
+    form.get_by_role("button", name="Add timer").click()
     expect(form.locator('[data-setting^="timers-0."]')).not_to_have_count(0)
     form.get_by_role("button", name="Remove").click()
     page.click("#whatif-button")

@@ -79,7 +79,7 @@ function showEditor(editor, flow, reload) {
   const schema = flow.settings_schema ?? {};
   const editedSchema = { ...schema, properties: Object.fromEntries(EDITED
     .filter((k) => schema.properties?.[k]).map((k) => [k, schema.properties[k]])) };
-  const choose = h("select", { id: "edit-placement" },
+  const choose = h("select", { id: "edit-placement", dataset: { alwaysOn: "1" } },
     placements.map((p) => h("option", { value: p }, p)));
   const fieldsBox = h("div", { id: "edit-fields" });
   const last = h("input", { id: "whatif-last", type: "number", min: 1, value: 100 });

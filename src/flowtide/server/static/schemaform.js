@@ -43,11 +43,12 @@ export function field(name, schema, root, value, path) {
   const kind = kindOf(s);
   const id = `f-${path.replace(/[^A-Za-z0-9_-]/g, "_")}`;
   const help = s.description ? h("small", { class: "muted" }, s.description) : null;
-  const label = h("label", { for: id }, s.title || name);
+  // Labelled by the setting's own name, as flow documents and the command line spell it.
+  const label = h("label", { for: id }, name);
   if (kind === "object" && s.properties) {
     const present = h("input", { type: "checkbox", id, checked: value != null });
     const inner = objectFields(s, root, value ?? {}, path);
-    const box = h("fieldset", { class: "sub" }, h("legend", {}, present, " ", s.title || name),
+    const box = h("fieldset", { class: "sub" }, h("legend", {}, present, " ", name),
       help, inner.el);
     const sync = () => { inner.el.hidden = !present.checked; };
     present.addEventListener("change", sync);
@@ -69,8 +70,8 @@ export function field(name, schema, root, value, path) {
     };
     for (const v of value ?? []) addItem(v);
     const add = h("button", { type: "button", onclick: () => addItem({}) },
-      `Add ${itemSchema.title || "item"}`);
-    const box = h("fieldset", { class: "sub" }, h("legend", {}, s.title || name), help, list, add);
+      `Add ${(itemSchema.title || "item").toLowerCase()}`);
+    const box = h("fieldset", { class: "sub" }, h("legend", {}, name), help, list, add);
     return { el: box, read: () => readers.filter((r) => !r.gone).map((r) => r.read()) };
   }
   let input;
