@@ -5,6 +5,7 @@ expiring; the settings editor's what-if and save; ids and keys holding markup sh
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
 import pytest
@@ -46,7 +47,8 @@ def test_parked_run_is_signalled_from_the_form_and_completes_live(
     expect(page.locator("#outcome")).to_contain_text("done")
     expect(page.locator('#timeline li[data-kind="signalled"]')).to_have_count(1)
     expect(page.locator('#timeline li[data-kind="run_finished"]')).to_have_count(1)
-    expect(page.locator("#run-diagram g.node[data-mark]")).to_have_count(0)
+    expect(page.locator('#run-diagram g.node[data-mark="parked"]')).to_have_count(0)
+    expect(page.locator('#run-diagram g.node[data-mark="reached"]')).to_contain_text("done")
     assert page.evaluate("window.notReloaded") is True
     shot(page, "run-completed")
 
@@ -62,6 +64,17 @@ def test_a_short_deadline_counts_down_and_expires_on_the_page(page: Page, server
     expect(page.locator('#timeline li[data-kind="node_timed_out"]')).to_have_count(1)
     expect(page.locator("#explain")).to_contain_text("timed_out")
     shot(page, "deadline-expired")
+
+
+def test_countdowns_keep_the_servers_time_when_the_browsers_clock_is_wrong(
+    page: Page, server: Server
+) -> None:
+    run_id = server.start(FLOW)
+    # The browser's clock runs three hours ahead: the page counts by the server's Date header.
+    page.clock.install(time=datetime.now(UTC) + timedelta(hours=3))
+    page.goto(f"{server.url}/#/runs/{quote(run_id, safe='')}")
+    parked = page.locator("#deadlines li").first
+    expect(parked.locator(".countdown")).to_have_text(re.compile(r"^in 59m [0-5]\ds$"))
 
 
 def test_without_a_token_the_forms_are_disabled_and_say_why(page: Page, server: Server) -> None:

@@ -33,11 +33,12 @@ const STYLES = {
   parked: "fill:#fde68a,stroke:#b45309,stroke-width:3px",
   active: "fill:#bfdbfe,stroke:#1d4ed8,stroke-width:3px",
   failed: "fill:#fecaca,stroke:#b91c1c,stroke-width:3px",
+  reached: "fill:#bbf7d0,stroke:#15803d,stroke-width:3px",
 };
 
 /**
- * Renders source into container. marks maps a placement IRI to "parked", "active" or
- * "failed". Returns the rendered SVG element.
+ * Renders source into container. marks maps a placement IRI to "parked", "active",
+ * "failed" or "reached" (a terminal the run ended at). Returns the rendered SVG element.
  */
 export async function drawDiagram(container, source, marks = new Map()) {
   const lines = [source.trimEnd()];

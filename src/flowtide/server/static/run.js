@@ -34,11 +34,18 @@ export function runPage(runId) {
     if (!flowDoc) {
       flowDoc = await get(`/api/flows/${enc(run.flow)}`).then((f) => f.document).catch(() => null);
     }
+    const events = await get(`/api/runs/${enc(run.run_id)}/history`)
+      .then((d) => d.events).catch(() => null);
     showHead(run);
-    await showDiagram(run);
+    await showDiagram(run, events ?? []);
     showDeadlines(run);
     showForms(run);
-    get(`/api/runs/${enc(run.run_id)}/history`).then((d) => showTimeline(d.events)).catch(() => {});
+    if (events) showTimeline(events);
+    if (ENDED.has(run.lifecycle)) {
+      // The server ends a run's stream with the run: nothing more comes, so stop listening.
+      close();
+      document.getElementById("status").textContent = `The run has ended (${run.lifecycle}).`;
+    }
     get(`/api/runs/${enc(run.run_id)}/explain`)
       .then((d) => showExplanations(d.explanations)).catch(() => {});
   }
@@ -56,8 +63,13 @@ export function runPage(runId) {
     head.dataset.lifecycle = run.lifecycle;
   }
 
-  async function showDiagram(run) {
+  async function showDiagram(run, events) {
     const marks = new Map();
+    for (const e of events) {
+      if (e.kind === "terminal_reached" && e.placement) {
+        marks.set(placementIri(run.flow, e.placement), "reached");
+      }
+    }
     for (const t of run.tokens ?? []) {
       const name = t.status === "parked" ? "parked" : t.status === "failed" ? "failed" : "active";
       marks.set(placementIri(run.flow, t.placement), name);
@@ -211,7 +223,8 @@ export function runPage(runId) {
     h("div", { class: "columns" },
       h("div", {}, h("h2", {}, "Where the tokens are"), diagram,
         h("p", { class: "legend muted" }, h("span", { class: "key parked" }, "parked"), " ",
-          h("span", { class: "key active" }, "running or due"))),
+          h("span", { class: "key active" }, "running or due"), " ",
+          h("span", { class: "key reached" }, "ended here"))),
       h("div", {}, h("h2", {}, "Deadlines"), deadlines, h("h3", {}, "Why these deadlines"), explain, forms)),
     h("h2", {}, "History"), timeline);
   return { el, leave: () => { close(); clearInterval(clock); while (unguards.length) unguards.pop()(); } };
