@@ -16,6 +16,7 @@ from flowtide.cli.render import render
 from flowtide.cli.run import run
 from flowtide.cli.runs import explain, history, runs, show
 from flowtide.cli.schema import schema_app
+from flowtide.cli.serve import serve
 from flowtide.cli.simulate import simulate
 from flowtide.cli.validate import validate
 from flowtide.cli.worker import worker
@@ -68,6 +69,7 @@ app.command("status", epilog=EXIT_CODES_HELP, help="The same as show.", hidden=T
 app.command("history", epilog=EXIT_CODES_HELP)(history)
 app.command("explain", epilog=EXIT_CODES_HELP)(explain)
 app.command("prune", epilog=EXIT_CODES_HELP)(prune)
+app.command("serve", epilog=EXIT_CODES_HELP)(serve)
 app.command("simulate", epilog=EXIT_CODES_HELP)(simulate)
 app.command("demo", epilog=EXIT_CODES_HELP)(demo)
 app.add_typer(flows_app)

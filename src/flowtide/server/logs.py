@@ -9,7 +9,6 @@ import logging
 import time
 from datetime import UTC, datetime
 
-from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from flowtide.server.measures import Measures
@@ -19,13 +18,11 @@ __all__ = ["RequestLog", "route_of"]
 log = logging.getLogger("flowtide.server")
 
 
-def route_of(app: ASGIApp, scope: Scope) -> str:
-    """The template of the route the request matched (``/api/runs/{run}``), or ``other``."""
-    for route in getattr(app, "routes", ()):
-        match, _ = route.matches(scope)
-        if match is Match.FULL:
-            return str(getattr(route, "path", "other"))
-    return "other"
+def route_of(scope: Scope) -> str:
+    """The template of the route the request matched (``/api/runs/{run}``), or ``other``:
+    the router leaves the route it matched in the scope."""
+    route = scope.get("route")
+    return str(getattr(route, "path", "other"))
 
 
 class RequestLog:
@@ -51,7 +48,7 @@ class RequestLog:
             await self.app(scope, receive, sent)
         finally:
             seconds = time.perf_counter() - started
-            route = route_of(scope["app"], scope) if "app" in scope else "other"
+            route = route_of(scope)
             self.metrics.request(route, status, seconds)
             if self.enabled:
                 line = {
