@@ -42,7 +42,7 @@ def test_parked_run_is_signalled_from_the_form_and_completes_live(
     page.fill("#signal-payload", '{"note": "<script>alert(1)</script>"}')
     page.click("#signal-form button[type=submit]")
 
-    expect(page.locator("#signal-result, .run-head")).not_to_have_count(0)
+    expect(page.locator("#answer")).to_have_text("Signal accepted.")
     expect(page.locator(".run-head")).to_have_attribute("data-lifecycle", "completed")
     expect(page.locator("#outcome")).to_contain_text("done")
     expect(page.locator('#timeline li[data-kind="signalled"]')).to_have_count(1)
@@ -89,6 +89,19 @@ def test_without_a_token_the_forms_are_disabled_and_say_why(page: Page, server: 
     expect(page.locator("#signal-form .needs-token")).to_be_hidden()
 
 
+def test_a_run_is_cancelled_from_the_form_with_its_reason(page: Page, server: Server) -> None:
+    run_id = server.start(FLOW)
+    keep_token(page, server)
+    page.goto(f"{server.url}/#/runs/{quote(run_id, safe='')}")
+    expect(page.locator('#run-diagram g.node[data-mark="parked"]')).to_have_count(1)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.fill("#cancel-reason", "customer <left>")
+    page.click("#cancel-form button[type=submit]")
+    expect(page.locator(".run-head")).to_have_attribute("data-lifecycle", "cancelled")
+    expect(page.locator("#answer")).to_have_text("Cancelled.")
+    expect(page.locator('#timeline li[data-kind="run_finished"]')).to_contain_text("cancelled")
+
+
 def test_runs_page_filters_by_flow_and_lifecycle_and_lists_new_runs_live(
     page: Page, server: Server
 ) -> None:
@@ -99,6 +112,9 @@ def test_runs_page_filters_by_flow_and_lifecycle_and_lists_new_runs_live(
     for lifecycle in page.locator("table.runs tbody td:nth-child(3)").all_inner_texts():
         assert lifecycle.startswith("parked")
     shot(page, "runs")
+    page.select_option("#filter-lifecycle", "completed")
+    expect(page).to_have_url(re.compile(r"lifecycle=completed"))
+    expect(page.locator(f'table.runs tr[data-run="{run_id}"]')).to_have_count(0)
 
 
 def test_flow_page_draws_the_flow_and_its_settings(page: Page, server: Server) -> None:

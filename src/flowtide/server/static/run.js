@@ -17,6 +17,8 @@ export function runPage(runId) {
   const timeline = h("ol", { class: "timeline", id: "timeline" });
   const forms = h("div", { class: "forms" });
   const problem = h("p", { class: "error" });
+  // The last answer to a form, kept outside the forms: they are redrawn as the run moves on.
+  const answer = h("p", { class: "result", id: "answer", role: "status" });
   let flowDoc = null; // the flow's document, for each node's outputs
   let lastMermaid = "";
   let lastMarks = "";
@@ -162,7 +164,6 @@ export function runPage(runId) {
         p.key ? `${p.placement} (key ${p.key})` : p.placement)));
     const output = h("select", { id: "signal-output", name: "output" });
     const payload = h("textarea", { id: "signal-payload", name: "payload", rows: 3 }, "{}");
-    const result = h("p", { class: "result", id: "signal-result" });
     const syncOutputs = () => fill(output,
       h("option", { value: "" }, "(the node decides)"),
       outputsOf(flowDoc, placement.value).map((o) => h("option", { value: o }, o)));
@@ -173,7 +174,7 @@ export function runPage(runId) {
       h("label", { for: "signal-placement" }, "Parked at"), placement,
       h("label", { for: "signal-output" }, "Output"), output,
       h("label", { for: "signal-payload" }, "Payload (JSON object)"), payload,
-      h("button", { type: "submit" }, "Send signal"), result);
+      h("button", { type: "submit" }, "Send signal"));
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       let data;
@@ -181,13 +182,13 @@ export function runPage(runId) {
         data = JSON.parse(payload.value || "{}");
         if (typeof data !== "object" || data === null || Array.isArray(data)) throw new Error("not an object");
       } catch (error) {
-        result.textContent = `The payload is not a JSON object: ${error.message}`;
-        result.className = "result error";
+        answer.textContent = `The payload is not a JSON object: ${error.message}`;
+        answer.className = "result error";
         return;
       }
       const body = { placement: placement.value, payload: data, wait: 10 };
       if (output.value) body.output = output.value;
-      await send(result, `/api/runs/${enc(run.run_id)}/signals`, body, (a) =>
+      await send(answer, `/api/runs/${enc(run.run_id)}/signals`, body, (a) =>
         a.accepted ? "Signal accepted." : a.pending ? `Recorded (request ${a.request_id}); a worker answers it when it takes the run.`
           : `Refused: ${a.reason}: ${a.message}`);
     });
@@ -196,18 +197,17 @@ export function runPage(runId) {
   }
 
   function cancelForm(run) {
-    const reason = h("input", { id: "cancel-reason", name: "reason", type: "text", placeholder: "why (kept in the history)" });
-    const result = h("p", { class: "result", id: "cancel-result" });
+    const reason = h("input", { id: "cancel-reason", name: "reason", type: "text", placeholder: "why (recorded with the request)" });
     const form = h("form", { class: "card", id: "cancel-form" },
       h("h2", {}, "Cancel the run"),
       h("label", { for: "cancel-reason" }, "Reason"), reason,
-      h("button", { type: "submit", class: "danger" }, "Cancel run"), result);
+      h("button", { type: "submit", class: "danger" }, "Cancel run"));
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       if (!confirm(`Cancel run ${run.run_id}?`)) return;
       const body = { wait: 10 };
       if (reason.value.trim()) body.reason = reason.value.trim();
-      await send(result, `/api/runs/${enc(run.run_id)}/cancel`, body, (a) =>
+      await send(answer, `/api/runs/${enc(run.run_id)}/cancel`, body, (a) =>
         a.pending ? `Recorded (request ${a.request_id}); a worker applies it when it takes the run.`
           : a.cancelled ? "Cancelled." : `Not cancelled: the run is ${a.lifecycle}.`);
     });
@@ -225,7 +225,7 @@ export function runPage(runId) {
         h("p", { class: "legend muted" }, h("span", { class: "key parked" }, "parked"), " ",
           h("span", { class: "key active" }, "running or due"), " ",
           h("span", { class: "key reached" }, "ended here"))),
-      h("div", {}, h("h2", {}, "Deadlines"), deadlines, h("h3", {}, "Why these deadlines"), explain, forms)),
+      h("div", {}, h("h2", {}, "Deadlines"), deadlines, h("h3", {}, "Why these deadlines"), explain, forms, answer)),
     h("h2", {}, "History"), timeline);
   return { el, leave: () => { close(); clearInterval(clock); while (unguards.length) unguards.pop()(); } };
 }
