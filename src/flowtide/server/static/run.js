@@ -160,13 +160,14 @@ export function runPage(runId) {
 
   function signalForm(run, parks) {
     const placement = h("select", { id: "signal-placement", name: "placement" },
-      parks.map((p) => h("option", { value: p.placement },
+      parks.map((p, i) => h("option", { value: String(i) },
         p.key ? `${p.placement} (key ${p.key})` : p.placement)));
+    const chosen = () => parks[Number(placement.value)] ?? parks[0];
     const output = h("select", { id: "signal-output", name: "output" });
     const payload = h("textarea", { id: "signal-payload", name: "payload", rows: 3 }, "{}");
     const syncOutputs = () => fill(output,
       h("option", { value: "" }, "(the node decides)"),
-      outputsOf(flowDoc, placement.value).map((o) => h("option", { value: o }, o)));
+      outputsOf(flowDoc, chosen().placement).map((o) => h("option", { value: o }, o)));
     placement.addEventListener("change", syncOutputs);
     syncOutputs();
     const form = h("form", { class: "card", id: "signal-form" },
@@ -186,7 +187,10 @@ export function runPage(runId) {
         answer.className = "result error";
         return;
       }
-      const body = { placement: placement.value, payload: data, wait: 10 };
+      // The token too, when the server names it: several tokens may park at one placement.
+      const park = chosen();
+      const body = { placement: park.placement, payload: data, wait: 10 };
+      if (park.token_id) body.token_id = park.token_id;
       if (output.value) body.output = output.value;
       await send(answer, `/api/runs/${enc(run.run_id)}/signals`, body, (a) =>
         a.accepted ? "Signal accepted." : a.pending ? `Recorded (request ${a.request_id}); a worker answers it when it takes the run.`
