@@ -121,5 +121,7 @@ async def test_unknown_routes_and_methods_answer_json_errors() -> None:
         assert nowhere.status_code == 404 and nowhere.json()["error"]["code"] == "not_found"
         wrong = await http.put("/api/runs")
         assert wrong.status_code == 405 and wrong.json()["error"]["code"]
+        form = await http.post("/api/runs", data={"flow": FLOW}, headers=WRITE)
+        assert form.status_code == 400 and "JSON object" in form.json()["error"]["message"]
         assert (await http.get("/healthz")).json() == {"ok": True}
         assert isinstance(http, httpx.AsyncClient)

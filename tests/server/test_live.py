@@ -86,6 +86,20 @@ async def test_the_event_stream_delivers_a_runs_events_from_now_on() -> None:
         assert replayed[0]["data"]["seq"] == 2 and replayed[-1]["event"] == "run_finished"
 
 
+async def test_the_event_stream_of_every_run_carries_new_runs_too() -> None:
+    async with serving(worker=True) as (http, app), served(app) as url:
+        before = await start(http, "e-2")
+        await parked(http, before)
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=10) as live,
+            live.stream("GET", "/api/events") as stream,
+        ):
+            run = await start(http, "e-3")
+            events = await read_events(stream, "parked")
+        assert {e["data"]["run_id"] for e in events} == {run}  # (not the one before: from now)
+        assert events[0]["event"] == "run_started"
+
+
 async def test_a_callback_url_resumes_its_park_once_then_410() -> None:
     async with serving(worker=True) as (http, _):
         run = await start(http, "c-1")

@@ -100,6 +100,7 @@ class Client:
         output: str | None = None,
         idempotency_key: str | None = None,
         wait: float | None = 10.0,
+        sender: str | None = None,
     ) -> SignalReceipt:
         """See :meth:`AsyncClient.signal`."""
         return self._call(
@@ -112,12 +113,24 @@ class Client:
                 output=output,
                 idempotency_key=idempotency_key,
                 wait=wait,
+                sender=sender,
             )
         )
 
-    def cancel(self, run_id: str, reason: str | None = None, *, wait: float | None = 10.0) -> bool:
+    def cancel(
+        self,
+        run_id: str,
+        reason: str | None = None,
+        *,
+        wait: float | None = 10.0,
+        sender: str | None = None,
+    ) -> bool:
         """See :meth:`AsyncClient.cancel`."""
-        return self._call(self._client.cancel(run_id, reason, wait=wait))
+        return self._call(self._client.cancel(run_id, reason, wait=wait, sender=sender))
+
+    def explain_run(self, run_id: str) -> list[Explanation]:
+        """See :meth:`AsyncClient.explain_run`."""
+        return self._call(self._client.explain_run(run_id))
 
     def get(self, run_id: str) -> RunResult:
         """See :meth:`AsyncClient.get`."""

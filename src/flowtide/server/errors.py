@@ -64,6 +64,8 @@ def _located(exc: RequestValidationError) -> str:
     if not errors:
         return "the request is not valid"
     first = errors[0]
+    if tuple(first.get("loc", ())) == ("body",):
+        return "the body must be a JSON object (Content-Type: application/json)"
     where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or "body"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{where}: {first.get('msg', 'invalid')}{more}"

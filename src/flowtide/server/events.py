@@ -17,7 +17,7 @@ from fastapi.responses import StreamingResponse
 from flowtide.client.views import event_json
 from flowtide.engine import Lifecycle
 from flowtide.server.services import Services, services
-from flowtide.store.base import EventRecord, Store
+from flowtide.store.base import EventRecord, RunRecord, Store
 
 __all__ = ["Cursor", "router", "sse"]
 
@@ -45,26 +45,23 @@ class Cursor:
     async def start(self, last_event_id: str | None) -> None:
         """From now on: every watched run's last event counts as sent (but the one
         ``last_event_id`` names, whose events after it are sent)."""
+        resumed, _, seq = (last_event_id or "").rpartition(":")
         for run in await self._runs():
-            self.sent[run] = len(await self.store.history(run))
-        if last_event_id:
-            run, _, seq = last_event_id.rpartition(":")
-            if run in self.sent and seq.isdigit():
-                self.sent[run] = min(int(seq), self.sent[run])
+            events = await self.store.history(run.id)
+            last = events[-1].seq if events else 0
+            self.sent[run.id] = min(int(seq), last) if run.id == resumed and seq.isdigit() else last
+            over = Lifecycle(run.lifecycle).terminal and self.sent[run.id] == last
+            if over and run.id != self.run_id:
+                self.ended.add(run.id)  # (nothing more comes of it)
 
-    async def _runs(self) -> list[str]:
+    async def _runs(self) -> list[RunRecord]:
         if self.run_id is not None:
-            return [self.run_id]
-        return [run.id for run in await self.store.list_runs()]
+            return [await self.store.get_run(self.run_id)]
+        return list(await self.store.list_runs())
 
     async def new_events(self) -> list[EventRecord]:
         found: list[EventRecord] = []
-        runs = (
-            [await self.store.get_run(self.run_id)]
-            if self.run_id is not None
-            else list(await self.store.list_runs())
-        )
-        for run in runs:
+        for run in await self._runs():
             if run.id in self.ended:
                 continue
             events = list(await self.store.history(run.id, after=self.sent.get(run.id, 0)))
