@@ -136,7 +136,31 @@ function showEditor(editor, flow, reload) {
   save.addEventListener("click", () => ask(true));
   fill(editor, form);
   draw();
+  offered().then(({ whatif: canAsk, save: canSave }) => {
+    const missing = [];
+    if (!canAsk) missing.push([whatif, "what-if (POST /api/whatif)"]);
+    if (!canSave) missing.push([save, "saving an edited version (POST /api/whatif with \"save\")"]);
+    for (const [button, what] of missing) {
+      button.dataset.unavailable = "1";
+      button.disabled = true;
+      form.appendChild(h("p", { class: "muted unavailable" }, `This server does not offer ${what}.`));
+    }
+  });
   return () => unguardNow();
+}
+
+/** Whether the server offers what-if, and saving through it, by its OpenAPI document. */
+async function offered() {
+  try {
+    const api = await get("/openapi.json");
+    const op = api.paths?.["/api/whatif"]?.post;
+    if (!op) return { whatif: false, save: false };
+    let body = op.requestBody?.content?.["application/json"]?.schema ?? {};
+    if (body.$ref) body = api.components?.schemas?.[body.$ref.split("/").pop()] ?? {};
+    return { whatif: true, save: Boolean(body.properties?.save) };
+  } catch {
+    return { whatif: true, save: true }; // no document to tell: let the server answer
+  }
 }
 
 /** null for a setting left unset (nothing, or an empty list). */

@@ -58,7 +58,9 @@ export function guardForm(form) {
     const ok = Boolean(token());
     note.hidden = ok;
     for (const control of form.querySelectorAll("button, input, select, textarea")) {
-      if (!control.dataset.alwaysOn) control.disabled = !ok;
+      // alwaysOn: usable without a token; unavailable: the server does not offer it.
+      if (control.dataset.unavailable) control.disabled = true;
+      else if (!control.dataset.alwaysOn) control.disabled = !ok;
     }
   };
   document.addEventListener("flowtide-token", sync);
