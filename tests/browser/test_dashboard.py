@@ -108,7 +108,9 @@ def test_runs_page_filters_by_flow_and_lifecycle_and_lists_new_runs_live(
     page.goto(f"{server.url}/#/runs?lifecycle=parked&flow={quote(FLOW, safe='')}")
     expect(page.locator("table.runs tbody tr").first).to_be_visible()
     run_id = server.start(FLOW)
-    expect(page.locator(f'table.runs tr[data-run="{run_id}"]')).to_have_count(1)
+    row = page.locator(f'table.runs tr[data-run="{run_id}"]')
+    expect(row).to_have_count(1)
+    expect(row.locator("td").nth(3)).to_have_text("review (parked)")
     for lifecycle in page.locator("table.runs tbody td:nth-child(3)").all_inner_texts():
         assert lifecycle.startswith("parked")
     shot(page, "runs")

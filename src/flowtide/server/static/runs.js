@@ -69,7 +69,9 @@ export function runsPage(params) {
 }
 
 function row(r) {
-  const where = Array.isArray(r.where) ? r.where.join(", ") : (r.where ?? "");
+  // Each live token: its placement and status ({placement, status, deadline}).
+  const where = (r.where ?? []).map((t) => typeof t === "string" ? t : `${t.placement} (${t.status})`)
+    .join(", ");
   return h("tr", { dataset: { run: r.run_id } },
     h("td", {}, link(`/runs/${enc(r.run_id)}`, r.run_id)),
     h("td", {}, link(`/flows/${enc(r.flow)}`, r.flow), h("span", { class: "muted" }, ` v${r.version}`)),
