@@ -53,7 +53,9 @@ export const EVENT_KINDS = [
 export function guardForm(form) {
   const note = h("p", { class: "needs-token muted" },
     "Paste an API token above to use this form (the server refuses changes without one).");
-  form.prepend(note);
+  const heading = form.querySelector("h2");
+  if (heading) heading.after(note);
+  else form.prepend(note);
   const sync = () => {
     const ok = Boolean(token());
     note.hidden = ok;
