@@ -122,7 +122,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     while not uv.started:
         assert thread.is_alive() and time.monotonic() < limit, "the server did not start"
         time.sleep(0.05)
-    for document in (flow_document(FLOW, "PT1H"), flow_document(QUICK_FLOW, "PT4S")):
+    for document in (flow_document(FLOW, "PT1H"), flow_document(QUICK_FLOW, "PT6S")):
         status, body = found.call("POST", "/api/flows", document)
         assert status == 201, body
     yield found
