@@ -124,7 +124,11 @@ def test_runs_page_filters_by_flow_and_lifecycle_and_lists_new_runs_live(
 
 def test_flow_page_draws_the_flow_and_its_settings(page: Page, server: Server) -> None:
     page.goto(f"{server.url}/#/flows")
-    page.get_by_role("link", name=FLOW, exact=True).click()
+    card = page.locator(f'.flow-card[data-flow="{FLOW}"]')
+    expect(card.locator("svg g.node")).not_to_have_count(0)
+    expect(card.locator(".settings-list")).to_contain_text("review timeout PT1H")
+    shot(page, "flows")
+    card.get_by_role("link", name=FLOW, exact=True).click()
     expect(page).to_have_url(re.compile(re.escape(quote(FLOW, safe=""))))
     expect(page.locator("#flow-diagram svg g.node")).not_to_have_count(0)
     expect(page.locator("#placement-settings")).to_contain_text("PT1H")

@@ -10,6 +10,7 @@ import { objectFields } from "./schemaform.js";
 export function flowsPage() {
   const body = h("tbody");
   const problem = h("p", { class: "error" });
+  const cards = h("div", { class: "flow-cards", id: "flow-cards" });
   get("/api/flows").then((data) => {
     fill(body, data.flows.map((f) => h("tr", {},
       h("td", {}, link(`/flows/${enc(f.flow)}`, f.flow)),
@@ -17,10 +18,39 @@ export function flowsPage() {
       h("td", {}, when(f.stored_at)),
       h("td", {}, link(`/runs?flow=${enc(f.flow)}`, String(f.runs ?? 0))))));
     if (!data.flows.length) fill(body, h("tr", {}, h("td", { colspan: 5 }, "No flow is stored yet.")));
+    drawEach(cards, data.flows.slice(0, DRAWN));
   }).catch((error) => { problem.textContent = `Flows could not be listed: ${error.message}`; });
   return { el: h("section", {}, h("h1", {}, "Flows"), problem,
     h("table", {}, h("thead", {}, h("tr", {}, ["flow", "latest version", "digest", "stored",
-      "runs"].map((t) => h("th", {}, t)))), body)) };
+      "runs"].map((t) => h("th", {}, t)))), body), cards) };
+}
+
+// How many flows the list draws (each is one more request); a flow's page draws any.
+const DRAWN = 12;
+
+/** Each flow's diagram and its placements' settings, one card each, drawn one after another. */
+async function drawEach(cards, flows) {
+  for (const f of flows) {
+    const diagram = h("div", { class: "diagram" });
+    const settings = h("ul", { class: "settings-list" });
+    cards.appendChild(h("div", { class: "card flow-card", dataset: { flow: f.flow } },
+      h("h2", {}, link(`/flows/${enc(f.flow)}`, f.flow), ` v${f.version}`), diagram, settings));
+    try {
+      const flow = await get(`/api/flows/${enc(f.flow)}`);
+      fill(settings, Object.entries(flow.settings ?? {}).map(([pid, s]) =>
+        h("li", {}, h("strong", {}, pid), " ", settingsLine(s))));
+      await drawDiagram(diagram, flow.mermaid);
+    } catch (error) {
+      fill(diagram, h("p", { class: "error" }, `Not drawn: ${error.message}`));
+    }
+  }
+}
+
+/** Settings as one line: "timeout PT1H · timeout_anchor node". */
+function settingsLine(settings) {
+  const parts = Object.entries(settings ?? {}).map(([k, v]) =>
+    `${k} ${typeof v === "string" ? v : JSON.stringify(v)}`);
+  return parts.length ? parts.join(" · ") : "defaults";
 }
 
 // The settings the editor offers, in this order (the schema gives each one's form).
