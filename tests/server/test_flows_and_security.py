@@ -111,8 +111,11 @@ async def test_tokens_are_named_and_a_body_over_the_limit_is_413() -> None:
             for _ in range(10):
                 yield b"x" * 1024
 
-        streamed = await http.post("/api/flows", content=chunks(), headers=WRITE)
-        assert streamed.status_code == 413, streamed.text
+        for path in ("/api/flows", "/api/runs", "/api/runs/some-run/signals"):
+            streamed = await http.post(
+                path, content=chunks(), headers={**WRITE, "Content-Type": "application/json"}
+            )
+            assert streamed.status_code == 413, streamed.text
 
 
 async def test_unknown_routes_and_methods_answer_json_errors() -> None:

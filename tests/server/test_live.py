@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -15,6 +15,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from flowtide.server.callbacks import callback_token, read_callback_token
+from flowtide.store import MemoryStore, StoreError
+from flowtide.store.base import WorkerRecord
 from tests.server.serving import WRITE, serving
 from tests.server.test_runs_api import parked, start
 
@@ -143,6 +145,28 @@ async def test_health_readiness_and_metrics() -> None:
         assert 'flowtide_runs{lifecycle="parked"} 1.0' in text
         assert "flowtide_requests_pending 0.0" in text
         assert 'flowtide_worker_events_total{kind="parked"}' in text
+        assert 'flowtide_worker_attempt_seconds_count{outcome="parked"} 1.0' in text
         assert 'flowtide_http_requests_total{route="/api/runs",status="201"} 1.0' in text
     async with serving(register=False) as (http, _):
         assert (await http.get("/readyz")).json() == {"store": True, "worker": None}
+
+
+class _Down(MemoryStore):
+    """A store that stops answering once ``down`` is set."""
+
+    down = False
+
+    async def workers(self) -> Sequence[WorkerRecord]:
+        if self.down:
+            raise StoreError("the store is down")
+        return await super().workers()
+
+
+async def test_readiness_is_503_while_the_store_does_not_answer() -> None:
+    store = _Down()
+    async with serving(store=store, register=False) as (http, _):
+        assert (await http.get("/readyz")).status_code == 200
+        store.down = True
+        answer = await http.get("/readyz")
+        assert answer.status_code == 503 and answer.json() == {"store": False, "worker": None}
+        assert (await http.get("/healthz")).status_code == 200

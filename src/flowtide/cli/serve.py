@@ -18,6 +18,7 @@ from flowtide.cli.worker import DRAIN_SECONDS, DrainOption
 
 if TYPE_CHECKING:
     from flowtide.authoring.nodes import NodeRegistry
+    from flowtide.engine.events import Hook
 
 __all__ = ["serve"]
 
@@ -73,6 +74,7 @@ def serve(
     logging.getLogger("flowtide.server").setLevel("INFO" if log_json else "WARNING")
     app = create_app(
         store,
+        hooks=_tracing() if registry is not None else (),
         tokens=tokens,
         worker=registry is not None,
         registry=registry,
@@ -92,6 +94,15 @@ def serve(
     if registry is not None:
         out.print("  with a worker in this process")
     run_server(app, host, port)
+
+
+def _tracing() -> list[Hook]:
+    """The worker's spans, when OpenTelemetry is installed (extra ``flowtide[otel]``)."""
+    try:
+        from flowtide.tracing import SpanHook
+    except ImportError:
+        return []
+    return [SpanHook()]
 
 
 async def _check_store(url: str) -> None:

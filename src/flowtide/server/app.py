@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -18,6 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from flowtide.authoring.nodes import NodeRegistry
 from flowtide.client import AsyncClient
 from flowtide.engine import Engine
+from flowtide.engine.events import Hook
 from flowtide.server import callbacks, events, flows, health, metrics, runs, signals
 from flowtide.server.auth import Tokens
 from flowtide.server.errors import MAX_BODY, BodyLimit, install_error_handlers
@@ -58,6 +59,7 @@ def create_app(
     max_body: int = MAX_BODY,
     drain: timedelta = DRAIN,
     poll: float = 1.0,
+    hooks: Sequence[Hook] = (),
 ) -> FastAPI:
     """The HTTP API on ``store`` (a URL, or a store the caller opens and closes).
 
@@ -65,7 +67,8 @@ def create_app(
     process runs the runs too (drained when the server stops), with the nodes of ``registry``
     (default: the process-wide one);
     ``callback_secret``: signs callback URLs (default: :func:`callback_key`); ``log_json``: a
-    JSON line per request on the ``flowtide.server`` log."""
+    JSON line per request on the ``flowtide.server`` log; ``hooks``: more hooks of the worker
+    (such as :class:`flowtide.tracing.SpanHook`)."""
     chosen = tokens if tokens is not None else Tokens({})
     client = AsyncClient(store, poll=poll)
     found = Services(
@@ -79,7 +82,10 @@ def create_app(
         await client.__aenter__()
         if worker:
             found.worker = Engine(
-                store=client.store, registry=registry, hooks=[found.metrics.event], poll=poll
+                store=client.store,
+                registry=registry,
+                hooks=[found.metrics.event, *hooks],
+                poll=poll,
             )
             found.worker.sweeper.wake()
             found.worker_running = True

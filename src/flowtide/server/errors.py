@@ -130,7 +130,7 @@ def _line(text: str) -> str:
 
 class BodyLimit:
     """Refuses a request body over ``limit`` bytes with 413, whether it says its length or
-    not, before the route reads it whole."""
+    not: the body is read here (it is small, or refused) before the route sees it."""
 
     def __init__(self, app: ASGIApp, limit: int = MAX_BODY) -> None:
         self.app = app
@@ -144,22 +144,33 @@ class BodyLimit:
         if length is not None and (not length.isdigit() or int(length) > self.limit):
             await self._refuse(scope, receive, send)
             return
-        seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
+        body = bytearray()
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise ApiError(413, "too_large", self._said())
-            return message
-
-        await self.app(scope, counted, send)
-
-    def _said(self) -> str:
-        return f"the request body is larger than {self.limit} bytes"
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message], receive), send)  # (disconnected)
+                return
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await self._refuse(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        whole: Message = {"type": "http.request", "body": bytes(body), "more_body": False}
+        await self.app(scope, _replay([whole], receive), send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = _answer(413, "too_large", self._said())
-        await response(scope, receive, send)
+        said = f"the request body is larger than {self.limit} bytes"
+        await _answer(413, "too_large", said)(scope, receive, send)
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """``messages`` first, then what ``receive`` gives (a disconnect, later)."""
+    waiting = list(messages)
+
+    async def replayed() -> Message:
+        if waiting:
+            return waiting.pop(0)
+        return await receive()
+
+    return replayed
