@@ -7,7 +7,7 @@ import { badge, enc, fill, h, link, relative, when } from "./dom.js";
 import { drawDiagram, placementIri } from "./diagram.js";
 import { debounce, guardForm, subscribe } from "./live.js";
 
-const ENDED = new Set(["completed", "failed", "cancelled", "expired"]);
+const ENDED = new Set(["completed", "failed", "cancelled", "timed_out"]);
 
 export function runPage(runId) {
   const head = h("div", { class: "run-head" });

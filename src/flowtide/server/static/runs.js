@@ -4,8 +4,9 @@ import { get } from "./api.js";
 import { badge, enc, fill, h, link, when } from "./dom.js";
 import { debounce, subscribe } from "./live.js";
 
-const LIFECYCLES = ["", "running", "parked", "waiting", "completed", "failed", "cancelled",
-  "expired"];
+// A run's lifecycles (flowtide.engine.lifecycle.Lifecycle); "" is any.
+const LIFECYCLES = ["", "pending", "running", "parked", "completed", "failed", "cancelled",
+  "timed_out"];
 
 export function runsPage(params) {
   const lifecycle = params.get("lifecycle") || "";
