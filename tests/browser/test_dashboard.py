@@ -92,6 +92,18 @@ def test_without_a_token_the_forms_are_disabled_and_say_why(page: Page, server: 
     expect(page.locator("#signal-form .needs-token")).to_be_hidden()
 
 
+def test_a_payload_that_is_not_a_json_object_is_refused_in_the_page(
+    page: Page, server: Server
+) -> None:
+    run_id = server.start(FLOW)
+    keep_token(page, server)
+    page.goto(f"{server.url}/#/runs/{quote(run_id, safe='')}")
+    page.fill("#signal-payload", "[1, 2]")
+    page.click("#signal-form button[type=submit]")
+    expect(page.locator("#answer")).to_contain_text("The payload is not a JSON object")
+    expect(page.locator(".run-head")).to_have_attribute("data-lifecycle", "parked")
+
+
 def test_a_run_is_cancelled_from_the_form_with_its_reason(page: Page, server: Server) -> None:
     run_id = server.start(FLOW)
     keep_token(page, server)

@@ -22,6 +22,7 @@ export function runPage(runId) {
   let flowDoc = null; // the flow's document, for each node's outputs
   let lastMermaid = "";
   let lastMarks = "";
+  let lastOffer = "";
   const unguards = [];
 
   async function load() {
@@ -146,6 +147,11 @@ export function runPage(runId) {
   }
 
   function showForms(run) {
+    // Redrawn only when what they offer changes: what the user is typing survives other events.
+    const offer = JSON.stringify([ENDED.has(run.lifecycle) && run.lifecycle,
+      (run.parks ?? []).map((p) => [p.placement, p.token_id, p.key, p.run_id])]);
+    if (offer === lastOffer) return;
+    lastOffer = offer;
     while (unguards.length) unguards.pop()();
     if (ENDED.has(run.lifecycle)) {
       fill(forms, h("p", { class: "muted" }, `The run has ended (${run.lifecycle}).`));
