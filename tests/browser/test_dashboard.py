@@ -5,6 +5,7 @@ expiring; the settings editor's what-if and save; ids and keys holding markup sh
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
@@ -12,6 +13,15 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import FLOW, QUICK_FLOW, TOKEN, Server, shot
+
+
+def until_lifecycle(server: Server, run_id: str, lifecycle: str, patience: float = 20.0) -> None:
+    end = time.monotonic() + patience
+    while time.monotonic() < end:
+        if server.call("GET", f"/api/runs/{run_id}")[1]["lifecycle"] == lifecycle:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"run {run_id} never {lifecycle}")
 
 
 def keep_token(page: Page, server: Server) -> None:
@@ -175,9 +185,12 @@ def test_whatif_figures_then_save_makes_a_new_version(page: Page, server: Server
     _, api = server.call("GET", "/openapi.json")
     if "/api/whatif" not in api.get("paths", {}):
         pytest.skip("the server has no POST /api/whatif yet")
-    for _ in range(2):
+    for _ in range(2):  # (two recorded runs for what-if to play again)
         run_id = server.start(FLOW)
-        assert server.call("POST", f"/api/runs/{run_id}/signals", {"placement": "review"})[0] < 300
+        until_lifecycle(server, run_id, "parked")
+        signal = {"placement": "review", "output": "approved"}
+        assert server.call("POST", f"/api/runs/{run_id}/signals", signal)[0] == 200
+        until_lifecycle(server, run_id, "completed")
     keep_token(page, server)
     page.goto(f"{server.url}/#/flows/{quote(FLOW, safe='')}")
     expect(page.locator("#flow-version")).to_contain_text("version 1")
