@@ -9,6 +9,7 @@ Screenshots go to ``test-artifacts/`` at the repository root (git-ignored), kept
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -29,6 +30,9 @@ from flowtide.server.app import create_app
 from flowtide.server.auth import Tokens
 
 CHROMIUM = Path("/usr/bin/chromium")
+REQUIRED = "FLOWTIDE_BROWSER_TESTS"
+"""Set to ``required`` (``.ci/run`` does): a missing chromium fails the browser tests instead
+of skipping them, so CI never passes without them."""
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 TOKEN = "browser-test-token"
 NODE = "urn:flowtide:test:dashboard:node:review"
@@ -133,10 +137,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
-        pytest.fail(
+        why = (
             f"the browser tests drive Debian's chromium, and {CHROMIUM} is missing: "
             "install it with `apt-get install -y chromium`"
         )
+        if os.environ.get(REQUIRED) == "required":
+            pytest.fail(why)
+        pytest.skip(why)
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
         yield launched
