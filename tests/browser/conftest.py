@@ -104,7 +104,9 @@ def free_port() -> int:
         return port
 
 
-@pytest.fixture(scope="session")
+# Package-scoped, not session-scoped: Playwright's sync API runs an event loop in this thread
+# while it is open, and the tests after these call asyncio.run().
+@pytest.fixture(scope="package")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     store = tmp_path_factory.mktemp("dashboard") / "runs.db"
     registry = NodeRegistry()
@@ -134,7 +136,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     thread.join(timeout=15)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         why = (
