@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import yaml
 from typer.testing import CliRunner
 
 from flowtide.cli import ExitCode, app
+from tests.cli.test_operate import until
 from tests.postgres_schemas import Schemas
 
 runner = CliRunner()
@@ -99,16 +99,6 @@ def cli(*args: str) -> Any:
     result = runner.invoke(app, [*args, "--json"])
     assert result.exit_code == ExitCode.OK, result.output
     return json.loads(result.stdout) if result.stdout.strip() else None
-
-
-def until(check: Any, what: str, patience: float = 30.0) -> Any:
-    end = time.monotonic() + patience
-    while time.monotonic() < end:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: not within {patience} s")
 
 
 def test_start_show_runs_history_and_explain_need_no_node_code(

@@ -10,7 +10,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,6 +20,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from flowtide.cli import ExitCode, app
+from tests.cli.test_operate import until
 from tests.postgres_schemas import Schemas
 
 runner = CliRunner()
@@ -208,16 +208,6 @@ def test_ctrl_c_says_a_memory_run_is_lost(run_process: Start) -> None:
     _, err = interrupted(process)
     assert "is lost (parked): a memory: store keeps nothing once the command ends" in err
     assert "flowtide worker" not in err
-
-
-def until(check: Any, what: str, patience: float = 30.0) -> Any:
-    end = time.monotonic() + patience
-    while time.monotonic() < end:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: not within {patience} s")
 
 
 def test_ctrl_c_while_a_node_runs_says_it_runs_again_on_a_worker(
