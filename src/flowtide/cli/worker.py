@@ -27,7 +27,7 @@ from flowtide.client.views import event_json
 from flowtide.engine import Engine
 from flowtide.engine.leases import LEASE_TTL
 from flowtide.engine.threadslots import DEFAULT_THREADS
-from flowtide.store.base import EventRecord, StoreUnusableError
+from flowtide.store.base import EventRecord, Store, StoreUnusableError
 
 LOG_VARIABLE = "FLOWTIDE_LOG"
 """The level of the worker's log on stderr (default INFO: a line per run; WARNING with
@@ -162,6 +162,14 @@ def _logging(quiet: bool) -> None:
 
 async def _work(url: str, code: Code, settings: _Settings) -> None:
     store = await opened(url)
+    try:
+        await _work_on(store, url, code, settings)
+    finally:
+        await store.close()  # (also when the engine could not be made)
+        log.debug("store closed")
+
+
+async def _work_on(store: Store, url: str, code: Code, settings: _Settings) -> None:
     as_json = settings.as_json
     hooks = [_json_line if as_json else _text_line] if settings.events else []
     engine = Engine(
@@ -187,8 +195,6 @@ async def _work(url: str, code: Code, settings: _Settings) -> None:
         with contextlib.suppress(Exception):
             await engine.close()
         log.debug("engine closed")
-        await store.close()
-        log.debug("store closed")
 
 
 async def _until_stopped(engine: Engine, drain: timedelta) -> StoreUnusableError | None:
