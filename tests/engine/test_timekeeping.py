@@ -4,6 +4,7 @@ computes on a store whose clock is an hour ahead of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -194,3 +195,22 @@ async def test_an_engine_computes_its_instants_on_the_stores_clock() -> None:
     assert run.deadline == run.created_at + timedelta(days=2)
     assert park.deadline is not None
     assert before + hour + timedelta(days=1) <= park.deadline <= after + hour + timedelta(days=1)
+
+
+async def test_a_workers_heartbeat_is_on_the_stores_clock_from_the_first() -> None:
+    store = ScriptedStore(reading(3600, 0))
+    engine = Engine(store=store, clock=SystemClock(), heartbeat=True)
+    try:
+        before = datetime.now(UTC)
+        engine.sweeper.wake()
+        for _ in range(1000):
+            if workers := await store.workers():
+                break
+            await asyncio.sleep(0)  # (the first beat comes after a few loop turns)
+        else:
+            raise AssertionError("no heartbeat")
+    finally:
+        await engine.close()
+    (worker,) = workers
+    assert worker.started_at >= before + timedelta(hours=1)
+    assert worker.last_seen >= before + timedelta(hours=1)

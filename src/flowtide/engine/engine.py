@@ -246,7 +246,7 @@ class Engine:
                 before=self._time.ready,
             )
             self._scheduler.start()
-            self._presence.start(self._take)
+            self._presence.start(self._take, self._time.ready)
         return self._scheduler
 
     # -- runs ------------

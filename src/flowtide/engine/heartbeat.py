@@ -93,11 +93,12 @@ class Heartbeat:
         self._due: asyncio.Event | None = None
         self._failing = False
         self.adopt: Callable[[Sequence[Lease], datetime], Awaitable[object]] | None = None
+        self.before: Callable[[], Awaitable[None]] | None = None
+        """Awaited before each beat (the engine's clock is set by the store's)."""
 
     def start(self) -> None:
         """Beat now, then every third of the lease term (idempotent)."""
         if self._task is None:
-            self._started_at = self._clock.now()
             self._due = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._loop(self._due))
 
@@ -150,6 +151,11 @@ class Heartbeat:
     async def _loop(self, due: asyncio.Event) -> None:
         while True:
             due.clear()
+            if self.before is not None:
+                with contextlib.suppress(StoreError):  # (the beat says so, if it lasts)
+                    await self.before()
+            if self._started_at is None:
+                self._started_at = self._clock.now()
             await self._beat()
             if self.adopt is not None:
                 try:
