@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from flowtide.clock import Clock, OffsetClock, SystemClock, VirtualClock
 from flowtide.store.base import ClockReading, Store, StoreError
 
-__all__ = ["FIRST_READINGS", "KEEP_FOR", "MEASURE_EVERY", "TELL_OVER", "Timekeeper"]
+__all__ = ["FIRST_READINGS", "KEEP_FOR", "MEASURE_EVERY", "TELL_OVER", "Timekeeper", "offset_of"]
 
 log = logging.getLogger("flowtide.engine")
 
