@@ -18,7 +18,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["Clock", "SystemClock", "TimerHandle", "VirtualClock", "isoformat", "utc"]
+__all__ = [
+    "Clock",
+    "OffsetClock",
+    "SystemClock",
+    "TimerHandle",
+    "VirtualClock",
+    "isoformat",
+    "utc",
+]
 
 
 def utc(value: datetime) -> datetime:
@@ -143,6 +151,51 @@ class SystemClock(Clock):
         loop = asyncio.get_running_loop()
         delay = max(0.0, (when - self.now()).total_seconds())
         return _LoopTimer(when, loop.call_at(loop.time() + delay, callback))
+
+
+class _ShiftedTimer(TimerHandle):
+    __slots__ = ("_handle", "_when")
+
+    def __init__(self, when: datetime, handle: TimerHandle) -> None:
+        self._when = when
+        self._handle = handle
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+    @property
+    def when(self) -> datetime:
+        return self._when
+
+
+class OffsetClock(Clock):
+    """Another clock's time plus ``offset``: ``now()`` is ``inner.now() + offset``, and a
+    callback armed for an instant runs when ``inner`` reaches that instant minus ``offset``.
+
+    The engine keeps time by its store's clock this way, where the store has one: ``offset`` is
+    how far that clock is ahead of this machine's (measured again from time to time, so it may
+    change; a timer armed before a change keeps the instant it was armed for on ``inner``)."""
+
+    def __init__(self, inner: Clock, offset: timedelta = timedelta(0)) -> None:
+        self.inner = inner
+        self.offset = offset
+        self.ties_in_order = inner.ties_in_order
+
+    def now(self) -> datetime:
+        return self.inner.now() + self.offset
+
+    def call_at(self, when: datetime, callback: Callable[[], None]) -> TimerHandle:
+        return _ShiftedTimer(when, self.inner.call_at(when - self.offset, callback))
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        with self.inner.hold():
+            yield
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        with self.inner.busy():
+            yield
 
 
 class _VirtualTimer(TimerHandle):

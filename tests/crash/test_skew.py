@@ -1,8 +1,14 @@
-"""Workers whose clocks are wrong, on PostgreSQL: the database's clock decides when a signal was
-recorded, whether a deadline may fire, whether a lease has expired and whether a run is due.
-A worker 5 s ahead neither fires a deadline early nor accepts or refuses a signal against its
-own clock; a worker a minute ahead or behind, beside a healthy one (both as processes, through
-a TCP proxy), takes no run the other holds alive."""
+"""Workers whose clocks are wrong, on PostgreSQL.
+
+A worker keeps time by the database's clock, measuring how far its own is off: one a minute
+ahead or behind (a process, through a TCP proxy) parks a run for its timeout of the database's
+time, and the park times out when the database's clock says so.
+
+Whatever a worker has measured, the database's clock decides when a signal was recorded, whether
+a deadline may fire, whether a lease has expired and whether a run is due: a worker whose clock
+is 5 s ahead and who does not know it neither fires a deadline early nor accepts or refuses a
+signal against its own clock; one a minute ahead or behind, beside a healthy one, takes no run
+the other holds alive."""
 
 from __future__ import annotations
 
@@ -13,10 +19,12 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
 import pytest
 
 from flowtide.authoring import FlowBuilder
@@ -24,6 +32,7 @@ from flowtide.clock import SystemClock
 from flowtide.engine import Engine, SignalRefused
 from flowtide.model import Flow
 from flowtide.store import Store
+from flowtide.store.postgres import PostgresStore
 from flowtide.store.urls import open_store
 from tests.crash import nodes
 from tests.crash.harness import ROOT
@@ -104,7 +113,11 @@ async def skewed(url: str, runs: int = 9) -> dict[str, list[str]]:
     return seen
 
 
-def test_a_worker_whose_clock_runs_ahead_judges_nothing_on_it(schemas: Schemas) -> None:
+def test_a_worker_whose_clock_runs_ahead_judges_nothing_on_it(
+    schemas: Schemas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (Its clock is not measured: it takes its own for the database's.)
+    monkeypatch.setattr(PostgresStore, "clock_offset", Store.clock_offset)
     seen = asyncio.run(skewed(f"{schemas.url}?schema={schemas.new()}"))
     assert seen == {
         "before": ["accepted"] * 3,
@@ -146,9 +159,13 @@ def healthy_worker(url: str, log: Path, starts: Path) -> subprocess.Popen[bytes]
     return _process(command, log, starts)
 
 
-def skewed_worker(url: str, skew: float, log: Path, starts: Path) -> subprocess.Popen[bytes]:
+def skewed_worker(
+    url: str, skew: float, log: Path, starts: Path, *, measured: bool = False
+) -> subprocess.Popen[bytes]:
+    """A worker process whose clock is ``skew`` seconds off; unless ``measured``, it takes its
+    clock for the database's (see :mod:`tests.crash.skewed_worker`)."""
     command = ["-m", "tests.crash.skewed_worker", url, str(skew), str(LEASE)]
-    return _process(command, log, starts)
+    return _process(command if measured else [*command, "unmeasured"], log, starts)
 
 
 def slow_flow() -> Flow:
@@ -213,3 +230,92 @@ def test_a_worker_whose_clock_is_a_minute_off_takes_no_live_run(
     logs = {p.name: p.read_text() for p in tmp_path.glob("*.log")}
     assert len(started) == SLOW_RUNS, logs
     assert set(started.values()) == {1}, (started, logs)
+
+
+TIMEOUT = timedelta(seconds=1.5)
+"""The park timeout of ``crash:await-answer``."""
+NEAR = timedelta(seconds=1)
+"""How far a park's deadline may be from the database's clock plus its timeout (a measured
+offset is off by at most half a round trip through the proxy: milliseconds)."""
+ON_TIME = timedelta(seconds=5)
+"""How soon after its deadline a park must be seen to have timed out (a minute: too late)."""
+PARKED_RUNS = 3
+
+
+async def _database_now(url: str) -> datetime:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        cursor = await connection.execute("SELECT clock_timestamp()")
+        row = await cursor.fetchone()
+    assert row is not None
+    now: datetime = row[0]
+    return now
+
+
+@dataclass
+class Timed:
+    """A run parked by the skewed worker: the database's clock when it was started and when its
+    park was seen, the park's deadline, the database's clock when its end was seen, and how it
+    ended."""
+
+    started: datetime
+    parked: datetime
+    deadline: datetime
+    ended: datetime
+    outcome: str | None
+
+
+async def parked_by_a_skewed_worker(server: str, url: str, skew: float, logs: Path) -> list[Timed]:
+    """Runs that park with a timeout, taken by a worker whose clock is ``skew`` seconds off and
+    who measures it, reaching the database (``url``, on ``server``) through a proxy."""
+    async with Proxy(*_host_and_port(url)) as proxy:
+        worker = skewed_worker(
+            through(url, proxy.port), skew, logs / "skewed.log", logs / "starts", measured=True
+        )
+        store = await open_store(url)
+        client = Engine(store=store, clock=SystemClock(), executes=False, flows=[race_flow()])
+        try:
+            for _ in range(200):
+                if await store.workers():
+                    break
+                await asyncio.sleep(0.05)
+
+            async def one() -> Timed:
+                started = await _database_now(server)
+                run_id = (await client.start("urn:flowtide:test:race")).run_id
+                for _ in range(1500):
+                    if parks := await store.parks(run_id=run_id):
+                        break
+                    await asyncio.sleep(0.02)
+                else:
+                    raise AssertionError(f"run {run_id} did not park within 30 s")
+                parked = await _database_now(server)
+                await _ended(store, run_id, 0.02)
+                ended = await _database_now(server)
+                deadline, outcome = parks[0].deadline, (await store.get_run(run_id)).outcome
+                assert deadline is not None
+                return Timed(started, parked, deadline, ended, outcome)
+
+            return list(await asyncio.gather(*(one() for _ in range(PARKED_RUNS))))
+        finally:
+            await asyncio.to_thread(_stop, worker)
+            await client.close()
+            await store.close()
+
+
+@pytest.mark.parametrize("skew", [60.0, -60.0], ids=["ahead", "behind"])
+def test_a_worker_whose_clock_is_a_minute_off_times_a_park_out_by_the_databases_clock(
+    schemas: Schemas, tmp_path: Path, skew: float
+) -> None:
+    url = f"{schemas.url}?schema={schemas.new()}"
+    (tmp_path / "starts").touch()
+    timed = asyncio.run(parked_by_a_skewed_worker(schemas.url, url, skew, tmp_path))
+    log = (tmp_path / "skewed.log").read_text()
+    for run in timed:
+        assert run.started + TIMEOUT - NEAR <= run.deadline <= run.parked + TIMEOUT + NEAR, (
+            run,
+            log,
+        )
+        assert run.deadline <= run.ended <= run.deadline + ON_TIME, (run, log)
+        assert run.outcome == "late", (run, log)
+    way = "ahead of" if skew > 0 else "behind"
+    assert f"this machine's clock is 60.0 s {way} the store's" in log, log

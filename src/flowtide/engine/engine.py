@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
-from flowtide.clock import Clock, SystemClock, VirtualClock
+from flowtide.clock import Clock
 from flowtide.engine._commit import commit_step
 from flowtide.engine._executor import RunExecutor
 from flowtide.engine._hooks import HookDelivery, hook_failure
@@ -51,6 +51,7 @@ from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
 from flowtide.engine.starting import new_run
 from flowtide.engine.threadslots import DEFAULT_THREADS, ThreadSlots
+from flowtide.engine.timekeeping import Timekeeper
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
 from flowtide.printable import printable
@@ -101,10 +102,12 @@ class Engine:
     code), ``max_runs`` (how many runs the sweeper lets it hold at once), ``max_value_bytes``
     (see :mod:`flowtide.engine.limits`), ``heartbeat`` (record one in the store: by default
     when it executes on a clock that is not virtual; see :mod:`flowtide.engine.heartbeat`).
-    ``redact``: a function taking text and returning it with its secrets replaced, applied to
-    every error's message, traceback and details before it is recorded (default: the hook
-    registered with :func:`flowtide.engine.redaction.redact_errors`, if any; see
-    :mod:`flowtide.engine.redaction`).
+    ``clock``: where time comes from (the system clock by default); on a store with a clock of
+    its own (PostgreSQL) the engine keeps time by the store's, measured against this one (see
+    :mod:`flowtide.engine.timekeeping`). ``redact``: a function taking text and returning it
+    with its secrets replaced, applied to every error's message, traceback and details before
+    it is recorded (default: the hook registered with
+    :func:`flowtide.engine.redaction.redact_errors`, if any; see :mod:`flowtide.engine.redaction`).
     """
 
     def __init__(
@@ -128,12 +131,8 @@ class Engine:
         redact: Redact | None = None,
     ) -> None:
         self.store: Store = MemoryStore() if store is None else a_store(store, "Engine(store=...)")
-        self.clock: Clock = clock if clock is not None else SystemClock()
-        # Virtual time must not move while the database works.
-        self.store.busy = self.clock.busy
-        if isinstance(self.clock, VirtualClock):
-            # Nor can the database's clock judge instants on virtual time: the engine's do.
-            self.store.own_clock = False
+        self._time = Timekeeper(self.store, clock)  # (the store's clock, where it has one)
+        self.clock: Clock = self._time.clock
         self.owner = owner if owner is not None else worker_id()
         self.lease_ttl = lease_ttl
         self.poll = poll
@@ -244,9 +243,10 @@ class Engine:
                 self._take,
                 poll=self.poll,
                 room=room,
+                before=self._time.ready,
             )
             self._scheduler.start()
-            self._presence.start(self._take)
+            self._presence.start(self._take, self._time.ready)
         return self._scheduler
 
     # -- runs ------------
@@ -265,7 +265,7 @@ class Engine:
         the parked tokens). A run that only waits for timers (waits, backoffs) is not returned
         early: the timers move it on by themselves. See :meth:`start` for the options; use
         :meth:`wait` (or ``start(...)`` and ``handle.result()``) to wait for the end."""
-        self._ready()
+        await self._ready()
         if isinstance(flow, str):
             await self.learn_flow(flow)
         run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
@@ -276,14 +276,14 @@ class Engine:
     async def wait(self, run_id: str) -> RunResult:
         """The run's result once it has ended (at once if it already has), whichever engine
         drives it."""
-        self._ready()
+        await self._ready()
         fut = self._waiters.end(run_id)
         await self._waiters.from_store(self.store, run_id)
         return await self._answer(fut, run_id, parked=False)
 
     async def wait_parked(self, run_id: str) -> RunResult:
         """The run at its next quiescent point parked on the outside world, or its end."""
-        self._ready()
+        await self._ready()
         fut = self._waiters.settle(run_id)
         held = self._runs.get(run_id)
         if held is None:
@@ -320,7 +320,7 @@ class Engine:
         ``flow.deadline``. ``entrypoint``: a label of ``flow.entrypoints`` (default ``main``,
         else the first).
         """
-        self._ready()
+        await self._ready()
         if isinstance(flow, str):
             await self.learn_flow(flow)
         run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
@@ -405,7 +405,7 @@ class Engine:
         ``idempotency_key``); waiting tokens keep their due instants; a scatter re-runs only its
         unfinished items. A run that already ended is returned as it is.
         """
-        self._ready()
+        await self._ready()
         end = self._waiters.end(run_id)
         if run_id in self._runs:
             return RunHandle(self, run_id, end)
@@ -580,7 +580,7 @@ class Engine:
         :mod:`flowtide.engine.inbox`); ``wait``: seconds to wait for that worker's answer (None:
         no limit), else :class:`RequestPending` (``wait=0``: at once, once recorded); ``sender``:
         who sends it (a name, kept with the request and in the ``signalled`` event)."""
-        self._ready()
+        await self._ready()
         check_signal(key, idempotency_key, payload)  # (before the store is asked anything)
         return await self._signaller.signal(
             run_id, placement, key, token_id, payload, output, idempotency_key, wait, sender
@@ -600,7 +600,7 @@ class Engine:
         Otherwise the cancel is recorded in the store as a request that the worker holding the
         run, or the next one to take it, applies (``sender`` as for :meth:`signal`); ``wait``:
         seconds to wait for its answer (None: no limit), else :class:`RequestPending` (0: now)."""
-        self._ready()
+        await self._ready()
         ex = await self._signaller.adopt(run_id)
         if ex is not None:
             return ex.cancel(reason)
@@ -694,9 +694,8 @@ class Engine:
 
     # -- internals ------------
 
-    def _ready(self) -> None:
-        if isinstance(self.clock, VirtualClock):
-            self.clock.start_autojump()
+    async def _ready(self) -> None:
+        await self._time.ready()
         if self.executes and not self._draining:  # (a client takes no runs: workers do)
             _ = self.sweeper
 

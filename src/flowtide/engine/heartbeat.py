@@ -5,6 +5,11 @@ and removes the record when it closes cleanly (``flowtide workers`` lists them).
 Instants come from the engine's clock. A run the engine sets aside for want of nodes is
 recorded at once (one heartbeat for all the runs set aside meanwhile), so that a client can say
 which node the run waits for (:func:`waiting_for`).
+
+A worker that implements those nodes takes such a run over after its next heartbeat. Several
+may see it set aside at once: each gives it back in the name of the worker that set it aside,
+under that worker's lease (its epoch fences the others out), and only the one that gave it back
+takes it, as any worker takes a run nobody holds; so one of them at most drives it.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from datetime import datetime, timedelta
 from flowtide.clock import Clock
 from flowtide.engine.leases import aside_owner, short_id
 from flowtide.store.base import (
+    Commit,
     Lease,
     Store,
+    StoreConflict,
     StoreDown,
     StoreError,
     StoreUnusableError,
@@ -93,11 +100,12 @@ class Heartbeat:
         self._due: asyncio.Event | None = None
         self._failing = False
         self.adopt: Callable[[Sequence[Lease], datetime], Awaitable[object]] | None = None
+        self.before: Callable[[], Awaitable[None]] | None = None
+        """Awaited before each beat (the engine's clock is set by the store's)."""
 
     def start(self) -> None:
         """Beat now, then every third of the lease term (idempotent)."""
         if self._task is None:
-            self._started_at = self._clock.now()
             self._due = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._loop(self._due))
 
@@ -150,6 +158,11 @@ class Heartbeat:
     async def _loop(self, due: asyncio.Event) -> None:
         while True:
             due.clear()
+            if self.before is not None:
+                with contextlib.suppress(StoreError):  # (the beat says so, if it lasts)
+                    await self.before()
+            if self._started_at is None:
+                self._started_at = self._clock.now()
             await self._beat()
             if self.adopt is not None:
                 try:
@@ -179,9 +192,11 @@ class Heartbeat:
                 held = await self._store.lease_of(run_id)
                 if held is None or held.owner != aside or held.expires <= now:
                     continue  # (taken meanwhile, or given back: claimed as any other run)
-                lease = await self._store.acquire_run(
-                    run_id, self._owner, now, now + self._ttl, force=True
-                )
+                try:
+                    await self._store.commit(Commit(run_id, lease=held, release=True))
+                except StoreConflict:
+                    continue  # (another worker gave it back first, and takes it)
+                lease = await self._store.acquire_run(run_id, self._owner, now, now + self._ttl)
                 if lease is not None:
                     by = worker.worker_id
                     log.info("taking over run %s, set aside by %s", short_id(run_id), by)

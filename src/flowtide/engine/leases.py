@@ -141,10 +141,12 @@ class SetAside:
         self._warned: set[str] = set()
 
     async def put(self, run_id: str, why: Exception, missing: Sequence[str] = ()) -> None:
-        """Set the run aside (``missing``: the node ids it needs that do not resolve here)."""
+        """Set the run aside (``missing``: the node ids it needs that do not resolve here),
+        once this worker has given it back: unless another worker has taken it meanwhile (one
+        that can drive it, maybe, whose lease is not to be taken from it)."""
         now = self._clock.now()
         later = now + self._wait
-        lease = await self._store.acquire_run(run_id, self.owner, now, later, force=True)
+        lease = await self._store.acquire_run(run_id, self.owner, now, later)
         if lease is None or run_id in self._warned:
             return
         self._warned.add(run_id)

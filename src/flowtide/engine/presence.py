@@ -73,10 +73,16 @@ class Presence:
         self.changed = asyncio.Event()
         """Set each time a held run settles or is let go of."""
 
-    def start(self, take: Callable[[Sequence[Lease], datetime], Awaitable[object]]) -> None:
-        """The engine takes runs from now on (``take``: those it takes over): it beats."""
+    def start(
+        self,
+        take: Callable[[Sequence[Lease], datetime], Awaitable[object]],
+        before: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """The engine takes runs from now on (``take``: those it takes over): it beats
+        (``before``: awaited before each beat)."""
         if self.heartbeat is not None:
             self.heartbeat.adopt = take
+            self.heartbeat.before = before
             self.heartbeat.start()
 
     async def stop(self) -> None:

@@ -69,6 +69,7 @@ class Sweeper:
         batch: int = BATCH,
         poll: float = 1.0,
         room: Callable[[], int] | None = None,
+        before: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -79,6 +80,8 @@ class Sweeper:
         self._poll = poll
         self._room = room
         """How many more runs the engine may take now (None: no limit)."""
+        self._before = before
+        """Awaited before each look for work (the engine's clock is set by the store's)."""
         self._task: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._unwatch: Callable[[], None] | None = None
@@ -167,6 +170,9 @@ class Sweeper:
                 await event.wait()  # (the engine wakes it when it lets go of a run)
                 continue
             try:
+                if self._before is not None:
+                    await self._before()
+                    now = self._clock.now()
                 nxt = await self._store.next_wake()
                 # (A store with a clock of its own says what is due by that clock: asked at
                 # every wake, whatever this machine's clock says.)

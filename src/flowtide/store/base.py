@@ -81,6 +81,7 @@ from flowtide.errors import FlowtideError
 from flowtide.store.records import (
     LIVE_TOKEN_STATUSES,
     Checkpoint,
+    ClockReading,
     Commit,
     DueEntry,
     EventRecord,
@@ -107,6 +108,7 @@ __all__ = [
     "PRUNE_BATCH",
     "RUNNABLE_LIFECYCLES",
     "Checkpoint",
+    "ClockReading",
     "Commit",
     "DeadlineAhead",
     "DueEntry",
@@ -310,6 +312,12 @@ class Store(ABC):
         have passed. A lost notice only delays: callers look again at least every ``seconds``."""
         await asyncio.sleep(seconds)
         return False
+
+    async def clock_offset(self, now: Callable[[], datetime]) -> ClockReading:
+        """How far the store's clock is ahead of the local clock ``now`` reads, with the round
+        trip the reading took. A store without a clock of its own (:attr:`own_clock` is False:
+        one machine's) is never off: a difference of 0 in no time."""
+        return ClockReading(timedelta(0), timedelta(0))
 
     @abstractmethod
     async def create_run(

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 __all__ = [
     "LIVE_TOKEN_STATUSES",
     "Checkpoint",
+    "ClockReading",
     "Commit",
     "DueEntry",
     "EventRecord",
@@ -47,6 +48,16 @@ class Lease:
     owner: str
     epoch: int
     expires: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ClockReading:
+    """One reading of a store's clock against a local one: how far the store's clock is
+    ``ahead`` (negative: behind), taken at the middle of the ``round_trip`` the reading took on
+    the local clock. The true difference lies within half the round trip of ``ahead``."""
+
+    ahead: timedelta
+    round_trip: timedelta
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,10 @@ SET search_path TO {schema};
 -- Instants come back as UTC.
 SET TIME ZONE 'UTC';
 
+-- name: clock_now
+-- The database's clock, read at once (not the transaction's start): workers keep time by it.
+SELECT clock_timestamp();
+
 -- name: lock_schema
 -- Held until the migrating transaction ends: openers of one schema migrate one at a time.
 SELECT pg_advisory_xact_lock(%(key)s);

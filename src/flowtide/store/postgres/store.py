@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -32,6 +32,7 @@ from flowtide.store.base import (
     ENDED_LIFECYCLES,
     PRUNE_BATCH,
     RUNNABLE_LIFECYCLES,
+    ClockReading,
     Commit,
     DueEntry,
     EventRecord,
@@ -180,6 +181,26 @@ class PostgresStore(Store):
         await self._listener.close()
         if pool is not None:
             await pool.close()
+
+    async def clock_offset(self, now: Callable[[], datetime]) -> ClockReading:
+        """The database's clock read between two readings of ``now``, on a connection already
+        taken from the pool (waiting for one is not part of the round trip)."""
+        if not self.own_clock:
+            return await super().clock_offset(now)
+        try:
+            with self.busy():
+                pool = await self._connections()
+                async with pool.connection() as conn:
+                    sent = now()
+                    cursor = await conn.execute(Q["clock_now"])
+                    back = now()
+                    row = await cursor.fetchone()
+                    self._outage.answered()
+        except psycopg.Error as error:
+            raise self._failed(error) from error
+        assert row is not None
+        database: datetime = row[0]
+        return ClockReading(database - (sent + (back - sent) / 2), back - sent)
 
     async def wait_changed(self, seconds: float) -> bool:
         await self._connections()  # (an unusable store says so, rather than waiting)
