@@ -10,7 +10,8 @@ Every way a dict hands out a value copies it first: ``state[key]``, ``get``, ``p
 ``popitem``, ``setdefault``, ``values()``, ``items()``, ``copy()``, ``|``, ``dict(state)``,
 ``{**state}``. Writes and deletes are a dict's own. What the node changed is found by comparing
 with the values it started from: a value it never read is the same object, so only the keys it
-read or wrote are compared (:meth:`NodeState.changes`).
+read or wrote are compared (:meth:`NodeState.changes`). (C code that reads a dict's storage
+directly, ``PyDict_Next``, sees the shared values: ``dict(state)`` gives it the node's own.)
 """
 
 from __future__ import annotations
