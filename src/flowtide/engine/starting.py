@@ -31,8 +31,7 @@ def new_run(
     keeps it (new objects, tuples as lists) and carrying that text for the store. The record
     names the flow's document (``digest``) and those of the flows it runs (``children``, id ->
     digest), so that whichever worker drives the run plans it from the very documents it started
-    on.
-    ``deadline``: the run's own, else the flow's."""
+    on. ``deadline``: the run's own, else the flow's."""
     run = RunRecord(
         id=run_id or uuid.uuid4().hex,
         flow_id=flow.id,
