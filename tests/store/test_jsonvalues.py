@@ -13,7 +13,7 @@ import pytest
 
 from flowtide.errors import FlowtideError
 from flowtide.store import NotJSONError, StoreError, check_json
-from flowtide.store.jsonvalues import decode_json, encode_json
+from flowtide.store.jsonvalues import EncodedState, decode_json, encode_json, encode_state
 
 
 class Colour(StrEnum):
@@ -93,3 +93,36 @@ def test_a_refusal_is_the_callers_mistake_not_the_stores() -> None:
 def test_the_same_value_twice_is_not_a_value_that_contains_itself() -> None:
     shared = [1]
     check_json({"a": shared, "b": shared, "c": [shared, shared]}, "state")
+
+
+@pytest.mark.parametrize("key", [1, 1.5, True, None])
+@pytest.mark.parametrize(
+    ("place", "pointer"),
+    [
+        (lambda bad: bad, "state"),
+        (lambda bad: [{"a": 1}, [bad]], "state/1/0"),
+        (lambda bad: {"a": [{"b": {}}, {"c": bad}]}, "state/a/1/c"),
+        (lambda bad: ({"t": (bad,)},), "state/0/t/0"),
+    ],
+)
+def test_a_key_that_is_not_a_string_is_refused_at_any_depth(
+    key: Any, place: Any, pointer: str
+) -> None:
+    # (The encoder would write it as a string, and the value would read back as another.)
+    with pytest.raises(NotJSONError) as refused:
+        encode_json(place({"ok": 1, key: "x"}), "state")
+    assert refused.value.pointer == pointer
+    assert "keys must be strings" in refused.value.reason
+
+
+def test_keys_and_values_of_json_kinds_subclassed_are_json() -> None:
+    value = {Colour.RED: [{Colour.RED: Size.BIG}], "o": OrderedDict(a=(1,))}
+    assert decode_json(encode_json(value, "state")) == {"red": [{"red": 3}], "o": {"a": [1]}}
+
+
+def test_the_text_a_state_carries_is_what_a_store_writes() -> None:
+    state = EncodedState({"a": [1, 2], "b": {"c": 1}})
+    state.json["a"] = "[1,2]"
+    assert encode_state(state) == {"a": "[1,2]", "b": '{"c":1}'}
+    with pytest.raises(NotJSONError, match="state/b"):
+        encode_state(EncodedState({"b": {1, 2}}))

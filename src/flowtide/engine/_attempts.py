@@ -31,11 +31,11 @@ from flowtide.engine.limits import (
     check_key,
     check_keys,
     check_size,
-    check_sizes,
+    checked,
 )
+from flowtide.engine.nodestate import NodeState
 from flowtide.engine.output import Output, Park
 from flowtide.engine.process import run_in_process
-from flowtide.engine.reducers import copy_state
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
 from flowtide.model.placements import (
     PARKED_OUTPUT,
@@ -144,7 +144,7 @@ class Attempts(RunCore):
             return Attempt("cancelled", cancellation=scope.cancellation)
         window = ScopeDeadline(self.clock, scope, deadline)
         ctx = NodeContext(
-            state=copy_state(state),
+            state=NodeState(state),
             run_id=self.run.id,
             placement=placement,
             attempt=attempt,
@@ -300,14 +300,12 @@ class Attempts(RunCore):
             name, update, park = self.interpret(impl, placement, value, state)
             # What a step commits is JSON on every store: refused here, at the node that made it
             # (what it left as it was came from the store: JSON already).
-            changes = self.merger.changes(base, state)
-            changed = changes[0]
             limit = self.host.max_value_bytes
-            # (JSON, and within the size limit: checked in one pass)
-            if changed:
-                check_sizes(changed, "state", limit)
+            # (JSON, and within the size limit: checked in one pass, each value encoded once)
+            changes = self.merger.changes(base, state, limit)
+            changed = changes[0]
             if update:
-                check_sizes(update, "update", limit)
+                update = checked(update, "update", limit)
             if park is not None:
                 check_size(park.payload, "park payload", limit)
             # (Keys a store indexes: checked here, the same on every store.)

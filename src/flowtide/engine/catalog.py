@@ -41,11 +41,14 @@ class FlowCatalog:
         """(flow id, digest) of the documents put in the store from here."""
         self._plans: dict[tuple[str, str], FlowPlan] = {}
         """(flow id, digest) -> the plan of that document."""
+        self._children: dict[str, dict[str, str]] = {}
+        """Flow id -> :meth:`children` (made on first use; dropped when a flow changes)."""
 
     def register(self, flow: Flow) -> Flow:
         if self._flows.get(flow.id) is not flow:
             self._flows[flow.id] = flow
             self._stored.pop(flow.id, None)
+            self._children.clear()
         self._learned.discard(flow.id)
         return flow
 
@@ -70,6 +73,7 @@ class FlowCatalog:
             self._stored[flow_id] = latest
             self._kept.add((flow_id, latest.digest))
             self._learned.add(flow_id)
+            self._children.clear()
         for name in flows_named(self._flows[flow_id]) - seen:
             try:
                 await self._learn(name, seen)
@@ -112,7 +116,14 @@ class FlowCatalog:
 
     def children(self, flow_id: str) -> dict[str, str]:
         """The registered flows the flow runs, directly or through others: id -> digest (a
-        run records them, so that its children run on the documents it started with)."""
+        run records them, so that its children run on the documents it started with). Found
+        once while the flows registered stay the same (a copy is returned)."""
+        known = self._children.get(flow_id)
+        if known is None:
+            known = self._children[flow_id] = self._find_children(flow_id)
+        return dict(known)
+
+    def _find_children(self, flow_id: str) -> dict[str, str]:
         found: dict[str, str] = {}
         todo = [flow_id]
         while todo:

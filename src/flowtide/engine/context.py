@@ -15,7 +15,8 @@ from flowtide.engine.scope import CancelScope
 class NodeContext:
     """What a node sees.
 
-    ``state`` is the node's own copy of the run state: mutate it freely; when the node returns,
+    ``state`` is the node's own copy of the run state, made as the node reads it (a
+    :class:`~flowtide.engine.nodestate.NodeState`): mutate it freely; when the node returns,
     the engine commits the top-level keys it changed (merged by the flow's reducers). A node that
     is cancelled (timeout, run deadline, abort, a lost ``first`` join) has its changes discarded.
     """

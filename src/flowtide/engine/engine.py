@@ -337,7 +337,7 @@ class Engine:
         entrypoint: str | None,
     ) -> tuple[RunRecord, dict[str, Any]]:
         """A new run's record (lifecycle ``pending``, not stored yet) and state."""
-        check_start(input or {}, run_id, self.max_value_bytes)
+        texts = check_start(input or {}, run_id, self.max_value_bytes)
         flow_id = self.register_flow(flow).id if isinstance(flow, Flow) else flow
         if self.executes:
             self.code(self.plan(flow_id))  # (its code is registered here, or nothing is stored)
@@ -346,7 +346,7 @@ class Engine:
             self._catalog.digest(flow_id),
             self._catalog.children(flow_id),
             self.clock.now(),
-            input or {},
+            texts,
             deadline,
             run_id,
             entrypoint,

@@ -16,7 +16,7 @@ from typing import Any
 
 from flowtide.engine.errors import EngineError
 from flowtide.jsonpointer import join
-from flowtide.store.jsonvalues import NotJSONError, check_json, encode_json
+from flowtide.store.jsonvalues import EncodedState, NotJSONError, check_json, encode_json
 
 __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
@@ -33,6 +33,7 @@ __all__ = [
     "check_size",
     "check_sizes",
     "check_start",
+    "checked",
 ]
 
 DEFAULT_MAX_VALUE_BYTES = 1 << 20
@@ -82,14 +83,14 @@ class ValueTooDeepError(ValueTooLargeError):
         return {"where": self.where, "depth": self.depth, "limit": self.limit}
 
 
-def check_size(value: Any, where: str, limit: int | None) -> None:
-    """Raise :class:`~flowtide.store.jsonvalues.NotJSONError` if ``value`` is not JSON (or holds
+def check_size(value: Any, where: str, limit: int | None) -> str:
+    """``value`` as JSON text (:func:`~flowtide.store.jsonvalues.encode_json`), once checked:
+    raise :class:`~flowtide.store.jsonvalues.NotJSONError` if ``value`` is not JSON (or holds
     a string that is not Unicode text), :class:`ValueTooDeepError` if it nests deeper than
     :data:`MAX_NESTING`, and :class:`ValueTooLargeError` if it is over ``limit`` bytes as JSON
     (``None``: no size limit)."""
     if value is None or isinstance(value, bool | int | float):
-        check_json(value, where)
-        return
+        return encode_json(value, where)
     try:
         text = encode_json(value, where)
     except RecursionError:
@@ -105,6 +106,7 @@ def check_size(value: Any, where: str, limit: int | None) -> None:
         ) from None
     if limit is not None and size > limit:
         raise ValueTooLargeError(where, size, limit)
+    return text
 
 
 def _not_text(value: Any, where: str) -> str:
@@ -147,13 +149,25 @@ def check_nesting(text: str, where: str, limit: int = MAX_NESTING) -> None:
         raise ValueTooDeepError(where, depth, limit)
 
 
-def check_sizes(values: Mapping[str, Any], where: str, limit: int | None) -> None:
+def check_sizes(values: Mapping[str, Any], where: str, limit: int | None) -> dict[str, str]:
     """:func:`check_size` of each value of ``values`` (top-level state keys), at
-    ``where/key``; a key that is not a string is refused, as JSON refuses it."""
+    ``where/key``; a key that is not a string is refused, as JSON refuses it. Returns each
+    value's JSON text, by key."""
+    texts = {}
     for key, value in values.items():
         if not isinstance(key, str):
             check_json({key: value}, where)  # (raises, naming the key)
-        check_size(value, join(where, key), limit)
+        texts[key] = check_size(value, join(where, key), limit)
+    return texts
+
+
+def checked(values: Mapping[str, Any], where: str, limit: int | None) -> EncodedState:
+    """``values`` (top-level state keys), checked as :func:`check_sizes` does, carrying the
+    JSON text of each: what a store writes for them."""
+    out = EncodedState(values)
+    if values:
+        out.json.update(check_sizes(values, where, limit))
+    return out
 
 
 # -- keys and ids ------------
@@ -224,9 +238,11 @@ def check_signal(
         check_keys(payload, "payload")
 
 
-def check_start(input: Mapping[str, Any], run_id: str | None, limit: int | None) -> None:
-    """A new run's input (:func:`check_sizes`, :func:`check_keys`) and its id, if given."""
-    check_sizes(input, "input", limit)
+def check_start(input: Mapping[str, Any], run_id: str | None, limit: int | None) -> dict[str, str]:
+    """A new run's input (:func:`check_sizes`, :func:`check_keys`) and its id, if given;
+    returns each input value's JSON text, by key."""
+    texts = check_sizes(input, "input", limit)
     check_keys(input, "input")
     if run_id is not None:
         check_key(run_id, "run id", MAX_ID_BYTES)
+    return texts

@@ -19,13 +19,15 @@ key the branch that commits last wins.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from flowtide.authoring.functions import reducers
+from flowtide.engine.limits import checked
+from flowtide.engine.nodestate import NodeState, copy_value
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import BUILTIN_REDUCERS
+from flowtide.store.jsonvalues import EncodedState
 
 _IMMUTABLE: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes})
 _MISSING = object()
@@ -33,20 +35,9 @@ BUILTIN = BUILTIN_REDUCERS
 
 
 def copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy a node may mutate: containers are deep-copied, immutable values shared."""
-    out: dict[str, Any] = {}
-    for k, v in state.items():
-        t = type(v)
-        if t in _IMMUTABLE:
-            out[k] = v
-        elif t is list or t is dict or t is set:
-            out[k] = copy.deepcopy(v)
-        else:
-            try:
-                out[k] = copy.deepcopy(v)
-            except TypeError:
-                out[k] = v  # generators and other uncopyable objects are shared
-    return out
+    """A copy that may be mutated: containers are deep-copied, immutable values shared (a
+    node's own copy is made as it reads: :class:`~flowtide.engine.nodestate.NodeState`)."""
+    return {k: copy_value(v) for k, v in state.items()}
 
 
 def stored_form(value: Any) -> Any:
@@ -81,18 +72,25 @@ class StateMerger:
         :mod:`flowtide.engine.code`)."""
 
     def changes(
-        self, base: Mapping[str, Any], new: Mapping[str, Any]
-    ) -> tuple[dict[str, Any], list[str]]:
-        """Top-level keys ``new`` sets differently from ``base``, and keys it deleted."""
-        changed: dict[str, Any] = {}
-        for k, v in new.items():
-            old = base.get(k, _MISSING)
-            if old is v:
-                continue
-            if old is _MISSING or type(old) is not type(v) or old != v:
-                changed[k] = v
-        deleted = [k for k in base if k not in new]
-        return changed, deleted
+        self, base: Mapping[str, Any], new: Mapping[str, Any], limit: int | None
+    ) -> tuple[EncodedState, list[str]]:
+        """Top-level keys ``new`` sets differently from ``base``, and keys it deleted. Each
+        changed value is checked (JSON, at most ``limit`` bytes as JSON: see
+        :func:`~flowtide.engine.limits.check_size`) and its JSON text kept with it, for the
+        store. A :class:`~flowtide.engine.nodestate.NodeState` (a node's state) compares only
+        the keys the node touched, with the values it started from."""
+        if isinstance(new, NodeState):
+            found, deleted = new.changes()
+        else:  # (a process node's state, sent back whole)
+            found = {}
+            for k, v in new.items():
+                old = base.get(k, _MISSING)
+                if old is v:
+                    continue
+                if old is _MISSING or type(old) is not type(v) or old != v:
+                    found[k] = v
+            deleted = [k for k in base if k not in new]
+        return checked(found, "state", limit), deleted
 
     def apply(
         self,
@@ -101,8 +99,9 @@ class StateMerger:
         changed: Mapping[str, Any],
         deleted: list[str],
         explicit: Mapping[str, Any],
-    ) -> tuple[dict[str, Any], list[str]]:
-        """Merge into ``state`` (in place); returns the keys written and the keys deleted.
+    ) -> tuple[EncodedState, list[str]]:
+        """Merge into ``state`` (in place); returns the keys written (with the JSON text of
+        those written as found, when ``changed`` carries it) and the keys deleted.
 
         ``changed`` are values found by comparing the node's copy with ``base``; ``explicit`` are
         values from ``Output.update`` (taken as given: the item to append, the increment, ...).
@@ -115,14 +114,19 @@ class StateMerger:
         for k, v in explicit.items():
             written[k] = self._merge(k, state.get(k, _MISSING), base.get(k, _MISSING), v, True)
         # What the run keeps is what the store keeps (a tuple is a list there).
-        written = {k: stored_form(v) for k, v in written.items()}
-        state.update(written)
+        kept = EncodedState({k: stored_form(v) for k, v in written.items()})
+        for k, v in kept.items():
+            # A value written as it was found goes to the store as the text checked then.
+            found = explicit if k in explicit else changed
+            if isinstance(found, EncodedState) and k in found.json and v is found[k]:
+                kept.json[k] = found.json[k]
+        state.update(kept)
         removed = []
         for k in deleted:
-            if k not in written and self._reducers.get(k, "last") == "last" and k in state:
+            if k not in kept and self._reducers.get(k, "last") == "last" and k in state:
                 del state[k]
                 removed.append(k)
-        return written, removed
+        return kept, removed
 
     def _merge(self, key: str, current: Any, base: Any, value: Any, explicit: bool) -> Any:
         how = self._reducers.get(key, "last")
@@ -153,4 +157,6 @@ class StateMerger:
         if fn is None:
             # (Bound before the run's code runs; a client, which binds none, cannot merge.)
             raise NodeResolutionError(reducers.missing(how), [how])
-        return fn(None if current is _MISSING else current, value)
+        # (A copy: the run's value is shared with the nodes still running, and a reducer may
+        # change what it is given in place.)
+        return fn(None if current is _MISSING else copy_value(current), value)

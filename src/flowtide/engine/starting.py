@@ -6,13 +6,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
 from flowtide.engine.deadlines import run_deadline
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.reducers import copy_state, stored_form
 from flowtide.model.flow import Flow
 from flowtide.store.base import RunRecord
+from flowtide.store.jsonvalues import EncodedState, decode_json
 
 __all__ = ["new_run"]
 
@@ -22,16 +21,17 @@ def new_run(
     digest: str,
     children: dict[str, str],
     now: datetime,
-    input: Mapping[str, Any],
+    input: Mapping[str, str],
     deadline: timedelta | datetime | str | int | None,
     run_id: str | None,
     entrypoint: str | None,
-) -> tuple[RunRecord, dict[str, Any]]:
+) -> tuple[RunRecord, EncodedState]:
     """The record of a new run of ``flow`` (lifecycle ``pending``, created ``now``) and its
-    state: ``input`` as a store keeps it (tuples as lists). The record names the flow's
-    document (``digest``) and those of the flows it runs (``children``, id -> digest), so that
-    whichever worker drives the run plans it from the very documents it started on.
-    ``deadline``: the run's own, else the flow's."""
+    state: the input, given as each value's JSON text (checked already), read back as a store
+    keeps it (new objects, tuples as lists) and carrying that text for the store. The record
+    names the flow's document (``digest``) and those of the flows it runs (``children``, id ->
+    digest), so that whichever worker drives the run plans it from the very documents it started
+    on. ``deadline``: the run's own, else the flow's."""
     run = RunRecord(
         id=run_id or uuid.uuid4().hex,
         flow_id=flow.id,
@@ -41,4 +41,6 @@ def new_run(
         deadline=run_deadline(deadline if deadline is not None else flow.deadline, now),
         options={"entrypoint": entrypoint, "flow_digest": digest, "flows": children},
     )
-    return run, {k: stored_form(v) for k, v in copy_state(input).items()}
+    state = EncodedState({key: decode_json(text) for key, text in input.items()})
+    state.json.update(input)
+    return run, state

@@ -95,7 +95,7 @@ def _json_object(value: dict[str, Any]) -> dict[str, Any]:
     return _within_limits(value, check_sizes)
 
 
-def _within_limits(value: T, check: Callable[[T, str, int], None]) -> T:
+def _within_limits(value: T, check: Callable[[T, str, int], object]) -> T:
     deeper = f"more than {MAX_NESTING} levels deep"
     try:
         _check_json(value)

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date, time, timedelta
+from itertools import chain, compress
 from typing import Any
 
 from flowtide.errors import FlowtideError
 from flowtide.jsonpointer import join
 
-__all__ = ["NotJSONError", "check_json", "decode_json", "encode_json"]
+__all__ = ["EncodedState", "NotJSONError", "check_json", "decode_json", "encode_json"]
 
 
 class NotJSONError(FlowtideError, TypeError):
@@ -42,10 +43,11 @@ def check_json(value: Any, where: str) -> None:
 def encode_json(value: Any, where: str) -> str:
     """``value`` as JSON text (checked as :func:`check_json` does).
 
-    The standard library's encoder writes it; the text must read back as the same value. When it
-    does not (a key that is not a string was turned into one, or a tuple came back a list), or
-    when the encoder refuses it, the value is walked to tell which: a tuple is fine, anything
-    else is refused with the pointer to it.
+    The standard library's encoder writes it, refusing what is not JSON but for one thing: it
+    turns a key that is a number, a bool or None into a string (and a value that reads back as
+    another). So unless every container is a plain dict or list and every key a string (looked
+    at in bulk), or when the encoder refuses the value, the value is walked to tell: a tuple or a
+    subclass of a JSON kind is fine, anything else is refused with the pointer to it.
     """
     if value is None:
         return "null"
@@ -56,9 +58,43 @@ def encode_json(value: Any, where: str) -> str:
     except (TypeError, ValueError) as exc:
         _check(value, [where], set())  # says where, for what the walk can tell
         raise NotJSONError(join(where), str(exc)) from exc
-    if json.loads(text) != value:
+    if type(value) not in _SCALARS and not _plain(value):
         _check(value, [where], set())
     return text
+
+
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+_PLAIN: frozenset[type] = _SCALARS | {dict, list}
+_TEXT: frozenset[type] = frozenset({str})
+_is_dict = frozenset({dict}).__contains__
+_is_list = frozenset({list}).__contains__
+
+
+def _plain(value: Any) -> bool:
+    """True if ``value`` holds only plain dicts, lists and scalars, and every key is a str;
+    False when it cannot tell so (then :func:`_check` walks it). Looked at a level at a time,
+    each level's keys and values in bulk, without a Python step per item. (``value`` is one the
+    encoder took: it contains no container twice on one path.)"""
+    dicts: list[dict[Any, Any]] = [value] if type(value) is dict else []
+    lists: list[list[Any]] = [value] if type(value) is list else []
+    if not dicts and not lists:
+        return False
+    while dicts or lists:
+        if dicts and not _TEXT.issuperset(map(type, chain.from_iterable(dicts))):
+            return False
+        values: Iterable[Any] = chain.from_iterable(map(dict.values, dicts))
+        children = [*values, *chain.from_iterable(lists)]
+        kinds = set(map(type, children))
+        if not _PLAIN.issuperset(kinds):
+            return False
+        dicts = _only(children, _is_dict) if dict in kinds else []
+        lists = _only(children, _is_list) if list in kinds else []
+    return True
+
+
+def _only(items: list[Any], kind: Callable[[type], bool]) -> list[Any]:
+    """The items whose type is ``kind``, picked without a Python step per item."""
+    return list(compress(items, map(kind, map(type, items))))
 
 
 def decode_json(text: str) -> Any:
@@ -107,15 +143,31 @@ def _why_not(value: Any) -> str:
     return f"{article} {name} is not JSON"
 
 
+class EncodedState(dict[str, Any]):
+    """Top-level state values (key -> value) that carry the JSON text of some of them, as
+    :func:`encode_json` wrote it when the engine checked them (``json``: key -> text). A store
+    writes that text as given (:func:`encode_state`): a value a step changed is encoded once."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        super().__init__(values or {})
+        self.json: dict[str, str] = {}
+
+
 def encode_state(
     state: Mapping[str, Any], encode: Callable[[Any, str], str] = encode_json
 ) -> dict[str, str]:
     """A run state's top-level keys and their values as JSON text (``encode``: how a value is
-    written, :func:`encode_json` by default), each named ``state/<key>`` in an error; a key
-    that is not a string is refused."""
+    written, :func:`encode_json` by default; the text an :class:`EncodedState` carries is taken
+    as it is), each named ``state/<key>`` in an error; a key that is not a string is refused."""
+    known = state.json if isinstance(state, EncodedState) else {}
     encoded = {}
     for key, value in state.items():
-        if not isinstance(key, str):
-            encode_json({key: value}, "state")  # (raises, naming the key)
-        encoded[key] = encode(value, join("state", key))
+        text = known.get(key)
+        if text is None:
+            if not isinstance(key, str):
+                encode_json({key: value}, "state")  # (raises, naming the key)
+            text = encode(value, join("state", key))
+        encoded[key] = text
     return encoded

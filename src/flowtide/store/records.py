@@ -405,7 +405,8 @@ class Commit:
     tokens: Sequence[TokenRecord] = ()
     """Token records to insert or replace."""
     state: Mapping[str, Any] | None = None
-    """Top-level state keys to set."""
+    """Top-level state keys to set (an :class:`~flowtide.store.jsonvalues.EncodedState` carries
+    the JSON text of its values, encoded where the engine checked them: written as given)."""
     state_deleted: Sequence[str] = ()
     """Top-level state keys to delete (a key the state does not have is ignored)."""
     events: Sequence[EventRecord] = ()
