@@ -261,7 +261,9 @@ class Driving(Subflows):
                 c.run_lifecycles = LIVE_LIFECYCLES
                 c.lease = self.lease
                 try:
-                    await commit_step(self.host.store, c, self.clock)
+                    await commit_step(
+                        self.host.store, c, self.clock, instruments=self.host.instruments
+                    )
                 except (StoreConflict, StoreUnavailableError) as exc:
                     # Another worker took the run, or the store stays down: the run is as
                     # the store has it.

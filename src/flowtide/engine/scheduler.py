@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import Clock, TimerHandle
+from flowtide.engine.instruments import NO_INSTRUMENTS, EngineInstruments, seconds
 from flowtide.store.base import Lease, Store, StoreDown, StoreError, StoreUnusableError
 
 log = logging.getLogger("flowtide.sweeper")
@@ -69,6 +70,7 @@ class Sweeper:
         batch: int = BATCH,
         poll: float = 1.0,
         room: Callable[[], int] | None = None,
+        instruments: EngineInstruments = NO_INSTRUMENTS,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -79,6 +81,8 @@ class Sweeper:
         self._poll = poll
         self._room = room
         """How many more runs the engine may take now (None: no limit)."""
+        self._instruments = instruments
+        """Told how late each claim is (see :meth:`_loop`)."""
         self._task: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._unwatch: Callable[[], None] | None = None
@@ -175,7 +179,10 @@ class Sweeper:
                     if leases:
                         self._claimed += len(leases)
                         self._batches += 1
-                        if await self._take(leases, self._judged(leases, now)) and nxt <= now:
+                        judged = self._judged(leases, now)
+                        # (How long after the earliest wake instant among them they are taken.)
+                        self._instruments.late(seconds(nxt, judged))
+                        if await self._take(leases, judged) and nxt <= now:
                             await asyncio.sleep(0)
                             continue
                     if nxt <= now:
