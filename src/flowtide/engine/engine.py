@@ -608,7 +608,7 @@ class Engine:
         self._ready()
         ex = await self._signaller.adopt(run_id)
         if ex is not None:
-            return ex.cancel(reason)
+            return ex.cancel(reason, sender)
         return await self._signaller.cancel(run_id, reason, wait, sender)
 
     def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:
