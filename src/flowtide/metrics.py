@@ -35,8 +35,7 @@ NODES = (0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 
 
 LATE = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 30.0, 60.0, 300.0)
 """Buckets (seconds) for how late the sweeper takes a run: at once when all is well; the poll
-interval (a second) when a notice is lost; a lease's time (30 s) for a dead worker's runs;
-more when the workers are full."""
+interval (a second) when a notice is lost; more when the workers are full."""
 
 
 class WorkerSeries:
@@ -60,13 +59,13 @@ class WorkerSeries:
         )
         self.lateness = Histogram(
             "flowtide_sweeper_lateness_seconds",
-            "How long after the earliest wake instant among them the sweeper took the runs due",
+            "How long after the earliest wake instant the sweeper claimed the runs due",
             buckets=LATE,
             registry=r,
         )
         self.takeovers = Counter(
             "flowtide_lease_takeovers",
-            "Runs this worker held that another worker took over once their lease expired",
+            "Runs this worker held that another worker took over (their lease had expired)",
             registry=r,
         )
         self.events = Counter(

@@ -33,12 +33,13 @@ class EngineInstruments(Protocol):
         """A node attempt's code ran for ``seconds`` and ended so."""
 
     def late(self, seconds: float) -> None:
-        """The sweeper took the runs due, ``seconds`` after the earliest wake instant among
-        them (a due entry, a run to start, a lease that expired)."""
+        """The sweeper claimed runs due ``seconds`` after the earliest wake instant the store
+        gave it (a due entry, a run to start, a lease that expired): the first of those it
+        claimed, unless that run was held alive by another worker."""
 
     def taken_over(self) -> None:
-        """A run this worker held was taken over by another worker (its lease had expired: it
-        was not renewed in time)."""
+        """A run this worker held was taken over by another worker: its lease had expired (it
+        was not renewed in time), or another engine resumed the run (``Engine.resume``)."""
 
 
 class NoInstruments:

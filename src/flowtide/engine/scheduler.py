@@ -180,7 +180,7 @@ class Sweeper:
                         self._claimed += len(leases)
                         self._batches += 1
                         judged = self._judged(leases, now)
-                        # (How long after the earliest wake instant among them they are taken.)
+                        # (How long after the earliest wake instant they are claimed.)
                         self._instruments.late(seconds(nxt, judged))
                         if await self._take(leases, judged) and nxt <= now:
                             await asyncio.sleep(0)
