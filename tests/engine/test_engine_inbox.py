@@ -20,6 +20,7 @@ from flowtide.engine import (
     NodeContext,
     Park,
     RequestPending,
+    RunResult,
     SignalReceipt,
     SignalRefused,
 )
@@ -310,7 +311,7 @@ async def test_a_cancel_of_a_busy_run_is_applied_by_its_holder_and_its_node_neve
             other.sweeper  # noqa: B018 - a second worker watching for work
             run_id = await started(worker, store)
             before = await store.lease_of(run_id)
-            assert await client.cancel(run_id, "no longer needed")
+            assert await client.cancel(run_id, "no longer needed", sender="ops")
             result = await client.wait(run_id)
             history = await client.history(run_id)
             again = await client.cancel(run_id, "twice")
@@ -320,6 +321,9 @@ async def test_a_cancel_of_a_busy_run_is_applied_by_its_holder_and_its_node_neve
     assert before is not None and (before.owner, before.epoch) == ("w", 1)
     assert result.lifecycle is Lifecycle.CANCELLED
     assert result.errors[0].message == "no longer needed"
+    # Who sent the cancel, kept with its request, is in the history and the result.
+    assert history[-1].kind == "run_finished" and history[-1].data["sender"] == "ops"
+    assert result.interrupted_at is not None and result.interrupted_at.sender == "ops"
     # The long node was cancelled where it ran, and started nowhere again.
     assert len(worked) == 1
     assert [e.placement for e in history if e.kind == "node_started"].count("work") == 1
@@ -352,3 +356,16 @@ async def test_a_signal_recorded_before_the_deadline_wins_though_applied_after_i
 
 async def _closed(store: Store, run_id: str) -> bool:
     return not await store.parks(run_id=run_id, open_only=True)
+
+
+async def test_a_cancel_the_holder_applies_at_once_records_its_sender() -> None:
+    async with worker_and_client() as (worker, _client, store, _clock):
+        run_id = await started(worker, store)
+        assert await worker.cancel(run_id, sender="alice")
+        result = await worker.wait(run_id)
+        history = await worker.history(run_id)
+    assert result.lifecycle is Lifecycle.CANCELLED and result.errors == ()
+    assert history[-1].kind == "run_finished" and history[-1].data["sender"] == "alice"
+    assert result.interrupted_at is not None and result.interrupted_at.sender == "alice"
+    stored = RunResult.from_dict(result.to_dict())
+    assert stored.interrupted_at == result.interrupted_at

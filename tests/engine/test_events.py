@@ -90,6 +90,7 @@ SAMPLES: list[EventPayload] = [
                 "traceback": None,
             }
         ],
+        sender="ops",
     ),
     Parked(key="order-1", deadline=AT, park="r.1#2"),
     Signalled(

@@ -146,6 +146,10 @@ async def test_health_readiness_and_metrics() -> None:
         assert "flowtide_requests_pending 0.0" in text
         assert 'flowtide_worker_events_total{kind="parked"}' in text
         assert 'flowtide_worker_attempt_seconds_count{outcome="parked"} 1.0' in text
+        # What the worker's engine measures of itself.
+        assert "flowtide_commit_seconds_count" in text
+        assert "flowtide_sweeper_lateness_seconds_bucket" in text
+        assert "flowtide_lease_takeovers_total 0.0" in text
         assert 'flowtide_http_requests_total{route="/api/runs",status="201"} 1.0' in text
     async with serving(register=False) as (http, _):
         assert (await http.get("/readyz")).json() == {"store": True, "worker": None}

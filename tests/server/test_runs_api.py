@@ -106,6 +106,11 @@ async def test_cancel_a_parked_run_then_again() -> None:
         assert first.json() == {"run_id": run, "cancelled": True, "lifecycle": "cancelled"}
         again = await http.post(f"/api/runs/{run}/cancel", headers=WRITE)
         assert again.json()["cancelled"] is False
+        # Who cancelled it, by the token's name, is in the history.
+        events = (await http.get(f"/api/runs/{run}/history")).json()["events"]
+        assert events[-1]["kind"] == "run_finished"
+        assert events[-1]["data"]["lifecycle"] == "cancelled"
+        assert events[-1]["data"]["sender"] == "ops"
 
 
 async def test_explain_history_paging_and_unknown_runs() -> None:

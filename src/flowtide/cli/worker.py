@@ -25,6 +25,8 @@ from flowtide.cli.stores import (
 )
 from flowtide.client.views import event_json
 from flowtide.engine import Engine
+from flowtide.engine.events import Hook
+from flowtide.engine.instruments import EngineInstruments
 from flowtide.engine.leases import LEASE_TTL
 from flowtide.engine.threadslots import DEFAULT_THREADS
 from flowtide.store.base import EventRecord, Store, StoreUnusableError
@@ -59,6 +61,20 @@ ThreadsOption = Annotated[
         help="Worker threads for sync nodes: at most this many of their attempts run at once; "
         "the others start (and their windows begin) when a thread is free.",
     ),
+]
+
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="Serve this worker's Prometheus metrics on http://HOST:PORT/metrics (0: a free "
+        "port, said on start; needs prometheus-client: pip install 'flowtide[server]').",
+    ),
+]
+MetricsHostOption = Annotated[
+    str, typer.Option("--metrics-host", help="The address --metrics-port listens on.")
 ]
 
 
@@ -100,6 +116,8 @@ def worker(
         typer.Option("--quiet", "-q", help="Log warnings only (not a line per run)."),
     ] = False,
     threads: ThreadsOption = DEFAULT_THREADS,
+    metrics_port: MetricsPortOption = None,
+    metrics_host: MetricsHostOption = "127.0.0.1",
     store: StoreOption = DEFAULT,
     json_output: JsonOption = False,
 ) -> None:
@@ -113,7 +131,8 @@ def worker(
     --drain-timeout seconds, gives back what it still holds and exits 0; a second signal stops
     it at once. A store it cannot use as it is (damaged, read-only, its file deleted or
     replaced) stops it with one line, exit 2. --events prints every event (--json: one JSON
-    object per line on stdout).
+    object per line on stdout). --metrics-port serves its metrics to Prometheus (commit and
+    attempt latency, sweeper lateness, lease takeovers, events by kind).
     """
     _logging(quiet)
     with current_directory_first():
@@ -127,6 +146,7 @@ def worker(
             quiet,
             json_output,
             threads,
+            (metrics_host, metrics_port) if metrics_port is not None else None,
         )
         asyncio.run(_work(store, code, settings))
 
@@ -141,6 +161,8 @@ class _Settings:
     quiet: bool
     as_json: bool
     threads: int = DEFAULT_THREADS
+    metrics: tuple[str, int] | None = None
+    """Where to serve the worker's Prometheus metrics (host, port), if anywhere."""
 
 
 def _logging(quiet: bool) -> None:
@@ -171,7 +193,8 @@ async def _work(url: str, code: Code, settings: _Settings) -> None:
 
 async def _work_on(store: Store, url: str, code: Code, settings: _Settings) -> None:
     as_json = settings.as_json
-    hooks = [_json_line if as_json else _text_line] if settings.events else []
+    hooks: list[Hook] = [_json_line if as_json else _text_line] if settings.events else []
+    instruments = _metrics(settings.metrics, hooks, as_json) if settings.metrics else None
     engine = Engine(
         store=store,
         registry=code.registry(),
@@ -180,6 +203,7 @@ async def _work_on(store: Store, url: str, code: Code, settings: _Settings) -> N
         poll=settings.poll,
         lease_ttl=settings.lease,
         max_threads=settings.threads,
+        instruments=instruments,
     )
     try:
         if not as_json:
@@ -195,6 +219,34 @@ async def _work_on(store: Store, url: str, code: Code, settings: _Settings) -> N
         with contextlib.suppress(Exception):
             await engine.close()
         log.debug("engine closed")
+
+
+def _metrics(where: tuple[str, int], hooks: list[Hook], as_json: bool) -> EngineInstruments:
+    """The worker's Prometheus series, served at ``where`` from now on (their event hook added
+    to ``hooks``)."""
+    try:
+        from prometheus_client import CollectorRegistry
+
+        from flowtide.metrics import WorkerSeries, serve_metrics
+    except ImportError as exc:
+        raise BadInput(
+            f"--metrics-port needs prometheus-client ({exc.name} is missing): "
+            "pip install 'flowtide[server]'"
+        ) from None
+    registry = CollectorRegistry(auto_describe=True)
+    series = WorkerSeries(registry)
+    hooks.append(series.event)
+    host, port = where
+    try:
+        port = serve_metrics(registry, port, host)
+    except OSError as exc:
+        raise BadInput(f"--metrics-port: cannot listen on {host}:{port}: {exc.strerror}") from None
+    shown = f"http://{host}:{port}/metrics"
+    if as_json:
+        log.info("metrics at %s", shown)
+    else:
+        out.print(f"metrics at {escape(shown)}")
+    return series
 
 
 async def _until_stopped(engine: Engine, drain: timedelta) -> StoreUnusableError | None:

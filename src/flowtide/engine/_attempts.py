@@ -25,6 +25,7 @@ from flowtide.engine.errors import (
     UndeclaredOutputError,
 )
 from flowtide.engine.event_types import ProcessStarted
+from flowtide.engine.instruments import seconds
 from flowtide.engine.limits import (
     InvalidKeyError,
     ValueTooLargeError,
@@ -172,7 +173,7 @@ class Attempts(RunCore):
             window.disarm()
             scope.close()
             self.running.pop(key, None)
-        return self.attempt_end(
+        ended = self.attempt_end(
             impl,
             placement,
             scope,
@@ -184,6 +185,8 @@ class Attempts(RunCore):
             final_state,
             token is not None,
         )
+        self.host.instruments.attempt(ended.kind, seconds(now, self.clock.now()))
+        return ended
 
     async def _run_code(
         self,

@@ -25,6 +25,7 @@ from datetime import timedelta
 
 from flowtide.clock import Clock
 from flowtide.engine.errors import StoreUnavailableError
+from flowtide.engine.instruments import NO_INSTRUMENTS, EngineInstruments, seconds
 from flowtide.printable import printable
 from flowtide.store.base import (
     Commit,
@@ -44,10 +45,25 @@ log = logging.getLogger("flowtide.engine")
 
 
 async def commit_step(
-    store: Store, commit: Commit, clock: Clock, *, shield: bool = True
+    store: Store,
+    commit: Commit,
+    clock: Clock,
+    *,
+    shield: bool = True,
+    instruments: EngineInstruments = NO_INSTRUMENTS,
 ) -> Sequence[EventRecord]:
     """Apply ``commit`` to ``store``; returns its events with their ``seq`` filled in.
-    ``shield``: see the module's docstring (False only in a task the executor owns)."""
+    ``shield``: see the module's docstring (False only in a task the executor owns);
+    ``instruments``: told how long the store took to answer, whatever it answered."""
+    sent = clock.now()
+    try:
+        return await _tried(store, commit, clock, shield)
+    finally:
+        instruments.commit(seconds(sent, clock.now()))
+
+
+async def _tried(store: Store, commit: Commit, clock: Clock, shield: bool) -> Sequence[EventRecord]:
+    """``commit`` sent, and sent again after a backoff while the store is unavailable."""
     delay = FIRST_BACKOFF
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         try:

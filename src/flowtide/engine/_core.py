@@ -264,7 +264,9 @@ class RunCore(ABC):
                 c.run_lifecycles = LIVE_LIFECYCLES  # refused if another actor ended the run
             # A task of this executor is cancelled only by its close (see flowtide.engine._commit).
             own = asyncio.current_task() in self.tasks
-            events = await commit_step(self.host.store, c, self.clock, shield=not own)
+            events = await commit_step(
+                self.host.store, c, self.clock, shield=not own, instruments=self.host.instruments
+            )
             if events:
                 self.stored_events = events
             if c.release:

@@ -143,11 +143,11 @@ class Driving(Subflows):
             return
         self.deadline_timer = self.clock.call_at(deadline, fire)
 
-    def cancel(self, reason: str | None = None) -> bool:
+    def cancel(self, reason: str | None = None, sender: str | None = None) -> bool:
         """The caller's cancel: every running node is cancelled; lifecycle ``cancelled``."""
         if self.end is not None:
             return False
-        return self.root.cancel(CancelReason.ABORT, self.clock.now(), reason)
+        return self.root.cancel(CancelReason.ABORT, self.clock.now(), reason, sender)
 
     def on_root_cancelled(self, c: Cancellation) -> None:
         if self.end is not None:
@@ -160,7 +160,7 @@ class Driving(Subflows):
             nodes = tuple(dict.fromkeys(t.placement for t in self.tokens.values()))
         if not nodes and not self.started:
             nodes = (self.flow.main_entrypoint,)
-        interrupted = InterruptedAt(reason, nodes[0] if nodes else None, c.at, nodes)
+        interrupted = InterruptedAt(reason, nodes[0] if nodes else None, c.at, nodes, c.sender)
         errors = []
         if c.message:
             errors.append(ErrorInfo("RunCancelled", c.message, None))
@@ -261,7 +261,9 @@ class Driving(Subflows):
                 c.run_lifecycles = LIVE_LIFECYCLES
                 c.lease = self.lease
                 try:
-                    await commit_step(self.host.store, c, self.clock)
+                    await commit_step(
+                        self.host.store, c, self.clock, instruments=self.host.instruments
+                    )
                 except (StoreConflict, StoreUnavailableError) as exc:
                     # Another worker took the run, or the store stays down: the run is as
                     # the store has it.

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from flowtide.clock import Clock
 from flowtide.engine.children import StartedChild
 from flowtide.engine.contracts import OutputContracts
+from flowtide.engine.instruments import EngineInstruments
 from flowtide.engine.redaction import Redact
 from flowtide.engine.result import RunResult
 from flowtide.engine.scope import CancelScope
@@ -60,6 +61,10 @@ class RunHost(Protocol):
         """Whether this engine runs nodes. One that does not (a client: it starts, signals and
         cancels runs) gives a run back to the store as soon as a token of it is ready, for a
         worker to take."""
+
+    @property
+    def instruments(self) -> EngineInstruments:
+        """Where the executor reports its commits' latency and its attempts' duration."""
 
     def wake_sweeper(self, when: datetime | None = None) -> None:
         """A due instant was written: the sweeper looks again (by ``when`` at the latest)."""

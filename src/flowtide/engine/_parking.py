@@ -243,7 +243,10 @@ class Parking(Tasks):
             if isinstance(found, SignalRequest):
                 # A cancel: the run's end answers it (and removes its entry).
                 self.requests.cancels.append(found.id)
-                self.root.cancel(CancelReason.ABORT, self.clock.now(), found.request.get("reason"))
+                asked = found.request
+                self.root.cancel(
+                    CancelReason.ABORT, self.clock.now(), asked.get("reason"), asked.get("sender")
+                )
                 return
             if isinstance(found, dict):
                 reply: dict[str, Any] | None = found

@@ -165,6 +165,7 @@ def finish(run: RunRecord, result: RunResult, now: datetime) -> EventRecord:
             lifecycle=result.lifecycle.value,
             outcome=result.outcome,
             errors=[e.to_dict() for e in result.errors],
+            sender=result.interrupted_at.sender if result.interrupted_at else None,
         ),
         run.id,
         now,

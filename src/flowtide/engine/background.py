@@ -1,4 +1,5 @@
-"""Background tasks that await a coroutine made before the task starts.
+"""Background tasks: those that await a coroutine made before the task starts, and those
+nobody awaits.
 
 A task cancelled before its first step never runs its coroutine: a coroutine that coroutine
 would have awaited is then dropped unawaited, and Python warns of it ("coroutine ... was never
@@ -12,7 +13,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-__all__ = ["task_awaiting"]
+__all__ = ["consumed", "task_awaiting"]
 
 
 def task_awaiting(
@@ -24,3 +25,10 @@ def task_awaiting(
     task = asyncio.get_running_loop().create_task(runner)
     task.add_done_callback(lambda _: awaited.close())
     return task
+
+
+def consumed(task: asyncio.Task[Any]) -> None:
+    """A done callback for a task nobody awaits: its error is retrieved (the task's own code
+    logs what matters), so that Python does not report it as never retrieved."""
+    if not task.cancelled():
+        task.exception()

@@ -23,23 +23,19 @@ from flowtide.engine._commit import commit_step
 from flowtide.engine._executor import RunExecutor
 from flowtide.engine._hooks import HookDelivery, hook_failure
 from flowtide.engine._waiters import RunWaiters
+from flowtide.engine.background import consumed
 from flowtide.engine.catalog import FlowCatalog
 from flowtide.engine.children import ChildRuns
 from flowtide.engine.code import EngineCode, FlowCode
 from flowtide.engine.contracts import OutputContracts
 from flowtide.engine.deadlines import run_deadline
-from flowtide.engine.errors import (
-    EngineError,
-)
+from flowtide.engine.errors import EngineError
 from flowtide.engine.events import Hook
-from flowtide.engine.explain import (
-    Explanation,
-    explain_stored,
-    explain_stored_run,
-)
+from flowtide.engine.explain import Explanation, explain_stored, explain_stored_run
 from flowtide.engine.handles import RunHandle, SignalReceipt
 from flowtide.engine.hosting import Bookkeeping, EngineHost
 from flowtide.engine.inbox import Signaller
+from flowtide.engine.instruments import NO_INSTRUMENTS, EngineInstruments
 from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, give_back, worker_id
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_signal, check_start
@@ -108,6 +104,7 @@ class Engine:
     with its secrets replaced, applied to every error's message, traceback and details before
     it is recorded (default: the hook registered with
     :func:`flowtide.engine.redaction.redact_errors`, if any; see :mod:`flowtide.engine.redaction`).
+    ``instruments``: see :mod:`flowtide.engine.instruments`.
     """
 
     def __init__(
@@ -129,6 +126,7 @@ class Engine:
         max_value_bytes: int | None = DEFAULT_MAX_VALUE_BYTES,
         heartbeat: bool | None = None,
         redact: Redact | None = None,
+        instruments: EngineInstruments | None = None,
     ) -> None:
         self.store: Store = MemoryStore() if store is None else a_store(store, "Engine(store=...)")
         self._time = Timekeeper(self.store, clock)  # (the store's clock, where it has one)
@@ -143,6 +141,7 @@ class Engine:
         self._presence = Presence(self, DEFER_UNFIREABLE, heartbeat)
         self._draining = False
         self.redact = redact
+        self.instruments = instruments if instruments is not None else NO_INSTRUMENTS
         self.hooks: list[Hook] = list(hooks)
         self.random = random
         self._catalog = FlowCatalog(self.store, self._code.type_of, self.clock)
@@ -157,7 +156,13 @@ class Engine:
             deadline=run_deadline,
         )
         self._renewer = LeaseRenewer(
-            self.store, self.clock, self.owner, lease_ttl, lambda: self._runs, self._discard
+            self.store,
+            self.clock,
+            self.owner,
+            lease_ttl,
+            lambda: self._runs,
+            self._discard,
+            self.instruments,
         )
         self._runs: dict[str, RunExecutor] = {}
         self._max_threads = max_threads
@@ -244,6 +249,7 @@ class Engine:
                 poll=self.poll,
                 room=room,
                 before=self._time.ready,
+                instruments=self.instruments,
             )
             self._scheduler.start()
             self._presence.start(self._take, self._time.ready)
@@ -603,7 +609,7 @@ class Engine:
         await self._ready()
         ex = await self._signaller.adopt(run_id)
         if ex is not None:
-            return ex.cancel(reason)
+            return ex.cancel(reason, sender)
         return await self._signaller.cancel(run_id, reason, wait, sender)
 
     def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:
@@ -612,7 +618,7 @@ class Engine:
         if ex is not None:
             return ex.cancel(reason)
         task = asyncio.get_running_loop().create_task(self.cancel(run_id, reason, wait=0))
-        task.add_done_callback(_consume)
+        task.add_done_callback(consumed)
         return True
 
     async def explain(
@@ -761,14 +767,14 @@ class Engine:
             if ex.lease is not None and ex.lease.owner == self.owner:
                 self._presence.gave_back([run_id], "out of date here")
                 task = asyncio.get_running_loop().create_task(self._give_back(ex.lease))
-                task.add_done_callback(_consume)
+                task.add_done_callback(consumed)
             if self._waiters.waiting(run_id):
                 # Whoever waits here learns the run's end from the store, if another actor
                 # has ended it.
                 task = asyncio.get_running_loop().create_task(
                     self._waiters.from_store(self.store, run_id)
                 )
-                task.add_done_callback(_consume)
+                task.add_done_callback(consumed)
 
     def _defer(self, ex: object, delay: timedelta) -> None:
         """Drop this executor; nobody takes its run for ``delay`` (a deadline not come yet)."""
@@ -778,7 +784,7 @@ class Engine:
             task = asyncio.get_running_loop().create_task(
                 self._presence.aside.defer(ex.run.id, delay)
             )
-            task.add_done_callback(_consume)
+            task.add_done_callback(consumed)
 
     async def _give_back(self, lease: Lease) -> None:
         await give_back(self.store, self.clock, lease)
@@ -792,8 +798,3 @@ class Engine:
         """Record a hook's failure in the run's history (it is not delivered to hooks)."""
         failed = hook_failure(hook, event, exc, self.clock.now(), self.redact)
         await commit_step(self.store, Commit(event.run_id, events=[failed]), self.clock)
-
-
-def _consume(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled():
-        task.exception()

@@ -333,13 +333,15 @@ class RunFinished(EventPayload):
     ``lifecycle``: how it ended; ``outcome``: the outcome of the first terminal reached, if
     any (not counting those of branches non-interrupting timers started); ``errors``: each as
     :meth:`ErrorInfo.to_dict <flowtide.engine.ErrorInfo.to_dict>` gives it (``type``,
-    ``message``, ``placement``, ``details``, ``traceback``).
+    ``message``, ``placement``, ``details``, ``traceback``); ``sender``: who cancelled the run,
+    when the cancel said.
     """
 
     KIND: ClassVar[EventKind] = EventKind.RUN_FINISHED
     lifecycle: str
     outcome: str | None
     errors: list[dict[str, Any]]
+    sender: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

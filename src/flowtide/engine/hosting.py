@@ -19,6 +19,7 @@ from flowtide.clock import Clock
 from flowtide.engine.children import StartedChild
 from flowtide.engine.contracts import OutputContracts
 from flowtide.engine.errors import EngineError
+from flowtide.engine.instruments import EngineInstruments
 from flowtide.engine.redaction import Redact
 from flowtide.engine.result import RunResult
 from flowtide.engine.scope import CancelScope
@@ -50,6 +51,7 @@ class HostedEngine(Protocol):
     executes: bool
     max_value_bytes: int | None
     redact: Redact | None
+    instruments: EngineInstruments
 
     @property
     def threads(self) -> Executor: ...
@@ -112,6 +114,10 @@ class EngineHost:
     @property
     def redact(self) -> Redact | None:
         return self._engine.redact
+
+    @property
+    def instruments(self) -> EngineInstruments:
+        return self._engine.instruments
 
     @property
     def thread_slots(self) -> ThreadSlots:

@@ -23,6 +23,7 @@ from flowtide.engine._commit import commit_step
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import RunWarning
+from flowtide.engine.instruments import NO_INSTRUMENTS, EngineInstruments
 from flowtide.printable import printable
 from flowtide.store.base import Commit, Lease, Store, StoreConflict, StoreDown, StoreError
 
@@ -62,7 +63,7 @@ class Holder(Protocol):
 
 class LeaseRenewer:
     """Renews ``owner``'s leases while ``held()`` has any run with a lease; ``lost(holder)`` is
-    called for each held run another worker has taken."""
+    called for each held run another worker has taken (and ``instruments`` told of it)."""
 
     def __init__(
         self,
@@ -72,6 +73,7 @@ class LeaseRenewer:
         ttl: timedelta,
         held: Callable[[], Mapping[str, Holder]],
         lost: Callable[[Holder], None],
+        instruments: EngineInstruments = NO_INSTRUMENTS,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -79,6 +81,7 @@ class LeaseRenewer:
         self._ttl = ttl
         self._held = held
         self._lost = lost
+        self._instruments = instruments
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -112,6 +115,7 @@ class LeaseRenewer:
                     holder.lease = lease
                 elif holder.lease is not None and await self._taken(run_id):
                     log.warning("run %s was taken over by another worker", printable(run_id))
+                    self._instruments.taken_over()
                     self._lost(holder)
 
     async def _taken(self, run_id: str) -> bool:

@@ -118,21 +118,26 @@ class InterruptedAt:
     """Where and why a run was interrupted: ``reason`` is ``timeout`` or ``abort``.
 
     ``node`` is the placement that was running (the first of them, in start order, when several
-    were: all are in ``nodes``); ``None`` when nothing was running.
+    were: all are in ``nodes``); ``None`` when nothing was running. ``sender``: who cancelled
+    the run, when the cancel said (an API token's name, say).
     """
 
     reason: str
     node: str | None
     at: datetime
     nodes: tuple[str, ...] = ()
+    sender: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "reason": self.reason,
             "node": self.node,
             "at": isoformat(self.at),
             "nodes": list(self.nodes),
         }
+        if self.sender is not None:
+            out["sender"] = self.sender
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +234,7 @@ class RunResult:
                 interrupted.get("node"),
                 datetime.fromisoformat(interrupted["at"]),
                 tuple(interrupted.get("nodes", ())),
+                interrupted.get("sender"),
             )
             if interrupted
             else None,

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import Clock, TimerHandle
+from flowtide.engine.instruments import NO_INSTRUMENTS, EngineInstruments, seconds
 from flowtide.store.base import Lease, Store, StoreDown, StoreError, StoreUnusableError
 
 log = logging.getLogger("flowtide.sweeper")
@@ -70,6 +71,7 @@ class Sweeper:
         poll: float = 1.0,
         room: Callable[[], int] | None = None,
         before: Callable[[], Awaitable[None]] | None = None,
+        instruments: EngineInstruments = NO_INSTRUMENTS,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -82,6 +84,8 @@ class Sweeper:
         """How many more runs the engine may take now (None: no limit)."""
         self._before = before
         """Awaited before each look for work (the engine's clock is set by the store's)."""
+        self._instruments = instruments
+        """Told how late each claim is (see :meth:`_loop`)."""
         self._task: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._unwatch: Callable[[], None] | None = None
@@ -181,7 +185,10 @@ class Sweeper:
                     if leases:
                         self._claimed += len(leases)
                         self._batches += 1
-                        if await self._take(leases, self._judged(leases, now)) and nxt <= now:
+                        judged = self._judged(leases, now)
+                        # (How long after the earliest wake instant they are claimed.)
+                        self._instruments.late(seconds(nxt, judged))
+                        if await self._take(leases, judged) and nxt <= now:
                             await asyncio.sleep(0)
                             continue
                     if nxt <= now:

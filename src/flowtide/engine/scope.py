@@ -48,6 +48,8 @@ class Cancellation:
     placement: str | None = None
     """The placement whose scope was cancelled first (the origin of a propagated cancel)."""
     message: str | None = None
+    sender: str | None = None
+    """Who asked for it (a cancel's sender), when they said."""
 
 
 class CancelScope:
@@ -105,11 +107,17 @@ class CancelScope:
 
     # -- cancelling ------------
 
-    def cancel(self, reason: CancelReason, at: datetime, message: str | None = None) -> bool:
+    def cancel(
+        self,
+        reason: CancelReason,
+        at: datetime,
+        message: str | None = None,
+        sender: str | None = None,
+    ) -> bool:
         """Cancel this scope and its subtree; False if it was already cancelled."""
         if self.cancellation is not None:
             return False
-        self._propagate(Cancellation(reason, at, self.placement, message))
+        self._propagate(Cancellation(reason, at, self.placement, message, sender))
         return True
 
     def _propagate(self, cancellation: Cancellation) -> None:

@@ -93,8 +93,9 @@ def create_app(
             found.worker = Engine(
                 store=client.store,
                 registry=registry,
-                hooks=[found.metrics.event, *hooks],
+                hooks=[found.metrics.worker.event, *hooks],
                 poll=poll,
+                instruments=found.metrics.worker,
             )
             found.worker.sweeper.wake()
             found.worker_running = True

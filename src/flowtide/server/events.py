@@ -3,7 +3,9 @@
 
 The store has no feed across runs, so the stream looks again whenever the store may have
 changed (at least every ``poll`` seconds): the events after the last one sent of each run that
-is not over, and of each run that ended since the last look."""
+is not over, and of each run that ended since the last look. Opening a stream reads no event of
+a run that has ended (nothing more comes of it), and of a run that is not over only those after
+its checkpoint (written when a worker lets go of it parked), to learn where "now" is."""
 
 from __future__ import annotations
 
@@ -47,12 +49,18 @@ class Cursor:
         ``last_event_id`` names, whose events after it are sent)."""
         resumed, _, seq = (last_event_id or "").rpartition(":")
         for run in await self._runs():
-            events = await self.store.history(run.id)
-            last = events[-1].seq if events else 0
-            self.sent[run.id] = min(int(seq), last) if run.id == resumed and seq.isdigit() else last
-            over = Lifecycle(run.lifecycle).terminal and self.sent[run.id] == last
-            if over and run.id != self.run_id:
-                self.ended.add(run.id)  # (nothing more comes of it)
+            if run.id == resumed and seq.isdigit():
+                self.sent[run.id] = int(seq)
+            elif Lifecycle(run.lifecycle).terminal:
+                self.ended.add(run.id)  # (nothing more comes of it: nothing read)
+            else:
+                self.sent[run.id] = await self._last_seq(run)
+
+    async def _last_seq(self, run: RunRecord) -> int:
+        """The number of the run's last event, read from its checkpoint on."""
+        after = run.checkpoint.seq if run.checkpoint is not None else 0
+        events = await self.store.history(run.id, after=after)
+        return events[-1].seq if events else after
 
     async def _runs(self) -> list[RunRecord]:
         if self.run_id is not None:
