@@ -1,14 +1,21 @@
 """The HTTP server under load: concurrent clients signalling parked runs and reading them.
 
-Run with ``python benchmarks/bench_server.py [--clients 200] [--seconds 60] [--runs 50]``. It
-starts ``flowtide serve --nodes`` (a worker in the same process) on a fresh SQLite file on
-127.0.0.1, registers a flow whose one node parks (by key), starts ``--runs`` runs, then
-``--clients`` concurrent clients each loop for ``--seconds``: read a random run
-(``GET /api/runs/{id}``), then signal it (``POST /api/runs/{id}/signals``, no output: the node
-runs again and parks again). It prints the requests made, the errors (a 5xx or a failed
-connection), the signals refused or pending (a run not parked at that instant: expected), and
-the latency percentiles of each kind of request, measured by the clients (which share the
-machine with the server).
+Run with ``python benchmarks/bench_server.py [--clients 200] [--seconds 60] [--runs 50]
+[--store sqlite|postgres] [--profile FILE]``. It starts ``flowtide serve --nodes`` (a worker in
+the same process) on a fresh SQLite file (or a fresh PostgreSQL schema at
+``FLOWTIDE_BENCH_POSTGRES_URL``) on 127.0.0.1, registers a flow whose one node parks (by key),
+starts ``--runs`` runs, then ``--clients`` concurrent clients each loop for ``--seconds``: read a
+random run (``GET /api/runs/{id}``), then signal it (``POST /api/runs/{id}/signals``, no output,
+``wait`` 5 s: the node runs again and parks again). It prints the requests made, the answers
+by status (a signal to a park another signal has just ended is refused, 409: expected; one not
+answered within 5 s is left pending, 202), the errors (a 5xx or a failed connection), the
+latency percentiles of each kind of request measured by the clients, and the server's own
+(from ``/metrics``: an upper bound, by histogram bucket), and the CPU used meanwhile by the
+server, the clients and the whole machine. ``--profile`` samples the server's threads with
+py-spy (in the ``bench`` extra) into FILE, as collapsed stacks.
+
+Each client keeps one plain HTTP/1.1 connection: the clients share the machine with the
+server, and must cost it as little as they can.
 """
 
 from __future__ import annotations
