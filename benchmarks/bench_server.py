@@ -100,7 +100,7 @@ async def ready(http: httpx.AsyncClient) -> None:
 
 class Connection:
     """One kept-alive HTTP/1.1 connection, the least a client can do per request (a few
-    microseconds of parsing): httpx with 200 connections in one process spent about 6 ms of
+    microseconds of parsing): httpx with 200 connections in one process spent 6 to 10 ms of
     CPU per request, and on two shared CPUs its own queue then made most of the latency
     measured."""
 
