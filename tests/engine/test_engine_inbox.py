@@ -4,7 +4,7 @@ that worker, which keeps the run (its nodes in flight are not run again)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import timedelta
@@ -369,3 +369,63 @@ async def test_a_cancel_the_holder_applies_at_once_records_its_sender() -> None:
     assert result.interrupted_at is not None and result.interrupted_at.sender == "alice"
     stored = RunResult.from_dict(result.to_dict())
     assert stored.interrupted_at == result.interrupted_at
+
+
+async def test_requests_waiting_on_answers_look_at_the_store_once_per_change_together() -> None:
+    waiting, changes = 20, 5
+    async with worker_and_client(autojump=False) as (worker, client, store, _clock):
+        run_id = await started(worker, store)
+        await worker.sweeper.close()  # (alive, but nobody answers the requests)
+        reads = {"answer": 0, "unanswered": 0}
+        watching = [0, 0]  # calls of wait_changed at this instant, and the most at once
+        read_answer, read_unanswered = store.signal_request, store.pending_requests
+        wait_changed = store.wait_changed
+
+        async def answer(request_id: str) -> SignalRequest | None:
+            reads["answer"] += 1
+            return await read_answer(request_id)
+
+        async def unanswered(run_id: str) -> Sequence[SignalRequest]:
+            reads["unanswered"] += 1
+            return await read_unanswered(run_id)
+
+        async def changed(seconds: float) -> bool:
+            watching[0] += 1
+            watching[1] = max(watching)
+            try:
+                return await wait_changed(seconds)
+            finally:
+                watching[0] -= 1
+
+        store.signal_request, store.pending_requests = answer, unanswered  # type: ignore[method-assign]
+        store.wait_changed = changed  # type: ignore[method-assign]
+        sending = [
+            asyncio.ensure_future(client.signal(run_id, placement="ask", payload={"n": n}))
+            for n in range(waiting)
+        ]
+        try:
+
+            async def all_waiting() -> bool:
+                return len(await read_unanswered(run_id)) == waiting and watching[0] > 0
+
+            await until(all_waiting)
+            before = dict(reads)
+            for n in range(changes):
+                looked = reads["answer"] + reads["unanswered"]
+                await client.start(two_branches(), {"worker": f"change {n}"})
+
+                async def looked_again(looked: int = looked) -> bool:
+                    return reads["answer"] + reads["unanswered"] > looked
+
+                await until(looked_again)
+            assert not any(s.done() for s in sending)
+        finally:
+            for s in sending:
+                s.cancel()
+            await asyncio.gather(*sending, return_exceptions=True)
+    # Each request read its answer once, when sent; after that one watch of the store read the
+    # run's unanswered requests once for each change (not each request for itself every time).
+    assert before["answer"] == waiting
+    assert reads["answer"] == waiting
+    assert changes <= reads["unanswered"] - before["unanswered"] <= 2 * changes + 2
+    assert watching[1] == 1

@@ -28,7 +28,7 @@ run ended.
 from __future__ import annotations
 
 import asyncio
-import logging
+import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
@@ -37,6 +37,7 @@ from flowtide.clock import Clock
 from flowtide.engine._addressing import find_park
 from flowtide.engine._executor import RunExecutor
 from flowtide.engine._signals import receipt_of, refusal
+from flowtide.engine.answers import AnswerWatch
 from flowtide.engine.errors import EngineError, RequestPending, SignalRefused
 from flowtide.engine.handles import SignalReceipt
 from flowtide.engine.lifecycle import Lifecycle
@@ -48,12 +49,9 @@ from flowtide.store.base import (
     SignalRequest,
     Store,
     StoreConflict,
-    StoreError,
 )
 
 __all__ = ["Signaller", "SignallerHost"]
-
-log = logging.getLogger("flowtide.engine")
 
 
 class SignallerHost(Protocol):
@@ -84,6 +82,7 @@ class Signaller:
         self._held = held
         self._discard = discard
         self._take = take
+        self._answers = AnswerWatch(host)
 
     def holding(self, run_id: str) -> RunExecutor | None:
         """The run's executor if this engine holds the run and may apply to it at once."""
@@ -220,31 +219,34 @@ class Signaller:
         # may carry past while the store answers.)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + wait if wait is not None else None
-        while True:
-            if host.executes:
-                # A run nobody holds alive (its holder gave it back or died): this worker takes
-                # it, as its sweeper would, and applies the request itself.
-                await self._take(run_id)
-            kept = await store.signal_request(request.id)
-            if kept is not None and kept.answer is not None:
-                return kept.answer
-            run = await store.get_run(run_id)
-            if Lifecycle(run.lifecycle).terminal:
-                # Its due entries went with its end; answered just before, or not at all.
+        with self._answers.watching(run_id, request.id) as maybe_answered:
+            while True:
+                maybe_answered.clear()
+                if host.executes:
+                    # A run nobody holds alive (its holder gave it back or died): this worker
+                    # takes it, as its sweeper would, and applies the request itself.
+                    await self._take(run_id)
                 kept = await store.signal_request(request.id)
-                return kept.answer if kept is not None else None
-            left = give_up - loop.time() if give_up is not None else None
-            if left is not None and left <= 0:
-                raise RequestPending(run_id, request.id, kind, wait or 0)
-            await self._changed(left)
+                if kept is not None and kept.answer is not None:
+                    return kept.answer
+                run = await store.get_run(run_id)
+                if Lifecycle(run.lifecycle).terminal:
+                    # Its due entries went with its end; answered just before, or not at all.
+                    kept = await store.signal_request(request.id)
+                    return kept.answer if kept is not None else None
+                left = give_up - loop.time() if give_up is not None else None
+                if left is not None and left <= 0:
+                    raise RequestPending(run_id, request.id, kind, wait or 0)
+                await self._until_answered(maybe_answered, left)
 
-    async def _changed(self, left: float | None) -> None:
-        """Until the store may have changed, ``poll`` seconds have passed, or ``left`` seconds
-        (None: no limit)."""
-        host = self._host
-        seconds = host.poll if left is None else min(host.poll, left)
-        try:
-            await host.store.wait_changed(seconds)
-        except StoreError as exc:
-            log.warning("request: %s; looking again in %s s", exc, seconds)
-            await asyncio.sleep(seconds)
+    async def _until_answered(self, maybe_answered: asyncio.Event, left: float | None) -> None:
+        """Until the engine's watch of the store says the request may have been answered, or
+        ``left`` seconds (None: no limit) have passed; a worker also looks every ``poll``
+        seconds, to take the run if its holder has let it go."""
+        self._answers.ensure()
+        seconds = left
+        if self._host.executes:
+            seconds = self._host.poll if left is None else min(self._host.poll, left)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await maybe_answered.wait()
