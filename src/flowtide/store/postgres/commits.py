@@ -6,8 +6,7 @@
 2. **Facts** (first round trip, pipelined): the run row locked ``FOR UPDATE`` (every writer of
    one run waits here for the one before), the tokens the commit expects, and which of its
    signal keys are answered already (:func:`read_facts`).
-3. **Checks**, in the memory store's order (:func:`check`): the commit's own run, its lease,
-   the run's lifecycle, its expectations, its signal keys, its values.
+3. **Checks** (:func:`flowtide.store.checks.check_commit`, as every store runs them).
 4. **Writes** (second round trip, pipelined with the ``COMMIT``): the parts in the contract's
    order, then ``settle_run``: the history counter, the release, the wake instant and the
    notice to other processes (:func:`write`).
@@ -26,14 +25,11 @@ from flowtide.store.base import (
     ENDED_LIFECYCLES,
     RUNNABLE_LIFECYCLES,
     Commit,
-    DeadlineAhead,
-    DuplicateSignal,
-    Expect,
     Lease,
     LeaseLost,
     RunRecord,
-    StoreConflict,
 )
+from flowtide.store.checks import RunFacts, check_commit, foreign_run
 from flowtide.store.jsonvalues import NotJSONError
 from flowtide.store.postgres.queries import Q
 from flowtide.store.postgres.rows import (
@@ -78,8 +74,7 @@ def prepare(c: Commit) -> Prepared:
     """``c`` encoded, in the order the memory store encodes it (the first value that is not
     JSON is the one reported)."""
     p = Prepared(c)
-    if c.run is not None and c.run.id != c.run_id:
-        p.invalid = ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
+    p.invalid = foreign_run(c)
     try:
         p.run = run_params(c.run, "run") if c.run is not None else None
         p.tokens = [token_params(c.run_id, t, f"tokens/{i}") for i, t in enumerate(c.tokens)]
@@ -171,25 +166,11 @@ class Creation:
 
 
 @dataclass(slots=True)
-class Facts:
+class Facts(RunFacts):
     """What the checks and writes of one commit need to know of its run, as stored."""
 
-    lifecycle: str | None
-    """None for a run this transaction creates."""
-    owner: str | None = None
-    epoch: int = 0
     last_seq: int = 0
     wake_at: datetime | None = None
-    tokens: dict[str, tuple[str, int, datetime | None]] = field(default_factory=dict)
-    """The expected tokens found: id -> (status, epoch, deadline)."""
-    answered: set[str] = field(default_factory=set)
-    """The commit's signal keys that have an answer already."""
-    unanswered: set[str] = field(default_factory=set)
-    """The signal requests the commit answers that are its run's and still unanswered."""
-    clock: datetime | None = None
-    """The database's clock, read under the run's lock (for a commit firing a deadline)."""
-    request_before: str | None = None
-    """An unanswered request of the run recorded before the deadline the commit fires."""
 
 
 async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> Facts | None:
@@ -217,75 +198,27 @@ async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> 
         row = await run.fetchone()
         if row is None:
             return None
-        facts = Facts(row[0], row[1], row[2], row[3], row[4])
+        lifecycle, owner, epoch, last_seq, wake_at = row
+        facts = Facts(lifecycle, owner, epoch, last_seq=last_seq, wake_at=wake_at)
     if tokens is not None:
         facts.tokens = {r[0]: (r[1], r[2], r[3]) for r in await tokens.fetchall()}
     if answers is not None:
         facts.answered = {r[0] for r in await answers.fetchall()}
     if requests is not None:
-        facts.unanswered = {r[0] for r in await requests.fetchall()}
+        why: dict[str, str | None] = {r[0]: r[1] for r in await requests.fetchall()}
+        refused = {a.request_id: why.get(a.request_id, "unknown") for a in c.requests_answered}
+        facts.unanswerable = {key: no for key, no in refused.items() if no is not None}
     if deadline is not None:
-        found = await deadline.fetchone()
-        assert found is not None
-        facts.clock, facts.request_before = found
+        clock = await deadline.fetchone()
+        assert clock is not None
+        facts.clock, facts.request_before = clock
     return facts
 
 
 def check(p: Prepared, facts: Facts, *, creating: bool = False) -> None:
-    """Raise what keeps ``p`` from applying to a run with these ``facts``, in the memory
-    store's order (``creating``: the lease is the creation's, checked already)."""
-    c = p.commit
-    if p.invalid is not None:
-        raise p.invalid
-    if c.lease is not None and not creating:
-        _check_lease(c.run_id, c.lease, facts)
-    if c.run_lifecycles is not None and facts.lifecycle not in c.run_lifecycles:
-        allowed = "/".join(sorted(c.run_lifecycles))
-        raise StoreConflict(f"run {c.run_id!r} is {facts.lifecycle}, not {allowed}")
-    for token_id, wanted in c.expect.items():
-        expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
-        found = facts.tokens.get(token_id)
-        why = "missing" if found is None else expect.mismatch(*found)
-        if why is not None:
-            raise StoreConflict(f"token {token_id!r} of run {c.run_id!r} is {why}")
-    keys = [a.key for a in c.signal_answers]
-    for key in keys:
-        if key in facts.answered:
-            raise DuplicateSignal(f"signal idempotency key {key!r} already answered")
-        if keys.count(key) > 1:
-            raise DuplicateSignal(f"signal idempotency key {key!r} answered twice in a commit")
-    ids = [a.request_id for a in c.requests_answered]
-    for request_id in ids:
-        if request_id not in facts.unanswered:
-            raise StoreConflict(
-                f"signal request {request_id!r} of run {c.run_id!r} is unknown or answered"
-            )
-        if ids.count(request_id) > 1:
-            raise StoreConflict(f"signal request {request_id!r} answered twice in a commit")
-    if c.fires_deadline is not None and not creating:
-        _check_deadline(c.run_id, c.fires_deadline, facts)
-    if p.not_json is not None:
-        raise p.not_json
-
-
-def _check_deadline(run_id: str, deadline: datetime, facts: Facts) -> None:
-    """A commit firing ``deadline`` waits for the requests recorded before it, and for the
-    database's clock to reach it."""
-    if facts.request_before is not None:
-        raise StoreConflict(
-            f"run {run_id!r} has a request recorded before the deadline "
-            f"{deadline.isoformat()} ({facts.request_before})"
-        )
-    if facts.clock is not None and facts.clock < deadline:
-        raise DeadlineAhead(run_id, deadline, deadline - facts.clock)
-
-
-def _check_lease(run_id: str, lease: Lease, facts: Facts) -> None:
-    if facts.owner != lease.owner or facts.epoch != lease.epoch:
-        who = f"{facts.owner!r} at epoch {facts.epoch}" if facts.owner is not None else "nobody"
-        raise LeaseLost(
-            f"run {run_id!r} is held by {who}, not {lease.owner!r} at epoch {lease.epoch}"
-        )
+    """Raise what keeps ``p`` from applying to a run with these ``facts`` (``creating``: the
+    lease is the creation's, checked already)."""
+    check_commit(p.commit, facts, creating=creating, not_json=p.not_json)
 
 
 async def write(

@@ -67,9 +67,10 @@ SELECT clock_timestamp(), (
 );
 
 -- name: unanswered_requests
--- The requests a commit answers that are its run's and still unanswered.
-SELECT id FROM signal_requests
-WHERE id = ANY(%(ids)s::text[]) AND run_id = %(run_id)s AND answer IS NULL;
+-- The requests a commit answers, each with why it may not be (NULL: it is the run's and still
+-- unanswered); one not found is unknown.
+SELECT id, CASE WHEN run_id <> %(run_id)s THEN 'unknown' WHEN answer IS NOT NULL THEN 'answered' END
+FROM signal_requests WHERE id = ANY(%(ids)s::text[]);
 
 -- ---------------------------------------------------------------------------------------------
 -- Commits: what is written

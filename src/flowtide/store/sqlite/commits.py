@@ -18,17 +18,15 @@ from typing import Any
 from flowtide.store.base import (
     Commit,
     DueEntry,
-    DuplicateSignal,
-    Expect,
     Lease,
     LeaseLost,
     RunRecord,
-    StoreConflict,
     StoreError,
     UnknownRunError,
 )
+from flowtide.store.checks import RunFacts, check_commit
 from flowtide.store.sqlite.requests import answer_params as request_answer_params
-from flowtide.store.sqlite.requests import check_answers, check_deadline
+from flowtide.store.sqlite.requests import request_before, unanswerable
 from flowtide.store.sqlite.rows import (
     Params,
     anchor_item,
@@ -139,12 +137,9 @@ def apply_commit(conn: sqlite3.Connection, c: Commit, encoded: Encoded) -> int:
     row = conn.execute(QUERIES["run_for_commit"], {"id": c.run_id}).fetchone()
     if row is None:
         raise UnknownRunError(c.run_id)
-    if c.run is not None and c.run.id != c.run_id:
-        raise ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
-    if c.lease is not None:
-        _check_lease(c.run_id, c.lease, row)
-    _check(conn, c, row["lifecycle"])
-    encoded.raise_error()
+    facts = _facts(conn, c, row["lifecycle"])
+    facts.owner, facts.epoch = row["owner"], row["epoch"]
+    check_commit(c, facts, not_json=encoded.error)
     return _write(conn, c, encoded, bool(row["ended"]))
 
 
@@ -169,10 +164,8 @@ def create_run(
         c, encoded = step
         if c.lease is not None and c.lease != lease:
             raise LeaseLost(f"run {run.id!r} is created without the lease its commit carries")
-        if c.run is not None and c.run.id != c.run_id:
-            raise ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
-        _check(conn, c, None)  # (the run is not stored yet: it has no lifecycle, no tokens)
-        encoded.raise_error()
+        # (The run is not stored yet: it has no lifecycle, no tokens.)
+        check_commit(c, _facts(conn, c, None), creating=True, not_json=encoded.error)
     held: Params = {"owner": None, "epoch": 0, "lease_expires": None}
     if lease is not None:
         held = {
@@ -187,41 +180,30 @@ def create_run(
     return first
 
 
-def _check_lease(run_id: str, lease: Lease, row: sqlite3.Row) -> None:
-    if row["owner"] != lease.owner or row["epoch"] != lease.epoch:
-        who = f"{row['owner']!r} at epoch {row['epoch']}" if row["owner"] is not None else "nobody"
-        raise LeaseLost(
-            f"run {run_id!r} is held by {who}, not {lease.owner!r} at epoch {lease.epoch}"
-        )
-
-
-def _check(conn: sqlite3.Connection, c: Commit, lifecycle: str | None) -> None:
-    """Raise if ``c`` must not apply: its run's lifecycle (``lifecycle``: as stored), a token's
-    expectation, a signal key answered already or twice."""
-    if c.run_lifecycles is not None and lifecycle not in c.run_lifecycles:
-        allowed = "/".join(sorted(c.run_lifecycles))
-        raise StoreConflict(f"run {c.run_id!r} is {lifecycle}, not {allowed}")
-    for token_id, wanted in c.expect.items():
-        expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
-        row = conn.execute(QUERIES["expected_token"], {"run_id": c.run_id, "id": token_id})
-        found = row.fetchone()
-        why = (
-            expect.check(None)
-            if found is None
-            else expect.mismatch(found["status"], found["epoch"], maybe_instant(found["deadline"]))
-        )
-        if why is not None:
-            raise StoreConflict(f"token {token_id!r} of run {c.run_id!r} is {why}")
-    keys = [a.key for a in c.signal_answers]
-    for key in keys:
-        if conn.execute(QUERIES["answered"], {"key": key}).fetchone() is not None:
-            raise DuplicateSignal(f"signal idempotency key {key!r} already answered")
-        if keys.count(key) > 1:
-            raise DuplicateSignal(f"signal idempotency key {key!r} answered twice in a commit")
-    if c.requests_answered:
-        check_answers(conn, c.run_id, c.requests_answered)
-    if c.fires_deadline is not None:
-        check_deadline(conn, c.run_id, c.fires_deadline)
+def _facts(conn: sqlite3.Connection, c: Commit, lifecycle: str | None) -> RunFacts:
+    """What ``c`` is checked against, its run's ``lifecycle`` as stored (None: the commit
+    creates it)."""
+    run_id = c.run_id
+    tokens = {}
+    for token_id in c.expect:
+        found = conn.execute(QUERIES["expected_token"], {"run_id": run_id, "id": token_id})
+        if (row := found.fetchone()) is not None:
+            tokens[token_id] = (row["status"], row["epoch"], maybe_instant(row["deadline"]))
+    answered = {
+        a.key
+        for a in c.signal_answers
+        if conn.execute(QUERIES["answered"], {"key": a.key}).fetchone() is not None
+    }
+    before = None
+    if c.fires_deadline is not None and lifecycle is not None:
+        before = request_before(conn, run_id, c.fires_deadline)
+    return RunFacts(
+        lifecycle,
+        tokens=tokens,
+        answered=answered,
+        unanswerable=unanswerable(conn, run_id, c.requests_answered),
+        request_before=before,
+    )
 
 
 def _write(conn: sqlite3.Connection, c: Commit, encoded: Encoded, ended: bool) -> int:
