@@ -19,7 +19,15 @@ from typing import Any
 
 import pytest
 
-from flowtide.store import Commit, Lease, LeaseLost, SignalRequest, StoreError, TokenStatus
+from flowtide.store import (
+    Commit,
+    EventRecord,
+    Lease,
+    LeaseLost,
+    SignalRequest,
+    StoreError,
+    TokenStatus,
+)
 from flowtide.store.base import StoreOpenError, StoreSchemaError
 from flowtide.store.sqlite import SQLiteStore
 from flowtide.store.sqlite.schema import CODE_VERSION, MIGRATIONS, statements
@@ -185,6 +193,24 @@ async def test_a_database_of_the_first_schema_is_migrated(tmp_path: Path) -> Non
         assert (await store.signal_request("q")) == SignalRequest(
             "q", "r", at(1), {"placement": "p"}
         )
+    assert rows(path, "SELECT version FROM flowtide_schema ORDER BY version") == VERSIONS
+
+
+async def test_a_database_of_version_5_counts_each_runs_history_from_it(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    async with SQLiteStore(path) as store:
+        await seeded_run(store, "a")
+        await new_run(store, "b")
+    conn = sqlite3.connect(path)
+    with conn:  # (back to version 5: no counter on the run's row)
+        conn.execute("ALTER TABLE runs DROP COLUMN last_seq")
+        conn.execute("DELETE FROM flowtide_schema WHERE version >= 6")
+    conn.close()
+    async with SQLiteStore(path) as store:
+        for run_id in ("a", "b"):
+            done = await store.commit(Commit(run_id, events=[EventRecord("next", run_id, T0)]))
+            kept = await store.history(run_id)
+            assert [e.seq for e in done] == [kept[-1].seq] == [len(kept)]
     assert rows(path, "SELECT version FROM flowtide_schema ORDER BY version") == VERSIONS
 
 

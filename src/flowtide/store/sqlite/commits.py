@@ -25,6 +25,7 @@ from flowtide.store.base import (
     UnknownRunError,
 )
 from flowtide.store.checks import RunFacts, check_commit
+from flowtide.store.multirow import batches, many_rows, row_params
 from flowtide.store.sqlite.requests import answer_params as request_answer_params
 from flowtide.store.sqlite.requests import request_before, unanswerable
 from flowtide.store.sqlite.rows import (
@@ -134,13 +135,14 @@ def _anchor_params(
 def apply_commit(conn: sqlite3.Connection, c: Commit, encoded: Encoded) -> int:
     """Apply ``c`` (raising, before or after writing part of it, if it must not apply: the
     caller rolls its savepoint back); returns the ``seq`` of its first event."""
-    row = conn.execute(QUERIES["run_for_commit"], {"id": c.run_id}).fetchone()
+    advance = {"id": c.run_id, "events": len(c.events)}
+    row = conn.execute(QUERIES["advance_run"], advance).fetchone()
     if row is None:
         raise UnknownRunError(c.run_id)
     facts = _facts(conn, c, row["lifecycle"])
     facts.owner, facts.epoch = row["owner"], row["epoch"]
     check_commit(c, facts, not_json=encoded.error)
-    return _write(conn, c, encoded, bool(row["ended"]))
+    return _write(conn, c, encoded, bool(row["ended"]), row["last_seq"])
 
 
 def create_run(
@@ -173,9 +175,10 @@ def create_run(
             "epoch": lease.epoch,
             "lease_expires": micros(lease.expires),
         }
-    conn.execute(QUERIES["insert_run"], {**new.run, **held})
+    counted = {"last_seq": len(step[0].events) if step is not None else 0}
+    conn.execute(QUERIES["insert_run"], {**new.run, **held, **counted})
     _many(conn, "set_state", new.state)
-    first = _write(conn, step[0], step[1], new.run["ended"]) if step is not None else 1
+    first = _write(conn, step[0], step[1], new.run["ended"], 0) if step is not None else 1
     conn.execute(QUERIES["rewake_run"], {"id": run.id, "release": False})
     return first
 
@@ -206,22 +209,23 @@ def _facts(conn: sqlite3.Connection, c: Commit, lifecycle: str | None) -> RunFac
     )
 
 
-def _write(conn: sqlite3.Connection, c: Commit, encoded: Encoded, ended: bool) -> int:
-    """Write a checked commit, in the order of :meth:`Store.commit`; returns the ``seq`` of its
-    first event."""
+def _write(
+    conn: sqlite3.Connection, c: Commit, encoded: Encoded, ended: bool, last_seq: int
+) -> int:
+    """Write a checked commit, in the order of :meth:`Store.commit`, its events numbered after
+    ``last_seq`` (the run's counter is advanced already); returns the ``seq`` of its first
+    event."""
     run_id = c.run_id
     if encoded.run is not None:
         conn.execute(QUERIES["update_run"], encoded.run)
         ended = encoded.run["ended"]
-    _many(conn, "put_token", encoded.tokens)
+    _insert(conn, "put_token", encoded.tokens)
     _many(conn, "set_state", encoded.state)
     _many(conn, "delete_state", [{"run_id": run_id, "key": key} for key in c.state_deleted])
-    first = 1
-    if encoded.events:
-        first = conn.execute(QUERIES["last_seq"], {"run_id": run_id}).fetchone()[0] + 1
-        for seq, event in enumerate(encoded.events, first):
-            event["seq"] = seq
-        _many(conn, "append_event", encoded.events)
+    first = last_seq + 1
+    for seq, event in enumerate(encoded.events, first):
+        event["seq"] = seq
+    _insert(conn, "append_event", encoded.events)
     due_changed = _write_due(conn, c, encoded)
     if ended:
         conn.execute(QUERIES["clear_run_due"], {"run_id": run_id})
@@ -257,3 +261,12 @@ def _write_due(conn: sqlite3.Connection, c: Commit, encoded: Encoded) -> bool:
 def _many(conn: sqlite3.Connection, name: str, rows: list[Params]) -> None:
     if rows:
         conn.executemany(QUERIES[name], rows)
+
+
+def _insert(conn: sqlite3.Connection, name: str, rows: list[Params]) -> None:
+    """Insert ``rows`` with statement ``name``, many rows a statement."""
+    for batch in batches(rows):
+        if len(batch) == 1:
+            conn.execute(QUERIES[name], batch[0])
+        else:
+            conn.execute(many_rows(QUERIES[name], len(batch)), row_params(batch))

@@ -31,11 +31,11 @@ SELECT 1 FROM runs WHERE id = :id;
 INSERT INTO runs (
     id, flow_id, flow_version, lifecycle, ended, runnable, created_at, deadline, started_at,
     finished_at, parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint,
-    owner, epoch, lease_expires, wake_at
+    owner, epoch, lease_expires, wake_at, last_seq
 ) VALUES (
     :id, :flow_id, :flow_version, :lifecycle, :ended, :runnable, :created_at, :deadline,
     :started_at, :finished_at, :parent_run_id, :parent_token_id, :depth, :outcome, :result,
-    :options, :checkpoint, :owner, :epoch, :lease_expires, NULL
+    :options, :checkpoint, :owner, :epoch, :lease_expires, NULL, :last_seq
 );
 
 -- name: update_run
@@ -49,8 +49,15 @@ SET flow_id = :flow_id, flow_version = :flow_version, lifecycle = :lifecycle, en
 WHERE id = :id;
 
 -- name: run_for_commit
--- What a commit is checked against: the run's lifecycle and lease.
-SELECT lifecycle, ended, owner, epoch, deadline_fired FROM runs WHERE id = :id;
+-- What a signal request is checked against: the run's lifecycle and latest deadline fired.
+SELECT lifecycle, ended, deadline_fired FROM runs WHERE id = :id;
+
+-- name: advance_run
+-- The first statement of a commit: the run's history counter advanced by the commit's :events
+-- (rolled back with the commit if it is refused), and what the commit is checked against: the
+-- run's lifecycle and lease, and the seq its events follow.
+UPDATE runs SET last_seq = last_seq + :events WHERE id = :id
+RETURNING lifecycle, ended, owner, epoch, last_seq - :events AS last_seq;
 
 -- name: get_run
 SELECT
@@ -105,7 +112,8 @@ SELECT key, value FROM run_state WHERE run_id = :run_id ORDER BY rowid;
 -- -- tokens ------------
 
 -- name: put_token
--- A token inserted or replaced (a token written again keeps its place).
+-- A token inserted or replaced (a token written again keeps its place); many tokens of a
+-- commit are put by one statement (flowtide.store.multirow).
 INSERT INTO tokens (
     run_id, id, placement, status, attempt, visit, lineage, deadline, due, created_at, data, epoch
 ) VALUES (
@@ -142,10 +150,8 @@ FROM tokens WHERE run_id = :run_id AND id = :id;
 
 -- -- history ------------
 
--- name: last_seq
-SELECT coalesce(max(seq), 0) FROM history WHERE run_id = :run_id;
-
 -- name: append_event
+-- (Many events of a commit are appended by one statement: flowtide.store.multirow.)
 INSERT INTO history (run_id, seq, kind, at, placement, attempt, token_id, data)
 VALUES (:run_id, :seq, :kind, :at, :placement, :attempt, :token_id, :data);
 
