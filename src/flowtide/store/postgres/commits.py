@@ -1,22 +1,26 @@
-"""One commit as the PostgreSQL store applies it, in one transaction and two round trips.
+"""One commit as the PostgreSQL store applies it, in one transaction: one round trip when it
+can be sent whole, two when its run must be read first.
 
 1. **Prepared** (no database): every value kept as JSON is encoded (:func:`prepare`). A value
    that is not JSON is not raised yet: the memory store, the reference, refuses a commit for a
    conflict before it looks at its values, so the error waits for its turn.
-2. **Facts** (first round trip, pipelined): the run row locked ``FOR UPDATE`` (every writer of
-   one run waits here for the one before), the tokens the commit expects, and which of its
-   signal keys are answered already (:func:`read_facts`).
-3. **Checks** (:func:`flowtide.store.checks.check_commit`, as every store runs them).
-4. **Writes** (second round trip, pipelined with the ``COMMIT``): the parts in the contract's
-   order, then ``settle_run``: the history counter, the release, the wake instant and the
-   notice to other processes (:func:`write`).
+2. **Sent whole** (:func:`sends_whole`, :func:`send_whole`): a commit whose checks are only its
+   run's existence, lease and lifecycle (an engine's step) is sent with its writes and the
+   ``COMMIT`` in one pipeline, behind a guard statement that fails the transaction if they do
+   not hold. Then the commit is taken the careful way, to tell why (or to apply it if the run
+   changed back in between).
+3. **The careful way**: the facts (first round trip): the run's row locked and its history
+   counter advanced, the tokens the commit expects, which of its signal keys are answered
+   already (:func:`read_facts`); the checks (:func:`flowtide.store.checks.check_commit`, as
+   every store runs them); the writes (:func:`write`, second round trip, with the ``COMMIT``).
+4. **Writes**: the parts in the contract's order, the events numbered from the run's counter,
+   then ``settle_run``: the release, the wake instant and the notice to other processes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -31,6 +35,7 @@ from flowtide.store.base import (
 )
 from flowtide.store.checks import RunFacts, check_commit, foreign_run
 from flowtide.store.jsonvalues import NotJSONError
+from flowtide.store.multirow import batches, many_rows, row_params
 from flowtide.store.postgres.queries import Q
 from flowtide.store.postgres.rows import (
     Params,
@@ -44,7 +49,21 @@ from flowtide.store.postgres.rows import (
     token_params,
 )
 
-__all__ = ["Creation", "Facts", "Prepared", "check", "prepare", "read_facts", "write"]
+__all__ = [
+    "GUARD_FAILED",
+    "Creation",
+    "Facts",
+    "Prepared",
+    "check",
+    "prepare",
+    "read_facts",
+    "send_whole",
+    "sends_whole",
+    "write",
+]
+
+GUARD_FAILED = "FT001"
+"""The SQLSTATE of a commit sent whole that its guard refused (migration 0006)."""
 
 _ENDED = sorted(ENDED_LIFECYCLES)
 _RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
@@ -138,6 +157,7 @@ class Creation:
         held = (lease.owner, lease.epoch, lease.expires) if lease is not None else (None, 0, None)
         made.row.update(zip(("owner", "epoch", "lease_expires"), held, strict=True))
         made.row["lease_term"] = None  # (the store sets it when its own clock decides)
+        made.row["last_seq"] = len(made.step.commit.events)
         return made
 
     @property
@@ -170,13 +190,14 @@ class Facts(RunFacts):
     """What the checks and writes of one commit need to know of its run, as stored."""
 
     last_seq: int = 0
-    wake_at: datetime | None = None
+    """The seq the commit's events follow."""
 
 
 async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> Facts | None:
     """The facts of ``c``'s run, its row locked until the transaction ends (None if there is
     no such run); ``creating``: the run does not exist yet (only its signal keys are read)."""
-    run = None if creating else await conn.execute(Q["lock_run"], {"run_id": c.run_id})
+    advance = {"run_id": c.run_id, "events": len(c.events)}
+    run = None if creating else await conn.execute(Q["advance_run"], advance)
     tokens = None
     if c.expect and not creating:
         ids = list(c.expect)
@@ -198,8 +219,8 @@ async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> 
         row = await run.fetchone()
         if row is None:
             return None
-        lifecycle, owner, epoch, last_seq, wake_at = row
-        facts = Facts(lifecycle, owner, epoch, last_seq=last_seq, wake_at=wake_at)
+        lifecycle, owner, epoch, last_seq = row
+        facts = Facts(lifecycle, owner, epoch, last_seq=last_seq)
     if tokens is not None:
         facts.tokens = {r[0]: (r[1], r[2], r[3]) for r in await tokens.fetchall()}
     if answers is not None:
@@ -221,31 +242,57 @@ def check(p: Prepared, facts: Facts, *, creating: bool = False) -> None:
     check_commit(p.commit, facts, creating=creating, not_json=p.not_json)
 
 
-async def write(
-    conn: Connection, p: Prepared, facts: Facts, channel: str, *, by_holder: bool
-) -> int:
-    """Queue the writes of a checked commit (they run when the pipeline next syncs); returns
-    the seq of its first event. ``by_holder``: the commit comes from the run's holder (it was
-    made under the run's lease), who needs no notice of what it changed itself."""
+def sends_whole(p: Prepared) -> bool:
+    """Whether ``p`` may be sent whole: nothing but its run's existence, lease and lifecycle
+    can refuse it (the guard of :func:`send_whole` checks those)."""
+    c = p.commit
+    return not (
+        p.invalid
+        or p.not_json
+        or c.expect
+        or c.signal_answers
+        or c.requests_answered
+        or c.fires_deadline is not None
+    )
+
+
+async def send_whole(conn: Connection, p: Prepared, channel: str) -> psycopg.AsyncCursor[Any]:
+    """Queue ``p`` (see :func:`sends_whole`) behind its guard: the cursor whose row, once the
+    pipeline syncs, is the seq its events follow (the sync fails with :data:`GUARD_FAILED` if
+    the guard refused)."""
+    c = p.commit
+    lifecycles = sorted(c.run_lifecycles) if c.run_lifecycles is not None else None
+    guard = {
+        "run_id": c.run_id,
+        "events": len(c.events),
+        "owner": c.lease.owner if c.lease is not None else None,
+        "epoch": c.lease.epoch if c.lease is not None else 0,
+        "lifecycles": lifecycles,
+    }
+    advanced = await conn.execute(Q["advance_run_guarded"], guard)
+    await write(conn, p, channel, by_holder=c.lease is not None)
+    return advanced
+
+
+async def write(conn: Connection, p: Prepared, channel: str, *, by_holder: bool) -> None:
+    """Queue the writes of a checked commit (they run when the pipeline next syncs), its events
+    numbered from its run's counter (advanced already). ``by_holder``: the commit comes from the
+    run's holder (it was made under the run's lease), who needs no notice of what it changed
+    itself."""
     c = p.commit
     run_id = c.run_id
     cursor = conn.cursor()
     if p.run is not None:
         await cursor.execute(Q["write_run"], p.run)
-    if p.tokens:
-        await _each(cursor, Q["put_token"], p.tokens)
-    if p.state:
-        await _each(cursor, Q["put_state"], p.state)
+    await _insert(cursor, "put_token", _last_of_each(p.tokens))
+    await _insert(cursor, "put_state", p.state)
     if c.state_deleted:
         await cursor.execute(Q["delete_state"], {"run_id": run_id, "keys": list(c.state_deleted)})
-    first = facts.last_seq + 1
-    if p.events:
-        for seq, params in enumerate(p.events, first):
-            params["seq"] = seq
-        await _each(cursor, Q["insert_event"], p.events)
-    lifecycle = c.run.lifecycle if c.run is not None else facts.lifecycle
-    ended_now = lifecycle in ENDED_LIFECYCLES and facts.lifecycle not in ENDED_LIFECYCLES
-    if lifecycle in ENDED_LIFECYCLES:
+    for back, params in enumerate(reversed(p.events)):
+        params["back"] = back
+    await _insert(cursor, "insert_event", p.events)
+    ending = c.run is not None and c.run.lifecycle in ENDED_LIFECYCLES
+    if ending:
         await cursor.execute(Q["delete_all_due"], {"run_id": run_id})
     else:
         await _write_due(cursor, c)
@@ -254,20 +301,16 @@ async def write(
         Q["settle_run"],
         {
             "run_id": run_id,
-            "events": len(p.events),
             "release": c.release,
             "ended": _ENDED,
             "runnable": _RUNNABLE,
             "channel": channel,
             "payload": run_id[:200],
             # (who waits elsewhere for an answer or for the run's end is told at once)
-            "tell": bool(p.answers or p.requests) or ended_now,
-            "was_held": facts.owner is not None,
+            "tell": bool(p.answers or p.requests) or ending,
             "by_holder": by_holder,
-            "old_wake": facts.wake_at,
         },
     )
-    return first
 
 
 async def _write_due(cursor: psycopg.AsyncCursor[Any], c: Commit) -> None:
@@ -299,6 +342,11 @@ async def _write_due(cursor: psycopg.AsyncCursor[Any], c: Commit) -> None:
                 for e in c.due
             ],
         )
+        live = c.run is not None or (
+            c.run_lifecycles is not None and c.run_lifecycles.isdisjoint(ENDED_LIFECYCLES)
+        )
+        if not live:  # (an ended run keeps no due entry)
+            await cursor.execute(Q["delete_due_if_ended"], {"run_id": run_id, "ended": _ENDED})
 
 
 async def _write_kept(cursor: psycopg.AsyncCursor[Any], p: Prepared) -> None:
@@ -345,3 +393,21 @@ async def _each(cursor: psycopg.AsyncCursor[Any], query: str, rows: list[Params]
         await cursor.execute(query, rows[0])
     else:
         await cursor.executemany(query, rows)
+
+
+async def _insert(cursor: psycopg.AsyncCursor[Any], name: str, rows: Sequence[Params]) -> None:
+    """Insert ``rows`` with statement ``name``, many rows a statement."""
+    for batch in batches(rows):
+        if len(batch) == 1:
+            await cursor.execute(Q[name], batch[0])
+        else:
+            await cursor.execute(many_rows(Q[name], len(batch)), row_params(batch))
+
+
+def _last_of_each(tokens: list[Params]) -> list[Params]:
+    """Each token once, as last written, in the place it was first written (one statement may
+    not update a row twice)."""
+    last: dict[str, Params] = {}
+    for params in tokens:
+        last[params["id"]] = params
+    return list(last.values())

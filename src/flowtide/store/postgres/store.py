@@ -57,7 +57,17 @@ from flowtide.store.base import (
     prefix_end,
 )
 from flowtide.store.jsonvalues import decode_json
-from flowtide.store.postgres.commits import Creation, Facts, check, prepare, read_facts, write
+from flowtide.store.postgres.commits import (
+    GUARD_FAILED,
+    Creation,
+    Facts,
+    check,
+    prepare,
+    read_facts,
+    send_whole,
+    sends_whole,
+    write,
+)
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
 from flowtide.store.postgres.notify import ChangeListener
 from flowtide.store.postgres.outage import POOL_PREFIX, Outage, quiet_pool_warnings
@@ -221,6 +231,8 @@ class PostgresStore(Store):
                             with contextlib.suppress(psycopg.Error):
                                 await conn.rollback()
         except psycopg.Error as error:
+            if error.sqlstate == GUARD_FAILED:
+                raise _GuardRefused from error
             raise self._failed(error) from error
         except UnicodeEncodeError as error:
             raise unencodable(error) from error
@@ -292,15 +304,22 @@ class PostgresStore(Store):
             await conn.execute(Q["insert_run"], creation.row)
             if creation.state:
                 await conn.cursor().executemany(Q["put_state"], creation.state)
-            facts.lifecycle = run.lifecycle
             held_by_creator = lease is not None
-            first = await write(
-                conn, creation.step, facts, self._channel, by_holder=held_by_creator
-            )
-        return _numbered(creation.step.commit.events, first)
+            await write(conn, creation.step, self._channel, by_holder=held_by_creator)
+        return _numbered(creation.step.commit.events, 1)
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         prepared = prepare(commit)
+        if sends_whole(prepared):
+            try:
+                async with self._transaction() as conn:
+                    advanced = await send_whole(conn, prepared, self._channel)
+            except _GuardRefused:
+                pass  # (the careful way tells why, or applies it if its run changed back)
+            else:
+                row = await advanced.fetchone()
+                assert row is not None
+                return _numbered(commit.events, row[0] + 1)
         async with self._transaction() as conn:
             facts = await read_facts(conn, commit)
             if facts is None:
@@ -308,9 +327,8 @@ class PostgresStore(Store):
             if not self.own_clock:
                 facts.clock = None  # (the deadline's instant was given on the engine's clock)
             check(prepared, facts)
-            by_holder = commit.lease is not None
-            first = await write(conn, prepared, facts, self._channel, by_holder=by_holder)
-        return _numbered(commit.events, first)
+            await write(conn, prepared, self._channel, by_holder=commit.lease is not None)
+        return _numbered(commit.events, facts.last_seq + 1)
 
     async def request_signal(self, request: SignalRequest) -> SignalRequest:
         text = json_text(request.request, "request")
@@ -556,3 +574,7 @@ def _numbered(events: Sequence[EventRecord], first: int) -> list[EventRecord]:
     for seq, event in enumerate(events, first):
         event.seq = seq
     return list(events)
+
+
+class _GuardRefused(Exception):
+    """A commit sent whole was refused by its guard: nothing of it was applied."""
