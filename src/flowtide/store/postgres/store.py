@@ -61,6 +61,7 @@ from flowtide.store.postgres.commits import (
     GUARD_FAILED,
     Creation,
     Facts,
+    Prepared,
     check,
     prepare,
     read_facts,
@@ -69,6 +70,7 @@ from flowtide.store.postgres.commits import (
     write,
 )
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
+from flowtide.store.postgres.group import CommitGroups
 from flowtide.store.postgres.notify import ChangeListener
 from flowtide.store.postgres.outage import POOL_PREFIX, Outage, quiet_pool_warnings
 from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, with_schema
@@ -126,6 +128,8 @@ class PostgresStore(Store):
         self._closed = False
         self._listener = ChangeListener(self._conninfo, self._channel)
         self._outage = Outage(self._target.name)
+        self._groups = CommitGroups(self._alone, self._together)
+        """Commits sent whole that come while one is in flight share a transaction."""
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._target.name}, schema={self._schema!r})"
@@ -311,15 +315,33 @@ class PostgresStore(Store):
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         prepared = prepare(commit)
         if sends_whole(prepared):
-            try:
-                async with self._transaction() as conn:
-                    advanced = await send_whole(conn, prepared, self._channel)
-            except _GuardRefused:
-                pass  # (the careful way tells why, or applies it if its run changed back)
-            else:
-                row = await advanced.fetchone()
-                assert row is not None
-                return _numbered(commit.events, row[0] + 1)
+            first = await self._groups.commit(prepared)
+        else:
+            first = await self._careful(prepared)
+        return _numbered(commit.events, first)
+
+    async def _alone(self, prepared: Prepared) -> int:
+        """A commit sent whole, on its own (the careful way if its guard refused it); the seq
+        of its first event."""
+        try:
+            return (await self._together([prepared]))[0]
+        except _GuardRefused:
+            return await self._careful(prepared)  # (tells why, or applies it: its run changed)
+
+    async def _together(self, group: list[Prepared]) -> list[int]:
+        """Commits sent whole in one transaction (one round trip); each one's first seq."""
+        async with self._transaction() as conn:
+            sent = [await send_whole(conn, prepared, self._channel) for prepared in group]
+        firsts = []
+        for advanced in sent:
+            row = await advanced.fetchone()
+            assert row is not None
+            firsts.append(row[0] + 1)
+        return firsts
+
+    async def _careful(self, prepared: Prepared) -> int:
+        """A commit checked on its run as read (two round trips); the seq of its first event."""
+        commit = prepared.commit
         async with self._transaction() as conn:
             facts = await read_facts(conn, commit)
             if facts is None:
@@ -328,7 +350,7 @@ class PostgresStore(Store):
                 facts.clock = None  # (the deadline's instant was given on the engine's clock)
             check(prepared, facts)
             await write(conn, prepared, self._channel, by_holder=commit.lease is not None)
-        return _numbered(commit.events, facts.last_seq + 1)
+        return facts.last_seq + 1
 
     async def request_signal(self, request: SignalRequest) -> SignalRequest:
         text = json_text(request.request, "request")
