@@ -177,9 +177,9 @@ def create_run(
         }
     counted = {"last_seq": len(step[0].events) if step is not None else 0}
     conn.execute(QUERIES["insert_run"], {**new.run, **held, **counted})
-    _many(conn, "set_state", new.state)
+    _many(conn, "put_state", new.state)
     first = _write(conn, step[0], step[1], new.run["ended"], 0) if step is not None else 1
-    conn.execute(QUERIES["rewake_run"], {"id": run.id, "release": False})
+    conn.execute(QUERIES["settle_run"], {"id": run.id, "release": False})
     return first
 
 
@@ -217,29 +217,29 @@ def _write(
     event."""
     run_id = c.run_id
     if encoded.run is not None:
-        conn.execute(QUERIES["update_run"], encoded.run)
+        conn.execute(QUERIES["write_run"], encoded.run)
         ended = encoded.run["ended"]
     _insert(conn, "put_token", encoded.tokens)
-    _many(conn, "set_state", encoded.state)
+    _many(conn, "put_state", encoded.state)
     _many(conn, "delete_state", [{"run_id": run_id, "key": key} for key in c.state_deleted])
     first = last_seq + 1
     for seq, event in enumerate(encoded.events, first):
         event["seq"] = seq
-    _insert(conn, "append_event", encoded.events)
+    _insert(conn, "insert_event", encoded.events)
     due_changed = _write_due(conn, c, encoded)
     if ended:
-        conn.execute(QUERIES["clear_run_due"], {"run_id": run_id})
+        conn.execute(QUERIES["delete_all_due"], {"run_id": run_id})
     _many(conn, "put_anchor", encoded.anchors)
     _many(conn, "release_anchor", encoded.anchors_released)
     _many(conn, "put_scatter_item", encoded.scatter)
     _many(conn, "put_park", encoded.parks)
-    _many(conn, "put_answer", encoded.answers)
+    _many(conn, "insert_answer", encoded.answers)
     _many(conn, "answer_request", encoded.requests_answered)
     if c.fires_deadline is not None:
         at = {"run_id": run_id, "at": micros(c.fires_deadline)}
         conn.execute(QUERIES["deadline_fired"], at)
     if due_changed or encoded.run is not None or c.release:
-        conn.execute(QUERIES["rewake_run"], {"id": run_id, "release": c.release})
+        conn.execute(QUERIES["settle_run"], {"id": run_id, "release": c.release})
     return first
 
 

@@ -38,7 +38,7 @@ INSERT INTO runs (
     :options, :checkpoint, :owner, :epoch, :lease_expires, NULL, :last_seq
 );
 
--- name: update_run
+-- name: write_run
 -- The run record a commit writes (its lease and wake instant are not part of it).
 UPDATE runs
 SET flow_id = :flow_id, flow_version = :flow_version, lifecycle = :lifecycle, ended = :ended,
@@ -77,7 +77,7 @@ SELECT
     parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint
 FROM runs WHERE lifecycle = :lifecycle ORDER BY rowid;
 
--- name: rewake_run
+-- name: settle_run
 -- The end of a commit: the lease given back if :release, and the wake instant brought up to date.
 UPDATE runs
 SET owner = CASE WHEN :release THEN NULL ELSE owner END,
@@ -98,7 +98,7 @@ WHERE id = :id;
 
 -- -- state ------------
 
--- name: set_state
+-- name: put_state
 -- A top-level key set (a key set again keeps its place).
 INSERT INTO run_state (run_id, key, value) VALUES (:run_id, :key, :value)
 ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value;
@@ -150,7 +150,7 @@ FROM tokens WHERE run_id = :run_id AND id = :id;
 
 -- -- history ------------
 
--- name: append_event
+-- name: insert_event
 -- (Many events of a commit are appended by one statement: flowtide.store.multirow.)
 INSERT INTO history (run_id, seq, kind, at, placement, attempt, token_id, data)
 VALUES (:run_id, :seq, :kind, :at, :placement, :attempt, :token_id, :data);
@@ -177,7 +177,7 @@ WHERE run_id = :run_id AND token_id = :token_id AND purpose = :purpose AND due_a
 INSERT OR REPLACE INTO due (run_id, token_id, purpose, due_at)
 VALUES (:run_id, :token_id, :purpose, :due_at);
 
--- name: clear_run_due
+-- name: delete_all_due
 DELETE FROM due WHERE run_id = :run_id;
 
 -- name: due_of
@@ -252,7 +252,7 @@ ORDER BY rowid;
 -- name: answered
 SELECT 1 FROM signal_answers WHERE key = :key;
 
--- name: put_answer
+-- name: insert_answer
 INSERT INTO signal_answers (key, run_id, answer) VALUES (:key, :run_id, :answer);
 
 -- name: signal_answer

@@ -61,7 +61,7 @@ def request_signal(conn: sqlite3.Connection, params: Params) -> SignalRequest:
         "due_at": params["requested_at"],
     }
     conn.execute(QUERIES["set_due"], due)
-    conn.execute(QUERIES["rewake_run"], {"id": run_id, "release": False})
+    conn.execute(QUERIES["settle_run"], {"id": run_id, "release": False})
     stored = read_request(conn, params["id"])
     assert stored is not None
     return stored
