@@ -56,6 +56,7 @@ COMMIT_QUERIES = (
     "fire_due",
     "set_due",
     "delete_all_due",
+    "delete_due_if_ended",
     "put_anchor",
     "release_anchor",
     "put_scatter_item",

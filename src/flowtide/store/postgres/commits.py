@@ -19,7 +19,7 @@ can be sent whole, two when its run must be read first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,21 +33,19 @@ from flowtide.store.base import (
     LeaseLost,
     RunRecord,
 )
-from flowtide.store.checks import RunFacts, check_commit, foreign_run
+from flowtide.store.checks import RunFacts, check_commit
 from flowtide.store.jsonvalues import NotJSONError
 from flowtide.store.multirow import batches, many_rows, row_params
 from flowtide.store.postgres.queries import Q
-from flowtide.store.postgres.rows import (
+from flowtide.store.postgres.rows import DIALECT
+from flowtide.store.sqlcore.params import (
+    EncodedCommit,
     Params,
-    answer_params,
-    event_params,
-    json_text,
-    park_params,
+    encode_commit,
     run_params,
-    scatter_params,
     state_params,
-    token_params,
 )
+from flowtide.store.sqlcore.writes import MANY_ROWS, commit_writes
 
 __all__ = [
     "GUARD_FAILED",
@@ -70,51 +68,13 @@ _RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
 Connection = psycopg.AsyncConnection[Any]
 
 
-@dataclass(slots=True)
-class Prepared:
-    """A commit with what it keeps as JSON encoded, and the errors that wait for their turn."""
-
-    commit: Commit
-    invalid: ValueError | None = None
-    """The commit carries another run's record (raised once the run is known)."""
-    not_json: NotJSONError | None = None
-    """A value is not JSON (raised once every other check passed)."""
-    run: Params | None = None
-    tokens: list[Params] = field(default_factory=list)
-    state: list[Params] = field(default_factory=list)
-    events: list[Params] = field(default_factory=list)
-    scatter: list[Params] = field(default_factory=list)
-    parks: list[Params] = field(default_factory=list)
-    answers: list[Params] = field(default_factory=list)
-    requests: list[Params] = field(default_factory=list)
+Prepared = EncodedCommit
+"""A commit with its parts as parameters, and the errors that wait for their turn."""
 
 
 def prepare(c: Commit) -> Prepared:
-    """``c`` encoded, in the order the memory store encodes it (the first value that is not
-    JSON is the one reported)."""
-    p = Prepared(c)
-    p.invalid = foreign_run(c)
-    try:
-        p.run = run_params(c.run, "run") if c.run is not None else None
-        p.tokens = [token_params(c.run_id, t, f"tokens/{i}") for i, t in enumerate(c.tokens)]
-        p.state = state_params(c.run_id, c.state or {})
-        p.events = [event_params(c.run_id, e, f"events/{i}") for i, e in enumerate(c.events)]
-        p.scatter = [scatter_params(s, f"scatter/{i}") for i, s in enumerate(c.scatter)]
-        p.parks = [park_params(k, f"parks/{i}") for i, k in enumerate(c.parks)]
-        p.answers = [
-            answer_params(a, f"signal_answers/{i}") for i, a in enumerate(c.signal_answers)
-        ]
-        p.requests = [
-            {
-                "id": a.request_id,
-                "answer": json_text(a.answer, f"requests_answered/{i}/answer"),
-                "answered_at": a.at,
-            }
-            for i, a in enumerate(c.requests_answered)
-        ]
-    except NotJSONError as error:
-        p.not_json = error
-    return p
+    """``c`` encoded (:func:`flowtide.store.sqlcore.params.encode_commit`)."""
+    return encode_commit(c, DIALECT)
 
 
 @dataclass(slots=True)
@@ -146,8 +106,8 @@ class Creation:
                 f"a lease on run {lease.run_id!r} cannot create run {run.id!r}"
             )
         try:
-            made.row = run_params(run, "run")
-            made.state = state_params(run.id, state)
+            made.row = run_params(run, "run", DIALECT)
+            made.state = state_params(run.id, state, DIALECT)
         except NotJSONError as error:
             made.not_json = error
         if commit is not None and commit.lease is not None and commit.lease != lease:
@@ -270,42 +230,32 @@ async def send_whole(conn: Connection, p: Prepared, channel: str) -> psycopg.Asy
         "lifecycles": lifecycles,
     }
     advanced = await conn.execute(Q["advance_run_guarded"], guard)
-    await write(conn, p, channel, by_holder=c.lease is not None)
+    live = lifecycles is not None and ENDED_LIFECYCLES.isdisjoint(lifecycles)
+    await write(conn, p, channel, by_holder=c.lease is not None, ended=False if live else None)
     return advanced
 
 
-async def write(conn: Connection, p: Prepared, channel: str, *, by_holder: bool) -> None:
+async def write(
+    conn: Connection, p: Prepared, channel: str, *, by_holder: bool, ended: bool | None
+) -> None:
     """Queue the writes of a checked commit (they run when the pipeline next syncs), its events
     numbered from its run's counter (advanced already). ``by_holder``: the commit comes from the
     run's holder (it was made under the run's lease), who needs no notice of what it changed
-    itself."""
+    itself; ``ended``: whether the run had ended before it (None: not known)."""
     c = p.commit
-    run_id = c.run_id
     cursor = conn.cursor()
-    if p.run is not None:
-        await cursor.execute(Q["write_run"], p.run)
-    await _insert(cursor, "put_token", _last_of_each(p.tokens))
-    await _insert(cursor, "put_state", p.state)
-    if c.state_deleted:
-        await cursor.execute(Q["delete_state"], {"run_id": run_id, "keys": list(c.state_deleted)})
-    for back, params in enumerate(reversed(p.events)):
-        params["back"] = back
-    await _insert(cursor, "insert_event", p.events)
-    ending = c.run is not None and c.run.lifecycle in ENDED_LIFECYCLES
-    if ending:
-        await cursor.execute(Q["delete_all_due"], {"run_id": run_id})
-    else:
-        await _write_due(cursor, c)
-    await _write_kept(cursor, p)
+    for name, rows in commit_writes(p, DIALECT, ended):
+        await _run(cursor, name, rows)
+    ending = p.run is not None and bool(p.run["ended"])
     await cursor.execute(
         Q["settle_run"],
         {
-            "run_id": run_id,
+            "run_id": c.run_id,
             "release": c.release,
             "ended": _ENDED,
             "runnable": _RUNNABLE,
             "channel": channel,
-            "payload": run_id[:200],
+            "payload": c.run_id[:200],
             # (who waits elsewhere for an answer or for the run's end is told at once)
             "tell": bool(p.answers or p.requests) or ending,
             "by_holder": by_holder,
@@ -313,101 +263,13 @@ async def write(conn: Connection, p: Prepared, channel: str, *, by_holder: bool)
     )
 
 
-async def _write_due(cursor: psycopg.AsyncCursor[Any], c: Commit) -> None:
-    """Due entries cleared by token, dropped by purpose, fired (as they were), then set."""
-    run_id = c.run_id
-    if c.due_cleared:
-        await cursor.execute(Q["clear_due"], {"run_id": run_id, "token_ids": list(c.due_cleared)})
-    if c.due_dropped:
-        await _each(
-            cursor,
-            Q["drop_due"],
-            [{"run_id": run_id, "token_id": t, "purpose": p} for t, p in c.due_dropped],
-        )
-    if c.due_fired:
-        await _each(
-            cursor,
-            Q["fire_due"],
-            [
-                {"run_id": run_id, "token_id": e.token_id, "purpose": e.purpose, "due_at": e.when}
-                for e in c.due_fired
-            ],
-        )
-    if c.due:
-        await _each(
-            cursor,
-            Q["set_due"],
-            [
-                {"run_id": run_id, "token_id": e.token_id, "purpose": e.purpose, "due_at": e.when}
-                for e in c.due
-            ],
-        )
-        live = c.run is not None or (
-            c.run_lifecycles is not None and c.run_lifecycles.isdisjoint(ENDED_LIFECYCLES)
-        )
-        if not live:  # (an ended run keeps no due entry)
-            await cursor.execute(Q["delete_due_if_ended"], {"run_id": run_id, "ended": _ENDED})
-
-
-async def _write_kept(cursor: psycopg.AsyncCursor[Any], p: Prepared) -> None:
-    """Node anchors stored then released, scatter items, parks, signal answers."""
-    c = p.commit
-    if c.anchors:
-        await _each(
-            cursor,
-            Q["put_anchor"],
-            [
-                {"run_id": a.run_id, "placement": a.placement, "item": a.item, "at": a.at}
-                for a in c.anchors
-            ],
-        )
-    if c.anchors_released:
-        await _each(
-            cursor,
-            Q["release_anchor"],
-            [
-                {"run_id": c.run_id, "placement": placement, "item": item}
-                for placement, item in c.anchors_released
-            ],
-        )
-    if p.scatter:
-        await _each(cursor, Q["put_scatter_item"], p.scatter)
-    if p.parks:
-        await _each(cursor, Q["put_park"], p.parks)
-    if p.answers:
-        # In key order, as every commit takes them: two commits answering the same keys wait
-        # for one another instead of deadlocking.
-        answers: list[Params] = sorted(p.answers, key=_key)
-        await _each(cursor, Q["insert_answer"], answers)
-    if p.requests:
-        await _each(cursor, Q["answer_request"], p.requests)
-
-
-def _key(params: Params) -> str:
-    return str(params["key"])
-
-
-async def _each(cursor: psycopg.AsyncCursor[Any], query: str, rows: list[Params]) -> None:
-    """Run ``query`` once per row (one row alone: as a plain statement, which costs less)."""
+async def _run(cursor: psycopg.AsyncCursor[Any], name: str, rows: list[Params]) -> None:
+    """Statement ``name`` for each of ``rows`` (an insert of :data:`MANY_ROWS`: many rows a
+    statement; one row alone: a plain statement, which costs less)."""
     if len(rows) == 1:
-        await cursor.execute(query, rows[0])
-    else:
-        await cursor.executemany(query, rows)
-
-
-async def _insert(cursor: psycopg.AsyncCursor[Any], name: str, rows: Sequence[Params]) -> None:
-    """Insert ``rows`` with statement ``name``, many rows a statement."""
-    for batch in batches(rows):
-        if len(batch) == 1:
-            await cursor.execute(Q[name], batch[0])
-        else:
+        await cursor.execute(Q[name], rows[0])
+    elif name in MANY_ROWS:
+        for batch in batches(rows):
             await cursor.execute(many_rows(Q[name], len(batch)), row_params(batch))
-
-
-def _last_of_each(tokens: list[Params]) -> list[Params]:
-    """Each token once, as last written, in the place it was first written (one statement may
-    not update a row twice)."""
-    last: dict[str, Params] = {}
-    for params in tokens:
-        last[params["id"]] = params
-    return list(last.values())
+    elif rows:
+        await cursor.executemany(Q[name], rows)

@@ -308,8 +308,13 @@ class PostgresStore(Store):
             await conn.execute(Q["insert_run"], creation.row)
             if creation.state:
                 await conn.cursor().executemany(Q["put_state"], creation.state)
-            held_by_creator = lease is not None
-            await write(conn, creation.step, self._channel, by_holder=held_by_creator)
+            await write(
+                conn,
+                creation.step,
+                self._channel,
+                by_holder=lease is not None,
+                ended=run.lifecycle in ENDED_LIFECYCLES,
+            )
         return _numbered(creation.step.commit.events, 1)
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
@@ -349,7 +354,9 @@ class PostgresStore(Store):
             if not self.own_clock:
                 facts.clock = None  # (the deadline's instant was given on the engine's clock)
             check(prepared, facts)
-            await write(conn, prepared, self._channel, by_holder=commit.lease is not None)
+            ended = facts.lifecycle in ENDED_LIFECYCLES
+            by_holder = commit.lease is not None
+            await write(conn, prepared, self._channel, by_holder=by_holder, ended=ended)
         return facts.last_seq + 1
 
     async def request_signal(self, request: SignalRequest) -> SignalRequest:

@@ -104,7 +104,8 @@ INSERT INTO run_state (run_id, key, value) VALUES (:run_id, :key, :value)
 ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value;
 
 -- name: delete_state
-DELETE FROM run_state WHERE run_id = :run_id AND key = :key;
+-- :keys is a JSON array of keys.
+DELETE FROM run_state WHERE run_id = :run_id AND key IN (SELECT value FROM json_each(:keys));
 
 -- name: get_state
 SELECT key, value FROM run_state WHERE run_id = :run_id ORDER BY rowid;
@@ -152,8 +153,13 @@ FROM tokens WHERE run_id = :run_id AND id = :id;
 
 -- name: insert_event
 -- (Many events of a commit are appended by one statement: flowtide.store.multirow.)
+-- Numbered from the run's history counter (advanced already by the commit): :back is how many
+-- of the commit's events come after this one.
 INSERT INTO history (run_id, seq, kind, at, placement, attempt, token_id, data)
-VALUES (:run_id, :seq, :kind, :at, :placement, :attempt, :token_id, :data);
+VALUES (
+    :run_id, (SELECT r.last_seq FROM runs r WHERE r.id = :run_id) - :back, :kind, :at,
+    :placement, :attempt, :token_id, :data
+);
 
 -- name: history
 SELECT run_id, seq, kind, at, placement, attempt, token_id, data
@@ -162,7 +168,9 @@ FROM history WHERE run_id = :run_id AND seq > :after ORDER BY seq;
 -- -- due entries ------------
 
 -- name: clear_due
-DELETE FROM due WHERE run_id = :run_id AND token_id = :token_id;
+-- :token_ids is a JSON array of token ids.
+DELETE FROM due
+WHERE run_id = :run_id AND token_id IN (SELECT value FROM json_each(:token_ids));
 
 -- name: drop_due
 DELETE FROM due WHERE run_id = :run_id AND token_id = :token_id AND purpose = :purpose;
@@ -179,6 +187,12 @@ VALUES (:run_id, :token_id, :purpose, :due_at);
 
 -- name: delete_all_due
 DELETE FROM due WHERE run_id = :run_id;
+
+-- name: delete_due_if_ended
+-- After a commit that set due entries without knowing its run's lifecycle: an ended run keeps
+-- none.
+DELETE FROM due
+WHERE run_id = :run_id AND EXISTS (SELECT 1 FROM runs WHERE id = :run_id AND ended);
 
 -- name: due_of
 SELECT token_id, purpose, due_at FROM due WHERE run_id = :run_id ORDER BY due_at, set_order;
@@ -203,7 +217,7 @@ SELECT run_id, placement, item, at FROM anchors WHERE run_id = :run_id;
 -- name: put_scatter_item
 INSERT OR REPLACE INTO scatter_items (
     run_id, progress, idx, status, output, result, key, completion
-) VALUES (:run_id, :progress, :idx, :status, :output, :result, :key, :completion);
+) VALUES (:run_id, :progress, :index, :status, :output, :result, :key, :order);
 
 -- name: scatter_items
 SELECT run_id, progress, idx, status, output, result, key, completion

@@ -19,7 +19,6 @@ from flowtide.store.sqlite.rows import Params, instant, maybe_instant, micros
 from flowtide.store.sqlite.sql import QUERIES
 
 __all__ = [
-    "answer_params",
     "pending_requests",
     "read_request",
     "request_before",
@@ -65,17 +64,6 @@ def request_signal(conn: sqlite3.Connection, params: Params) -> SignalRequest:
     stored = read_request(conn, params["id"])
     assert stored is not None
     return stored
-
-
-def answer_params(answers: Sequence[RequestAnswer]) -> list[Params]:
-    return [
-        {
-            "id": a.request_id,
-            "answer": encode_json(a.answer, f"requests_answered/{i}/answer"),
-            "answered_at": micros(a.at),
-        }
-        for i, a in enumerate(answers)
-    ]
 
 
 def unanswerable(
