@@ -352,7 +352,7 @@ async def test_a_commit_at_the_same_instant_keeps_microseconds(tmp_path: Path) -
 # -- errors ------------
 
 
-async def test_a_step_is_one_transaction_of_five_statements(
+async def test_a_step_is_one_transaction_of_five_statements_one_bound_per_event(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[str] = []
@@ -381,7 +381,8 @@ async def test_a_step_is_one_transaction_of_five_statements(
         "BEGIN IMMEDIATE",
         "UPDATE runs SET",  # (the history counter, and what the step is checked against)
         "INSERT INTO tokens",
-        "INSERT INTO history",  # (both events)
+        "INSERT INTO history",  # (one statement, bound for each event)
+        "INSERT INTO history",
         "COMMIT",
     ]
 

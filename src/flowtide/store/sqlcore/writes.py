@@ -18,16 +18,22 @@ Statement = tuple[str, list[Params]]
 """A statement by name, run once for each set of parameters (see :data:`MANY_ROWS`)."""
 
 MANY_ROWS = frozenset({"put_token", "put_state", "insert_event"})
-"""Inserts whose rows are written many a statement (:mod:`flowtide.store.multirow`)."""
+"""Inserts whose rows a store may write many a statement (:mod:`flowtide.store.multirow`):
+PostgreSQL does (one statement instead of one per row in the pipeline); SQLite binds one
+prepared statement again for each row, which costs it less."""
 
 _ENDED = sorted(ENDED_LIFECYCLES)
 
 
-def commit_writes(p: EncodedCommit, d: Dialect, ended: bool | None) -> list[Statement]:
+def commit_writes(
+    p: EncodedCommit, d: Dialect, ended: bool | None, last_seq: int | None = None
+) -> list[Statement]:
     """The statements that write ``p`` (checked) after its run's counter was advanced.
     ``ended``: whether its run has ended, as stored before the commit (None: not known, as for
     a commit sent before its run was read); the run record the commit writes, if any, decides
-    instead. An ended run keeps no due entry."""
+    instead. An ended run keeps no due entry. Each event has its ``back`` (how many of the
+    commit's events come after it: the statement numbers it from the run's counter) and, if
+    ``last_seq`` (the seq the commit's events follow) is known, its ``seq``."""
     c = p.commit
     run_id = c.run_id
     writes: list[Statement] = []
@@ -44,7 +50,10 @@ def commit_writes(p: EncodedCommit, d: Dialect, ended: bool | None) -> list[Stat
     if c.state_deleted:
         add("delete_state", [{"run_id": run_id, "keys": d.array(list(c.state_deleted))}])
     for back, event in enumerate(reversed(p.events)):
-        event["back"] = back  # (how many of the commit's events come after it)
+        event["back"] = back
+    if last_seq is not None:
+        for seq, event in enumerate(p.events, last_seq + 1):
+            event["seq"] = seq
     add("insert_event", p.events)
     if ended:
         add("delete_all_due", [{"run_id": run_id}])

@@ -153,13 +153,9 @@ FROM tokens WHERE run_id = :run_id AND id = :id;
 
 -- name: insert_event
 -- (Many events of a commit are appended by one statement: flowtide.store.multirow.)
--- Numbered from the run's history counter (advanced already by the commit): :back is how many
--- of the commit's events come after this one.
+-- :seq numbered from the run's history counter, which the commit read as it advanced it.
 INSERT INTO history (run_id, seq, kind, at, placement, attempt, token_id, data)
-VALUES (
-    :run_id, (SELECT r.last_seq FROM runs r WHERE r.id = :run_id) - :back, :kind, :at,
-    :placement, :attempt, :token_id, :data
-);
+VALUES (:run_id, :seq, :kind, :at, :placement, :attempt, :token_id, :data);
 
 -- name: history
 SELECT run_id, seq, kind, at, placement, attempt, token_id, data
