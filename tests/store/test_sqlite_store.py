@@ -197,24 +197,6 @@ async def test_a_database_of_the_first_schema_is_migrated(tmp_path: Path) -> Non
     assert rows(path, "SELECT version FROM flowtide_schema ORDER BY version") == VERSIONS
 
 
-async def test_a_database_of_version_5_counts_each_runs_history_from_it(tmp_path: Path) -> None:
-    path = tmp_path / "runs.db"
-    async with SQLiteStore(path) as store:
-        await seeded_run(store, "a")
-        await new_run(store, "b")
-    conn = sqlite3.connect(path)
-    with conn:  # (back to version 5: no counter on the run's row)
-        conn.execute("ALTER TABLE runs DROP COLUMN last_seq")
-        conn.execute("DELETE FROM flowtide_schema WHERE version >= 6")
-    conn.close()
-    async with SQLiteStore(path) as store:
-        for run_id in ("a", "b"):
-            done = await store.commit(Commit(run_id, events=[EventRecord("next", run_id, T0)]))
-            kept = await store.history(run_id)
-            assert [e.seq for e in done] == [kept[-1].seq] == [len(kept)]
-    assert rows(path, "SELECT version FROM flowtide_schema ORDER BY version") == VERSIONS
-
-
 async def test_a_file_that_is_not_a_sqlite_database_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "notes.db"
     path.write_bytes(b"These are notes, not a database. " * 100)
@@ -379,7 +361,7 @@ async def test_a_step_is_one_transaction_of_five_statements_one_bound_per_event(
         step = [" ".join(statement.split()[:3]) for statement in seen]
     assert step == [
         "BEGIN IMMEDIATE",
-        "UPDATE runs SET",  # (the history counter, and what the step is checked against)
+        "SELECT lifecycle, ended,",  # (what the step is checked against, and its last seq)
         "INSERT INTO tokens",
         "INSERT INTO history",  # (one statement, bound for each event)
         "INSERT INTO history",

@@ -56,7 +56,6 @@ async def test_a_sqlite_database_gets_version_4(tmp_path: Path) -> None:
             "ALTER TABLE flows DROP COLUMN stored_order",
             "ALTER TABLE flows DROP COLUMN stored_at",
             "DROP TABLE workers",  # (version 5's, applied again after 4)
-            "ALTER TABLE runs DROP COLUMN last_seq",  # (version 6's)
             "DELETE FROM flowtide_schema WHERE version >= 4",
         ):
             conn.execute(statement)

@@ -60,8 +60,7 @@ def encode_commit(c: Commit) -> EncodedCommit:
 def apply_commit(conn: sqlite3.Connection, c: Commit, encoded: EncodedCommit) -> int:
     """Apply ``c`` (raising, before or after writing part of it, if it must not apply: the
     caller rolls its savepoint back); returns the ``seq`` of its first event."""
-    advance = {"id": c.run_id, "events": len(c.events)}
-    row = conn.execute(QUERIES["advance_run"], advance).fetchone()
+    row = conn.execute(QUERIES["advance_run"], {"id": c.run_id}).fetchone()
     if row is None:
         raise UnknownRunError(c.run_id)
     facts = _facts(conn, c, row["lifecycle"])
@@ -101,8 +100,7 @@ def create_run(
             "epoch": lease.epoch,
             "lease_expires": micros(lease.expires),
         }
-    counted = {"last_seq": len(step[0].events) if step is not None else 0}
-    conn.execute(QUERIES["insert_run"], {**new.run, **held, **counted})
+    conn.execute(QUERIES["insert_run"], {**new.run, **held})
     _run(conn, "put_state", new.state)
     if step is not None:
         _write(conn, step[1], bool(new.run["ended"]), 0)
@@ -137,9 +135,8 @@ def _facts(conn: sqlite3.Connection, c: Commit, lifecycle: str | None) -> RunFac
 
 
 def _write(conn: sqlite3.Connection, p: EncodedCommit, ended: bool, last_seq: int) -> None:
-    """Write a checked commit (:func:`flowtide.store.sqlcore.writes.commit_writes`), its run's
-    counter advanced already from ``last_seq``; ``ended``: whether the run had ended before
-    it."""
+    """Write a checked commit (:func:`flowtide.store.sqlcore.writes.commit_writes`), its
+    events numbered after ``last_seq``; ``ended``: whether the run had ended before it."""
     c = p.commit
     for name, rows in commit_writes(p, DIALECT, ended, last_seq):
         _run(conn, name, rows)

@@ -31,11 +31,11 @@ SELECT 1 FROM runs WHERE id = :id;
 INSERT INTO runs (
     id, flow_id, flow_version, lifecycle, ended, runnable, created_at, deadline, started_at,
     finished_at, parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint,
-    owner, epoch, lease_expires, wake_at, last_seq
+    owner, epoch, lease_expires, wake_at
 ) VALUES (
     :id, :flow_id, :flow_version, :lifecycle, :ended, :runnable, :created_at, :deadline,
     :started_at, :finished_at, :parent_run_id, :parent_token_id, :depth, :outcome, :result,
-    :options, :checkpoint, :owner, :epoch, :lease_expires, NULL, :last_seq
+    :options, :checkpoint, :owner, :epoch, :lease_expires, NULL
 );
 
 -- name: write_run
@@ -53,11 +53,13 @@ WHERE id = :id;
 SELECT lifecycle, ended, deadline_fired FROM runs WHERE id = :id;
 
 -- name: advance_run
--- The first statement of a commit: the run's history counter advanced by the commit's :events
--- (rolled back with the commit if it is refused), and what the commit is checked against: the
--- run's lifecycle and lease, and the seq its events follow.
-UPDATE runs SET last_seq = last_seq + :events WHERE id = :id
-RETURNING lifecycle, ended, owner, epoch, last_seq - :events AS last_seq;
+-- The first statement of a commit: what it is checked against (the run's lifecycle and lease),
+-- and the seq its events follow. (SQLite's writers take turns from BEGIN IMMEDIATE on, so the
+-- last seq is read from the history's key, rather than kept on the run's row: writing the row
+-- on every step was measured to cost more. PostgreSQL keeps the counter.)
+SELECT lifecycle, ended, owner, epoch,
+    (SELECT coalesce(max(seq), 0) FROM history WHERE run_id = :id) AS last_seq
+FROM runs WHERE id = :id;
 
 -- name: get_run
 SELECT
@@ -153,7 +155,7 @@ FROM tokens WHERE run_id = :run_id AND id = :id;
 
 -- name: insert_event
 -- (Many events of a commit are appended by one statement: flowtide.store.multirow.)
--- :seq numbered from the run's history counter, which the commit read as it advanced it.
+-- :seq numbered from the last seq the commit read (advance_run).
 INSERT INTO history (run_id, seq, kind, at, placement, attempt, token_id, data)
 VALUES (:run_id, :seq, :kind, :at, :placement, :attempt, :token_id, :data);
 
