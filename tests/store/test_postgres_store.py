@@ -28,6 +28,7 @@ from flowtide.store import (
     RunRecord,
     SignalAnswer,
     SignalRequest,
+    Store,
     StoreConflict,
     StoreOpenError,
     StoreSchemaError,
@@ -401,6 +402,61 @@ async def test_wait_changed_listens_again_after_its_connection_was_lost(schemas:
             waiter.wait_changed(10), worker.create_run(run_record("r"), {})
         )
         assert woke is True
+
+
+# -- group commit ------------
+
+
+def step(run_id: str, lease: Lease, n: int) -> Commit:
+    """An engine's step: a token moved and two events, under the run's lease while it is live."""
+    return Commit(
+        run_id,
+        tokens=[TokenRecord(f"{run_id}.1", run_id, f"p{n}", TokenStatus.RUNNING)],
+        events=[EventRecord("a", run_id, at(n)), EventRecord("b", run_id, at(n))],
+        lease=lease,
+        run_lifecycles=frozenset({"pending", "running"}),
+    )
+
+
+async def held_runs(store: Store, count: int) -> list[Lease]:
+    leases = [Lease(f"r{i:02}", "w", 1, at(60)) for i in range(count)]
+    for lease in leases:
+        await store.create_run(run_record(lease.run_id), {}, lease=lease)
+    return leases
+
+
+async def test_steps_that_come_while_one_is_in_flight_share_one_transaction(
+    schemas: Schemas,
+) -> None:
+    schema = schemas.new()
+    async with schemas.store(schema) as store:
+        leases = await held_runs(store, 20)
+        done = await asyncio.gather(*(store.commit(step(x.run_id, x, 1)) for x in leases))
+        assert [[e.seq for e in events] for events in done] == [[1, 2]] * 20
+        again = await asyncio.gather(*(store.commit(step(x.run_id, x, 2)) for x in leases))
+        assert [[e.seq for e in events] for events in again] == [[3, 4]] * 20
+        for lease in leases:
+            assert [e.seq for e in await store.history(lease.run_id)] == [1, 2, 3, 4]
+    # The first step alone, the others together: 40 steps in 4 transactions.
+    rows = schemas.query("SELECT count(DISTINCT xmin::text) FROM {schema}.events", schema)
+    assert rows == [(4,)]
+
+
+async def test_a_step_refused_in_a_group_is_refused_alone(schemas: Schemas) -> None:
+    async with schemas.store() as store:
+        leases = await held_runs(store, 6)
+        lost = Lease("r03", "w", 2, at(60))
+        await store.commit(Commit("r04", run=run_record("r04", "completed")))
+        commits = [step(x.run_id, lost if x.run_id == "r03" else x, 1) for x in leases]
+        done = await asyncio.gather(*(store.commit(c) for c in commits), return_exceptions=True)
+        assert isinstance(done[3], LeaseLost), done[3]
+        assert isinstance(done[4], StoreConflict) and "is completed" in str(done[4])
+        for run_id, events in zip(["r00", "r01", "r02", "r05"], done[:3] + done[5:], strict=True):
+            assert not isinstance(events, BaseException)
+            assert [e.seq for e in events] == [1, 2]
+            assert [e.seq for e in await store.history(run_id)] == [1, 2]
+        assert await store.history("r03") == []
+        assert await store.history("r04") == []
 
 
 # -- many processes ------------

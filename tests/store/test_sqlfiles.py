@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from flowtide.store.sqlfiles import load_migrations, load_queries, unapplied
+from flowtide.store.postgres.queries import Q as POSTGRES_QUERIES
+from flowtide.store.sqlfiles import (
+    COMMIT_QUERIES,
+    PRUNED_TABLES,
+    load_migrations,
+    load_queries,
+    unapplied,
+)
+from flowtide.store.sqlite.sql import QUERIES as SQLITE_QUERIES
 
 
 @pytest.fixture
@@ -65,3 +73,9 @@ def test_the_first_migration_is_number_one(package: Path) -> None:
     (package / "0002_more.sql").write_text("ALTER TABLE t ADD y;")
     with pytest.raises(ValueError, match="migration 0001 is missing"):
         load_migrations("sqlpkg")
+
+
+@pytest.mark.parametrize("queries", [SQLITE_QUERIES, POSTGRES_QUERIES], ids=["sqlite", "postgres"])
+def test_every_sql_store_names_a_commits_statements_alike(queries: dict[str, str]) -> None:
+    wanted = [*COMMIT_QUERIES, *(f"prune_{table}" for table in PRUNED_TABLES)]
+    assert [name for name in wanted if name not in queries] == []

@@ -19,10 +19,19 @@ from typing import Any
 
 import pytest
 
-from flowtide.store import Commit, Lease, LeaseLost, SignalRequest, StoreError, TokenStatus
+from flowtide.store import (
+    Commit,
+    EventRecord,
+    Lease,
+    LeaseLost,
+    SignalRequest,
+    StoreError,
+    TokenStatus,
+)
 from flowtide.store.base import StoreOpenError, StoreSchemaError
 from flowtide.store.sqlite import SQLiteStore
-from flowtide.store.sqlite.schema import CODE_VERSION, MIGRATIONS, statements
+from flowtide.store.sqlite import store as sqlite_store
+from flowtide.store.sqlite.schema import CODE_VERSION, MIGRATIONS, open_database, statements
 from flowtide.store.sqlite.sql import QUERIES, store_error
 from flowtide.store.sqlite.workers import QUERIES as WORKER_QUERIES
 from flowtide.testing import StoreCheck, StoreFactory, run_store_check, store_checks
@@ -300,7 +309,7 @@ def plan(query: str) -> str:
 
 @pytest.mark.parametrize(
     "name",
-    ["next_wake", "claim_runs", "take_run", "rewake_run", "renew_leases", "release_runs", "due_of"],
+    ["next_wake", "claim_runs", "take_run", "settle_run", "renew_leases", "release_runs", "due_of"],
 )
 def test_finding_work_reads_indexes_only(name: str) -> None:
     """Claims, wake instants and a run's earliest due entry are index probes: their cost does
@@ -323,6 +332,41 @@ async def test_a_commit_at_the_same_instant_keeps_microseconds(tmp_path: Path) -
 
 
 # -- errors ------------
+
+
+async def test_a_step_is_one_transaction_of_five_statements_one_bound_per_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str] = []
+
+    def traced(path: str, synchronous: str) -> sqlite3.Connection:
+        conn = open_database(path, synchronous)
+        conn.set_trace_callback(seen.append)
+        return conn
+
+    monkeypatch.setattr(sqlite_store, "open_database", traced)
+    lease = Lease("r", "w", 1, at(60))
+    async with SQLiteStore(tmp_path / "steps.db") as store:
+        await store.create_run(run_record("r"), {}, lease=lease)
+        seen.clear()
+        await store.commit(
+            Commit(
+                "r",
+                tokens=[token("r", 1)],
+                events=[EventRecord("a", "r", T0), EventRecord("b", "r", T0)],
+                lease=lease,
+                run_lifecycles=frozenset({"running"}),
+            )
+        )
+        step = [" ".join(statement.split()[:3]) for statement in seen]
+    assert step == [
+        "BEGIN IMMEDIATE",
+        "SELECT lifecycle, ended,",  # (what the step is checked against, and its last seq)
+        "INSERT INTO tokens",
+        "INSERT INTO history",  # (one statement, bound for each event)
+        "INSERT INTO history",
+        "COMMIT",
+    ]
 
 
 async def test_sqlite_errors_are_store_errors(tmp_path: Path) -> None:

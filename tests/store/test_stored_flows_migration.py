@@ -73,6 +73,7 @@ async def test_a_postgres_schema_gets_version_4(schemas: Schemas) -> None:
         "DROP INDEX {schema}.runs_by_flow_document",
         "ALTER TABLE {schema}.flows DROP COLUMN stored_order, DROP COLUMN stored_at",
         "DROP TABLE {schema}.workers",  # (version 5's, applied again after 4)
+        "DROP FUNCTION {schema}.flowtide_commit_guard",  # (version 6's)
         "DELETE FROM {schema}.flowtide_schema WHERE version >= 4",
     ):
         schemas.query(statement, schema)

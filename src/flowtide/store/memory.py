@@ -26,9 +26,7 @@ from flowtide.store.base import (
     Checkpoint,
     Commit,
     DueEntry,
-    DuplicateSignal,
     EventRecord,
-    Expect,
     Lease,
     LeaseLost,
     NodeAnchor,
@@ -40,7 +38,6 @@ from flowtide.store.base import (
     SignalAnswer,
     SignalRequest,
     Store,
-    StoreConflict,
     StoredFlow,
     StoredFlowVersion,
     StoreError,
@@ -50,6 +47,7 @@ from flowtide.store.base import (
     UnknownStoredFlow,
     WorkerRecord,
 )
+from flowtide.store.checks import RunFacts, check_commit
 from flowtide.store.jsonvalues import decode_json, encode_json, encode_state
 from flowtide.store.records import lineage_of
 from flowtide.store.workers import with_texts, worker_texts
@@ -148,49 +146,7 @@ class MemoryStore(Store):
 
     def _prepared(self, c: Commit, *, created: bool = False) -> _Step:
         """``c`` checked and encoded: raises (having changed nothing) if it cannot apply."""
-        if c.run is not None and c.run.id != c.run_id:
-            raise ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
-        if c.lease is not None and not created:
-            held = self._leases.get(c.run_id)
-            if held is None or held.owner != c.lease.owner or held.epoch != c.lease.epoch:
-                who = f"{held.owner!r} at epoch {held.epoch}" if held is not None else "nobody"
-                raise LeaseLost(
-                    f"run {c.run_id!r} is held by {who}, not {c.lease.owner!r} at epoch "
-                    f"{c.lease.epoch}"
-                )
-        stored = self._runs.get(c.run_id)
-        lifecycle = stored.record.lifecycle if stored is not None else None
-        if c.run_lifecycles is not None and lifecycle not in c.run_lifecycles:
-            allowed = "/".join(sorted(c.run_lifecycles))
-            raise StoreConflict(f"run {c.run_id!r} is {lifecycle}, not {allowed}")
-        tokens = self._tokens.get(c.run_id, {})
-        for token_id, wanted in c.expect.items():
-            expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
-            row = tokens.get(token_id)
-            why = expect.check(row.record if row is not None else None)
-            if why is not None:
-                raise StoreConflict(f"token {token_id!r} of run {c.run_id!r} is {why}")
-        keys = [a.key for a in c.signal_answers]
-        for key in keys:
-            if key in self._answers:
-                raise DuplicateSignal(f"signal idempotency key {key!r} already answered")
-            if keys.count(key) > 1:
-                raise DuplicateSignal(f"signal idempotency key {key!r} answered twice in a commit")
-        requested = [a.request_id for a in c.requests_answered]
-        for request_id in requested:
-            kept = self._requests.get(request_id)
-            if kept is None or kept.record.run_id != c.run_id or kept.answer is not None:
-                why = "unknown" if kept is None or kept.record.run_id != c.run_id else "answered"
-                raise StoreConflict(f"signal request {request_id!r} of run {c.run_id!r} is {why}")
-            if requested.count(request_id) > 1:
-                raise StoreConflict(f"signal request {request_id!r} answered twice in a commit")
-        if c.fires_deadline is not None:
-            for request in self._pending(c.run_id):
-                if request.record.requested_at < c.fires_deadline:
-                    raise StoreConflict(
-                        f"run {c.run_id!r} has a request recorded before the deadline "
-                        f"{c.fires_deadline.isoformat()} ({request.record.id})"
-                    )
+        check_commit(c, self._facts(c), creating=created)
         return _Step(
             c,
             _RunRow.of(c.run, "run") if c.run is not None else None,
@@ -204,6 +160,44 @@ class MemoryStore(Store):
                 (a.request_id, encode_json(a.answer, f"requests_answered/{i}/answer"), a.at)
                 for i, a in enumerate(c.requests_answered)
             ],
+        )
+
+    def _facts(self, c: Commit) -> RunFacts:
+        """What ``c`` is checked against (:func:`flowtide.store.checks.check_commit`)."""
+        run_id = c.run_id
+        stored = self._runs.get(run_id)
+        held = self._leases.get(run_id)
+        tokens = self._tokens.get(run_id, {})
+        expected = {
+            token_id: (row.record.status, row.record.epoch, row.record.deadline)
+            for token_id in c.expect
+            if (row := tokens.get(token_id)) is not None
+        }
+        unanswerable: dict[str, str] = {}
+        for answer in c.requests_answered:
+            kept = self._requests.get(answer.request_id)
+            if kept is None or kept.record.run_id != run_id:
+                unanswerable[answer.request_id] = "unknown"
+            elif kept.answer is not None:
+                unanswerable[answer.request_id] = "answered"
+        before = None
+        if c.fires_deadline is not None:
+            before = next(
+                (
+                    r.record.id
+                    for r in self._pending(run_id)
+                    if r.record.requested_at < c.fires_deadline
+                ),
+                None,
+            )
+        return RunFacts(
+            stored.record.lifecycle if stored is not None else None,
+            held.owner if held is not None else None,
+            held.epoch if held is not None else 0,
+            expected,
+            {a.key for a in c.signal_answers if a.key in self._answers},
+            unanswerable,
+            before,
         )
 
     def _apply(self, step: _Step) -> list[EventRecord]:

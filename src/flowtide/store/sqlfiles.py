@@ -19,7 +19,14 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["PRUNED_TABLES", "Migration", "load_migrations", "load_queries", "unapplied"]
+__all__ = [
+    "COMMIT_QUERIES",
+    "PRUNED_TABLES",
+    "Migration",
+    "load_migrations",
+    "load_queries",
+    "unapplied",
+]
 
 PRUNED_TABLES = (
     "state",
@@ -35,6 +42,31 @@ PRUNED_TABLES = (
 )
 """The tables a run's rows are kept in, in the order a pruned run is deleted from them (its run
 last: the others refer to it); each SQL store names a ``prune_<table>`` query for each."""
+
+COMMIT_QUERIES = (
+    "advance_run",
+    "insert_run",
+    "write_run",
+    "put_token",
+    "put_state",
+    "delete_state",
+    "insert_event",
+    "clear_due",
+    "drop_due",
+    "fire_due",
+    "set_due",
+    "delete_all_due",
+    "delete_due_if_ended",
+    "put_anchor",
+    "release_anchor",
+    "put_scatter_item",
+    "put_park",
+    "insert_answer",
+    "answer_request",
+    "settle_run",
+)
+"""The statements a commit is written with, named alike by every SQL store (each store's
+``queries.sql`` says them in its dialect), in the order a commit runs them."""
 
 _NAME = re.compile(r"^--\s*name:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$", re.MULTILINE)
 _MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")

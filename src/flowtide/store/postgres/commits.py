@@ -1,23 +1,26 @@
-"""One commit as the PostgreSQL store applies it, in one transaction and two round trips.
+"""One commit as the PostgreSQL store applies it, in one transaction: one round trip when it
+can be sent whole, two when its run must be read first.
 
 1. **Prepared** (no database): every value kept as JSON is encoded (:func:`prepare`). A value
    that is not JSON is not raised yet: the memory store, the reference, refuses a commit for a
    conflict before it looks at its values, so the error waits for its turn.
-2. **Facts** (first round trip, pipelined): the run row locked ``FOR UPDATE`` (every writer of
-   one run waits here for the one before), the tokens the commit expects, and which of its
-   signal keys are answered already (:func:`read_facts`).
-3. **Checks**, in the memory store's order (:func:`check`): the commit's own run, its lease,
-   the run's lifecycle, its expectations, its signal keys, its values.
-4. **Writes** (second round trip, pipelined with the ``COMMIT``): the parts in the contract's
-   order, then ``settle_run``: the history counter, the release, the wake instant and the
-   notice to other processes (:func:`write`).
+2. **Sent whole** (:func:`sends_whole`, :func:`send_whole`): a commit whose checks are only its
+   run's existence, lease and lifecycle (an engine's step) is sent with its writes and the
+   ``COMMIT`` in one pipeline, behind a guard statement that fails the transaction if they do
+   not hold. Then the commit is taken the careful way, to tell why (or to apply it if the run
+   changed back in between).
+3. **The careful way**: the facts (first round trip): the run's row locked and its history
+   counter advanced, the tokens the commit expects, which of its signal keys are answered
+   already (:func:`read_facts`); the checks (:func:`flowtide.store.checks.check_commit`, as
+   every store runs them); the writes (:func:`write`, second round trip, with the ``COMMIT``).
+4. **Writes**: the parts in the contract's order, the events numbered from the run's counter,
+   then ``settle_run``: the release, the wake instant and the notice to other processes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -26,81 +29,52 @@ from flowtide.store.base import (
     ENDED_LIFECYCLES,
     RUNNABLE_LIFECYCLES,
     Commit,
-    DeadlineAhead,
-    DuplicateSignal,
-    Expect,
     Lease,
     LeaseLost,
     RunRecord,
-    StoreConflict,
 )
+from flowtide.store.checks import RunFacts, check_commit
 from flowtide.store.jsonvalues import NotJSONError
+from flowtide.store.multirow import batches, many_rows, row_params
 from flowtide.store.postgres.queries import Q
-from flowtide.store.postgres.rows import (
+from flowtide.store.postgres.rows import DIALECT
+from flowtide.store.sqlcore.params import (
+    EncodedCommit,
     Params,
-    answer_params,
-    event_params,
-    json_text,
-    park_params,
+    encode_commit,
     run_params,
-    scatter_params,
     state_params,
-    token_params,
 )
+from flowtide.store.sqlcore.writes import MANY_ROWS, commit_writes
 
-__all__ = ["Creation", "Facts", "Prepared", "check", "prepare", "read_facts", "write"]
+__all__ = [
+    "GUARD_FAILED",
+    "Creation",
+    "Facts",
+    "Prepared",
+    "check",
+    "prepare",
+    "read_facts",
+    "send_whole",
+    "sends_whole",
+    "write",
+]
+
+GUARD_FAILED = "FT001"
+"""The SQLSTATE of a commit sent whole that its guard refused (migration 0006)."""
 
 _ENDED = sorted(ENDED_LIFECYCLES)
 _RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
 Connection = psycopg.AsyncConnection[Any]
 
 
-@dataclass(slots=True)
-class Prepared:
-    """A commit with what it keeps as JSON encoded, and the errors that wait for their turn."""
-
-    commit: Commit
-    invalid: ValueError | None = None
-    """The commit carries another run's record (raised once the run is known)."""
-    not_json: NotJSONError | None = None
-    """A value is not JSON (raised once every other check passed)."""
-    run: Params | None = None
-    tokens: list[Params] = field(default_factory=list)
-    state: list[Params] = field(default_factory=list)
-    events: list[Params] = field(default_factory=list)
-    scatter: list[Params] = field(default_factory=list)
-    parks: list[Params] = field(default_factory=list)
-    answers: list[Params] = field(default_factory=list)
-    requests: list[Params] = field(default_factory=list)
+Prepared = EncodedCommit
+"""A commit with its parts as parameters, and the errors that wait for their turn."""
 
 
 def prepare(c: Commit) -> Prepared:
-    """``c`` encoded, in the order the memory store encodes it (the first value that is not
-    JSON is the one reported)."""
-    p = Prepared(c)
-    if c.run is not None and c.run.id != c.run_id:
-        p.invalid = ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
-    try:
-        p.run = run_params(c.run, "run") if c.run is not None else None
-        p.tokens = [token_params(c.run_id, t, f"tokens/{i}") for i, t in enumerate(c.tokens)]
-        p.state = state_params(c.run_id, c.state or {})
-        p.events = [event_params(c.run_id, e, f"events/{i}") for i, e in enumerate(c.events)]
-        p.scatter = [scatter_params(s, f"scatter/{i}") for i, s in enumerate(c.scatter)]
-        p.parks = [park_params(k, f"parks/{i}") for i, k in enumerate(c.parks)]
-        p.answers = [
-            answer_params(a, f"signal_answers/{i}") for i, a in enumerate(c.signal_answers)
-        ]
-        p.requests = [
-            {
-                "id": a.request_id,
-                "answer": json_text(a.answer, f"requests_answered/{i}/answer"),
-                "answered_at": a.at,
-            }
-            for i, a in enumerate(c.requests_answered)
-        ]
-    except NotJSONError as error:
-        p.not_json = error
-    return p
+    """``c`` encoded (:func:`flowtide.store.sqlcore.params.encode_commit`)."""
+    return encode_commit(c, DIALECT)
 
 
 @dataclass(slots=True)
@@ -132,8 +106,8 @@ class Creation:
                 f"a lease on run {lease.run_id!r} cannot create run {run.id!r}"
             )
         try:
-            made.row = run_params(run, "run")
-            made.state = state_params(run.id, state)
+            made.row = run_params(run, "run", DIALECT)
+            made.state = state_params(run.id, state, DIALECT)
         except NotJSONError as error:
             made.not_json = error
         if commit is not None and commit.lease is not None and commit.lease != lease:
@@ -143,6 +117,7 @@ class Creation:
         held = (lease.owner, lease.epoch, lease.expires) if lease is not None else (None, 0, None)
         made.row.update(zip(("owner", "epoch", "lease_expires"), held, strict=True))
         made.row["lease_term"] = None  # (the store sets it when its own clock decides)
+        made.row["last_seq"] = len(made.step.commit.events)
         return made
 
     @property
@@ -171,31 +146,18 @@ class Creation:
 
 
 @dataclass(slots=True)
-class Facts:
+class Facts(RunFacts):
     """What the checks and writes of one commit need to know of its run, as stored."""
 
-    lifecycle: str | None
-    """None for a run this transaction creates."""
-    owner: str | None = None
-    epoch: int = 0
     last_seq: int = 0
-    wake_at: datetime | None = None
-    tokens: dict[str, tuple[str, int, datetime | None]] = field(default_factory=dict)
-    """The expected tokens found: id -> (status, epoch, deadline)."""
-    answered: set[str] = field(default_factory=set)
-    """The commit's signal keys that have an answer already."""
-    unanswered: set[str] = field(default_factory=set)
-    """The signal requests the commit answers that are its run's and still unanswered."""
-    clock: datetime | None = None
-    """The database's clock, read under the run's lock (for a commit firing a deadline)."""
-    request_before: str | None = None
-    """An unanswered request of the run recorded before the deadline the commit fires."""
+    """The seq the commit's events follow."""
 
 
 async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> Facts | None:
     """The facts of ``c``'s run, its row locked until the transaction ends (None if there is
     no such run); ``creating``: the run does not exist yet (only its signal keys are read)."""
-    run = None if creating else await conn.execute(Q["lock_run"], {"run_id": c.run_id})
+    advance = {"run_id": c.run_id, "events": len(c.events)}
+    run = None if creating else await conn.execute(Q["advance_run"], advance)
     tokens = None
     if c.expect and not creating:
         ids = list(c.expect)
@@ -217,198 +179,97 @@ async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> 
         row = await run.fetchone()
         if row is None:
             return None
-        facts = Facts(row[0], row[1], row[2], row[3], row[4])
+        lifecycle, owner, epoch, last_seq = row
+        facts = Facts(lifecycle, owner, epoch, last_seq=last_seq)
     if tokens is not None:
         facts.tokens = {r[0]: (r[1], r[2], r[3]) for r in await tokens.fetchall()}
     if answers is not None:
         facts.answered = {r[0] for r in await answers.fetchall()}
     if requests is not None:
-        facts.unanswered = {r[0] for r in await requests.fetchall()}
+        why: dict[str, str | None] = {r[0]: r[1] for r in await requests.fetchall()}
+        refused = {a.request_id: why.get(a.request_id, "unknown") for a in c.requests_answered}
+        facts.unanswerable = {key: no for key, no in refused.items() if no is not None}
     if deadline is not None:
-        found = await deadline.fetchone()
-        assert found is not None
-        facts.clock, facts.request_before = found
+        clock = await deadline.fetchone()
+        assert clock is not None
+        facts.clock, facts.request_before = clock
     return facts
 
 
 def check(p: Prepared, facts: Facts, *, creating: bool = False) -> None:
-    """Raise what keeps ``p`` from applying to a run with these ``facts``, in the memory
-    store's order (``creating``: the lease is the creation's, checked already)."""
+    """Raise what keeps ``p`` from applying to a run with these ``facts`` (``creating``: the
+    lease is the creation's, checked already)."""
+    check_commit(p.commit, facts, creating=creating, not_json=p.not_json)
+
+
+def sends_whole(p: Prepared) -> bool:
+    """Whether ``p`` may be sent whole: nothing but its run's existence, lease and lifecycle
+    can refuse it (the guard of :func:`send_whole` checks those)."""
     c = p.commit
-    if p.invalid is not None:
-        raise p.invalid
-    if c.lease is not None and not creating:
-        _check_lease(c.run_id, c.lease, facts)
-    if c.run_lifecycles is not None and facts.lifecycle not in c.run_lifecycles:
-        allowed = "/".join(sorted(c.run_lifecycles))
-        raise StoreConflict(f"run {c.run_id!r} is {facts.lifecycle}, not {allowed}")
-    for token_id, wanted in c.expect.items():
-        expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
-        found = facts.tokens.get(token_id)
-        why = "missing" if found is None else expect.mismatch(*found)
-        if why is not None:
-            raise StoreConflict(f"token {token_id!r} of run {c.run_id!r} is {why}")
-    keys = [a.key for a in c.signal_answers]
-    for key in keys:
-        if key in facts.answered:
-            raise DuplicateSignal(f"signal idempotency key {key!r} already answered")
-        if keys.count(key) > 1:
-            raise DuplicateSignal(f"signal idempotency key {key!r} answered twice in a commit")
-    ids = [a.request_id for a in c.requests_answered]
-    for request_id in ids:
-        if request_id not in facts.unanswered:
-            raise StoreConflict(
-                f"signal request {request_id!r} of run {c.run_id!r} is unknown or answered"
-            )
-        if ids.count(request_id) > 1:
-            raise StoreConflict(f"signal request {request_id!r} answered twice in a commit")
-    if c.fires_deadline is not None and not creating:
-        _check_deadline(c.run_id, c.fires_deadline, facts)
-    if p.not_json is not None:
-        raise p.not_json
+    return not (
+        p.invalid
+        or p.not_json
+        or c.expect
+        or c.signal_answers
+        or c.requests_answered
+        or c.fires_deadline is not None
+    )
 
 
-def _check_deadline(run_id: str, deadline: datetime, facts: Facts) -> None:
-    """A commit firing ``deadline`` waits for the requests recorded before it, and for the
-    database's clock to reach it."""
-    if facts.request_before is not None:
-        raise StoreConflict(
-            f"run {run_id!r} has a request recorded before the deadline "
-            f"{deadline.isoformat()} ({facts.request_before})"
-        )
-    if facts.clock is not None and facts.clock < deadline:
-        raise DeadlineAhead(run_id, deadline, deadline - facts.clock)
-
-
-def _check_lease(run_id: str, lease: Lease, facts: Facts) -> None:
-    if facts.owner != lease.owner or facts.epoch != lease.epoch:
-        who = f"{facts.owner!r} at epoch {facts.epoch}" if facts.owner is not None else "nobody"
-        raise LeaseLost(
-            f"run {run_id!r} is held by {who}, not {lease.owner!r} at epoch {lease.epoch}"
-        )
+async def send_whole(conn: Connection, p: Prepared, channel: str) -> psycopg.AsyncCursor[Any]:
+    """Queue ``p`` (see :func:`sends_whole`) behind its guard: the cursor whose row, once the
+    pipeline syncs, is the seq its events follow (the sync fails with :data:`GUARD_FAILED` if
+    the guard refused)."""
+    c = p.commit
+    lifecycles = sorted(c.run_lifecycles) if c.run_lifecycles is not None else None
+    guard = {
+        "run_id": c.run_id,
+        "events": len(c.events),
+        "owner": c.lease.owner if c.lease is not None else None,
+        "epoch": c.lease.epoch if c.lease is not None else 0,
+        "lifecycles": lifecycles,
+    }
+    advanced = await conn.execute(Q["advance_run_guarded"], guard)
+    live = lifecycles is not None and ENDED_LIFECYCLES.isdisjoint(lifecycles)
+    await write(conn, p, channel, by_holder=c.lease is not None, ended=False if live else None)
+    return advanced
 
 
 async def write(
-    conn: Connection, p: Prepared, facts: Facts, channel: str, *, by_holder: bool
-) -> int:
-    """Queue the writes of a checked commit (they run when the pipeline next syncs); returns
-    the seq of its first event. ``by_holder``: the commit comes from the run's holder (it was
-    made under the run's lease), who needs no notice of what it changed itself."""
+    conn: Connection, p: Prepared, channel: str, *, by_holder: bool, ended: bool | None
+) -> None:
+    """Queue the writes of a checked commit (they run when the pipeline next syncs), its events
+    numbered from its run's counter (advanced already). ``by_holder``: the commit comes from the
+    run's holder (it was made under the run's lease), who needs no notice of what it changed
+    itself; ``ended``: whether the run had ended before it (None: not known)."""
     c = p.commit
-    run_id = c.run_id
     cursor = conn.cursor()
-    if p.run is not None:
-        await cursor.execute(Q["write_run"], p.run)
-    if p.tokens:
-        await _each(cursor, Q["put_token"], p.tokens)
-    if p.state:
-        await _each(cursor, Q["put_state"], p.state)
-    if c.state_deleted:
-        await cursor.execute(Q["delete_state"], {"run_id": run_id, "keys": list(c.state_deleted)})
-    first = facts.last_seq + 1
-    if p.events:
-        for seq, params in enumerate(p.events, first):
-            params["seq"] = seq
-        await _each(cursor, Q["insert_event"], p.events)
-    lifecycle = c.run.lifecycle if c.run is not None else facts.lifecycle
-    ended_now = lifecycle in ENDED_LIFECYCLES and facts.lifecycle not in ENDED_LIFECYCLES
-    if lifecycle in ENDED_LIFECYCLES:
-        await cursor.execute(Q["delete_all_due"], {"run_id": run_id})
-    else:
-        await _write_due(cursor, c)
-    await _write_kept(cursor, p)
+    for name, rows in commit_writes(p, DIALECT, ended):
+        await _run(cursor, name, rows)
+    ending = p.run is not None and bool(p.run["ended"])
     await cursor.execute(
         Q["settle_run"],
         {
-            "run_id": run_id,
-            "events": len(p.events),
+            "run_id": c.run_id,
             "release": c.release,
             "ended": _ENDED,
             "runnable": _RUNNABLE,
             "channel": channel,
-            "payload": run_id[:200],
+            "payload": c.run_id[:200],
             # (who waits elsewhere for an answer or for the run's end is told at once)
-            "tell": bool(p.answers or p.requests) or ended_now,
-            "was_held": facts.owner is not None,
+            "tell": bool(p.answers or p.requests) or ending,
             "by_holder": by_holder,
-            "old_wake": facts.wake_at,
         },
     )
-    return first
 
 
-async def _write_due(cursor: psycopg.AsyncCursor[Any], c: Commit) -> None:
-    """Due entries cleared by token, dropped by purpose, fired (as they were), then set."""
-    run_id = c.run_id
-    if c.due_cleared:
-        await cursor.execute(Q["clear_due"], {"run_id": run_id, "token_ids": list(c.due_cleared)})
-    if c.due_dropped:
-        await _each(
-            cursor,
-            Q["drop_due"],
-            [{"run_id": run_id, "token_id": t, "purpose": p} for t, p in c.due_dropped],
-        )
-    if c.due_fired:
-        await _each(
-            cursor,
-            Q["fire_due"],
-            [
-                {"run_id": run_id, "token_id": e.token_id, "purpose": e.purpose, "due_at": e.when}
-                for e in c.due_fired
-            ],
-        )
-    if c.due:
-        await _each(
-            cursor,
-            Q["set_due"],
-            [
-                {"run_id": run_id, "token_id": e.token_id, "purpose": e.purpose, "due_at": e.when}
-                for e in c.due
-            ],
-        )
-
-
-async def _write_kept(cursor: psycopg.AsyncCursor[Any], p: Prepared) -> None:
-    """Node anchors stored then released, scatter items, parks, signal answers."""
-    c = p.commit
-    if c.anchors:
-        await _each(
-            cursor,
-            Q["put_anchor"],
-            [
-                {"run_id": a.run_id, "placement": a.placement, "item": a.item, "at": a.at}
-                for a in c.anchors
-            ],
-        )
-    if c.anchors_released:
-        await _each(
-            cursor,
-            Q["release_anchor"],
-            [
-                {"run_id": c.run_id, "placement": placement, "item": item}
-                for placement, item in c.anchors_released
-            ],
-        )
-    if p.scatter:
-        await _each(cursor, Q["put_scatter_item"], p.scatter)
-    if p.parks:
-        await _each(cursor, Q["put_park"], p.parks)
-    if p.answers:
-        # In key order, as every commit takes them: two commits answering the same keys wait
-        # for one another instead of deadlocking.
-        answers: list[Params] = sorted(p.answers, key=_key)
-        await _each(cursor, Q["insert_answer"], answers)
-    if p.requests:
-        await _each(cursor, Q["answer_request"], p.requests)
-
-
-def _key(params: Params) -> str:
-    return str(params["key"])
-
-
-async def _each(cursor: psycopg.AsyncCursor[Any], query: str, rows: list[Params]) -> None:
-    """Run ``query`` once per row (one row alone: as a plain statement, which costs less)."""
+async def _run(cursor: psycopg.AsyncCursor[Any], name: str, rows: list[Params]) -> None:
+    """Statement ``name`` for each of ``rows`` (an insert of :data:`MANY_ROWS`: many rows a
+    statement; one row alone: a plain statement, which costs less)."""
     if len(rows) == 1:
-        await cursor.execute(query, rows[0])
-    else:
-        await cursor.executemany(query, rows)
+        await cursor.execute(Q[name], rows[0])
+    elif name in MANY_ROWS:
+        for batch in batches(rows):
+            await cursor.execute(many_rows(Q[name], len(batch)), row_params(batch))
+    elif rows:
+        await cursor.executemany(Q[name], rows)

@@ -48,9 +48,32 @@ COMMIT;
 -- ---------------------------------------------------------------------------------------------
 -- Commits: what is checked before writing
 
--- name: lock_run
--- Taken first by every commit: it serialises the writers of one run.
-SELECT lifecycle, owner, epoch, last_seq, wake_at FROM runs WHERE id = %(run_id)s FOR UPDATE;
+-- name: advance_run
+-- The first statement of every commit: the run's row locked until the transaction ends (it
+-- serialises the writers of one run), its history counter advanced by the commit's %(events)s
+-- (rolled back with the commit if it is refused), and what the commit is checked against.
+UPDATE runs SET last_seq = last_seq + %(events)s WHERE id = %(run_id)s
+RETURNING lifecycle, owner, epoch, last_seq - %(events)s;
+
+-- name: advance_run_guarded
+-- advance_run for a commit sent whole before its run was read: it fails (see
+-- flowtide_commit_guard) unless the run exists, is held by %(owner)s at %(epoch)s (if an owner
+-- is given) and is in one of %(lifecycles)s (if given). The seq the commit's events follow.
+WITH advanced AS (
+    UPDATE runs SET last_seq = last_seq + %(events)s WHERE id = %(run_id)s
+    RETURNING lifecycle, owner, epoch, last_seq - %(events)s AS last_seq
+)
+SELECT advanced.last_seq, flowtide_commit_guard(
+    advanced.lifecycle IS NOT NULL
+    AND (
+        %(owner)s::text IS NULL
+        OR (advanced.owner = %(owner)s::text AND advanced.epoch = %(epoch)s::bigint)
+    )
+    AND (
+        %(lifecycles)s::text[] IS NULL OR advanced.lifecycle = ANY(%(lifecycles)s::text[])
+    )
+)
+FROM (VALUES (1)) AS one LEFT JOIN advanced ON TRUE;
 
 -- name: run_exists
 SELECT EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s);
@@ -71,9 +94,10 @@ SELECT clock_timestamp(), (
 );
 
 -- name: unanswered_requests
--- The requests a commit answers that are its run's and still unanswered.
-SELECT id FROM signal_requests
-WHERE id = ANY(%(ids)s::text[]) AND run_id = %(run_id)s AND answer IS NULL;
+-- The requests a commit answers, each with why it may not be (NULL: it is the run's and still
+-- unanswered); one not found is unknown.
+SELECT id, CASE WHEN run_id <> %(run_id)s THEN 'unknown' WHEN answer IS NOT NULL THEN 'answered' END
+FROM signal_requests WHERE id = ANY(%(ids)s::text[]);
 
 -- ---------------------------------------------------------------------------------------------
 -- Commits: what is written
@@ -84,12 +108,12 @@ WHERE id = ANY(%(ids)s::text[]) AND run_id = %(run_id)s AND answer IS NULL;
 INSERT INTO runs (
     id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
     parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint,
-    owner, epoch, lease_expires
+    owner, epoch, lease_expires, last_seq
 ) VALUES (
     %(id)s, %(flow_id)s, %(flow_version)s, %(lifecycle)s, %(created_at)s, %(deadline)s,
     %(started_at)s, %(finished_at)s, %(parent_run_id)s, %(parent_token_id)s, %(depth)s,
     %(outcome)s, %(result)s, %(options)s, %(checkpoint)s, %(owner)s, %(epoch)s,
-    coalesce(clock_timestamp() + %(lease_term)s::interval, %(lease_expires)s)
+    coalesce(clock_timestamp() + %(lease_term)s::interval, %(lease_expires)s), %(last_seq)s
 );
 
 -- name: write_run
@@ -123,9 +147,13 @@ ON CONFLICT (run_id, key) DO UPDATE SET value = EXCLUDED.value;
 DELETE FROM state WHERE run_id = %(run_id)s AND key = ANY(%(keys)s::text[]);
 
 -- name: insert_event
+-- Numbered from the run's history counter (advanced already by the commit): %(back)s is how
+-- many of the commit's events come after this one. Many events are inserted by one statement
+-- (flowtide.store.multirow).
 INSERT INTO events (run_id, seq, kind, at, placement, attempt, token_id, data)
 VALUES (
-    %(run_id)s, %(seq)s, %(kind)s, %(at)s, %(placement)s, %(attempt)s, %(token_id)s, %(data)s
+    %(run_id)s, (SELECT r.last_seq FROM runs r WHERE r.id = %(run_id)s) - %(back)s, %(kind)s,
+    %(at)s, %(placement)s, %(attempt)s, %(token_id)s, %(data)s
 );
 
 -- name: clear_due
@@ -142,6 +170,13 @@ WHERE run_id = %(run_id)s AND token_id = %(token_id)s AND purpose = %(purpose)s
 
 -- name: delete_all_due
 DELETE FROM due WHERE run_id = %(run_id)s;
+
+-- name: delete_due_if_ended
+-- After a commit that set due entries without knowing its run's lifecycle: an ended run keeps
+-- none.
+DELETE FROM due
+WHERE run_id = %(run_id)s
+    AND EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s AND lifecycle = ANY(%(ended)s::text[]));
 
 -- name: set_due
 -- An entry set again replaces the old one and takes a new place among entries of one instant.
@@ -203,27 +238,27 @@ ON CONFLICT (id) DO NOTHING
 RETURNING requested_at;
 
 -- name: settle_run
--- The last statement of every commit: the history counter, the release of the lease, and the
--- wake instant from what the run now holds (ended: none; held: the earlier of the lease's
--- expiry and the earliest due entry; pending or running: its creation; else its earliest due
--- entry). Notifies the listeners when the run needs a worker sooner than it did (for a run
--- nobody holds, or one held by a worker other than the committer), and whenever %(tell)s (a
--- signal answered, a signal request stored, the run ended: someone elsewhere may wait for it).
--- SET expressions read the row as it was before this statement.
+-- The last statement of every commit: the release of the lease, and the wake instant from what
+-- the run now holds (ended: none; held: the earlier of the lease's expiry and the earliest due
+-- entry; pending or running: its creation; else its earliest due entry). Notifies the
+-- listeners when the run needs a worker sooner than it did (for a run nobody holds, or one held
+-- by a worker other than the committer), and whenever %(tell)s (a signal answered, a signal
+-- request stored, the run ended: someone elsewhere may wait for it). SET expressions, and
+-- "old", read the row as it was before this statement.
 WITH settled AS (
     UPDATE runs SET
-        last_seq = last_seq + %(events)s,
-        owner = CASE WHEN %(release)s THEN NULL ELSE owner END,
-        lease_expires = CASE WHEN %(release)s THEN NULL ELSE lease_expires END,
+        owner = CASE WHEN %(release)s THEN NULL ELSE runs.owner END,
+        lease_expires = CASE WHEN %(release)s THEN NULL ELSE runs.lease_expires END,
         wake_at = CASE
-            WHEN lifecycle = ANY(%(ended)s::text[]) THEN NULL
-            WHEN owner IS NOT NULL AND NOT %(release)s THEN LEAST(
-                lease_expires, (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
-            WHEN lifecycle = ANY(%(runnable)s::text[]) THEN created_at
+            WHEN runs.lifecycle = ANY(%(ended)s::text[]) THEN NULL
+            WHEN runs.owner IS NOT NULL AND NOT %(release)s THEN LEAST(
+                runs.lease_expires, (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
+            WHEN runs.lifecycle = ANY(%(runnable)s::text[]) THEN runs.created_at
             ELSE (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id)
         END
-    WHERE id = %(run_id)s
-    RETURNING owner, wake_at
+    FROM (SELECT owner AS old_owner, wake_at AS old_wake FROM runs WHERE id = %(run_id)s) AS old
+    WHERE runs.id = %(run_id)s
+    RETURNING runs.owner, runs.wake_at, old.old_owner, old.old_wake
 )
 SELECT pg_notify(%(channel)s, %(payload)s)
 FROM settled
@@ -232,9 +267,9 @@ WHERE %(tell)s OR (
     -- (a run its holder changed: the holder knows)
     AND (settled.owner IS NULL OR NOT %(by_holder)s)
     AND (
-        %(old_wake)s::timestamptz IS NULL
-        OR settled.wake_at < %(old_wake)s::timestamptz
-        OR (settled.owner IS NULL AND %(was_held)s)
+        settled.old_wake IS NULL
+        OR settled.wake_at < settled.old_wake
+        OR (settled.owner IS NULL AND settled.old_owner IS NOT NULL)
     )
 );
 

@@ -62,16 +62,13 @@ async def request_signal(
         Q["settle_run"],
         {
             "run_id": run_id,
-            "events": 0,
             "release": False,
             "ended": _ENDED,
             "runnable": _RUNNABLE,
             "channel": channel,
             "payload": run_id[:200],
             "tell": True,  # (the run's holder, wherever it is, must look at once)
-            "was_held": facts.owner is not None,
             "by_holder": False,
-            "old_wake": facts.wake_at,
         },
     )
     return SignalRequest(request.id, run_id, requested_at, decode_json(request_text))

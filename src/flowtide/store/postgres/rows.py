@@ -9,7 +9,7 @@ read. Column order in the rows is the order of the ``SELECT`` lists of ``queries
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,29 +21,23 @@ from flowtide.store.base import (
     ParkStatus,
     RunRecord,
     ScatterItemRecord,
-    SignalAnswer,
     TokenRecord,
     TokenStatus,
 )
-from flowtide.store.jsonvalues import decode_json, encode_json, encode_state
+from flowtide.store.jsonvalues import decode_json, encode_json
 from flowtide.store.records import lineage_of
+from flowtide.store.sqlcore.params import Dialect
 
 __all__ = [
+    "DIALECT",
     "Params",
-    "answer_params",
     "event_of_row",
-    "event_params",
     "json_text",
     "lease_of_row",
     "park_of_row",
-    "park_params",
     "run_of_row",
-    "run_params",
     "scatter_of_row",
-    "scatter_params",
-    "state_params",
     "token_of_row",
-    "token_params",
 ]
 
 Params = dict[str, Any]
@@ -65,101 +59,6 @@ def json_text(value: Any, where: str) -> str:
         except UnicodeEncodeError:
             text = json.dumps(json.loads(text), ensure_ascii=True, separators=(",", ":"))
     return text
-
-
-def run_params(run: RunRecord, where: str) -> Params:
-    checkpoint = run.checkpoint.to_json() if run.checkpoint is not None else None
-    return {
-        "id": run.id,
-        "flow_id": run.flow_id,
-        "flow_version": run.flow_version,
-        "lifecycle": run.lifecycle,
-        "created_at": run.created_at,
-        "deadline": run.deadline,
-        "started_at": run.started_at,
-        "finished_at": run.finished_at,
-        "parent_run_id": run.parent_run_id,
-        "parent_token_id": run.parent_token_id,
-        "depth": run.depth,
-        "outcome": run.outcome,
-        "options": json_text(run.options, f"{where}/options"),
-        "result": json_text(run.result, f"{where}/result"),
-        "checkpoint": json_text(checkpoint, f"{where}/checkpoint"),
-    }
-
-
-def token_params(run_id: str, token: TokenRecord, where: str) -> Params:
-    return {
-        "run_id": run_id,
-        "id": token.id,
-        "placement": token.placement,
-        "status": str(token.status),
-        "attempt": token.attempt,
-        "visit": token.visit,
-        "lineage": json.dumps([list(split) for split in lineage_of(token.lineage)]),
-        "deadline": token.deadline,
-        "due": token.due,
-        "created_at": token.created_at,
-        "data": json_text(token.data, f"{where}/data"),
-        "epoch": token.epoch,
-    }
-
-
-def state_params(run_id: str, state: Mapping[str, Any]) -> list[Params]:
-    """One row per top-level key, its value as JSON (a key that is not a string is refused)."""
-    encoded = encode_state(state, json_text)
-    return [{"run_id": run_id, "key": key, "value": text} for key, text in encoded.items()]
-
-
-def event_params(run_id: str, event: EventRecord, where: str) -> Params:
-    return {
-        "run_id": run_id,
-        "kind": event.kind,
-        "at": event.at,
-        "placement": event.placement,
-        "attempt": event.attempt,
-        "token_id": event.token_id,
-        "data": json_text(event.data, f"{where}/data"),
-    }
-
-
-def scatter_params(item: ScatterItemRecord, where: str) -> Params:
-    return {
-        "run_id": item.run_id,
-        "progress": item.progress,
-        "index": item.index,
-        "status": item.status,
-        "output": item.output,
-        "result": json_text(item.result, f"{where}/result"),
-        "key": json_text(item.key, f"{where}/key"),
-        "order": item.order,
-    }
-
-
-def park_params(park: ParkRecord, where: str) -> Params:
-    return {
-        "id": park.id,
-        "run_id": park.run_id,
-        "token_id": park.token_id,
-        "placement": park.placement,
-        "visit": park.visit,
-        "epoch": park.epoch,
-        "parked_at": park.parked_at,
-        "deadline": park.deadline,
-        "key": park.key,
-        "payload": json_text(park.payload, f"{where}/payload"),
-        "status": str(park.status),
-        "closed_at": park.closed_at,
-        "closed_by": park.closed_by,
-    }
-
-
-def answer_params(answer: SignalAnswer, where: str) -> Params:
-    return {
-        "key": answer.key,
-        "run_id": answer.run_id,
-        "answer": json_text(answer.answer, f"{where}/answer"),
-    }
 
 
 # -- rows to records ------------
@@ -254,3 +153,13 @@ def lease_of_row(row: Row) -> Lease | None:
         return None
     assert isinstance(expires, datetime)
     return Lease(run_id, owner, epoch, expires)
+
+
+DIALECT = Dialect(
+    instant=lambda when: when,
+    json=json_text,
+    array=list,
+    anchor_item=lambda item: item,
+)
+"""How PostgreSQL takes what the shared statements bind (:mod:`flowtide.store.sqlcore`):
+instants as ``timestamptz``, a list as an array, an anchor's item as it is."""

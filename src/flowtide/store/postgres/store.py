@@ -58,8 +58,20 @@ from flowtide.store.base import (
     prefix_end,
 )
 from flowtide.store.jsonvalues import decode_json
-from flowtide.store.postgres.commits import Creation, Facts, check, prepare, read_facts, write
+from flowtide.store.postgres.commits import (
+    GUARD_FAILED,
+    Creation,
+    Facts,
+    Prepared,
+    check,
+    prepare,
+    read_facts,
+    send_whole,
+    sends_whole,
+    write,
+)
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
+from flowtide.store.postgres.group import CommitGroups
 from flowtide.store.postgres.notify import ChangeListener
 from flowtide.store.postgres.outage import POOL_PREFIX, Outage, quiet_pool_warnings
 from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, with_schema
@@ -117,6 +129,8 @@ class PostgresStore(Store):
         self._closed = False
         self._listener = ChangeListener(self._conninfo, self._channel)
         self._outage = Outage(self._target.name)
+        self._groups = CommitGroups(self._alone, self._together)
+        """Commits sent whole that come while one is in flight share a transaction."""
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._target.name}, schema={self._schema!r})"
@@ -242,6 +256,8 @@ class PostgresStore(Store):
                             with contextlib.suppress(psycopg.Error):
                                 await conn.rollback()
         except psycopg.Error as error:
+            if error.sqlstate == GUARD_FAILED:
+                raise _GuardRefused from error
             raise self._failed(error) from error
         except UnicodeEncodeError as error:
             raise unencodable(error) from error
@@ -313,15 +329,45 @@ class PostgresStore(Store):
             await conn.execute(Q["insert_run"], creation.row)
             if creation.state:
                 await conn.cursor().executemany(Q["put_state"], creation.state)
-            facts.lifecycle = run.lifecycle
-            held_by_creator = lease is not None
-            first = await write(
-                conn, creation.step, facts, self._channel, by_holder=held_by_creator
+            await write(
+                conn,
+                creation.step,
+                self._channel,
+                by_holder=lease is not None,
+                ended=run.lifecycle in ENDED_LIFECYCLES,
             )
-        return _numbered(creation.step.commit.events, first)
+        return _numbered(creation.step.commit.events, 1)
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         prepared = prepare(commit)
+        if sends_whole(prepared):
+            first = await self._groups.commit(prepared)
+        else:
+            first = await self._careful(prepared)
+        return _numbered(commit.events, first)
+
+    async def _alone(self, prepared: Prepared) -> int:
+        """A commit sent whole, on its own (the careful way if its guard refused it); the seq
+        of its first event."""
+        try:
+            return (await self._together([prepared]))[0]
+        except _GuardRefused:
+            return await self._careful(prepared)  # (tells why, or applies it: its run changed)
+
+    async def _together(self, group: list[Prepared]) -> list[int]:
+        """Commits sent whole in one transaction (one round trip); each one's first seq."""
+        async with self._transaction() as conn:
+            sent = [await send_whole(conn, prepared, self._channel) for prepared in group]
+        firsts = []
+        for advanced in sent:
+            row = await advanced.fetchone()
+            assert row is not None
+            firsts.append(row[0] + 1)
+        return firsts
+
+    async def _careful(self, prepared: Prepared) -> int:
+        """A commit checked on its run as read (two round trips); the seq of its first event."""
+        commit = prepared.commit
         async with self._transaction() as conn:
             facts = await read_facts(conn, commit)
             if facts is None:
@@ -329,9 +375,10 @@ class PostgresStore(Store):
             if not self.own_clock:
                 facts.clock = None  # (the deadline's instant was given on the engine's clock)
             check(prepared, facts)
+            ended = facts.lifecycle in ENDED_LIFECYCLES
             by_holder = commit.lease is not None
-            first = await write(conn, prepared, facts, self._channel, by_holder=by_holder)
-        return _numbered(commit.events, first)
+            await write(conn, prepared, self._channel, by_holder=by_holder, ended=ended)
+        return facts.last_seq + 1
 
     async def request_signal(self, request: SignalRequest) -> SignalRequest:
         text = json_text(request.request, "request")
@@ -577,3 +624,7 @@ def _numbered(events: Sequence[EventRecord], first: int) -> list[EventRecord]:
     for seq, event in enumerate(events, first):
         event.seq = seq
     return list(events)
+
+
+class _GuardRefused(Exception):
+    """A commit sent whole was refused by its guard: nothing of it was applied."""

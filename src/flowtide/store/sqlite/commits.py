@@ -10,65 +10,27 @@ commit's checks (its run, lease, lifecycle, expectations and signal keys), nothi
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from flowtide.store.base import (
     Commit,
-    DueEntry,
-    DuplicateSignal,
-    Expect,
     Lease,
     LeaseLost,
     RunRecord,
-    StoreConflict,
     StoreError,
     UnknownRunError,
 )
-from flowtide.store.sqlite.requests import answer_params as request_answer_params
-from flowtide.store.sqlite.requests import check_answers, check_deadline
-from flowtide.store.sqlite.rows import (
-    Params,
-    anchor_item,
-    answer_params,
-    event_params,
-    maybe_instant,
-    micros,
-    park_params,
-    run_params,
-    scatter_params,
-    state_params,
-    token_params,
-)
+from flowtide.store.checks import RunFacts, check_commit
+from flowtide.store.sqlcore.params import EncodedCommit, Params, run_params, state_params
+from flowtide.store.sqlcore.params import encode_commit as _encode
+from flowtide.store.sqlcore.writes import commit_writes
+from flowtide.store.sqlite.requests import request_before, unanswerable
+from flowtide.store.sqlite.rows import DIALECT, maybe_instant, micros
 from flowtide.store.sqlite.sql import QUERIES
 
-__all__ = ["Encoded", "NewRun", "apply_commit", "create_run", "encode_commit", "encode_run"]
-
-
-@dataclass(slots=True)
-class Encoded:
-    """A commit's parts as statement parameters; ``error``: why it could not be encoded (raised
-    once the commit's checks have passed)."""
-
-    run: Params | None = None
-    tokens: list[Params] = field(default_factory=list)
-    state: list[Params] = field(default_factory=list)
-    events: list[Params] = field(default_factory=list)
-    due: list[Params] = field(default_factory=list)
-    due_fired: list[Params] = field(default_factory=list)
-    anchors: list[Params] = field(default_factory=list)
-    anchors_released: list[Params] = field(default_factory=list)
-    scatter: list[Params] = field(default_factory=list)
-    parks: list[Params] = field(default_factory=list)
-    answers: list[Params] = field(default_factory=list)
-    requests_answered: list[Params] = field(default_factory=list)
-    error: Exception | None = None
-
-    def raise_error(self) -> None:
-        if self.error is not None:
-            raise self.error
+__all__ = ["NewRun", "apply_commit", "create_run", "encode_commit", "encode_run"]
 
 
 @dataclass(slots=True)
@@ -82,77 +44,37 @@ class NewRun:
 
 def encode_run(run: RunRecord, state: Mapping[str, Any]) -> NewRun:
     try:
-        return NewRun(run_params(run, "run"), state_params(run.id, state))
+        return NewRun(run_params(run, "run", DIALECT), state_params(run.id, state, DIALECT))
     except Exception as error:  # (reported after the run's own checks, as the memory store does)
         return NewRun(error=error)
 
 
-def encode_commit(c: Commit) -> Encoded:
-    """``c``'s parts as parameters, in the order the memory store encodes them (so that the
-    first value refused is the same)."""
-    run_id = c.run_id
-    try:
-        return Encoded(
-            run=run_params(c.run, "run") if c.run is not None else None,
-            tokens=[token_params(run_id, t, f"tokens/{i}") for i, t in enumerate(c.tokens)],
-            state=state_params(run_id, c.state or {}),
-            events=[event_params(run_id, e, f"events/{i}") for i, e in enumerate(c.events)],
-            scatter=[scatter_params(s, f"scatter/{i}") for i, s in enumerate(c.scatter)],
-            parks=[park_params(p, f"parks/{i}") for i, p in enumerate(c.parks)],
-            answers=[
-                answer_params(a, f"signal_answers/{i}") for i, a in enumerate(c.signal_answers)
-            ],
-            requests_answered=request_answer_params(c.requests_answered),
-            due=_due_params(run_id, c.due),
-            due_fired=_due_params(run_id, c.due_fired),
-            anchors=[_anchor_params(a.run_id, a.placement, a.item, a.at) for a in c.anchors],
-            anchors_released=[
-                _anchor_params(run_id, placement, item) for placement, item in c.anchors_released
-            ],
-        )
-    except Exception as error:  # (reported after the commit's checks, as the memory store does)
-        return Encoded(error=error)
-
-
-def _due_params(run_id: str, entries: Sequence[DueEntry]) -> list[Params]:
-    return [
-        {"run_id": run_id, "token_id": e.token_id, "purpose": e.purpose, "due_at": micros(e.when)}
-        for e in entries
-    ]
-
-
-def _anchor_params(
-    run_id: str, placement: str, item: str | None, at: datetime | None = None
-) -> Params:
-    params: Params = {"run_id": run_id, "placement": placement, "item": anchor_item(item)}
-    if at is not None:
-        params["at"] = micros(at)
-    return params
+def encode_commit(c: Commit) -> EncodedCommit:
+    """``c``'s parts as parameters (:func:`flowtide.store.sqlcore.params.encode_commit`)."""
+    return _encode(c, DIALECT)
 
 
 # -- in the store's thread ------------
 
 
-def apply_commit(conn: sqlite3.Connection, c: Commit, encoded: Encoded) -> int:
+def apply_commit(conn: sqlite3.Connection, c: Commit, encoded: EncodedCommit) -> int:
     """Apply ``c`` (raising, before or after writing part of it, if it must not apply: the
     caller rolls its savepoint back); returns the ``seq`` of its first event."""
-    row = conn.execute(QUERIES["run_for_commit"], {"id": c.run_id}).fetchone()
+    row = conn.execute(QUERIES["advance_run"], {"id": c.run_id}).fetchone()
     if row is None:
         raise UnknownRunError(c.run_id)
-    if c.run is not None and c.run.id != c.run_id:
-        raise ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
-    if c.lease is not None:
-        _check_lease(c.run_id, c.lease, row)
-    _check(conn, c, row["lifecycle"])
-    encoded.raise_error()
-    return _write(conn, c, encoded, bool(row["ended"]))
+    facts = _facts(conn, c, row["lifecycle"])
+    facts.owner, facts.epoch = row["owner"], row["epoch"]
+    check_commit(c, facts, not_json=encoded.not_json)
+    _write(conn, encoded, bool(row["ended"]), row["last_seq"])
+    return int(row["last_seq"]) + 1
 
 
 def create_run(
     conn: sqlite3.Connection,
     run: RunRecord,
     new: NewRun,
-    step: tuple[Commit, Encoded] | None,
+    step: tuple[Commit, EncodedCommit] | None,
     lease: Lease | None,
 ) -> int:
     """Insert ``run`` and apply its first commit (``step``) with it, whole or not at all;
@@ -169,10 +91,8 @@ def create_run(
         c, encoded = step
         if c.lease is not None and c.lease != lease:
             raise LeaseLost(f"run {run.id!r} is created without the lease its commit carries")
-        if c.run is not None and c.run.id != c.run_id:
-            raise ValueError(f"a commit of run {c.run_id!r} carries run {c.run.id!r}")
-        _check(conn, c, None)  # (the run is not stored yet: it has no lifecycle, no tokens)
-        encoded.raise_error()
+        # (The run is not stored yet: it has no lifecycle, no tokens.)
+        check_commit(c, _facts(conn, c, None), creating=True, not_json=encoded.not_json)
     held: Params = {"owner": None, "epoch": 0, "lease_expires": None}
     if lease is not None:
         held = {
@@ -181,97 +101,58 @@ def create_run(
             "lease_expires": micros(lease.expires),
         }
     conn.execute(QUERIES["insert_run"], {**new.run, **held})
-    _many(conn, "set_state", new.state)
-    first = _write(conn, step[0], step[1], new.run["ended"]) if step is not None else 1
-    conn.execute(QUERIES["rewake_run"], {"id": run.id, "release": False})
-    return first
+    _run(conn, "put_state", new.state)
+    if step is not None:
+        _write(conn, step[1], bool(new.run["ended"]), 0)
+    conn.execute(QUERIES["settle_run"], {"id": run.id, "release": False})
+    return 1
 
 
-def _check_lease(run_id: str, lease: Lease, row: sqlite3.Row) -> None:
-    if row["owner"] != lease.owner or row["epoch"] != lease.epoch:
-        who = f"{row['owner']!r} at epoch {row['epoch']}" if row["owner"] is not None else "nobody"
-        raise LeaseLost(
-            f"run {run_id!r} is held by {who}, not {lease.owner!r} at epoch {lease.epoch}"
-        )
-
-
-def _check(conn: sqlite3.Connection, c: Commit, lifecycle: str | None) -> None:
-    """Raise if ``c`` must not apply: its run's lifecycle (``lifecycle``: as stored), a token's
-    expectation, a signal key answered already or twice."""
-    if c.run_lifecycles is not None and lifecycle not in c.run_lifecycles:
-        allowed = "/".join(sorted(c.run_lifecycles))
-        raise StoreConflict(f"run {c.run_id!r} is {lifecycle}, not {allowed}")
-    for token_id, wanted in c.expect.items():
-        expect = wanted if isinstance(wanted, Expect) else Expect(wanted)
-        row = conn.execute(QUERIES["expected_token"], {"run_id": c.run_id, "id": token_id})
-        found = row.fetchone()
-        why = (
-            expect.check(None)
-            if found is None
-            else expect.mismatch(found["status"], found["epoch"], maybe_instant(found["deadline"]))
-        )
-        if why is not None:
-            raise StoreConflict(f"token {token_id!r} of run {c.run_id!r} is {why}")
-    keys = [a.key for a in c.signal_answers]
-    for key in keys:
-        if conn.execute(QUERIES["answered"], {"key": key}).fetchone() is not None:
-            raise DuplicateSignal(f"signal idempotency key {key!r} already answered")
-        if keys.count(key) > 1:
-            raise DuplicateSignal(f"signal idempotency key {key!r} answered twice in a commit")
-    if c.requests_answered:
-        check_answers(conn, c.run_id, c.requests_answered)
-    if c.fires_deadline is not None:
-        check_deadline(conn, c.run_id, c.fires_deadline)
-
-
-def _write(conn: sqlite3.Connection, c: Commit, encoded: Encoded, ended: bool) -> int:
-    """Write a checked commit, in the order of :meth:`Store.commit`; returns the ``seq`` of its
-    first event."""
+def _facts(conn: sqlite3.Connection, c: Commit, lifecycle: str | None) -> RunFacts:
+    """What ``c`` is checked against, its run's ``lifecycle`` as stored (None: the commit
+    creates it)."""
     run_id = c.run_id
-    if encoded.run is not None:
-        conn.execute(QUERIES["update_run"], encoded.run)
-        ended = encoded.run["ended"]
-    _many(conn, "put_token", encoded.tokens)
-    _many(conn, "set_state", encoded.state)
-    _many(conn, "delete_state", [{"run_id": run_id, "key": key} for key in c.state_deleted])
-    first = 1
-    if encoded.events:
-        first = conn.execute(QUERIES["last_seq"], {"run_id": run_id}).fetchone()[0] + 1
-        for seq, event in enumerate(encoded.events, first):
-            event["seq"] = seq
-        _many(conn, "append_event", encoded.events)
-    due_changed = _write_due(conn, c, encoded)
-    if ended:
-        conn.execute(QUERIES["clear_run_due"], {"run_id": run_id})
-    _many(conn, "put_anchor", encoded.anchors)
-    _many(conn, "release_anchor", encoded.anchors_released)
-    _many(conn, "put_scatter_item", encoded.scatter)
-    _many(conn, "put_park", encoded.parks)
-    _many(conn, "put_answer", encoded.answers)
-    _many(conn, "answer_request", encoded.requests_answered)
-    if c.fires_deadline is not None:
-        at = {"run_id": run_id, "at": micros(c.fires_deadline)}
-        conn.execute(QUERIES["deadline_fired"], at)
-    if due_changed or encoded.run is not None or c.release:
-        conn.execute(QUERIES["rewake_run"], {"id": run_id, "release": c.release})
-    return first
-
-
-def _write_due(conn: sqlite3.Connection, c: Commit, encoded: Encoded) -> bool:
-    """Due entries cleared by token, dropped by purpose and fired, then set; True if the commit
-    touched any."""
-    run_id = c.run_id
-    _many(conn, "clear_due", [{"run_id": run_id, "token_id": t} for t in c.due_cleared])
-    _many(
-        conn,
-        "drop_due",
-        [{"run_id": run_id, "token_id": t, "purpose": p} for t, p in c.due_dropped],
+    tokens = {}
+    for token_id in c.expect:
+        found = conn.execute(QUERIES["expected_token"], {"run_id": run_id, "id": token_id})
+        if (row := found.fetchone()) is not None:
+            tokens[token_id] = (row["status"], row["epoch"], maybe_instant(row["deadline"]))
+    answered = {
+        a.key
+        for a in c.signal_answers
+        if conn.execute(QUERIES["answered"], {"key": a.key}).fetchone() is not None
+    }
+    before = None
+    if c.fires_deadline is not None and lifecycle is not None:
+        before = request_before(conn, run_id, c.fires_deadline)
+    return RunFacts(
+        lifecycle,
+        tokens=tokens,
+        answered=answered,
+        unanswerable=unanswerable(conn, run_id, c.requests_answered),
+        request_before=before,
     )
-    _many(conn, "fire_due", encoded.due_fired)
-    _many(conn, "set_due", encoded.due)
-    return bool(c.due_cleared or c.due_dropped or encoded.due_fired or encoded.due)
 
 
-def _many(conn: sqlite3.Connection, name: str, rows: list[Params]) -> None:
-    if rows:
+def _write(conn: sqlite3.Connection, p: EncodedCommit, ended: bool, last_seq: int) -> None:
+    """Write a checked commit (:func:`flowtide.store.sqlcore.writes.commit_writes`), its
+    events numbered after ``last_seq``; ``ended``: whether the run had ended before it."""
+    c = p.commit
+    for name, rows in commit_writes(p, DIALECT, ended, last_seq):
+        _run(conn, name, rows)
+    if c.fires_deadline is not None:
+        at = {"run_id": c.run_id, "at": micros(c.fires_deadline)}
+        conn.execute(QUERIES["deadline_fired"], at)
+    due_changed = c.due_cleared or c.due_dropped or c.due_fired or c.due
+    if due_changed or p.run is not None or c.release:
+        conn.execute(QUERIES["settle_run"], {"id": c.run_id, "release": c.release})
+
+
+def _run(conn: sqlite3.Connection, name: str, rows: list[Params]) -> None:
+    """Statement ``name`` for each of ``rows``: one prepared statement bound again for each row
+    (measured: on SQLite this costs less than one statement of many rows, which PostgreSQL
+    uses)."""
+    if len(rows) == 1:
+        conn.execute(QUERIES[name], rows[0])
+    else:
         conn.executemany(QUERIES[name], rows)

@@ -5,7 +5,8 @@ change, a flow document) is put in its store's :class:`WriteQueue`, in call orde
 store's thread comes to it, it takes every write waiting (up to :data:`GROUP_LIMIT`) and applies
 them in call order in one ``BEGIN IMMEDIATE`` transaction, each inside a ``SAVEPOINT`` of its
 own: a write refused by its checks (``StoreConflict``, ``LeaseLost``, a value that is not JSON,
-...) is rolled back to its savepoint and gets its own error, the others are unaffected. Then one
+...) is rolled back to its savepoint and gets its own error, the others are unaffected. A write
+alone needs no savepoint: refused, its transaction is rolled back. Then one
 ``COMMIT``, one fsync for the whole group, and only then is each write answered: no caller hears
 "committed" before its data is on disk. If the transaction itself fails (``BEGIN``, ``COMMIT``,
 an error after which SQLite has rolled the whole transaction back), every write of the group
@@ -71,10 +72,12 @@ class WriteQueue:
 def apply_group(conn: sqlite3.Connection, group: list[Write[Any]], path: str) -> None:
     """Apply ``group`` in one transaction on ``conn`` (the store at ``path``) and answer each
     write, only once the transaction has committed (or failed)."""
+    alone = len(group) == 1
     try:
         conn.execute("BEGIN IMMEDIATE")
-        outcomes = [_apply(conn, write) for write in group]
-        conn.execute("COMMIT")
+        outcomes = [_apply(conn, write, alone) for write in group]
+        # (A write alone has no savepoint: refused, its whole transaction is rolled back.)
+        conn.execute("ROLLBACK" if alone and outcomes[0][1] is not None else "COMMIT")
     except BaseException as error:  # (the transaction failed: none of the group is applied)
         if conn.in_transaction:
             with suppress(sqlite3.Error):  # (the error that got us here is the one to report)
@@ -89,19 +92,25 @@ def apply_group(conn: sqlite3.Connection, group: list[Write[Any]], path: str) ->
             write.future.set_exception(_reported(refused, path))
 
 
-def _apply(conn: sqlite3.Connection, write: Write[Any]) -> tuple[Any, Exception | None]:
-    """``write`` applied inside a savepoint: (its result, None), or (None, why it was refused)
-    with everything it did rolled back. Raises if the transaction itself is lost."""
-    conn.execute("SAVEPOINT write")
+def _apply(
+    conn: sqlite3.Connection, write: Write[Any], alone: bool
+) -> tuple[Any, Exception | None]:
+    """``write`` applied: (its result, None), or (None, why it was refused). A write in a group
+    runs inside a savepoint, rolled back if it is refused; a write ``alone`` needs none (the
+    caller rolls its transaction back). Raises if the transaction itself is lost."""
+    if not alone:
+        conn.execute("SAVEPOINT write")
     try:
         result = write.work(conn)
     except Exception as error:
         if not conn.in_transaction:
             raise  # SQLite rolled the whole transaction back (a full disk, an I/O error)
-        conn.execute("ROLLBACK TO write")
-        conn.execute("RELEASE write")
+        if not alone:
+            conn.execute("ROLLBACK TO write")
+            conn.execute("RELEASE write")
         return None, error
-    conn.execute("RELEASE write")
+    if not alone:
+        conn.execute("RELEASE write")
     return result, None
 
 

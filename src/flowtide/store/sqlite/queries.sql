@@ -38,7 +38,7 @@ INSERT INTO runs (
     :options, :checkpoint, :owner, :epoch, :lease_expires, NULL
 );
 
--- name: update_run
+-- name: write_run
 -- The run record a commit writes (its lease and wake instant are not part of it).
 UPDATE runs
 SET flow_id = :flow_id, flow_version = :flow_version, lifecycle = :lifecycle, ended = :ended,
@@ -49,8 +49,17 @@ SET flow_id = :flow_id, flow_version = :flow_version, lifecycle = :lifecycle, en
 WHERE id = :id;
 
 -- name: run_for_commit
--- What a commit is checked against: the run's lifecycle and lease.
-SELECT lifecycle, ended, owner, epoch, deadline_fired FROM runs WHERE id = :id;
+-- What a signal request is checked against: the run's lifecycle and latest deadline fired.
+SELECT lifecycle, ended, deadline_fired FROM runs WHERE id = :id;
+
+-- name: advance_run
+-- The first statement of a commit: what it is checked against (the run's lifecycle and lease),
+-- and the seq its events follow. (SQLite's writers take turns from BEGIN IMMEDIATE on, so the
+-- last seq is read from the history's key, rather than kept on the run's row: writing the row
+-- on every step was measured to cost more. PostgreSQL keeps the counter.)
+SELECT lifecycle, ended, owner, epoch,
+    (SELECT coalesce(max(seq), 0) FROM history WHERE run_id = :id) AS last_seq
+FROM runs WHERE id = :id;
 
 -- name: get_run
 SELECT
@@ -70,7 +79,7 @@ SELECT
     parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint
 FROM runs WHERE lifecycle = :lifecycle ORDER BY rowid;
 
--- name: rewake_run
+-- name: settle_run
 -- The end of a commit: the lease given back if :release, and the wake instant brought up to date.
 UPDATE runs
 SET owner = CASE WHEN :release THEN NULL ELSE owner END,
@@ -91,13 +100,14 @@ WHERE id = :id;
 
 -- -- state ------------
 
--- name: set_state
+-- name: put_state
 -- A top-level key set (a key set again keeps its place).
 INSERT INTO run_state (run_id, key, value) VALUES (:run_id, :key, :value)
 ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value;
 
 -- name: delete_state
-DELETE FROM run_state WHERE run_id = :run_id AND key = :key;
+-- :keys is a JSON array of keys.
+DELETE FROM run_state WHERE run_id = :run_id AND key IN (SELECT value FROM json_each(:keys));
 
 -- name: get_state
 SELECT key, value FROM run_state WHERE run_id = :run_id ORDER BY rowid;
@@ -105,7 +115,8 @@ SELECT key, value FROM run_state WHERE run_id = :run_id ORDER BY rowid;
 -- -- tokens ------------
 
 -- name: put_token
--- A token inserted or replaced (a token written again keeps its place).
+-- A token inserted or replaced (a token written again keeps its place); many tokens of a
+-- commit are put by one statement (flowtide.store.multirow).
 INSERT INTO tokens (
     run_id, id, placement, status, attempt, visit, lineage, deadline, due, created_at, data, epoch
 ) VALUES (
@@ -142,10 +153,9 @@ FROM tokens WHERE run_id = :run_id AND id = :id;
 
 -- -- history ------------
 
--- name: last_seq
-SELECT coalesce(max(seq), 0) FROM history WHERE run_id = :run_id;
-
--- name: append_event
+-- name: insert_event
+-- (Many events of a commit are appended by one statement: flowtide.store.multirow.)
+-- :seq numbered from the last seq the commit read (advance_run).
 INSERT INTO history (run_id, seq, kind, at, placement, attempt, token_id, data)
 VALUES (:run_id, :seq, :kind, :at, :placement, :attempt, :token_id, :data);
 
@@ -156,7 +166,9 @@ FROM history WHERE run_id = :run_id AND seq > :after ORDER BY seq;
 -- -- due entries ------------
 
 -- name: clear_due
-DELETE FROM due WHERE run_id = :run_id AND token_id = :token_id;
+-- :token_ids is a JSON array of token ids.
+DELETE FROM due
+WHERE run_id = :run_id AND token_id IN (SELECT value FROM json_each(:token_ids));
 
 -- name: drop_due
 DELETE FROM due WHERE run_id = :run_id AND token_id = :token_id AND purpose = :purpose;
@@ -171,8 +183,14 @@ WHERE run_id = :run_id AND token_id = :token_id AND purpose = :purpose AND due_a
 INSERT OR REPLACE INTO due (run_id, token_id, purpose, due_at)
 VALUES (:run_id, :token_id, :purpose, :due_at);
 
--- name: clear_run_due
+-- name: delete_all_due
 DELETE FROM due WHERE run_id = :run_id;
+
+-- name: delete_due_if_ended
+-- After a commit that set due entries without knowing its run's lifecycle: an ended run keeps
+-- none.
+DELETE FROM due
+WHERE run_id = :run_id AND EXISTS (SELECT 1 FROM runs WHERE id = :run_id AND ended);
 
 -- name: due_of
 SELECT token_id, purpose, due_at FROM due WHERE run_id = :run_id ORDER BY due_at, set_order;
@@ -197,7 +215,7 @@ SELECT run_id, placement, item, at FROM anchors WHERE run_id = :run_id;
 -- name: put_scatter_item
 INSERT OR REPLACE INTO scatter_items (
     run_id, progress, idx, status, output, result, key, completion
-) VALUES (:run_id, :progress, :idx, :status, :output, :result, :key, :completion);
+) VALUES (:run_id, :progress, :index, :status, :output, :result, :key, :order);
 
 -- name: scatter_items
 SELECT run_id, progress, idx, status, output, result, key, completion
@@ -246,7 +264,7 @@ ORDER BY rowid;
 -- name: answered
 SELECT 1 FROM signal_answers WHERE key = :key;
 
--- name: put_answer
+-- name: insert_answer
 INSERT INTO signal_answers (key, run_id, answer) VALUES (:key, :run_id, :answer);
 
 -- name: signal_answer

@@ -11,7 +11,6 @@ from flowtide.store.base import (
     RequestAnswer,
     RunEndedError,
     SignalRequest,
-    StoreConflict,
     StoreError,
     UnknownRunError,
 )
@@ -20,13 +19,12 @@ from flowtide.store.sqlite.rows import Params, instant, maybe_instant, micros
 from flowtide.store.sqlite.sql import QUERIES
 
 __all__ = [
-    "answer_params",
-    "check_answers",
-    "check_deadline",
     "pending_requests",
     "read_request",
+    "request_before",
     "request_params",
     "request_signal",
+    "unanswerable",
 ]
 
 
@@ -62,47 +60,33 @@ def request_signal(conn: sqlite3.Connection, params: Params) -> SignalRequest:
         "due_at": params["requested_at"],
     }
     conn.execute(QUERIES["set_due"], due)
-    conn.execute(QUERIES["rewake_run"], {"id": run_id, "release": False})
+    conn.execute(QUERIES["settle_run"], {"id": run_id, "release": False})
     stored = read_request(conn, params["id"])
     assert stored is not None
     return stored
 
 
-def answer_params(answers: Sequence[RequestAnswer]) -> list[Params]:
-    return [
-        {
-            "id": a.request_id,
-            "answer": encode_json(a.answer, f"requests_answered/{i}/answer"),
-            "answered_at": micros(a.at),
-        }
-        for i, a in enumerate(answers)
-    ]
-
-
-def check_answers(conn: sqlite3.Connection, run_id: str, answers: Sequence[RequestAnswer]) -> None:
-    """Raise :class:`StoreConflict` unless every answered request is the run's, unanswered, and
-    answered once."""
-    ids = [a.request_id for a in answers]
-    for request_id in ids:
-        found = conn.execute(QUERIES["unanswered_request"], {"id": request_id, "run_id": run_id})
+def unanswerable(
+    conn: sqlite3.Connection, run_id: str, answers: Sequence[RequestAnswer]
+) -> dict[str, str]:
+    """The requests ``answers`` answer that may not be: id -> why (``unknown``: no request of
+    the run; ``answered``)."""
+    refused = {}
+    for a in answers:
+        found = conn.execute(QUERIES["unanswered_request"], {"id": a.request_id, "run_id": run_id})
         if found.fetchone() is None:
-            known = conn.execute(QUERIES["signal_request"], {"id": request_id}).fetchone()
+            known = conn.execute(QUERIES["signal_request"], {"id": a.request_id}).fetchone()
             why = "unknown" if known is None or known["run_id"] != run_id else "answered"
-            raise StoreConflict(f"signal request {request_id!r} of run {run_id!r} is {why}")
-        if ids.count(request_id) > 1:
-            raise StoreConflict(f"signal request {request_id!r} answered twice in a commit")
+            refused[a.request_id] = why
+    return refused
 
 
-def check_deadline(conn: sqlite3.Connection, run_id: str, deadline: datetime) -> None:
-    """Raise :class:`StoreConflict` if the run has an unanswered request recorded before the
-    deadline a commit fires (it is applied first)."""
+def request_before(conn: sqlite3.Connection, run_id: str, deadline: datetime) -> str | None:
+    """An unanswered request of the run recorded before ``deadline`` (a commit firing it waits
+    for the request to be applied first)."""
     found = conn.execute(QUERIES["request_before"], {"run_id": run_id, "at": micros(deadline)})
     row = found.fetchone()
-    if row is not None:
-        raise StoreConflict(
-            f"run {run_id!r} has a request recorded before the deadline "
-            f"{deadline.isoformat()} ({row['id']})"
-        )
+    return None if row is None else str(row["id"])
 
 
 def pending_requests(conn: sqlite3.Connection, run_id: str) -> list[SignalRequest]:

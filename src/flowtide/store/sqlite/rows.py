@@ -2,21 +2,19 @@
 epoch (UTC), JSON values as text (:mod:`flowtide.store.jsonvalues`, with the same pointers in
 its errors as the memory store's).
 
-Writing a record gives the named parameters of its statement (a dict); reading a row (a
-:class:`sqlite3.Row` of the statement's columns) gives a new record, its JSON values decoded.
+Reading a row (a :class:`sqlite3.Row` of the statement's columns) gives a new record, its JSON
+values decoded; records are written with the parameters of :mod:`flowtide.store.sqlcore`, bound
+as :data:`DIALECT` says.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flowtide.store.base import (
-    ENDED_LIFECYCLES,
-    RUNNABLE_LIFECYCLES,
     Checkpoint,
     DueEntry,
     EventRecord,
@@ -30,19 +28,18 @@ from flowtide.store.base import (
     TokenRecord,
     TokenStatus,
 )
-from flowtide.store.jsonvalues import decode_json, encode_json, encode_state
+from flowtide.store.jsonvalues import decode_json, encode_json
 from flowtide.store.records import lineage_of
+from flowtide.store.sqlcore.params import Dialect
 
 __all__ = [
+    "DIALECT",
     "Params",
     "anchor_item",
-    "answer_params",
-    "event_params",
     "instant",
     "maybe_instant",
     "maybe_micros",
     "micros",
-    "park_params",
     "read_anchor",
     "read_answer",
     "read_due",
@@ -52,10 +49,6 @@ __all__ = [
     "read_run",
     "read_scatter_item",
     "read_token",
-    "run_params",
-    "scatter_params",
-    "state_params",
-    "token_params",
 ]
 
 Params = dict[str, Any]
@@ -91,31 +84,6 @@ def maybe_instant(us: int | None) -> datetime | None:
 # -- runs ------------
 
 
-def run_params(run: RunRecord, where: str) -> Params:
-    """The columns of a run record (``where``: the record's place in a commit, for the pointer
-    of a :class:`~flowtide.store.jsonvalues.NotJSONError`)."""
-    checkpoint = run.checkpoint.to_json() if run.checkpoint is not None else None
-    return {
-        "id": run.id,
-        "flow_id": run.flow_id,
-        "flow_version": run.flow_version,
-        "lifecycle": run.lifecycle,
-        "ended": run.lifecycle in ENDED_LIFECYCLES,
-        "runnable": run.lifecycle in RUNNABLE_LIFECYCLES,
-        "created_at": micros(run.created_at),
-        "deadline": maybe_micros(run.deadline),
-        "started_at": maybe_micros(run.started_at),
-        "finished_at": maybe_micros(run.finished_at),
-        "parent_run_id": run.parent_run_id,
-        "parent_token_id": run.parent_token_id,
-        "depth": run.depth,
-        "outcome": run.outcome,
-        "options": encode_json(run.options, f"{where}/options"),
-        "result": encode_json(run.result, f"{where}/result"),
-        "checkpoint": encode_json(checkpoint, f"{where}/checkpoint"),
-    }
-
-
 def read_run(row: sqlite3.Row) -> RunRecord:
     checkpoint = decode_json(row["checkpoint"])
     return RunRecord(
@@ -137,30 +105,7 @@ def read_run(row: sqlite3.Row) -> RunRecord:
     )
 
 
-def state_params(run_id: str, state: Mapping[str, Any]) -> list[Params]:
-    """One row per top-level key, its value as JSON (a key that is not a string is refused)."""
-    encoded = encode_state(state)
-    return [{"run_id": run_id, "key": key, "value": text} for key, text in encoded.items()]
-
-
 # -- tokens and events ------------
-
-
-def token_params(run_id: str, token: TokenRecord, where: str) -> Params:
-    return {
-        "run_id": run_id,
-        "id": token.id,
-        "placement": token.placement,
-        "status": str(token.status),
-        "attempt": token.attempt,
-        "visit": token.visit,
-        "lineage": json.dumps(lineage_of(token.lineage), separators=(",", ":")),
-        "deadline": maybe_micros(token.deadline),
-        "due": maybe_micros(token.due),
-        "created_at": maybe_micros(token.created_at),
-        "data": encode_json(token.data, f"{where}/data"),
-        "epoch": token.epoch,
-    }
 
 
 def read_token(row: sqlite3.Row) -> TokenRecord:
@@ -178,19 +123,6 @@ def read_token(row: sqlite3.Row) -> TokenRecord:
         data=decode_json(row["data"]),
         epoch=row["epoch"],
     )
-
-
-def event_params(run_id: str, event: EventRecord, where: str) -> Params:
-    """An event's columns but its ``seq`` (numbered when the commit is applied)."""
-    return {
-        "run_id": run_id,
-        "kind": event.kind,
-        "at": micros(event.at),
-        "placement": event.placement,
-        "attempt": event.attempt,
-        "token_id": event.token_id,
-        "data": encode_json(event.data, f"{where}/data"),
-    }
 
 
 def read_event(row: sqlite3.Row) -> EventRecord:
@@ -227,24 +159,6 @@ def read_anchor(row: sqlite3.Row) -> NodeAnchor:
     return NodeAnchor(row["run_id"], row["placement"], json.loads(row["item"]), instant(row["at"]))
 
 
-def park_params(park: ParkRecord, where: str) -> Params:
-    return {
-        "id": park.id,
-        "run_id": park.run_id,
-        "token_id": park.token_id,
-        "placement": park.placement,
-        "visit": park.visit,
-        "epoch": park.epoch,
-        "parked_at": micros(park.parked_at),
-        "deadline": maybe_micros(park.deadline),
-        "key": park.key,
-        "payload": encode_json(park.payload, f"{where}/payload"),
-        "status": str(park.status),
-        "closed_at": maybe_micros(park.closed_at),
-        "closed_by": park.closed_by,
-    }
-
-
 def read_park(row: sqlite3.Row) -> ParkRecord:
     return ParkRecord(
         id=row["id"],
@@ -263,19 +177,6 @@ def read_park(row: sqlite3.Row) -> ParkRecord:
     )
 
 
-def scatter_params(item: ScatterItemRecord, where: str) -> Params:
-    return {
-        "run_id": item.run_id,
-        "progress": item.progress,
-        "idx": item.index,
-        "status": item.status,
-        "output": item.output,
-        "result": encode_json(item.result, f"{where}/result"),
-        "key": encode_json(item.key, f"{where}/key"),
-        "completion": item.order,
-    }
-
-
 def read_scatter_item(row: sqlite3.Row) -> ScatterItemRecord:
     return ScatterItemRecord(
         run_id=row["run_id"],
@@ -289,13 +190,15 @@ def read_scatter_item(row: sqlite3.Row) -> ScatterItemRecord:
     )
 
 
-def answer_params(answer: SignalAnswer, where: str) -> Params:
-    return {
-        "key": answer.key,
-        "run_id": answer.run_id,
-        "answer": encode_json(answer.answer, f"{where}/answer"),
-    }
-
-
 def read_answer(row: sqlite3.Row) -> SignalAnswer:
     return SignalAnswer(row["key"], row["run_id"], decode_json(row["answer"]))
+
+
+DIALECT = Dialect(
+    instant=micros,
+    json=encode_json,
+    array=lambda values: json.dumps(values, separators=(",", ":")),
+    anchor_item=anchor_item,
+)
+"""How SQLite takes what the shared statements bind (:mod:`flowtide.store.sqlcore`): instants
+as microseconds, a list as JSON text (read with ``json_each``), an anchor's item as JSON."""
