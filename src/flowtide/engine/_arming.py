@@ -16,6 +16,7 @@ from flowtide.engine.deadlines import (
 )
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import NodeStarted
+from flowtide.engine.run.due import DuePurpose
 from flowtide.model.placements import (
     TIMEOUT_OUTPUT,
     AnyPlacement,
@@ -98,7 +99,7 @@ class Arming(Attempts):
                     timer, now=now, run_created_at=self.run.created_at, node_anchor=anchor_at
                 )
                 armed[str(i)] = isoformat(when)
-                due.append(DueEntry(when, self.run.id, token.id, f"timer:{token.visit}:{i}"))
+                due.append(DuePurpose.timer(token.visit, i).entry(when, self.run.id, token.id))
             token.data["timers"] = armed
         return new, due
 

@@ -26,6 +26,7 @@ from flowtide.engine.event_types import (
 )
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
+from flowtide.engine.run.due import DEADLINE
 from flowtide.engine.scatter import ScatterRun
 from flowtide.engine.scope import Cancellation, CancelReason
 from flowtide.model.placements import (
@@ -249,7 +250,7 @@ class Driving(Subflows):
             let_go = self.run.parent_run_id is None and not self.child_waits
             if let_go and self.run.deadline is not None:
                 # Nothing holds the run's deadline timer any more: the sweeper will.
-                c.due = [DueEntry(self.run.deadline, self.run.id, self.run.id, "deadline")]
+                c.due = [DEADLINE.entry(self.run.deadline, self.run.id, self.run.id)]
             if let_go:
                 # What a rebuild needs beyond the tokens, so that it reads no older history.
                 self.run.checkpoint = Checkpoint(

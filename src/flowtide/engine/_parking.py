@@ -5,7 +5,7 @@ and due waits.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,15 @@ from flowtide.engine.errors import (
 )
 from flowtide.engine.event_types import Signalled
 from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.run.due import (
+    DEADLINE,
+    RESUME,
+    SIGNAL,
+    TIMEOUT,
+    DueKind,
+    DuePurpose,
+    parse_purpose,
+)
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
     AnyPlacement,
@@ -182,7 +191,7 @@ class Parking(Tasks):
         token.epoch += 1
         done.tokens = [token]
         done.events = [event]
-        done.due_dropped = [(token.id, "timeout")]
+        done.due_dropped = [(token.id, TIMEOUT.format())]
         ok = await self.commit(
             done,
             unless_ended=True,
@@ -193,26 +202,34 @@ class Parking(Tasks):
             self.spawn(token)
         return ok
 
-    def fire_due(self, entry: DueEntry) -> bool:
-        """The sweeper says this due entry has come (see :class:`~flowtide.store.DueEntry`):
-        a step of its own, under the step lock. False if it is being fired already (or the run
-        is ending, which removes it)."""
+    def fire_all(self, entries: Sequence[DueEntry]) -> int:
+        """The sweeper says these due entries have come: requests first (the store lets no
+        deadline fire before those recorded before it, and one recorded after it is refused as
+        late whichever comes first). How many were not being fired already."""
+        purposes = [(e, parse_purpose(e.purpose)) for e in entries]
+        purposes.sort(key=lambda ep: ep[1] != SIGNAL)
+        return sum(self.fire_due(e, purpose) for e, purpose in purposes)
+
+    def fire_due(self, entry: DueEntry, purpose: DuePurpose | None) -> bool:
+        """This due entry has come (see :class:`~flowtide.store.DueEntry`), ``purpose`` read
+        from it: a step of its own, under the step lock. False if it is being fired already (or
+        the run is ending, which removes it)."""
         if self.end is not None or self.closed or entry in self.firing:
             return False
         self.firing.add(entry)
-        if entry.purpose == "signal":
+        if purpose == SIGNAL:
             self.spawn_aux(self._fire_request(entry))
             return True
-        if entry.purpose == "deadline":  # (the run's end removes the entry)
+        if purpose == DEADLINE:  # (the run's end removes the entry)
             if self.run.deadline is not None:
                 self.root.cancel(CancelReason.RUN_DEADLINE, self.run.deadline)
             return True
-        self.spawn_aux(self._fire(entry))
+        self.spawn_aux(self._fire(entry, purpose))
         return True
 
-    async def _fire(self, entry: DueEntry) -> None:
+    async def _fire(self, entry: DueEntry, purpose: DuePurpose | None) -> None:
         try:
-            await self._fire_once(entry)
+            await self._fire_once(entry, purpose)
         finally:
             self.firing.discard(entry)
 
@@ -302,7 +319,7 @@ class Parking(Tasks):
             return refused_reply(refused)
         return park, asked, request.requested_at
 
-    async def _fire_once(self, entry: DueEntry) -> None:
+    async def _fire_once(self, entry: DueEntry, purpose: DuePurpose | None) -> None:
         async with self.steps.hold():
             if self.end is not None or self.closed:
                 return  # (the run's end removes its due entries)
@@ -310,7 +327,7 @@ class Parking(Tasks):
             later = False
             if token is not None:
                 self.fired.setdefault(token.id, []).append(entry)
-                later = await self._fire_entry(token, entry)
+                later = await self._fire_entry(token, entry, purpose)
             left = self.fired.get(entry.token_id, [])
             if not later and entry in left:
                 # Nothing was moved (the entry was stale), or the move did not write the token:
@@ -320,11 +337,12 @@ class Parking(Tasks):
                     self.fired.pop(entry.token_id, None)
                 await self.commit(Commit(self.run.id, due_fired=[entry]), unless_ended=True)
 
-    async def _fire_entry(self, token: TokenRecord, entry: DueEntry) -> bool:
-        """Fire ``entry`` for ``token``; True if the move is left to the token's own task (its
-        next commit removes the entry)."""
-        purpose = entry.purpose
-        if purpose == "":
+    async def _fire_entry(
+        self, token: TokenRecord, entry: DueEntry, purpose: DuePurpose | None
+    ) -> bool:
+        """Fire ``entry`` (for ``purpose``) for ``token``; True if the move is left to the
+        token's own task (its next commit removes the entry)."""
+        if purpose == RESUME:
             # Not yet due (the entry is stale: the token waits again, for a later instant).
             if token.status is not S.WAITING or (token.due is not None and token.due > entry.when):
                 return False
@@ -333,7 +351,7 @@ class Parking(Tasks):
             self.expect[token.id] = Expect(S.WAITING, token.epoch)
             self.spawn(token)
             return True
-        if purpose == "timeout":
+        if purpose == TIMEOUT:
             # The token's own deadline must have passed by the entry's instant; an entry fired
             # late (or deferred by an engine that could not fire it) still counts. A parked
             # token, or one waiting out a retry's backoff past its window's end.
@@ -353,16 +371,15 @@ class Parking(Tasks):
                 self.requests.fires[token.id] = token.deadline
             await self.park_timeout(token)
             return False
-        if purpose.startswith("timer:"):
-            _, visit, index = purpose.split(":")
+        if purpose is not None and purpose.kind is DueKind.TIMER:
             if (
-                token.visit != int(visit)
+                token.visit != purpose.visit
                 or token.status not in AT_NODE
-                or index not in token.data.get("timers", {})
+                or str(purpose.index) not in token.data.get("timers", {})
             ):
                 return False
             # An interrupting timer on a running node moves the token in its own task.
-            return await self.fire_timer(token, int(index), entry.when)
+            return await self.fire_timer(token, purpose.index, entry.when)
         return False
 
     async def park_timeout(self, token: TokenRecord) -> None:

@@ -31,6 +31,7 @@ from flowtide.engine.event_types import (
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import InterruptedAt
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
+from flowtide.engine.run.due import RESUME, TIMEOUT
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
     TIMEOUT_OUTPUT,
@@ -43,7 +44,6 @@ from flowtide.model.placements import (
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import (
     Commit,
-    DueEntry,
     EventRecord,
     ParkRecord,
     TokenRecord,
@@ -265,7 +265,7 @@ class Tasks(Joins):
         )
         if token.deadline is not None:
             # First in the commit: at the same instant as a timer, the timeout is claimed first.
-            due.insert(0, DueEntry(token.deadline, self.run.id, token.id, "timeout"))
+            due.insert(0, TIMEOUT.entry(token.deadline, self.run.id, token.id))
         ev = self.event(
             token,
             Parked(
@@ -329,9 +329,9 @@ class Tasks(Joins):
             "backoff": delay.total_seconds(),
             **branch_marks(token),
         }
-        dues = [DueEntry(due, self.run.id, token.id)]
+        dues = [RESUME.entry(due, self.run.id, token.id)]
         if window_end is not None and window_end < due:
-            dues.insert(0, DueEntry(window_end, self.run.id, token.id, "timeout"))
+            dues.insert(0, TIMEOUT.entry(window_end, self.run.id, token.id))
         retried = self.event(
             token,
             NodeRetried(
@@ -372,7 +372,7 @@ class Tasks(Joins):
                 self.run.id,
                 tokens=[token],
                 events=[self.event(token, WaitStarted(due=isoformat(due)))],
-                due=[DueEntry(due, self.run.id, token.id)],
+                due=[RESUME.entry(due, self.run.id, token.id)],
             ),
             unless_ended=True,
         ):

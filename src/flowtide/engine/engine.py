@@ -488,13 +488,10 @@ class Engine:
         """Fire the run's due entries whose instant has come by ``now`` (its lease is held
         here); how many were not being fired already."""
         due = [e for e in await self.store.due_of(ex.run.id) if e.when <= now]
-        # Requests first: the store lets no deadline fire before those recorded before it (and
-        # one recorded after it is refused as late whichever comes first).
-        due.sort(key=lambda e: e.purpose != "signal")
         fired = 0
         if due and ex.pin():
             try:
-                fired = sum(ex.fire_due(entry) for entry in due)
+                fired = ex.fire_all(due)
             finally:
                 ex.unpin()
         return fired
