@@ -140,8 +140,6 @@ class RunCore(ABC):
         """The events of the last commit, until their last seq is read (most runs never ask)."""
         self.expect: dict[str, Expect] = {}
         """Compare-and-set conditions for the next commit that writes these tokens."""
-        self.route_ok = False
-        """Whether the last :meth:`_route` committed (it returns None also for a join or split)."""
         self.recent_parks: dict[str, ParkRecord] = {}
         """Parks closed by this executor, by park id (to tell a late signal why it is refused)."""
         self.released = False

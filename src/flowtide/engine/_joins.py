@@ -157,7 +157,7 @@ class Joins(Routing):
             self.tokens.pop(t.id, None)
         cont = first
         cont.lineage = tuple(f for f in cont.lineage if f[0] != group.split)
-        nxt = await self.route(
+        moved = await self.move(
             cont,
             p,
             output,
@@ -168,8 +168,8 @@ class Joins(Routing):
             extra_events=extra_events,
             due_cleared=[t.id for t in losers],
         )
-        if nxt is not None:
-            self.spawn(nxt)
+        if moved.next is not None:
+            self.spawn(moved.next)
         if self.joins:
             await self.evaluate_joins()
 

@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 from flowtide.engine._addressing import find_park
-from flowtide.engine._attempts import Attempt
 from flowtide.engine._core import AT_NODE
 from flowtide.engine._records import SIDE, end_reason, escalation
 from flowtide.engine._signals import (
@@ -119,8 +118,7 @@ class Parking(Tasks):
             try:
                 if output is not None:
                     self.last_placements = [p.id]
-                    self.route_ok = False
-                    nxt = await self.route(
+                    moved = await self.move(
                         token,
                         p,
                         output,
@@ -130,9 +128,9 @@ class Parking(Tasks):
                         requests=requests,
                         fired=fired,
                     )
-                    if nxt is not None:
-                        self.spawn(nxt)
-                    applied = self.route_ok
+                    if moved.next is not None:
+                        self.spawn(moved.next)
+                    applied = moved.committed
                 else:
                     ev = self.event(token, signalled(None))
                     done = Commit(
@@ -383,13 +381,13 @@ class Parking(Tasks):
         return False
 
     async def park_timeout(self, token: TokenRecord) -> None:
+        """The window of ``token`` (claimed) ended while it was parked or waiting out a backoff:
+        what a window's end does (see :meth:`window_ended`), in a step of its own."""
         p = self.plan.placements[token.placement]
         settings = self.plan.settings[p.id]
-        attempt = Attempt("timeout", deadline=token.deadline)
-        token.status = S.RUNNING
-        nxt = await self.after_attempt(
-            token, p, self.plan.nodes.get(p.id, p.id), settings, dict(self.state), attempt
-        )
+        assert token.deadline is not None
+        node_id = self.plan.nodes.get(p.id, p.id)
+        nxt = await self.window_ended(token, p, node_id, settings, token.deadline)
         if nxt is not None:
             self.spawn(nxt)
 

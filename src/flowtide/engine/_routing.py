@@ -5,6 +5,7 @@ released and due entries dropped.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from flowtide.engine._arming import Arming
@@ -34,10 +35,35 @@ MoveEvent = Callable[[list[str] | None], Moving]
 (A builder rather than a payload: the payload is made once, with ``to``, not copied.)"""
 
 
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """What a move along an output came to."""
+
+    committed: bool
+    """Whether the move was committed (not: the run ended first, or the output routes nowhere)."""
+    next: TokenRecord | None = None
+    """The moved token to go on with (None: it arrived at a join, ended, or was not moved)."""
+
+
+NOT_MOVED = Moved(False)
+
+
 class Routing(Arming):
     """Routes."""
 
     async def route(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        output: str,
+        *,
+        event: MoveEvent,
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+    ) -> TokenRecord | None:
+        """Move ``token`` along ``output`` (see :meth:`move`): the token to go on with."""
+        return (await self.move(token, p, output, event=event, update=update)).next
+
+    async def move(
         self,
         token: TokenRecord,
         p: AnyPlacement,
@@ -51,9 +77,9 @@ class Routing(Arming):
         answers: Sequence[Any] = (),
         requests: Sequence[RequestAnswer] = (),
         fired: Sequence[DueEntry] = (),
-    ) -> TokenRecord | None:
+    ) -> Moved:
         """Move ``token`` along ``output`` (a split makes new tokens), committing it all: the
-        first moved token is returned to go on with and the others get tasks of their own.
+        first moved token is the one to go on with and the others get tasks of their own.
         ``event`` gives the move's event payload once the targets are known; it is recorded
         for the token as it is before the move.
 
@@ -66,7 +92,7 @@ class Routing(Arming):
             targets = p.route_map().get(output)
             if not targets:
                 await self._unrouted(token, p, output, self.event(token, event(None)), extra_events)
-                return None
+                return NOT_MOVED
             moving = self.event(token, event(list(targets)))
             if token.data or token.id in self.parks:
                 due_cleared = [*due_cleared, token.id]
@@ -97,13 +123,12 @@ class Routing(Arming):
                 token=token,
                 update=update,
             )
-            self.route_ok = ok
             if not ok:
                 for t_id in prestarted:
                     self.not_started(t_id)
                 for t, _ in ending:
                     t.status = S.READY
-                return None
+                return NOT_MOVED
             self.prestarted.update(prestarted)
             for t, q in ending:
                 self.tokens.pop(t.id, None)
@@ -116,7 +141,7 @@ class Routing(Arming):
                 self.spawn(other)
             if self._judges_joins(targets, split_id) and self.note_moves(nxt):
                 await self.evaluate_joins()
-            return nxt[0] if nxt else None
+            return Moved(True, nxt[0] if nxt else None)
 
     async def _unrouted(
         self,

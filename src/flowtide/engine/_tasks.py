@@ -5,7 +5,7 @@ retry, a timeout, a failure), waits and terminals.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation
@@ -165,22 +165,22 @@ class Tasks(Joins):
                     update=lambda: self.state_update(base, attempt),
                 )
             if attempt.kind == "timeout":
-                return await self._timed_out(token, p, node_id, settings, attempt)
+                assert attempt.deadline is not None
+                return await self.window_ended(token, p, node_id, settings, attempt.deadline)
             return await self._failed(token, p, settings, attempt)
 
-    async def _timed_out(
+    async def window_ended(
         self,
         token: TokenRecord,
         p: AnyPlacement,
         node_id: str,
         settings: NodeSettings,
-        attempt: Attempt,
+        deadline: datetime,
     ) -> TokenRecord | None:
-        """The attempt's window ended: a retry (if asked for), the ``timeout`` route, or the
-        run fails."""
+        """The token's window ended at ``deadline`` (its attempt's, or its park's): a retry (if
+        asked for), the ``timeout`` route, or the run fails. Under the step lock."""
         budget = settings.timeout
-        deadline = attempt.deadline
-        assert budget is not None and deadline is not None
+        assert budget is not None
         timeout_err = NodeTimeoutError(node_id, p.id, budget)
         routed = TIMEOUT_OUTPUT in p.route_map()
         late = timed_out(budget, deadline, routed)
@@ -247,8 +247,8 @@ class Tasks(Joins):
         token.data.pop("signal", None)  # (a new park waits for a new signal)
         anchors, due = self.arm(token, p.id, settings, now)
         if token.deadline is not None and token.deadline <= now:
-            timeout = Attempt("timeout", deadline=token.deadline)
-            return await self.after_attempt(token, p, node_id, settings, base, timeout)
+            # (Its window is over before it could park: what the park's timeout would do.)
+            return await self.window_ended(token, p, node_id, settings, token.deadline)
         token.status = S.PARKED
         token.epoch += 1
         park = ParkRecord(
