@@ -20,7 +20,7 @@ from typing import Any
 
 from flowtide.engine._commit import commit_step
 from flowtide.engine._host import RunHost
-from flowtide.engine._records import JoinGroup, RunEnd, branch_marks
+from flowtide.engine._records import RunEnd, branch_marks
 from flowtide.engine._steps import StepLock
 from flowtide.engine.background import task_awaiting
 from flowtide.engine.code import FlowCode
@@ -31,6 +31,7 @@ from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
+from flowtide.engine.run.joins import JoinGroups
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
 from flowtide.store.base import (
     Commit,
@@ -113,7 +114,7 @@ class RunCore(ABC):
         self.thread_held: set[str] = set()  # attempt keys holding a thread slot, code not sent
         self.prestarted: set[str] = set()
         """Tokens whose move to a task also started its attempt (in the same commit)."""
-        self.joins: dict[tuple[str, str], JoinGroup] = {}
+        self.joins: JoinGroups = {}
         self.visits: dict[str, int] = {}
         self.ids, self.steps = itertools.count(1), StepLock()
         self.end: RunEnd | None = None
@@ -416,19 +417,5 @@ class RunCore(ABC):
         """Settle or end the run if nothing drives it any more (the driving layer)."""
 
     @abstractmethod
-    def note_moves(self, tokens: Sequence[TokenRecord], ended: bool = False) -> bool:
-        """Mark the join groups these moves may settle (the joins layer)."""
-
-    @abstractmethod
     async def evaluate_joins(self) -> None:
         """Fire the join groups that can fire (the joins layer)."""
-
-    @abstractmethod
-    def expect_joins(
-        self,
-        split: str,
-        count: int,
-        lineage: tuple[tuple[str, int, int], ...],
-        placements: Sequence[str],
-    ) -> None:
-        """Open the join groups a new split's branches may arrive at (the joins layer)."""

@@ -24,8 +24,9 @@ import itertools
 from collections.abc import Sequence
 
 from flowtide.engine._driving import Driving
-from flowtide.engine._records import JoinGroup, first_branch, sets_outcome
+from flowtide.engine._records import sets_outcome
 from flowtide.engine.events import EventKind
+from flowtide.engine.run.joins import restore_groups
 from flowtide.store.base import (
     EventRecord,
     TokenRecord,
@@ -75,20 +76,7 @@ class RunExecutor(Driving):
                 continue
             self.tokens[t.id] = t
             self.visits[t.placement] = max(self.visits.get(t.placement, 0), t.visit)
-            if t.status is S.ARRIVED and t.lineage:
-                split, _, count = t.lineage[-1]
-                group = self.joins.setdefault(
-                    (t.placement, split), JoinGroup(t.placement, split, count)
-                )
-                group.arrived.append(t)
-                group.branches.add(first_branch(t, split))
-        for t in self.tokens.values():
-            if t.status is not S.ARRIVED and t.lineage:
-                split, _, count = t.lineage[-1]
-                for join in self.plan.joins_from(t.placement):
-                    self.joins.setdefault(
-                        (join, split), JoinGroup(join, split, count, lineage=t.lineage[:-1])
-                    )
+        restore_groups(self.joins, self.plan, self.tokens.values())
         self.ids = itertools.count(top + 1)
 
     async def load_extras(self) -> None:

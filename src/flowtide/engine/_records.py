@@ -1,11 +1,9 @@
-"""Records of a run's progress that every layer of the executor builds: ends, join groups, token
-moves.
-"""
+"""Records of a run's progress that every layer of the executor builds: ends, token moves."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -52,21 +50,6 @@ class RunEnd:
     lifecycle: Lifecycle
     errors: list[ErrorInfo]
     interrupted: InterruptedAt | None
-
-
-@dataclass(slots=True)
-class JoinGroup:
-    join: str
-    split: str
-    count: int
-    arrived: list[TokenRecord] = field(default_factory=list)
-    branches: set[int] = field(default_factory=set)
-    fired: bool = False
-    dirty: bool = True
-    """A branch may have been lost (ended or moved where it cannot reach the join): the next
-    evaluation scans the live tokens. Otherwise an arrival only counts branches (O(1))."""
-    lineage: tuple[tuple[str, int, int], ...] = ()
-    """The lineage of the token that split (what a token leaving by ``empty`` carries)."""
 
 
 def timed_out(
@@ -177,23 +160,3 @@ def end_reason(end: RunEnd) -> str:
     if end.lifecycle is Lifecycle.TIMED_OUT:
         return "run_deadline"
     return "run_ended"
-
-
-def arrived_branches(tokens: Sequence[TokenRecord], split: str) -> list[int]:
-    """:func:`first_branch` of each token (a join's arrivals), in one call."""
-    out = []
-    for t in tokens:
-        for f in t.lineage:
-            if f[0] == split:
-                out.append(f[1])
-                break
-        else:
-            out.append(-1)
-    return out
-
-
-def first_branch(token: TokenRecord, split: str) -> int:
-    for f in token.lineage:
-        if f[0] == split:
-            return f[1]
-    return -1

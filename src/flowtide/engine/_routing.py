@@ -14,6 +14,13 @@ from flowtide.engine.errors import (
     UnroutedOutputError,
 )
 from flowtide.engine.event_types import Moving
+from flowtide.engine.run.joins import (
+    expect_branches,
+    judges_move,
+    note_moves,
+    open_splits,
+    out_of_reach,
+)
 from flowtide.model.placements import (
     AnyPlacement,
     Terminal,
@@ -129,19 +136,30 @@ class Routing(Arming):
                 for t, _ in ending:
                     t.status = S.READY
                 return NOT_MOVED
-            self.prestarted.update(prestarted)
-            for t, q in ending:
-                self.tokens.pop(t.id, None)
-                self.terminals.append(q.id)
-                if self.outcome is None and sets_outcome(t):
-                    self.outcome = q.outcome
-            for key in released:
-                self.anchors.pop(key, None)
+            self._apply_move(prestarted, ending, released)
             for other in nxt[1:]:
                 self.spawn(other)
-            if self._judges_joins(targets, split_id) and self.note_moves(nxt):
+            if judges_move(self.joins, self.plan, targets, split_id) and note_moves(
+                self.joins, self.plan, nxt
+            ):
                 await self.evaluate_joins()
             return Moved(True, nxt[0] if nxt else None)
+
+    def _apply_move(
+        self,
+        prestarted: Sequence[str],
+        ending: Sequence[tuple[TokenRecord, Terminal]],
+        released: Sequence[tuple[str, str | None]],
+    ) -> None:
+        """A move is committed: its started attempts, ended tokens and released anchors."""
+        self.prestarted.update(prestarted)
+        for t, q in ending:
+            self.tokens.pop(t.id, None)
+            self.terminals.append(q.id)
+            if self.outcome is None and sets_outcome(t):
+                self.outcome = q.outcome
+        for key in released:
+            self.anchors.pop(key, None)
 
     async def _unrouted(
         self,
@@ -167,7 +185,7 @@ class Routing(Arming):
         split = f"{token.id}/{p.id}#{token.visit}"
         token.status = S.DONE
         self.tokens.pop(token.id, None)
-        self.expect_joins(split, len(targets), token.lineage, targets)
+        expect_branches(self.joins, self.plan, split, len(targets), token.lineage, targets)
         return self.split_tokens(token, targets, split), split
 
     def _ends_of(
@@ -195,12 +213,13 @@ class Routing(Arming):
         due: list[DueEntry],
     ) -> list[str]:
         """One commit per step: the move also starts the next attempt of each moved token that
-        arrives at a task (unless a join may still act on it, see :meth:`prestartable`);
-        returns their ids."""
+        arrives at a task (unless a join may still act on it: see
+        :func:`~flowtide.engine.run.joins.out_of_reach`); returns their ids."""
         prestarted: list[str] = []
-        open_splits = self.open_splits(split_id)
+        splits = open_splits(self.joins, split_id)
+        placements = self.plan.placements
         for t in moved:
-            if self.prestartable(t, open_splits):
+            if placements[t.placement].kind == "task" and out_of_reach(t, splits):
                 q = self.plan.placements[t.placement]
                 if not self.take_thread_now(t, self.code.impls[q.id]):
                     continue  # (it starts once a thread is free for it)
@@ -212,33 +231,3 @@ class Routing(Arming):
                 due.extend(new_due)
                 prestarted.append(t.id)
         return prestarted
-
-    def _judges_joins(self, targets: Sequence[str], split_id: str | None) -> bool:
-        """Whether the move may settle an open join group. A split whose every branch can reach
-        every join it opened marks none of those groups: the others (of enclosing splits) are
-        looked at as for any move."""
-        return bool(self.joins) and (
-            split_id is None
-            or not self.plan.reaches_joins(targets)
-            or any(g.split != split_id for g in self.joins.values())
-        )
-
-    def open_splits(self, new_split: str | None) -> set[str]:
-        """The splits of the open join groups but ``new_split`` (the split a move made, whose
-        fresh groups cannot fire by it): what :meth:`_prestartable` looks at."""
-        if not self.joins:
-            return set()
-        open_splits = {g.split for g in self.joins.values()}
-        if new_split is not None:
-            open_splits.discard(new_split)
-        return open_splits
-
-    def prestartable(self, t: TokenRecord, open_splits: set[str]) -> bool:
-        """Whether ``t``'s move may also start its next attempt: it arrives at a task, and no
-        open join group (``open_splits``, see :meth:`_open_splits`) can act on it when the move
-        is evaluated."""
-        if self.plan.placements[t.placement].kind != "task":
-            return False
-        if not open_splits or not t.lineage:
-            return True
-        return not any(f[0] in open_splits for f in t.lineage)

@@ -32,6 +32,7 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import InterruptedAt
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.run.due import RESUME, TIMEOUT
+from flowtide.engine.run.joins import note_moves
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
     TIMEOUT_OUTPUT,
@@ -67,7 +68,7 @@ class Tasks(Joins):
         token.status = S.DONE
         self.tokens.pop(token.id, None)
         await self.commit(Commit(self.run.id, tokens=[token]), unless_ended=True)
-        if self.joins and self.note_moves([token], ended=True):
+        if self.joins and note_moves(self.joins, self.plan, [token], ended=True):
             await self.evaluate_joins()
         return None
 
@@ -392,6 +393,6 @@ class Tasks(Joins):
             self.request_end(Lifecycle.FAILED, [self.error_info(FailedTerminalError(p.id))])
         elif self.outcome is None and sets_outcome(token):
             self.outcome = p.outcome
-        if self.joins and self.note_moves([token], ended=True):
+        if self.joins and note_moves(self.joins, self.plan, [token], ended=True):
             await self.evaluate_joins()
         return None
