@@ -17,6 +17,7 @@ from flowtide.engine.deadlines import (
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import NodeStarted
 from flowtide.engine.run.due import DuePurpose
+from flowtide.engine.run.marks import arm_timers, fired_timers, set_window
 from flowtide.model.placements import (
     TIMEOUT_OUTPUT,
     AnyPlacement,
@@ -87,20 +88,20 @@ class Arming(Attempts):
         )
         token.deadline = window.deadline
         if window.deadline is not None:
-            token.data["window"] = window.to_data()
+            set_window(token, window)
         due: list[DueEntry] = []
         if settings.timers:
-            fired = token.data.get("fired_timers", ())
-            armed: dict[str, str] = {}
+            fired = fired_timers(token)
+            armed: dict[int, datetime] = {}
             for i, timer in enumerate(settings.timers):
                 if i in fired:
                     continue
                 when = timer_due(
                     timer, now=now, run_created_at=self.run.created_at, node_anchor=anchor_at
                 )
-                armed[str(i)] = isoformat(when)
+                armed[i] = when
                 due.append(DuePurpose.timer(token.visit, i).entry(when, self.run.id, token.id))
-            token.data["timers"] = armed
+            arm_timers(token, armed)
         return new, due
 
     def fixed_window_end(

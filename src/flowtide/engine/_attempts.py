@@ -36,6 +36,7 @@ from flowtide.engine.limits import (
 from flowtide.engine.output import Output, Park
 from flowtide.engine.process import run_in_process
 from flowtide.engine.reducers import copy_state
+from flowtide.engine.run.marks import interrupted
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
 from flowtide.model.placements import (
     PARKED_OUTPUT,
@@ -337,7 +338,7 @@ class Attempts(RunCore):
         """The attempt's scope is about to be registered: True if an interrupting timer fired
         since its start was committed (the attempt is cancelled at once, reason ``timer``)."""
         self.starting.discard(token.id)
-        return "interrupt" in token.data
+        return interrupted(token)
 
     @staticmethod
     def interpret(

@@ -20,7 +20,7 @@ from typing import Any
 
 from flowtide.engine._commit import commit_step
 from flowtide.engine._host import RunHost
-from flowtide.engine._records import RunEnd, branch_marks
+from flowtide.engine._records import RunEnd
 from flowtide.engine._steps import StepLock
 from flowtide.engine.background import task_awaiting
 from flowtide.engine.code import FlowCode
@@ -32,6 +32,7 @@ from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
 from flowtide.engine.run.joins import JoinGroups
+from flowtide.engine.run.marks import inherit
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
 from flowtide.store.base import (
     Commit,
@@ -110,7 +111,7 @@ class RunCore(ABC):
         self.starting: set[str] = set()
         """Tokens whose attempt start is committed (or being committed) but whose cancel scope
         is not registered in ``_running`` yet: an interrupting timer firing then is kept for the
-        scope (``token.data["interrupt"]``) instead of being lost."""
+        scope (:func:`~flowtide.engine.run.marks.interrupt`) instead of being lost."""
         self.thread_held: set[str] = set()  # attempt keys holding a thread slot, code not sent
         self.prestarted: set[str] = set()
         """Tokens whose move to a task also started its attempt (in the same commit)."""
@@ -309,7 +310,7 @@ class RunCore(ABC):
         n = len(targets)
         new = [self.new_token(t, (*token.lineage, (split, i, n))) for i, t in enumerate(targets)]
         for t in new:
-            t.data.update(branch_marks(token))  # (a reminder's branches stay its own)
+            inherit(t, token)  # (a reminder's branches stay its own)
         return [token, *new]
 
     def next_visit(self, placement: str) -> int:

@@ -24,9 +24,9 @@ import itertools
 from collections.abc import Sequence
 
 from flowtide.engine._driving import Driving
-from flowtide.engine._records import sets_outcome
 from flowtide.engine.events import EventKind
 from flowtide.engine.run.joins import restore_groups
+from flowtide.engine.run.marks import sets_outcome
 from flowtide.store.base import (
     EventRecord,
     TokenRecord,

@@ -11,7 +11,7 @@ from typing import Any
 
 from flowtide.engine._addressing import find_park
 from flowtide.engine._core import AT_NODE
-from flowtide.engine._records import SIDE, end_reason, escalation
+from flowtide.engine._records import end_reason, escalation
 from flowtide.engine._signals import (
     accepted_reply,
     invalid_output,
@@ -34,6 +34,17 @@ from flowtide.engine.run.due import (
     DueKind,
     DuePurpose,
     parse_purpose,
+)
+from flowtide.engine.run.marks import (
+    FiredTimer,
+    Waiting,
+    interrupt,
+    mark_due,
+    mark_side,
+    timer_armed,
+    timer_fired,
+    waiting_for,
+    wake,
 )
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
@@ -184,8 +195,7 @@ class Parking(Tasks):
     ) -> bool:
         """A signal without an output: the node runs again, ``ctx.signal`` its payload.
         ``done``: what the signal answers and fires, committed with the wake."""
-        token.data = {k: v for k, v in token.data.items() if k in ("fired_timers", SIDE)}
-        token.data["signal"] = dict(payload)
+        wake(token, payload)
         token.epoch += 1
         done.tokens = [token]
         done.events = [event]
@@ -344,7 +354,7 @@ class Parking(Tasks):
             # Not yet due (the entry is stale: the token waits again, for a later instant).
             if token.status is not S.WAITING or (token.due is not None and token.due > entry.when):
                 return False
-            token.data["fired"] = token.data.get("purpose", "wait")
+            mark_due(token)
             token.status = S.READY
             self.expect[token.id] = Expect(S.WAITING, token.epoch)
             self.spawn(token)
@@ -353,7 +363,7 @@ class Parking(Tasks):
             # The token's own deadline must have passed by the entry's instant; an entry fired
             # late (or deferred by an engine that could not fire it) still counts. A parked
             # token, or one waiting out a retry's backoff past its window's end.
-            backoff = token.status is S.WAITING and token.data.get("purpose") == "retry"
+            backoff = token.status is S.WAITING and waiting_for(token) is Waiting.RETRY
             if (
                 not (token.status is S.PARKED or backoff)
                 or token.deadline is None
@@ -373,7 +383,7 @@ class Parking(Tasks):
             if (
                 token.visit != purpose.visit
                 or token.status not in AT_NODE
-                or str(purpose.index) not in token.data.get("timers", {})
+                or not timer_armed(token, purpose.index)
             ):
                 return False
             # An interrupting timer on a running node moves the token in its own task.
@@ -408,14 +418,11 @@ class Parking(Tasks):
             # The node's code has already returned and its step is being committed: the timer
             # has not fired (a park arms it again; a move drops it).
             return True
-        armed = dict(token.data.get("timers", {}))
-        armed.pop(str(index), None)
-        token.data["timers"] = armed
-        token.data["fired_timers"] = [*token.data.get("fired_timers", ()), index]
-        info = {"output": timer.output, "index": index, "anchor": timer.anchor.value}
+        timer_fired(token, index)
+        info = FiredTimer(timer.output, index, timer.anchor.value)
         if timer.interrupting:
             if token.status is S.RUNNING:
-                token.data["interrupt"] = info
+                interrupt(token, info)
                 if running is not None:
                     running[1].cancel(CancelReason.TIMER, self.clock.now())
                 # else: its scope is not registered yet; it is cancelled as soon as it is.
@@ -456,7 +463,7 @@ class Parking(Tasks):
             return
         new = [self.new_token(t, token.lineage) for t in targets]
         for t in new:
-            t.data[SIDE] = True  # (its terminal does not set the run's outcome)
+            mark_side(t)  # (its terminal does not set the run's outcome)
         ok = await self.commit(
             Commit(self.run.id, tokens=[token, *new], events=[ev]), unless_ended=True, token=token
         )

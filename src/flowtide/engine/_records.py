@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,6 +17,7 @@ from flowtide.engine.event_types import (
 )
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult, run_result
+from flowtide.engine.run.marks import FiredTimer, leave
 from flowtide.model.placements import (
     Terminal,
 )
@@ -28,21 +29,6 @@ from flowtide.store.base import (
 )
 
 S = TokenStatus
-
-SIDE = "side"
-"""In a token's data: its branch was started by a non-interrupting timer (a reminder's), or
-split from one that was. Such a branch ends at a terminal like any other, listed in the run's
-``terminals``, but never sets the run's outcome: the branch the run started does."""
-
-
-def branch_marks(token: TokenRecord) -> dict[str, Any]:
-    """What a token's data keeps through its moves, retries and waits: its :data:`SIDE` mark."""
-    return {SIDE: True} if token.data.get(SIDE) else {}
-
-
-def sets_outcome(token: TokenRecord) -> bool:
-    """Whether a terminal this token reaches sets the run's outcome (see :data:`SIDE`)."""
-    return not token.data.get(SIDE)
 
 
 @dataclass(slots=True)
@@ -64,16 +50,14 @@ def timed_out(
     )
 
 
-def escalation(
-    timer: Mapping[str, Any], interrupting: bool, to: list[str] | None = None
-) -> TimerFired:
-    """The payload of an escalation timer's ``timer_fired`` (``timer``: its output, index and
-    anchor, as kept on the token; ``to``: where its token, or its new tokens, went)."""
+def escalation(timer: FiredTimer, interrupting: bool, to: list[str] | None = None) -> TimerFired:
+    """The payload of an escalation timer's ``timer_fired`` (``to``: where its token, or its
+    new tokens, went)."""
     return TimerFired(
         purpose="timer",
-        output=timer["output"],
-        index=timer["index"],
-        anchor=timer["anchor"],
+        output=timer.output,
+        index=timer.index,
+        anchor=timer.anchor,
         interrupting=interrupting,
         to=to,
     )
@@ -88,7 +72,7 @@ def move_token(token: TokenRecord, target: str, visit: int) -> None:
     token.status = S.READY
     token.deadline = None
     token.due = None
-    token.data = branch_marks(token)
+    leave(token)
 
 
 def terminal_event(run_id: str, at: datetime, token: TokenRecord, q: Terminal) -> EventRecord:

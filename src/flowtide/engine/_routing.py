@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowtide.engine._arming import Arming
-from flowtide.engine._records import move_token, sets_outcome, terminal_event
+from flowtide.engine._records import move_token, terminal_event
 from flowtide.engine.errors import (
     UnroutedOutputError,
 )
@@ -21,6 +21,7 @@ from flowtide.engine.run.joins import (
     open_splits,
     out_of_reach,
 )
+from flowtide.engine.run.marks import carries_marks, sets_outcome
 from flowtide.model.placements import (
     AnyPlacement,
     Terminal,
@@ -101,7 +102,7 @@ class Routing(Arming):
                 await self._unrouted(token, p, output, self.event(token, event(None)), extra_events)
                 return NOT_MOVED
             moving = self.event(token, event(list(targets)))
-            if token.data or token.id in self.parks:
+            if carries_marks(token) or token.id in self.parks:
                 due_cleared = [*due_cleared, token.id]
                 self.close_park(token, ParkStatus.SIGNALLED, "moved")
             released = self.releases(token, p, output, targets) if self.anchors else []

@@ -5,14 +5,14 @@ retry, a timeout, a failure), waits and terminals.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import isoformat
 from flowtide.engine._attempts import Attempt
 from flowtide.engine._joins import Joins
-from flowtide.engine._records import branch_marks, escalation, sets_outcome, timed_out
+from flowtide.engine._records import escalation, timed_out
 from flowtide.engine.contracts import OutputContractError
 from flowtide.engine.errors import (
     FailedTerminalError,
@@ -33,6 +33,17 @@ from flowtide.engine.result import InterruptedAt
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.run.due import RESUME, TIMEOUT
 from flowtide.engine.run.joins import note_moves
+from flowtide.engine.run.marks import (
+    Waiting,
+    drop_signal,
+    is_due,
+    last_backoff,
+    sets_outcome,
+    signal_of,
+    take_due,
+    take_interrupt,
+    wait_for,
+)
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
     TIMEOUT_OUTPUT,
@@ -94,12 +105,10 @@ class Tasks(Joins):
                 if self.end is not None or token.status is S.CANCELLED:
                     self.drop_thread(token.id)
                     return None
-                fired = token.data.pop("fired", None)
-                # (Kept on the token until the attempt ends: an attempt run again after a
-                # crash sees the signal that resumed it.)
-                signal = token.data.get("signal")
+                fired = take_due(token)
+                signal = signal_of(token)
                 events = []
-                if fired == "retry":
+                if fired is Waiting.RETRY:
                     events.append(self.event(token, TimerFired(purpose="retry")))
                 started, anchors, due = self.start_attempt(token, p.id, impl.id, settings)
                 events.append(started)
@@ -141,14 +150,14 @@ class Tasks(Joins):
             if self.end is not None or token.status is S.CANCELLED:
                 return None
             if attempt.kind == "cancelled":
-                interrupt = token.data.pop("interrupt", None)
+                interrupt = take_interrupt(token)
                 c = attempt.cancellation
                 if interrupt is not None and c is not None and c.reason is CancelReason.TIMER:
                     self.last_placements = [p.id]
                     return await self.route(
                         token,
                         p,
-                        interrupt["output"],
+                        interrupt.output,
                         event=lambda to: escalation(interrupt, interrupting=True, to=to),
                     )
                 return None
@@ -245,7 +254,7 @@ class Tasks(Joins):
         request = attempt.park
         assert request is not None
         now = self.clock.now()
-        token.data.pop("signal", None)  # (a new park waits for a new signal)
+        drop_signal(token)
         anchors, due = self.arm(token, p.id, settings, now)
         if token.deadline is not None and token.deadline <= now:
             # (Its window is over before it could park: what the park's timeout would do.)
@@ -308,12 +317,8 @@ class Tasks(Joins):
         policy = settings.retry
         assert policy is not None
 
-        prev = token.data.get("backoff")
         delay = backoff_delay(
-            policy,
-            token.attempt,
-            previous=timedelta(seconds=prev) if prev is not None else None,
-            rng=self.host.random,
+            policy, token.attempt, previous=last_backoff(token), rng=self.host.random
         )
         now = self.clock.now()
         due = now + delay
@@ -325,11 +330,7 @@ class Tasks(Joins):
         token.status = S.WAITING
         token.due = due
         token.deadline = window_end
-        token.data = {
-            "purpose": "retry",
-            "backoff": delay.total_seconds(),
-            **branch_marks(token),
-        }
+        wait_for(token, Waiting.RETRY, delay)
         dues = [RESUME.entry(due, self.run.id, token.id)]
         if window_end is not None and window_end < due:
             dues.insert(0, TIMEOUT.entry(window_end, self.run.id, token.id))
@@ -355,7 +356,7 @@ class Tasks(Joins):
             self.host.wake_sweeper(dues[0].when)
 
     async def at_wait(self, token: TokenRecord, p: Wait) -> TokenRecord | None:
-        if token.data.get("fired") == "wait":
+        if is_due(token, Waiting.WAIT):
             self.last_placements = [p.id]
             return await self.route(
                 token,
@@ -367,7 +368,7 @@ class Tasks(Joins):
         due = p.until if p.until is not None else now + (p.duration or (now - now))
         token.status = S.WAITING
         token.due = due
-        token.data = {"purpose": "wait", **branch_marks(token)}
+        wait_for(token, Waiting.WAIT)
         if await self.commit(
             Commit(
                 self.run.id,
