@@ -14,11 +14,10 @@ import itertools
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from flowtide.engine._commit import commit_step
 from flowtide.engine._host import RunHost
 from flowtide.engine._records import RunEnd
 from flowtide.engine._steps import StepLock
@@ -31,6 +30,7 @@ from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
+from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.joins import JoinGroups
 from flowtide.engine.run.marks import inherit
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
@@ -39,7 +39,6 @@ from flowtide.store.base import (
     DeadlineAhead,
     DueEntry,
     EventRecord,
-    Expect,
     Lease,
     ParkRecord,
     ParkStatus,
@@ -67,17 +66,6 @@ class ChildWait:
 
     task: asyncio.Future[Any] | None
     parked: tuple[ParkedToken, ...]
-
-
-@dataclass(slots=True)
-class AppliedRequests:
-    """What a run's executor keeps of the deadlines it fires and the requests it applies."""
-
-    fires: dict[str, datetime] = field(default_factory=dict)
-    """Token id -> the deadline its claim fires (a park's timeout, an interrupting timer): the
-    next commit that writes the token carries it (``Commit.fires_deadline``)."""
-    cancels: list[str] = field(default_factory=list)
-    """The cancel requests the run applied: the commit of its end answers them."""
 
 
 class RunCore(ABC):
@@ -131,17 +119,10 @@ class RunCore(ABC):
         """Stored node anchors of this run: (placement, item) -> first arrival."""
         self.parks: dict[str, ParkRecord] = {}
         """Open parks by token id."""
-        self.closing_parks: list[ParkRecord] = []
-        """Parks closed in memory (a cancelled token), written with the next commit."""
         self.settling: asyncio.Task[None] | None = None
         self.pins = 0
-        self.seq = 0
-        """The seq of the last history event this executor committed (or restored), unless
-        ``_stored`` is set (see :meth:`_last_seq`)."""
-        self.stored_events: Sequence[EventRecord] | None = None
-        """The events of the last commit, until their last seq is read (most runs never ask)."""
-        self.expect: dict[str, Expect] = {}
-        """Compare-and-set conditions for the next commit that writes these tokens."""
+        self.committer = Committer(host)
+        """The one way to the store (and what the next commits carry for their tokens)."""
         self.recent_parks: dict[str, ParkRecord] = {}
         """Parks closed by this executor, by park id (to tell a late signal why it is refused)."""
         self.released = False
@@ -150,10 +131,8 @@ class RunCore(ABC):
         """The scatter item this (child) run works on, passed to its nodes as ``ctx.item``."""
         self.lease: Lease | None = None
         """The lease the run is driven under: every commit carries it (see ``Commit.lease``)."""
-        self.fired: dict[str, list[DueEntry]] = {}
-        """Due entries fired for a token and not removed yet: the next commit that writes the
-        token removes them (``Commit.due_fired``), with the move they caused."""
-        self.requests = AppliedRequests()
+        self.cancels: list[str] = []
+        """The cancel requests the run applied: the commit of its end answers them."""
         self.firing: set[DueEntry] = set()
         """Due entries being fired (not fired twice if the run is claimed again meanwhile)."""
         self.handed_off = False
@@ -197,37 +176,26 @@ class RunCore(ABC):
         """``exc`` as an event records it: redacted and cut to size."""
         return error_data(exc, self.host.redact)
 
-    def last_seq(self) -> int:
-        """The seq of the last history event this executor committed (or restored)."""
-        stored = self.stored_events
-        if stored is not None:
-            if stored:
-                self.seq = stored[-1].seq
-            self.stored_events = None
-        return self.seq
-
     async def commit(
         self,
         c: Commit,
         *,
         unless_ended: bool = False,
-        prepare: Callable[[Commit], None] | None = None,
         token: TokenRecord | None = None,
         update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
     ) -> bool:
-        """Commit one step and hand its events to the hooks; False if skipped (run ended).
+        """Commit one step through the run's :class:`Committer` (the only way to the store);
+        False if skipped (the run ended, or ``token`` was cancelled meanwhile).
 
-        ``prepare`` runs under the commit lock, once the step is known to go ahead: it applies
-        the step's state change in memory and puts it on the commit, so that a step skipped
-        because the run ended (or ``token`` was cancelled meanwhile) never touches the run state.
+        ``update`` runs under the step lock, once the step is known to go ahead: it applies the
+        step's state change in memory and gives what to put on the commit, so that a skipped
+        step never touches the run state.
         """
         async with self.steps.hold():
             if unless_ended and (self.end is not None or self.closed):
                 return False
             if token is not None and token.status is S.CANCELLED:
                 return False
-            if prepare is not None:
-                prepare(c)
             if update is not None:
                 # The step's state change, applied in memory and put on the commit.
                 written, removed = update()
@@ -235,24 +203,7 @@ class RunCore(ABC):
                     c.state = written
                 if removed:
                     c.state_deleted = removed
-            if self.closing_parks:
-                c.parks = [*c.parks, *self.closing_parks]
-                self.closing_parks = []
-            if self.expect:
-                for t in c.tokens:
-                    expected = self.expect.pop(t.id, None)
-                    if expected is not None:
-                        c.expect = {**c.expect, t.id: expected}
-            if self.requests.fires:
-                for t in c.tokens:
-                    deadline = self.requests.fires.pop(t.id, None)
-                    if deadline is not None:
-                        latest = c.fires_deadline or deadline
-                        c.fires_deadline = max(latest, deadline)
-            if self.fired:
-                fired = [e for t in c.tokens for e in self.fired.pop(t.id, ())]
-                if fired:
-                    c.due_fired = [*c.due_fired, *fired]
+            self.committer.fold(c)
             if c.lease is None:
                 c.lease = self.lease
             if self.run.lifecycle == PARKED_LIFECYCLE and self.end is None and c.tokens:
@@ -263,15 +214,7 @@ class RunCore(ABC):
             if c.run_lifecycles is None:
                 c.run_lifecycles = LIVE_LIFECYCLES  # refused if another actor ended the run
             # A task of this executor is cancelled only by its close (see flowtide.engine._commit).
-            own = asyncio.current_task() in self.tasks
-            events = await commit_step(self.host.store, c, self.clock, shield=not own)
-            if events:
-                self.stored_events = events
-            if c.release:
-                self.host.wake_sweeper()  # (its wake instant is no longer the lease's)
-            elif c.due:
-                self.host.wake_sweeper(min(e.when for e in c.due))
-            self.host.publish(events)
+            await self.committer.send(c, shield=asyncio.current_task() not in self.tasks)
         return True
 
     def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None:
@@ -390,7 +333,7 @@ class RunCore(ABC):
         park.closed_at = self.clock.now()
         park.closed_by = by
         self.recent_parks[park.id] = park
-        self.closing_parks.append(park)
+        self.committer.closing_parks.append(park)
 
     def park_record(self, park_id: str) -> ParkRecord | None:
         """The park as this executor knows it (open, or closed by it), else None."""

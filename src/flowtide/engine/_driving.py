@@ -9,8 +9,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from flowtide.clock import isoformat
-from flowtide.engine._commit import commit_step
-from flowtide.engine._core import LIVE_LIFECYCLES
 from flowtide.engine._records import RunEnd, end_reason, end_result, finish
 from flowtide.engine._subflows import Subflows
 from flowtide.engine.children import child_run_id
@@ -254,24 +252,18 @@ class Driving(Subflows):
             if let_go:
                 # What a rebuild needs beyond the tokens, so that it reads no older history.
                 self.run.checkpoint = Checkpoint(
-                    self.last_seq(), dict(self.visits), list(self.terminals), self.outcome
+                    self.committer.last_seq(), dict(self.visits), list(self.terminals), self.outcome
                 )
                 c.run = self.run
                 c.release = True  # nobody holds it now: its wake instant is its next due entry
             if c.run is not None or c.due:
-                c.run_lifecycles = LIVE_LIFECYCLES
-                c.lease = self.lease
                 try:
-                    await commit_step(self.host.store, c, self.clock)
+                    await self.commit(c)
                 except (StoreConflict, StoreUnavailableError) as exc:
                     # Another worker took the run, or the store stays down: the run is as
                     # the store has it.
                     self.lose_view(exc)
                     return
-                if c.release:
-                    self.host.wake_sweeper()  # (its wake instant is no longer the lease's)
-                elif c.due:
-                    self.host.wake_sweeper(c.due[0].when)
             if not self.quiescent():
                 return
             result = self.snapshot()
@@ -292,7 +284,7 @@ class Driving(Subflows):
             if self.end is not None or self.closed or self.released or self.tasks or self.pins:
                 return
             self.run.checkpoint = Checkpoint(
-                self.last_seq(), dict(self.visits), list(self.terminals), self.outcome
+                self.committer.last_seq(), dict(self.visits), list(self.terminals), self.outcome
             )
             try:
                 await self.commit(Commit(self.run.id, run=self.run, release=True))
@@ -359,7 +351,7 @@ class Driving(Subflows):
             now = self.clock.now()
             finished = finish(self.run, result, now)
             cancelled = {"cancelled": end.lifecycle is Lifecycle.CANCELLED}
-            asked = dict.fromkeys(self.requests.cancels)
+            asked = dict.fromkeys(self.cancels)
             await self.commit(
                 Commit(
                     self.run.id,
@@ -393,7 +385,7 @@ class Driving(Subflows):
             events = [self.event(t, TokenCancelled(reason="run_ended")) for t in leftovers]
             released = list(self.anchors)
             self.anchors.clear()
-            if leftovers or released or self.closing_parks:
+            if leftovers or released or self.committer.closing_parks:
                 await self.commit(
                     Commit(
                         self.run.id,

@@ -43,16 +43,17 @@ class RunExecutor(Driving):
         """Rebuild in-memory bookkeeping from stored tokens and history (before resuming):
         ``history`` is what follows the run's resume checkpoint (all of it without one)."""
         self.started = True
-        self.stored_events = None
         top = 0
+        seq = 0
         checkpoint = self.run.checkpoint
         if checkpoint is not None:
-            self.seq = checkpoint.seq
+            seq = checkpoint.seq
             self.visits.update(checkpoint.visits)
             self.terminals.extend(checkpoint.terminals)
             self.outcome = checkpoint.outcome
         if history:
-            self.seq = history[-1].seq
+            seq = history[-1].seq
+        self.committer.restored(seq)
         # (A terminal reached by a reminder's branch does not set the outcome.)
         side = {t.id for t in tokens if not sets_outcome(t)}
         for e in history:

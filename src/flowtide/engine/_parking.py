@@ -110,7 +110,7 @@ class Parking(Tasks):
             epoch = token.epoch
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.SIGNALLED, "signal")
-            self.expect[token.id] = Expect(S.PARKED, epoch, alive_at=judged)
+            self.committer.expect[token.id] = Expect(S.PARKED, epoch, alive_at=judged)
             answer = signal_answer(park, output, now, idempotency_key)
             answers = (
                 [SignalAnswer(idempotency_key, self.run.id, answer)] if idempotency_key else []
@@ -152,17 +152,17 @@ class Parking(Tasks):
                     )
                     applied = await self._wake(token, payload, ev, update, done)
             except StoreConflict:
-                self.expect.pop(token.id, None)
+                self.committer.expect.pop(token.id, None)
                 raise
             if applied:
                 return answer
             # The run ended (a cancel, a failure elsewhere) before the signal could commit.
-            self.expect.pop(token.id, None)
+            self.committer.expect.pop(token.id, None)
             closed = self.recent_parks.get(park.id) or park
             closed.status = ParkStatus.CANCELLED
             closed.closed_by = end_reason(self.end) if self.end is not None else "run_ended"
-            if closed not in self.closing_parks:
-                self.closing_parks.append(closed)
+            if closed not in self.committer.closing_parks:
+                self.committer.closing_parks.append(closed)
             raise refusal(closed, now)
 
     def _signalled_token(self, park: ParkRecord, output: str | None, now: datetime) -> TokenRecord:
@@ -267,7 +267,7 @@ class Parking(Tasks):
                 return  # (the entry stays: fired again at the next claim)
             if isinstance(found, SignalRequest):
                 # A cancel: the run's end answers it (and removes its entry).
-                self.requests.cancels.append(found.id)
+                self.cancels.append(found.id)
                 self.root.cancel(CancelReason.ABORT, self.clock.now(), found.request.get("reason"))
                 return
             if isinstance(found, dict):
@@ -334,15 +334,15 @@ class Parking(Tasks):
             token = self.tokens.get(entry.token_id)
             later = False
             if token is not None:
-                self.fired.setdefault(token.id, []).append(entry)
+                self.committer.fired.setdefault(token.id, []).append(entry)
                 later = await self._fire_entry(token, entry, purpose)
-            left = self.fired.get(entry.token_id, [])
+            left = self.committer.fired.get(entry.token_id, [])
             if not later and entry in left:
                 # Nothing was moved (the entry was stale), or the move did not write the token:
                 # the entry is removed on its own.
                 left.remove(entry)
                 if not left:
-                    self.fired.pop(entry.token_id, None)
+                    self.committer.fired.pop(entry.token_id, None)
                 await self.commit(Commit(self.run.id, due_fired=[entry]), unless_ended=True)
 
     async def _fire_entry(
@@ -356,7 +356,7 @@ class Parking(Tasks):
                 return False
             mark_due(token)
             token.status = S.READY
-            self.expect[token.id] = Expect(S.WAITING, token.epoch)
+            self.committer.expect[token.id] = Expect(S.WAITING, token.epoch)
             self.spawn(token)
             return True
         if purpose == TIMEOUT:
@@ -373,10 +373,10 @@ class Parking(Tasks):
             was, epoch = token.status, token.epoch
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.TIMED_OUT, "timeout")
-            self.expect[token.id] = Expect(was, epoch)
+            self.committer.expect[token.id] = Expect(was, epoch)
             if was is S.PARKED:
                 # (The requests recorded before the deadline are applied first.)
-                self.requests.fires[token.id] = token.deadline
+                self.committer.fires[token.id] = token.deadline
             await self.park_timeout(token)
             return False
         if purpose is not None and purpose.kind is DueKind.TIMER:
@@ -430,9 +430,9 @@ class Parking(Tasks):
             was = token.status
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.INTERRUPTED, f"timer:{timer.output}")
-            self.expect[token.id] = Expect(was, token.epoch)
+            self.committer.expect[token.id] = Expect(was, token.epoch)
             if was is S.PARKED and when is not None:
-                self.requests.fires[token.id] = when
+                self.committer.fires[token.id] = when
             self.last_placements = [p.id]
             nxt = await self.route(
                 token,
@@ -443,7 +443,7 @@ class Parking(Tasks):
             if nxt is not None:
                 self.spawn(nxt)
             return False
-        self.expect[token.id] = Expect(token.status, token.epoch)
+        self.committer.expect[token.id] = Expect(token.status, token.epoch)
         targets = p.route_map().get(timer.output)
         to = list(targets) if targets else None
         ev = self.event(token, escalation(info, interrupting=False, to=to))
