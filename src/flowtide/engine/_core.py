@@ -33,6 +33,7 @@ from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.joins import JoinGroups
 from flowtide.engine.run.marks import inherit
+from flowtide.engine.run.parking import park_record
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
 from flowtide.store.base import (
     Commit,
@@ -51,8 +52,6 @@ from flowtide.store.base import (
 S = TokenStatus
 log = logging.getLogger("flowtide.engine")
 PARKED_LIFECYCLE = Lifecycle.PARKED.value
-AT_NODE = frozenset({S.RUNNING, S.PARKED, S.WAITING})
-"""Statuses of a token that is still at its placement (escalation timers may fire)."""
 LIVE_LIFECYCLES = frozenset(lc.value for lc in Lifecycle if not lc.terminal)
 """What a run's stored lifecycle must be for a step of its executor to commit."""
 COMPUTE: Any = object()
@@ -337,10 +336,7 @@ class RunCore(ABC):
 
     def park_record(self, park_id: str) -> ParkRecord | None:
         """The park as this executor knows it (open, or closed by it), else None."""
-        for park in self.parks.values():
-            if park.id == park_id:
-                return park
-        return self.recent_parks.get(park_id)
+        return park_record(self.parks, self.recent_parks, park_id)
 
     # -- what the layers above provide ------------
 

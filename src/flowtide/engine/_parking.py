@@ -10,11 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from flowtide.engine._addressing import find_park
-from flowtide.engine._core import AT_NODE
 from flowtide.engine._records import end_reason, escalation
 from flowtide.engine._signals import (
     accepted_reply,
-    invalid_output,
     refusal,
     refused_reply,
     signal_answer,
@@ -31,21 +29,18 @@ from flowtide.engine.run.due import (
     RESUME,
     SIGNAL,
     TIMEOUT,
-    DueKind,
     DuePurpose,
     parse_purpose,
 )
 from flowtide.engine.run.marks import (
     FiredTimer,
-    Waiting,
     interrupt,
     mark_due,
     mark_side,
-    timer_armed,
     timer_fired,
-    waiting_for,
     wake,
 )
+from flowtide.engine.run.parking import due_applies, signalled_token
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
     AnyPlacement,
@@ -105,7 +100,9 @@ class Parking(Tasks):
         async with self.steps.hold():
             now = self.clock.now()
             judged = at if at is not None else now
-            token = self._signalled_token(park, output, judged)
+            token = signalled_token(
+                self.plan, self.tokens, self.parks, self.recent_parks, park, output, judged
+            )
             p = self.plan.placements[token.placement]
             epoch = token.epoch
             token.status = S.READY  # claimed
@@ -164,26 +161,6 @@ class Parking(Tasks):
             if closed not in self.committer.closing_parks:
                 self.committer.closing_parks.append(closed)
             raise refusal(closed, now)
-
-    def _signalled_token(self, park: ParkRecord, output: str | None, now: datetime) -> TokenRecord:
-        """The parked token a signal for ``park`` moves, or why it cannot (a refusal)."""
-        token = self.tokens.get(park.token_id)
-        mine = self.parks.get(park.token_id)
-        if token is None or token.status is not S.PARKED or mine is None or mine.id != park.id:
-            known = self.park_record(park.id)
-            if known is None:
-                # This view never had that park open: it was read from the store before or
-                # after the park's step, not with it. Look again.
-                raise StoreConflict(f"park {park.id!r} is not as this view of the run has it")
-            raise refusal(known, now, live=token)
-        if token.deadline is not None and token.deadline <= now:
-            raise refusal(mine, now)
-        if output is not None:
-            p = self.plan.placements[token.placement]
-            invalid = invalid_output(self.plan, p, output, token.id, park)
-            if invalid is not None:
-                raise invalid
-        return token
 
     async def _wake(
         self,
@@ -350,26 +327,17 @@ class Parking(Tasks):
     ) -> bool:
         """Fire ``entry`` (for ``purpose``) for ``token``; True if the move is left to the
         token's own task (its next commit removes the entry)."""
+        if not due_applies(token, purpose, entry.when):
+            return False
+        assert purpose is not None
         if purpose == RESUME:
-            # Not yet due (the entry is stale: the token waits again, for a later instant).
-            if token.status is not S.WAITING or (token.due is not None and token.due > entry.when):
-                return False
             mark_due(token)
             token.status = S.READY
             self.committer.expect[token.id] = Expect(S.WAITING, token.epoch)
             self.spawn(token)
             return True
         if purpose == TIMEOUT:
-            # The token's own deadline must have passed by the entry's instant; an entry fired
-            # late (or deferred by an engine that could not fire it) still counts. A parked
-            # token, or one waiting out a retry's backoff past its window's end.
-            backoff = token.status is S.WAITING and waiting_for(token) is Waiting.RETRY
-            if (
-                not (token.status is S.PARKED or backoff)
-                or token.deadline is None
-                or token.deadline > entry.when
-            ):
-                return False
+            assert token.deadline is not None
             was, epoch = token.status, token.epoch
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.TIMED_OUT, "timeout")
@@ -379,16 +347,9 @@ class Parking(Tasks):
                 self.committer.fires[token.id] = token.deadline
             await self.park_timeout(token)
             return False
-        if purpose is not None and purpose.kind is DueKind.TIMER:
-            if (
-                token.visit != purpose.visit
-                or token.status not in AT_NODE
-                or not timer_armed(token, purpose.index)
-            ):
-                return False
-            # An interrupting timer on a running node moves the token in its own task.
-            return await self.fire_timer(token, purpose.index, entry.when)
-        return False
+        # An escalation timer (an interrupting one on a running node moves the token in its
+        # own task).
+        return await self.fire_timer(token, purpose.index, entry.when)
 
     async def park_timeout(self, token: TokenRecord) -> None:
         """The window of ``token`` (claimed) ended while it was parked or waiting out a backoff:
