@@ -30,6 +30,7 @@ from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
+from flowtide.engine.run.attempts import AttemptRunner, Running
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.joins import JoinGroups
 from flowtide.engine.run.marks import inherit
@@ -54,8 +55,6 @@ log = logging.getLogger("flowtide.engine")
 PARKED_LIFECYCLE = Lifecycle.PARKED.value
 LIVE_LIFECYCLES = frozenset(lc.value for lc in Lifecycle if not lc.terminal)
 """What a run's stored lifecycle must be for a step of its executor to commit."""
-COMPUTE: Any = object()
-"""A deadline not resolved by the caller: the attempt resolves it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +93,11 @@ class RunCore(ABC):
         self.tasks: set[asyncio.Future[Any]] = set()
         """The tasks that drive the run's tokens (and side steps: firings, a scatter's items)."""
         self.child_waits: dict[str, ChildWait] = {}  # by subflow token id: see ChildWait
-        self.running: dict[str, tuple[str, CancelScope]] = {}
+        self.running: Running = {}
         self.starting: set[str] = set()
         """Tokens whose attempt start is committed (or being committed) but whose cancel scope
         is not registered in ``_running`` yet: an interrupting timer firing then is kept for the
         scope (:func:`~flowtide.engine.run.marks.interrupt`) instead of being lost."""
-        self.thread_held: set[str] = set()  # attempt keys holding a thread slot, code not sent
         self.prestarted: set[str] = set()
         """Tokens whose move to a task also started its attempt (in the same commit)."""
         self.joins: JoinGroups = {}
@@ -126,8 +124,8 @@ class RunCore(ABC):
         """Parks closed by this executor, by park id (to tell a late signal why it is refused)."""
         self.released = False
         """The engine let go of this executor (quiescent): it must not be used any more."""
-        self.item: Any = run.options.get("item")
-        """The scatter item this (child) run works on, passed to its nodes as ``ctx.item``."""
+        self.attempts = AttemptRunner(host, run, self.flow, self.merger, self.running)
+        """Runs the run's node code (the attempts of its tokens, phases, scatter items)."""
         self.lease: Lease | None = None
         """The lease the run is driven under: every commit carries it (see ``Commit.lease``)."""
         self.cancels: list[str] = []

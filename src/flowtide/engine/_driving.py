@@ -90,7 +90,7 @@ class Driving(Subflows):
                 if (
                     q is not None
                     and q.kind == "task"
-                    and self.take_thread_now(token, self.code.impls[q.id])
+                    and self.attempts.take_thread_now(token.id, self.code.impls[q.id])
                 ):
                     started, anchors, due = self.start_attempt(
                         token, q.id, self.plan.nodes[q.id], self.plan.settings[q.id]
@@ -448,7 +448,7 @@ class Driving(Subflows):
             self.request_end(Lifecycle.FAILED, [self.error_info(exc, placement)])
         finally:
             if own is not None:
-                self.drop_thread(own)  # (a slot taken for an attempt that never ran)
+                self.attempts.drop_thread(own)  # (a slot taken for an attempt that never ran)
             self.tasks.discard(asyncio.current_task())
             if not self.working():  # else _maybe_drained has nothing to do
                 self.maybe_drained()

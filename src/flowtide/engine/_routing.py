@@ -222,7 +222,7 @@ class Routing(Arming):
         for t in moved:
             if placements[t.placement].kind == "task" and out_of_reach(t, splits):
                 q = self.plan.placements[t.placement]
-                if not self.take_thread_now(t, self.code.impls[q.id]):
+                if not self.attempts.take_thread_now(t.id, self.code.impls[q.id]):
                     continue  # (it starts once a thread is free for it)
                 begun, new_anchors, new_due = self.start_attempt(
                     t, q.id, self.plan.nodes[q.id], self.plan.settings[q.id]

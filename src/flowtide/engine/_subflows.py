@@ -9,8 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from flowtide.clock import isoformat
-from flowtide.engine._attempts import Attempt
-from flowtide.engine._core import COMPUTE, ChildWait
+from flowtide.engine._core import ChildWait
 from flowtide.engine._parking import Parking
 from flowtide.engine._records import timed_out
 from flowtide.engine.children import StartedChild, child_run_id
@@ -34,6 +33,7 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import ErrorInfo, RunResult
+from flowtide.engine.run.attempts import COMPUTE, Attempt
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
 from flowtide.model.placements import (
     Phase,
@@ -253,6 +253,7 @@ class Subflows(Parking):
             attempt=1,
             visit=token.visit,
             token=token,
+            deadline=token.deadline,  # (the window its start announced)
         )
         token.status = S.DONE
         if attempt.kind == "ok":

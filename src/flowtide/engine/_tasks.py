@@ -10,7 +10,6 @@ from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import isoformat
-from flowtide.engine._attempts import Attempt
 from flowtide.engine._joins import Joins
 from flowtide.engine._records import escalation, timed_out
 from flowtide.engine.contracts import OutputContractError
@@ -31,6 +30,7 @@ from flowtide.engine.event_types import (
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import InterruptedAt
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
+from flowtide.engine.run.attempts import Attempt
 from flowtide.engine.run.due import RESUME, TIMEOUT
 from flowtide.engine.run.joins import note_moves
 from flowtide.engine.run.marks import (
@@ -97,13 +97,13 @@ class Tasks(Joins):
         else:
             # A sync node starts once a thread is free for it: its window is its code's.
             if (
-                self.needs_thread(impl)
-                and await self.wait_for_thread(token.id, self.root) is not None
+                self.attempts.needs_thread(impl)
+                and await self.attempts.wait_for_thread(token.id, self.root) is not None
             ):
                 return None  # (the run ended meanwhile)
             async with self.steps.hold():
                 if self.end is not None or token.status is S.CANCELLED:
-                    self.drop_thread(token.id)
+                    self.attempts.drop_thread(token.id)
                     return None
                 fired = take_due(token)
                 signal = signal_of(token)
