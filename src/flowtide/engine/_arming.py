@@ -50,7 +50,7 @@ class Arming(Attempts):
             when = isoformat(deadline) if deadline is not None else None
         started = event_record(
             NodeStarted(visit=token.visit, kind="task", deadline=when, node=node),
-            self.run.id,
+            self.view.run.id,
             now,
             placement=placement,
             attempt=token.attempt,
@@ -69,13 +69,13 @@ class Arming(Attempts):
             placement,
             settings,
             now=now,
-            run_created_at=self.run.created_at,
-            anchors=self.anchors,
+            run_created_at=self.view.run.created_at,
+            anchors=self.view.anchors,
         )
         armed.apply(token)
         if armed.anchor is None:
             return [], armed.due
-        self.anchors[(placement, None)] = armed.anchor.at
+        self.view.anchors[(placement, None)] = armed.anchor.at
         return [armed.anchor], armed.due
 
     def fixed_window_end(
@@ -83,17 +83,23 @@ class Arming(Attempts):
     ) -> datetime | None:
         """See :func:`~flowtide.engine.run.windows.fixed_window_end`."""
         return windows.fixed_window_end(
-            placement, settings, now=now, run_created_at=self.run.created_at, anchors=self.anchors
+            placement,
+            settings,
+            now=now,
+            run_created_at=self.view.run.created_at,
+            anchors=self.view.anchors,
         )
 
     async def item_anchor(self, placement: str, item: str) -> datetime:
         """The node anchor of one scatter item: stored on the item's first arrival."""
         key = (placement, item)
-        found = self.anchors.get(key)
+        found = self.view.anchors.get(key)
         if found is None:
-            found = self.anchors[key] = self.clock.now()
+            found = self.view.anchors[key] = self.clock.now()
             await self.commit(
-                Commit(self.run.id, anchors=[NodeAnchor(self.run.id, placement, item, found)])
+                Commit(
+                    self.view.run.id, anchors=[NodeAnchor(self.view.run.id, placement, item, found)]
+                )
             )
         return found
 
@@ -102,5 +108,5 @@ class Arming(Attempts):
     ) -> list[tuple[str, str | None]]:
         """Node anchors released by moving ``token`` from ``p`` along ``output``."""
         return windows.releases(
-            self.plan, self.anchors, self.tokens.values(), token, p, output, targets
+            self.plan, self.view.anchors, self.view.tokens.values(), token, p, output, targets
         )

@@ -67,7 +67,7 @@ class Attempts(RunCore):
         """A node's process has started: its pid is recorded in the run's history (in the
         background, the attempt does not wait on the store)."""
         event = self.event(token, ProcessStarted(pid=pid), placement=placement)
-        self.spawn_aux(self.commit(Commit(self.run.id, events=[event])))
+        self.spawn_aux(self.commit(Commit(self.view.run.id, events=[event])))
 
     def interrupted_before_start(self, token: TokenRecord) -> bool:
         """The attempt's scope is about to be registered: True if an interrupting timer fired
@@ -89,4 +89,4 @@ class Attempts(RunCore):
         changed, deleted = attempt.changes
         if not changed and not deleted and not attempt.update:
             return {}, []
-        return self.merger.apply(self.state, base, changed, deleted, attempt.update)
+        return self.merger.apply(self.view.state, base, changed, deleted, attempt.update)

@@ -15,11 +15,9 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from flowtide.engine._host import RunHost
-from flowtide.engine._records import RunEnd
 from flowtide.engine._steps import StepLock
 from flowtide.engine.background import task_awaiting
 from flowtide.engine.code import FlowCode
@@ -32,9 +30,9 @@ from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
 from flowtide.engine.run.attempts import AttemptRunner, Running
 from flowtide.engine.run.committer import Committer
-from flowtide.engine.run.joins import JoinGroups
 from flowtide.engine.run.marks import inherit
 from flowtide.engine.run.parking import park_record
+from flowtide.engine.run.view import RunEnd, RunView
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
 from flowtide.store.base import (
     Commit,
@@ -83,13 +81,12 @@ class RunCore(ABC):
         self.plan = plan
         self.code = code  # (empty in a client: it runs no node code)
         self.flow = plan.flow
-        self.run = run
-        self.state = state
+        self.view = RunView(run, state)
+        """The run's data: record, state, live tokens, parks, anchors, visits, joins, end."""
         self.clock = host.clock
         self.merger = StateMerger(self.flow.reducers, self.code.reducers)
         self.root = CancelScope(parent_scope)
         self.root.on_cancel(self.on_root_cancelled)
-        self.tokens: dict[str, TokenRecord] = {}
         self.tasks: set[asyncio.Future[Any]] = set()
         """The tasks that drive the run's tokens (and side steps: firings, a scatter's items)."""
         self.child_waits: dict[str, ChildWait] = {}  # by subflow token id: see ChildWait
@@ -100,28 +97,15 @@ class RunCore(ABC):
         scope (:func:`~flowtide.engine.run.marks.interrupt`) instead of being lost."""
         self.prestarted: set[str] = set()
         """Tokens whose move to a task also started its attempt (in the same commit)."""
-        self.joins: JoinGroups = {}
-        self.visits: dict[str, int] = {}
         self.ids, self.steps = itertools.count(1), StepLock()
-        self.end: RunEnd | None = None
-        self.outcome: str | None = None
-        self.terminals: list[str] = []
-        self.warnings: list[str] = []
-        self.last_placements: list[str] = []
         self.started = False
         self.closed = False
         self.deadline_timer: Any = None
         self.finalizer: asyncio.Task[None] | None = None
-        self.anchors: dict[tuple[str, str | None], datetime] = {}
-        """Stored node anchors of this run: (placement, item) -> first arrival."""
-        self.parks: dict[str, ParkRecord] = {}
-        """Open parks by token id."""
         self.settling: asyncio.Task[None] | None = None
         self.pins = 0
         self.committer = Committer(host)
         """The one way to the store (and what the next commits carry for their tokens)."""
-        self.recent_parks: dict[str, ParkRecord] = {}
-        """Parks closed by this executor, by park id (to tell a late signal why it is refused)."""
         self.released = False
         """The engine let go of this executor (quiescent): it must not be used any more."""
         self.attempts = AttemptRunner(host, run, self.flow, self.merger, self.running)
@@ -139,12 +123,22 @@ class RunCore(ABC):
         """The step that hands the run back (see ``handed_off``)."""
 
     @property
+    def run(self) -> RunRecord:
+        """The run's record (see :attr:`view`)."""
+        return self.view.run
+
+    @property
+    def tokens(self) -> dict[str, TokenRecord]:
+        """The run's live tokens by id (see :attr:`view`)."""
+        return self.view.tokens
+
+    @property
     def run_id(self) -> str:
-        return self.run.id
+        return self.view.run.id
 
     @property
     def ended(self) -> bool:
-        return self.end is not None
+        return self.view.end is not None
 
     def event(
         self,
@@ -157,7 +151,7 @@ class RunCore(ABC):
         """The event ``payload`` of ``token`` (its placement and attempt unless given), now."""
         return event_record(
             payload,
-            self.run.id,
+            self.view.run.id,
             self.clock.now(),
             placement=placement if placement is not None else (token.placement if token else None),
             attempt=attempt if attempt is not None else (token.attempt if token else None),
@@ -189,7 +183,7 @@ class RunCore(ABC):
         step never touches the run state.
         """
         async with self.steps.hold():
-            if unless_ended and (self.end is not None or self.closed):
+            if unless_ended and (self.view.end is not None or self.closed):
                 return False
             if token is not None and token.status is S.CANCELLED:
                 return False
@@ -203,11 +197,13 @@ class RunCore(ABC):
             self.committer.fold(c)
             if c.lease is None:
                 c.lease = self.lease
-            if self.run.lifecycle == PARKED_LIFECYCLE and self.end is None and c.tokens:
+            if self.view.run.lifecycle == PARKED_LIFECYCLE and self.view.end is None and c.tokens:
                 # Something moves again: the run is running. (Not for a refusal's answer.)
-                self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.RUNNING).value
+                self.view.run.lifecycle = transition(
+                    self.view.run.lifecycle, Lifecycle.RUNNING
+                ).value
                 if c.run is None:
-                    c.run = self.run
+                    c.run = self.view.run
             if c.run_lifecycles is None:
                 c.run_lifecycles = LIVE_LIFECYCLES  # refused if another actor ended the run
             # A task of this executor is cancelled only by its close (see flowtide.engine._commit).
@@ -232,15 +228,15 @@ class RunCore(ABC):
 
     def new_token(self, placement: str, lineage: tuple[tuple[str, int, int], ...]) -> TokenRecord:
         t = TokenRecord(
-            id=f"{self.run.id}.{next(self.ids)}",
-            run_id=self.run.id,
+            id=f"{self.view.run.id}.{next(self.ids)}",
+            run_id=self.view.run.id,
             placement=placement,
             status=S.READY,
             visit=self.next_visit(placement),
             lineage=lineage,
             created_at=self.clock.now(),
         )
-        self.tokens[t.id] = t
+        self.view.tokens[t.id] = t
         return t
 
     def split_tokens(
@@ -254,8 +250,8 @@ class RunCore(ABC):
         return [token, *new]
 
     def next_visit(self, placement: str) -> int:
-        n = self.visits.get(placement, 0) + 1
-        self.visits[placement] = n
+        n = self.view.visits.get(placement, 0) + 1
+        self.view.visits[placement] = n
         return n
 
     def spawn(self, token: TokenRecord) -> None:
@@ -306,9 +302,9 @@ class RunCore(ABC):
         *,
         cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
     ) -> None:
-        if self.end is not None or self.closed:
+        if self.view.end is not None or self.closed:
             return
-        self.end = RunEnd(lifecycle, list(errors), interrupted)
+        self.view.end = RunEnd(lifecycle, list(errors), interrupted)
         if self.deadline_timer is not None:
             self.deadline_timer.cancel()
         if cancel_reason is not None:
@@ -319,22 +315,22 @@ class RunCore(ABC):
         self, token: TokenRecord, exc: BaseException, interrupted: InterruptedAt | None = None
     ) -> None:
         token.status = S.FAILED
-        self.tokens.pop(token.id, None)
+        self.view.tokens.pop(token.id, None)
         self.request_end(Lifecycle.FAILED, [self.error_info(exc, token.placement)], interrupted)
 
     def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None:
-        park = self.parks.pop(token.id, None)
+        park = self.view.parks.pop(token.id, None)
         if park is None:
             return
         park.status = status
         park.closed_at = self.clock.now()
         park.closed_by = by
-        self.recent_parks[park.id] = park
+        self.view.recent_parks[park.id] = park
         self.committer.closing_parks.append(park)
 
     def park_record(self, park_id: str) -> ParkRecord | None:
         """The park as this executor knows it (open, or closed by it), else None."""
-        return park_record(self.parks, self.recent_parks, park_id)
+        return park_record(self.view.parks, self.view.recent_parks, park_id)
 
     # -- what the layers above provide ------------
 

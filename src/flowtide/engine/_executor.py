@@ -45,12 +45,12 @@ class RunExecutor(Driving):
         self.started = True
         top = 0
         seq = 0
-        checkpoint = self.run.checkpoint
+        checkpoint = self.view.run.checkpoint
         if checkpoint is not None:
             seq = checkpoint.seq
-            self.visits.update(checkpoint.visits)
-            self.terminals.extend(checkpoint.terminals)
-            self.outcome = checkpoint.outcome
+            self.view.visits.update(checkpoint.visits)
+            self.view.terminals.extend(checkpoint.terminals)
+            self.view.outcome = checkpoint.outcome
         if history:
             seq = history[-1].seq
         self.committer.restored(seq)
@@ -60,41 +60,41 @@ class RunExecutor(Driving):
             if e.kind == EventKind.NODE_STARTED and e.placement is not None:
                 visit = e.data.get("visit")
                 if isinstance(visit, int):
-                    self.visits[e.placement] = max(self.visits.get(e.placement, 0), visit)
+                    self.view.visits[e.placement] = max(self.view.visits.get(e.placement, 0), visit)
             if e.kind == EventKind.TERMINAL_REACHED and e.placement is not None:
-                self.terminals.append(e.placement)
+                self.view.terminals.append(e.placement)
                 if (
-                    self.outcome is None
+                    self.view.outcome is None
                     and e.data.get("outcome") != "failed"
                     and e.token_id not in side
                 ):
-                    self.outcome = e.data.get("outcome")
+                    self.view.outcome = e.data.get("outcome")
         for t in tokens:
             suffix = t.id.rpartition(".")[2]
             if suffix.isdigit():
                 top = max(top, int(suffix))
             if not t.status.live:
                 continue
-            self.tokens[t.id] = t
-            self.visits[t.placement] = max(self.visits.get(t.placement, 0), t.visit)
-        restore_groups(self.joins, self.plan, self.tokens.values())
+            self.view.tokens[t.id] = t
+            self.view.visits[t.placement] = max(self.view.visits.get(t.placement, 0), t.visit)
+        restore_groups(self.view.joins, self.plan, self.view.tokens.values())
         self.ids = itertools.count(top + 1)
 
     async def load_extras(self) -> None:
         """Read the run's node anchors and open parks from the store (before resuming)."""
         store = self.host.store
         if self.plan.anchored:  # (a run of a flow without node anchors has none stored)
-            for anchor in await store.node_anchors(self.run.id):
-                self.anchors[(anchor.placement, anchor.item)] = anchor.at
-        for park in await store.parks(run_id=self.run.id, open_only=True):
-            token = self.tokens.get(park.token_id)
+            for anchor in await store.node_anchors(self.view.run.id):
+                self.view.anchors[(anchor.placement, anchor.item)] = anchor.at
+        for park in await store.parks(run_id=self.view.run.id, open_only=True):
+            token = self.view.tokens.get(park.token_id)
             if token is not None and token.status is S.PARKED and token.epoch == park.epoch:
-                self.parks[park.token_id] = park
+                self.view.parks[park.token_id] = park
 
     def resume_tokens(self) -> None:
         """Start driving restored tokens (waiting and parked ones have their due entries in the
         store: the sweeper fires them)."""
-        for t in list(self.tokens.values()):
+        for t in list(self.view.tokens.values()):
             if t.status in (S.READY, S.RUNNING):
                 t.status = S.READY
                 self.spawn(t)

@@ -39,9 +39,9 @@ class Joins(Routing):
                 "success",
                 event=lambda to: JoinFired(output="success", arrived=1, branches=[], to=to),
             )
-        ev = self.event(token, arrive(self.joins, token, p.id))
+        ev = self.event(token, arrive(self.view.joins, token, p.id))
         if not await self.commit(
-            Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
+            Commit(self.view.run.id, tokens=[token], events=[ev]), unless_ended=True
         ):
             return None
         await self.evaluate_joins()
@@ -49,20 +49,20 @@ class Joins(Routing):
 
     async def evaluate_joins(self) -> None:
         """Fire the join groups that fire now, one after another, while the run goes on."""
-        while self.end is None:
-            firing = next_firing(self.joins, self.plan, self.tokens)
+        while self.view.end is None:
+            firing = next_firing(self.view.joins, self.plan, self.view.tokens)
             if firing is None:
                 return
             await self.fire_join(firing)
 
     async def fire_join(self, firing: JoinFiring) -> None:
         group, p, output = firing.group, firing.join, firing.output
-        close_split(self.joins, group.split)
+        close_split(self.view.joins, group.split)
         arrived = group.arrived
         if not arrived:
             # No branch arrived, and none can any more: a token leaves the join by ``empty``.
             arrived = [self.new_token(p.id, group.lineage)]
-        cancelled = losers(firing, self.tokens)
+        cancelled = losers(firing, self.view.tokens)
         extra_events = []
         for t in cancelled:
             self.kill(t, CancelReason.JOIN_LOSER)
@@ -75,7 +75,7 @@ class Joins(Routing):
         first = arrived[0]
         for t in arrived[1:]:
             t.status = S.DONE
-            self.tokens.pop(t.id, None)
+            self.view.tokens.pop(t.id, None)
         cont = first
         cont.lineage = tuple(f for f in cont.lineage if f[0] != group.split)
         moved = await self.move(
@@ -98,8 +98,8 @@ class Joins(Routing):
         t.due = None
         t.epoch += 1
         self.close_park(t, ParkStatus.CANCELLED, reason.value)
-        self.tokens.pop(t.id, None)
-        note_moves(self.joins, self.plan, [t], ended=True)
+        self.view.tokens.pop(t.id, None)
+        note_moves(self.view.joins, self.plan, [t], ended=True)
         running = self.running.get(t.id)
         if running is not None:
             running[1].cancel(reason, self.clock.now())

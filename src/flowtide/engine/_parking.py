@@ -100,8 +100,9 @@ class Parking(Tasks):
         async with self.steps.hold():
             now = self.clock.now()
             judged = at if at is not None else now
+            v = self.view
             token = signalled_token(
-                self.plan, self.tokens, self.parks, self.recent_parks, park, output, judged
+                self.plan, v.tokens, v.parks, v.recent_parks, park, output, judged
             )
             p = self.plan.placements[token.placement]
             epoch = token.epoch
@@ -110,7 +111,7 @@ class Parking(Tasks):
             self.committer.expect[token.id] = Expect(S.PARKED, epoch, alive_at=judged)
             answer = signal_answer(park, output, now, idempotency_key)
             answers = (
-                [SignalAnswer(idempotency_key, self.run.id, answer)] if idempotency_key else []
+                [SignalAnswer(idempotency_key, self.view.run.id, answer)] if idempotency_key else []
             )
             fired = [inbox] if inbox is not None else []
             requests = [RequestAnswer(e.token_id, accepted_reply(answer), now) for e in fired]
@@ -118,14 +119,18 @@ class Parking(Tasks):
 
             signalled = _signalled(park, output, idempotency_key, keys, sender)
 
-            base = dict(self.state)
+            base = dict(self.view.state)
 
             def update() -> tuple[dict[str, Any], list[str]]:
-                return self.merger.apply(self.state, base, {}, [], payload) if payload else ({}, [])
+                return (
+                    self.merger.apply(self.view.state, base, {}, [], payload)
+                    if payload
+                    else ({}, [])
+                )
 
             try:
                 if output is not None:
-                    self.last_placements = [p.id]
+                    self.view.last_placements = [p.id]
                     moved = await self.move(
                         token,
                         p,
@@ -142,7 +147,7 @@ class Parking(Tasks):
                 else:
                     ev = self.event(token, signalled(None))
                     done = Commit(
-                        self.run.id,
+                        self.view.run.id,
                         signal_answers=answers,
                         requests_answered=requests,
                         due_fired=fired,
@@ -153,14 +158,19 @@ class Parking(Tasks):
                 raise
             if applied:
                 return answer
-            # The run ended (a cancel, a failure elsewhere) before the signal could commit.
-            self.committer.expect.pop(token.id, None)
-            closed = self.recent_parks.get(park.id) or park
-            closed.status = ParkStatus.CANCELLED
-            closed.closed_by = end_reason(self.end) if self.end is not None else "run_ended"
-            if closed not in self.committer.closing_parks:
-                self.committer.closing_parks.append(closed)
-            raise refusal(closed, now)
+            raise self._ended_first(token, park, now)
+
+    def _ended_first(self, token: TokenRecord, park: ParkRecord, now: datetime) -> SignalRefused:
+        """The run ended (a cancel, a failure elsewhere) before the signal to ``park`` could
+        commit: the park is closed as cancelled (with the next commit), and the signal refused."""
+        self.committer.expect.pop(token.id, None)
+        closed = self.view.recent_parks.get(park.id) or park
+        closed.status = ParkStatus.CANCELLED
+        end = self.view.end
+        closed.closed_by = end_reason(end) if end is not None else "run_ended"
+        if closed not in self.committer.closing_parks:
+            self.committer.closing_parks.append(closed)
+        return refusal(closed, now)
 
     async def _wake(
         self,
@@ -199,15 +209,15 @@ class Parking(Tasks):
         """This due entry has come (see :class:`~flowtide.store.DueEntry`), ``purpose`` read
         from it: a step of its own, under the step lock. False if it is being fired already (or
         the run is ending, which removes it)."""
-        if self.end is not None or self.closed or entry in self.firing:
+        if self.view.end is not None or self.closed or entry in self.firing:
             return False
         self.firing.add(entry)
         if purpose == SIGNAL:
             self.spawn_aux(self._fire_request(entry))
             return True
         if purpose == DEADLINE:  # (the run's end removes the entry)
-            if self.run.deadline is not None:
-                self.root.cancel(CancelReason.RUN_DEADLINE, self.run.deadline)
+            if self.view.run.deadline is not None:
+                self.root.cancel(CancelReason.RUN_DEADLINE, self.view.run.deadline)
             return True
         self.spawn_aux(self._fire(entry, purpose))
         return True
@@ -239,7 +249,7 @@ class Parking(Tasks):
             except StoreConflict:
                 raise
             except StoreError as exc:
-                request, run = printable(entry.token_id), printable(self.run.id)
+                request, run = printable(entry.token_id), printable(self.view.run.id)
                 log.warning("request %s of run %s: %s", request, run, exc)
                 return  # (the entry stays: fired again at the next claim)
             if isinstance(found, SignalRequest):
@@ -268,7 +278,7 @@ class Parking(Tasks):
                     reply = refused_reply(refused)
             answered = [RequestAnswer(entry.token_id, reply, self.clock.now())] if reply else []
             await self.commit(
-                Commit(self.run.id, due_fired=[entry], requests_answered=answered),
+                Commit(self.view.run.id, due_fired=[entry], requests_answered=answered),
                 unless_ended=True,
             )
 
@@ -281,7 +291,7 @@ class Parking(Tasks):
         already (or not this run's)."""
         store = self.host.store
         request = await store.signal_request(entry.token_id)
-        if request is None or request.answer is not None or request.run_id != self.run.id:
+        if request is None or request.answer is not None or request.run_id != self.view.run.id:
             return None
         if request.kind == "cancel":
             return request
@@ -295,7 +305,7 @@ class Parking(Tasks):
                 store,
                 self,
                 request.requested_at,
-                self.run.id,
+                self.view.run.id,
                 asked.get("placement"),
                 asked.get("key"),
                 asked.get("token_id"),
@@ -306,9 +316,9 @@ class Parking(Tasks):
 
     async def _fire_once(self, entry: DueEntry, purpose: DuePurpose | None) -> None:
         async with self.steps.hold():
-            if self.end is not None or self.closed:
+            if self.view.end is not None or self.closed:
                 return  # (the run's end removes its due entries)
-            token = self.tokens.get(entry.token_id)
+            token = self.view.tokens.get(entry.token_id)
             later = False
             if token is not None:
                 self.committer.fired.setdefault(token.id, []).append(entry)
@@ -320,7 +330,7 @@ class Parking(Tasks):
                 left.remove(entry)
                 if not left:
                     self.committer.fired.pop(entry.token_id, None)
-                await self.commit(Commit(self.run.id, due_fired=[entry]), unless_ended=True)
+                await self.commit(Commit(self.view.run.id, due_fired=[entry]), unless_ended=True)
 
     async def _fire_entry(
         self, token: TokenRecord, entry: DueEntry, purpose: DuePurpose | None
@@ -394,7 +404,7 @@ class Parking(Tasks):
             self.committer.expect[token.id] = Expect(was, token.epoch)
             if was is S.PARKED and when is not None:
                 self.committer.fires[token.id] = when
-            self.last_placements = [p.id]
+            self.view.last_placements = [p.id]
             nxt = await self.route(
                 token,
                 p,
@@ -419,18 +429,22 @@ class Parking(Tasks):
         targets = p.route_map().get(output)
         if not targets:
             err = UnroutedOutputError(p.id, output, list(p.route_map()))
-            await self.commit(Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True)
+            await self.commit(
+                Commit(self.view.run.id, tokens=[token], events=[ev]), unless_ended=True
+            )
             self.request_end(Lifecycle.FAILED, [self.error_info(err, p.id)])
             return
         new = [self.new_token(t, token.lineage) for t in targets]
         for t in new:
             mark_side(t)  # (its terminal does not set the run's outcome)
         ok = await self.commit(
-            Commit(self.run.id, tokens=[token, *new], events=[ev]), unless_ended=True, token=token
+            Commit(self.view.run.id, tokens=[token, *new], events=[ev]),
+            unless_ended=True,
+            token=token,
         )
         if not ok:
             for t in new:
-                self.tokens.pop(t.id, None)
+                self.view.tokens.pop(t.id, None)
             return
         for t in new:
             self.spawn(t)

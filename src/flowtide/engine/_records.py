@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,6 +17,7 @@ from flowtide.engine.event_types import (
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult, run_result
 from flowtide.engine.run.marks import FiredTimer, leave
+from flowtide.engine.run.view import RunEnd
 from flowtide.model.placements import (
     Terminal,
 )
@@ -29,13 +29,6 @@ from flowtide.store.base import (
 )
 
 S = TokenStatus
-
-
-@dataclass(slots=True)
-class RunEnd:
-    lifecycle: Lifecycle
-    errors: list[ErrorInfo]
-    interrupted: InterruptedAt | None
 
 
 def timed_out(

@@ -102,10 +102,10 @@ class Routing(Arming):
                 await self._unrouted(token, p, output, self.event(token, event(None)), extra_events)
                 return NOT_MOVED
             moving = self.event(token, event(list(targets)))
-            if carries_marks(token) or token.id in self.parks:
+            if carries_marks(token) or token.id in self.view.parks:
                 due_cleared = [*due_cleared, token.id]
                 self.close_park(token, ParkStatus.SIGNALLED, "moved")
-            released = self.releases(token, p, output, targets) if self.anchors else []
+            released = self.releases(token, p, output, targets) if self.view.anchors else []
             moved, split_id = self._move(token, p, targets)
             events = [moving, *extra_events]
             nxt = [t for t in moved if t.status is S.READY]
@@ -116,7 +116,7 @@ class Routing(Arming):
             prestarted = [] if released else self._prestart(nxt, split_id, events, anchors, due)
             ok = await self.commit(
                 Commit(
-                    self.run.id,
+                    self.view.run.id,
                     tokens=[*moved, *extra],
                     events=events,
                     due_cleared=due_cleared,
@@ -140,8 +140,8 @@ class Routing(Arming):
             self._apply_move(prestarted, ending, released)
             for other in nxt[1:]:
                 self.spawn(other)
-            if judges_move(self.joins, self.plan, targets, split_id) and note_moves(
-                self.joins, self.plan, nxt
+            if judges_move(self.view.joins, self.plan, targets, split_id) and note_moves(
+                self.view.joins, self.plan, nxt
             ):
                 await self.evaluate_joins()
             return Moved(True, nxt[0] if nxt else None)
@@ -155,12 +155,12 @@ class Routing(Arming):
         """A move is committed: its started attempts, ended tokens and released anchors."""
         self.prestarted.update(prestarted)
         for t, q in ending:
-            self.tokens.pop(t.id, None)
-            self.terminals.append(q.id)
-            if self.outcome is None and sets_outcome(t):
-                self.outcome = q.outcome
+            self.view.tokens.pop(t.id, None)
+            self.view.terminals.append(q.id)
+            if self.view.outcome is None and sets_outcome(t):
+                self.view.outcome = q.outcome
         for key in released:
-            self.anchors.pop(key, None)
+            self.view.anchors.pop(key, None)
 
     async def _unrouted(
         self,
@@ -172,7 +172,9 @@ class Routing(Arming):
     ) -> None:
         """``output`` routes nowhere: its event is recorded, and the run fails."""
         err = UnroutedOutputError(p.id, output, list(p.route_map()))
-        await self.commit(Commit(self.run.id, events=[event, *extra_events]), unless_ended=True)
+        await self.commit(
+            Commit(self.view.run.id, events=[event, *extra_events]), unless_ended=True
+        )
         self.fail_token(token, err)
 
     def _move(
@@ -185,8 +187,8 @@ class Routing(Arming):
         token.epoch += 1
         split = f"{token.id}/{p.id}#{token.visit}"
         token.status = S.DONE
-        self.tokens.pop(token.id, None)
-        expect_branches(self.joins, self.plan, split, len(targets), token.lineage, targets)
+        self.view.tokens.pop(token.id, None)
+        expect_branches(self.view.joins, self.plan, split, len(targets), token.lineage, targets)
         return self.split_tokens(token, targets, split), split
 
     def _ends_of(
@@ -194,7 +196,7 @@ class Routing(Arming):
     ) -> list[tuple[TokenRecord, Terminal]]:
         """A move to a terminal that does not fail the run also records the terminal, in the
         move's commit (only while no join is open: a join may still count the token)."""
-        if self.joins:
+        if self.view.joins:
             return []
         ending: list[tuple[TokenRecord, Terminal]] = []
         for t in moved:
@@ -202,7 +204,7 @@ class Routing(Arming):
             if isinstance(q, Terminal) and not q.fails:
                 t.status = S.DONE
                 ending.append((t, q))
-                events.append(terminal_event(self.run.id, self.clock.now(), t, q))
+                events.append(terminal_event(self.view.run.id, self.clock.now(), t, q))
         return ending
 
     def _prestart(
@@ -217,7 +219,7 @@ class Routing(Arming):
         arrives at a task (unless a join may still act on it: see
         :func:`~flowtide.engine.run.joins.out_of_reach`); returns their ids."""
         prestarted: list[str] = []
-        splits = open_splits(self.joins, split_id)
+        splits = open_splits(self.view.joins, split_id)
         placements = self.plan.placements
         for t in moved:
             if placements[t.placement].kind == "task" and out_of_reach(t, splits):

@@ -75,11 +75,11 @@ class Tasks(Joins):
 
     async def at_phase(self, token: TokenRecord, p: Phase) -> TokenRecord | None:
         # A phase reached by a route (validation should prevent it): run it like a dead end.
-        self.last_placements.append(p.id)
+        self.view.last_placements.append(p.id)
         token.status = S.DONE
-        self.tokens.pop(token.id, None)
-        await self.commit(Commit(self.run.id, tokens=[token]), unless_ended=True)
-        if self.joins and note_moves(self.joins, self.plan, [token], ended=True):
+        self.view.tokens.pop(token.id, None)
+        await self.commit(Commit(self.view.run.id, tokens=[token]), unless_ended=True)
+        if self.view.joins and note_moves(self.view.joins, self.plan, [token], ended=True):
             await self.evaluate_joins()
         return None
 
@@ -102,7 +102,7 @@ class Tasks(Joins):
             ):
                 return None  # (the run ended meanwhile)
             async with self.steps.hold():
-                if self.end is not None or token.status is S.CANCELLED:
+                if self.view.end is not None or token.status is S.CANCELLED:
                     self.attempts.drop_thread(token.id)
                     return None
                 fired = take_due(token)
@@ -113,12 +113,14 @@ class Tasks(Joins):
                 started, anchors, due = self.start_attempt(token, p.id, impl.id, settings)
                 events.append(started)
                 if not await self.commit(
-                    Commit(self.run.id, tokens=[token], events=events, anchors=anchors, due=due),
+                    Commit(
+                        self.view.run.id, tokens=[token], events=events, anchors=anchors, due=due
+                    ),
                     unless_ended=True,
                 ):
                     self.not_started(token.id)
                     return None
-        base = dict(self.state)
+        base = dict(self.view.state)
         attempt = await self.invoke(
             impl,
             settings,
@@ -147,13 +149,13 @@ class Tasks(Joins):
 
         One step, under the step lock."""
         async with self.steps.hold():
-            if self.end is not None or token.status is S.CANCELLED:
+            if self.view.end is not None or token.status is S.CANCELLED:
                 return None
             if attempt.kind == "cancelled":
                 interrupt = take_interrupt(token)
                 c = attempt.cancellation
                 if interrupt is not None and c is not None and c.reason is CancelReason.TIMER:
-                    self.last_placements = [p.id]
+                    self.view.last_placements = [p.id]
                     return await self.route(
                         token,
                         p,
@@ -166,7 +168,7 @@ class Tasks(Joins):
             if attempt.kind == "ok":
                 output = attempt.output
                 assert output is not None
-                self.last_placements = [p.id]
+                self.view.last_placements = [p.id]
                 return await self.route(
                     token,
                     p,
@@ -200,7 +202,7 @@ class Tasks(Joins):
             await self.schedule_retry(token, settings, timeout_err, self.event(token, late))
             return None
         if routed:
-            self.last_placements = [p.id]
+            self.view.last_placements = [p.id]
             return await self.route(
                 token, p, TIMEOUT_OUTPUT, event=lambda to: timed_out(budget, deadline, routed, to)
             )
@@ -217,7 +219,7 @@ class Tasks(Joins):
         assert exc is not None
         if isinstance(exc, OutputContractError) and "error" in p.route_map():
             error = self.error_data(exc)
-            self.last_placements = [p.id]
+            self.view.last_placements = [p.id]
             return await self.route(
                 token, p, "error", event=lambda to: NodeFailed(error=error, to=to)
             )
@@ -238,7 +240,7 @@ class Tasks(Joins):
     ) -> None:
         """Record the token's failure (its due entries dropped), then fail the run."""
         token.status = S.FAILED
-        failed = Commit(self.run.id, tokens=[token], events=[event], due_cleared=[token.id])
+        failed = Commit(self.view.run.id, tokens=[token], events=[event], due_cleared=[token.id])
         if await self.commit(failed, unless_ended=True):
             self.fail_token(token, exc, interrupted)
 
@@ -263,7 +265,7 @@ class Tasks(Joins):
         token.epoch += 1
         park = ParkRecord(
             f"{token.id}#{token.epoch}",
-            self.run.id,
+            self.view.run.id,
             token.id,
             p.id,
             token.visit,
@@ -275,7 +277,7 @@ class Tasks(Joins):
         )
         if token.deadline is not None:
             # First in the commit: at the same instant as a timer, the timeout is claimed first.
-            due.insert(0, TIMEOUT.entry(token.deadline, self.run.id, token.id))
+            due.insert(0, TIMEOUT.entry(token.deadline, self.view.run.id, token.id))
         ev = self.event(
             token,
             Parked(
@@ -284,17 +286,22 @@ class Tasks(Joins):
                 park=park.id,
             ),
         )
-        self.parks[token.id] = park
+        self.view.parks[token.id] = park
         ok = await self.commit(
             Commit(
-                self.run.id, tokens=[token], events=[ev], due=due, anchors=anchors, parks=[park]
+                self.view.run.id,
+                tokens=[token],
+                events=[ev],
+                due=due,
+                anchors=anchors,
+                parks=[park],
             ),
             unless_ended=True,
             update=lambda: self.state_update(base, attempt),
             token=token,
         )
         if not ok:
-            self.parks.pop(token.id, None)
+            self.view.parks.pop(token.id, None)
         return None
 
     def retry_allowed(
@@ -331,9 +338,9 @@ class Tasks(Joins):
         token.due = due
         token.deadline = window_end
         wait_for(token, Waiting.RETRY, delay)
-        dues = [RESUME.entry(due, self.run.id, token.id)]
+        dues = [RESUME.entry(due, self.view.run.id, token.id)]
         if window_end is not None and window_end < due:
-            dues.insert(0, TIMEOUT.entry(window_end, self.run.id, token.id))
+            dues.insert(0, TIMEOUT.entry(window_end, self.view.run.id, token.id))
         retried = self.event(
             token,
             NodeRetried(
@@ -346,7 +353,7 @@ class Tasks(Joins):
         )
         if await self.commit(
             Commit(
-                self.run.id,
+                self.view.run.id,
                 tokens=[token],
                 events=[ev, retried],
                 due=dues,
@@ -357,7 +364,7 @@ class Tasks(Joins):
 
     async def at_wait(self, token: TokenRecord, p: Wait) -> TokenRecord | None:
         if is_due(token, Waiting.WAIT):
-            self.last_placements = [p.id]
+            self.view.last_placements = [p.id]
             return await self.route(
                 token,
                 p,
@@ -371,10 +378,10 @@ class Tasks(Joins):
         wait_for(token, Waiting.WAIT)
         if await self.commit(
             Commit(
-                self.run.id,
+                self.view.run.id,
                 tokens=[token],
                 events=[self.event(token, WaitStarted(due=isoformat(due)))],
-                due=[RESUME.entry(due, self.run.id, token.id)],
+                due=[RESUME.entry(due, self.view.run.id, token.id)],
             ),
             unless_ended=True,
         ):
@@ -383,17 +390,17 @@ class Tasks(Joins):
 
     async def at_terminal(self, token: TokenRecord, p: Terminal) -> TokenRecord | None:
         token.status = S.DONE
-        self.tokens.pop(token.id, None)
+        self.view.tokens.pop(token.id, None)
         ev = self.event(token, TerminalReached(outcome=p.outcome))
         if not await self.commit(
-            Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
+            Commit(self.view.run.id, tokens=[token], events=[ev]), unless_ended=True
         ):
             return None
-        self.terminals.append(p.id)
+        self.view.terminals.append(p.id)
         if p.fails:
             self.request_end(Lifecycle.FAILED, [self.error_info(FailedTerminalError(p.id))])
-        elif self.outcome is None and sets_outcome(token):
-            self.outcome = p.outcome
-        if self.joins and note_moves(self.joins, self.plan, [token], ended=True):
+        elif self.view.outcome is None and sets_outcome(token):
+            self.view.outcome = p.outcome
+        if self.view.joins and note_moves(self.view.joins, self.plan, [token], ended=True):
             await self.evaluate_joins()
         return None
