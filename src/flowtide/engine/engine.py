@@ -20,7 +20,6 @@ from typing import Any
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.clock import Clock, SystemClock, VirtualClock
 from flowtide.engine._commit import commit_step
-from flowtide.engine._executor import RunExecutor
 from flowtide.engine._hooks import HookDelivery, hook_failure
 from flowtide.engine._waiters import RunWaiters
 from flowtide.engine.catalog import FlowCatalog
@@ -47,6 +46,7 @@ from flowtide.engine.plan import FlowPlan
 from flowtide.engine.presence import Presence
 from flowtide.engine.redaction import Redact
 from flowtide.engine.result import RunResult
+from flowtide.engine.run.executor.executor import RunExecutor
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
 from flowtide.engine.starting import new_run

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from flowtide.clock import isoformat
-from flowtide.engine._attempts import Attempts
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import NodeStarted
 from flowtide.engine.run import windows
+from flowtide.engine.run.executor.attempts import Attempts
 from flowtide.model.placements import (
     AnyPlacement,
 )

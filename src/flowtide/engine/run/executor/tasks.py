@@ -10,8 +10,6 @@ from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import isoformat
-from flowtide.engine._joins import Joins
-from flowtide.engine._records import escalation, timed_out
 from flowtide.engine.contracts import OutputContractError
 from flowtide.engine.errors import (
     FailedTerminalError,
@@ -32,6 +30,8 @@ from flowtide.engine.result import InterruptedAt
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.run.attempts import Attempt
 from flowtide.engine.run.due import RESUME, TIMEOUT
+from flowtide.engine.run.executor.joins import Joins
+from flowtide.engine.run.executor.records import escalation, timed_out
 from flowtide.engine.run.joins import note_moves
 from flowtide.engine.run.marks import (
     Waiting,

@@ -8,12 +8,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowtide.engine._arming import Arming
-from flowtide.engine._records import move_token, terminal_event
 from flowtide.engine.errors import (
     UnroutedOutputError,
 )
 from flowtide.engine.event_types import Moving
+from flowtide.engine.run.executor.arming import Arming
+from flowtide.engine.run.executor.records import move_token, terminal_event
 from flowtide.engine.run.joins import (
     expect_branches,
     judges_move,

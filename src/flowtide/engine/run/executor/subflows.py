@@ -9,9 +9,6 @@ from datetime import datetime
 from typing import Any
 
 from flowtide.clock import isoformat
-from flowtide.engine._core import ChildWait
-from flowtide.engine._parking import Parking
-from flowtide.engine._records import timed_out
 from flowtide.engine.children import StartedChild, child_run_id
 from flowtide.engine.deadlines import (
     attempt_deadline,
@@ -34,6 +31,9 @@ from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import ErrorInfo, RunResult
 from flowtide.engine.run.attempts import COMPUTE, Attempt
+from flowtide.engine.run.executor.core import ChildWait
+from flowtide.engine.run.executor.parking import Parking
+from flowtide.engine.run.executor.records import timed_out
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
 from flowtide.model.placements import (
     Phase,

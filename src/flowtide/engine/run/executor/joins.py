@@ -5,8 +5,8 @@ join cancels the losers. What fires and whom it cancels is decided in
 
 from __future__ import annotations
 
-from flowtide.engine._routing import Routing
 from flowtide.engine.event_types import JoinFired, TokenCancelled
+from flowtide.engine.run.executor.routing import Routing
 from flowtide.engine.run.joins import (
     JoinFiring,
     arrive,

@@ -10,9 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation
-from flowtide.engine._core import RunCore
 from flowtide.engine.event_types import ProcessStarted
 from flowtide.engine.run.attempts import COMPUTE, NO_HOOKS, Attempt, StartHooks
+from flowtide.engine.run.executor.core import RunCore
 from flowtide.engine.run.marks import interrupted
 from flowtide.engine.scope import CancelScope
 from flowtide.model.settings import NodeSettings

@@ -1,11 +1,13 @@
-"""The executor's core: a run's in-memory view, the one place its steps are committed, and
-its tasks.
+"""The executor's core: its view of the run (:class:`~flowtide.engine.run.view.RunView`), the
+commit of a step (through its :class:`~flowtide.engine.run.committer.Committer`), and its tasks.
 
 The executor is built in layers, one module each, every layer a subclass of the one below:
-core, attempts (running node code), arming (windows, timers, anchors), routing, joins, tasks
-(task, wait and terminal placements, parks, retries), parking (signals and due instants),
-subflows (child runs and phases), driving (a run's start, settling, end) and the executor
-(resume from the store). What a lower layer needs from a higher one is declared here, abstract."""
+core, attempts (a token's attempt, run by the :class:`~flowtide.engine.run.attempts.AttemptRunner`),
+arming (windows, timers, anchors), routing, joins, tasks (task, wait and terminal placements,
+parks, retries), parking (signals and due instants), subflows (child runs and phases), driving (a
+run's start, settling, end) and the executor (resume from the store). What the layers decide is
+decided by the parts of :mod:`flowtide.engine.run`; what a lower layer needs from a higher one is
+declared here, abstract."""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowtide.engine._host import RunHost
-from flowtide.engine._steps import StepLock
 from flowtide.engine.background import task_awaiting
 from flowtide.engine.code import FlowCode
 from flowtide.engine.errors import StoreUnavailableError
@@ -30,6 +31,7 @@ from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
 from flowtide.engine.run.attempts import AttemptRunner, Running
 from flowtide.engine.run.committer import Committer
+from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.marks import inherit
 from flowtide.engine.run.parking import park_record
 from flowtide.engine.run.view import RunEnd, RunView
@@ -93,7 +95,7 @@ class RunCore(ABC):
         self.running: Running = {}
         self.starting: set[str] = set()
         """Tokens whose attempt start is committed (or being committed) but whose cancel scope
-        is not registered in ``_running`` yet: an interrupting timer firing then is kept for the
+        is not registered in ``running`` yet: an interrupting timer firing then is kept for the
         scope (:func:`~flowtide.engine.run.marks.interrupt`) instead of being lost."""
         self.prestarted: set[str] = set()
         """Tokens whose move to a task also started its attempt (in the same commit)."""

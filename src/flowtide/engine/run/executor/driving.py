@@ -9,8 +9,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from flowtide.clock import isoformat
-from flowtide.engine._records import end_reason, end_result, finish
-from flowtide.engine._subflows import Subflows
 from flowtide.engine.children import child_run_id
 from flowtide.engine.errors import (
     DrainedWithoutTerminal,
@@ -25,6 +23,8 @@ from flowtide.engine.event_types import (
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.run.due import DEADLINE
+from flowtide.engine.run.executor.records import end_reason, end_result, finish
+from flowtide.engine.run.executor.subflows import Subflows
 from flowtide.engine.run.view import RunEnd
 from flowtide.engine.scatter import ScatterRun
 from flowtide.engine.scope import Cancellation, CancelReason

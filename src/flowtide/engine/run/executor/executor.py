@@ -16,15 +16,15 @@ each first claims the token in memory (synchronously, so a second claimant in th
 it taken) and then commits with ``Commit.expect`` (status ``parked`` and the park's epoch; for a
 signal also "deadline still ahead"), so the store refuses the loser across processes too.
 
-The executor is built in layers (see :mod:`flowtide.engine._core`)."""
+The executor is built in layers (see :mod:`flowtide.engine.run.executor.core`)."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
 
-from flowtide.engine._driving import Driving
 from flowtide.engine.events import EventKind
+from flowtide.engine.run.executor.driving import Driving
 from flowtide.engine.run.joins import restore_groups
 from flowtide.engine.run.marks import sets_outcome
 from flowtide.store.base import (

@@ -10,14 +10,12 @@ from datetime import datetime
 from typing import Any
 
 from flowtide.engine._addressing import find_park
-from flowtide.engine._records import end_reason, escalation
 from flowtide.engine._signals import (
     accepted_reply,
     refusal,
     refused_reply,
     signal_answer,
 )
-from flowtide.engine._tasks import Tasks
 from flowtide.engine.errors import (
     SignalRefused,
     UnroutedOutputError,
@@ -32,6 +30,8 @@ from flowtide.engine.run.due import (
     DuePurpose,
     parse_purpose,
 )
+from flowtide.engine.run.executor.records import end_reason, escalation
+from flowtide.engine.run.executor.tasks import Tasks
 from flowtide.engine.run.marks import (
     FiredTimer,
     interrupt,
