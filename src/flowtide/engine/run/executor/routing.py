@@ -18,10 +18,9 @@ from flowtide.engine.run.joins import (
     expect_branches,
     judges_move,
     note_moves,
-    open_splits,
-    out_of_reach,
 )
 from flowtide.engine.run.marks import carries_marks, sets_outcome
+from flowtide.engine.run.routing import ending, starting, targets_of
 from flowtide.model.placements import (
     AnyPlacement,
     Terminal,
@@ -97,7 +96,7 @@ class Routing(Arming):
         leaves an anchored placement's loop. ``requests`` (answers to signal requests) and
         ``fired`` (due entries) go with the move's commit. One step, under the step lock."""
         async with self.steps.hold():
-            targets = p.route_map().get(output)
+            targets = targets_of(p, output)
             if not targets:
                 await self._unrouted(token, p, output, self.event(token, event(None)), extra_events)
                 return NOT_MOVED
@@ -196,16 +195,11 @@ class Routing(Arming):
     ) -> list[tuple[TokenRecord, Terminal]]:
         """A move to a terminal that does not fail the run also records the terminal, in the
         move's commit (only while no join is open: a join may still count the token)."""
-        if self.view.joins:
-            return []
-        ending: list[tuple[TokenRecord, Terminal]] = []
-        for t in moved:
-            q = self.plan.placements[t.placement]
-            if isinstance(q, Terminal) and not q.fails:
-                t.status = S.DONE
-                ending.append((t, q))
-                events.append(terminal_event(self.view.run.id, self.clock.now(), t, q))
-        return ending
+        ends = ending(self.plan, self.view.joins, moved)
+        for t, q in ends:
+            t.status = S.DONE
+            events.append(terminal_event(self.view.run.id, self.clock.now(), t, q))
+        return ends
 
     def _prestart(
         self,
@@ -217,20 +211,16 @@ class Routing(Arming):
     ) -> list[str]:
         """One commit per step: the move also starts the next attempt of each moved token that
         arrives at a task (unless a join may still act on it: see
-        :func:`~flowtide.engine.run.joins.out_of_reach`); returns their ids."""
+        :func:`~flowtide.engine.run.routing.starting`); returns their ids."""
         prestarted: list[str] = []
-        splits = open_splits(self.view.joins, split_id)
-        placements = self.plan.placements
-        for t in moved:
-            if placements[t.placement].kind == "task" and out_of_reach(t, splits):
-                q = self.plan.placements[t.placement]
-                if not self.attempts.take_thread_now(t.id, self.code.impls[q.id]):
-                    continue  # (it starts once a thread is free for it)
-                begun, new_anchors, new_due = self.start_attempt(
-                    t, q.id, self.plan.nodes[q.id], self.plan.settings[q.id]
-                )
-                events.append(begun)
-                anchors.extend(new_anchors)
-                due.extend(new_due)
-                prestarted.append(t.id)
+        plan = self.plan
+        for t in starting(plan, self.view.joins, moved, split_id):
+            q = t.placement
+            if not self.attempts.take_thread_now(t.id, self.code.impls[q]):
+                continue  # (it starts once a thread is free for it)
+            begun, new_anchors, new_due = self.start_attempt(t, q, plan.nodes[q], plan.settings[q])
+            events.append(begun)
+            anchors.extend(new_anchors)
+            due.extend(new_due)
+            prestarted.append(t.id)
         return prestarted
