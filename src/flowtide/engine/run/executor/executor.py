@@ -23,10 +23,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from flowtide.engine.events import EventKind
 from flowtide.engine.run.executor.driving import Driving
-from flowtide.engine.run.joins import restore_groups
-from flowtide.engine.run.marks import sets_outcome
+from flowtide.engine.run.restoring import restore_view
 from flowtide.store.base import (
     EventRecord,
     TokenRecord,
@@ -43,42 +41,9 @@ class RunExecutor(Driving):
         """Rebuild in-memory bookkeeping from stored tokens and history (before resuming):
         ``history`` is what follows the run's resume checkpoint (all of it without one)."""
         self.started = True
-        top = 0
-        seq = 0
-        checkpoint = self.view.run.checkpoint
-        if checkpoint is not None:
-            seq = checkpoint.seq
-            self.view.visits.update(checkpoint.visits)
-            self.view.terminals.extend(checkpoint.terminals)
-            self.view.outcome = checkpoint.outcome
-        if history:
-            seq = history[-1].seq
-        self.committer.restored(seq)
-        # (A terminal reached by a reminder's branch does not set the outcome.)
-        side = {t.id for t in tokens if not sets_outcome(t)}
-        for e in history:
-            if e.kind == EventKind.NODE_STARTED and e.placement is not None:
-                visit = e.data.get("visit")
-                if isinstance(visit, int):
-                    self.view.visits[e.placement] = max(self.view.visits.get(e.placement, 0), visit)
-            if e.kind == EventKind.TERMINAL_REACHED and e.placement is not None:
-                self.view.terminals.append(e.placement)
-                if (
-                    self.view.outcome is None
-                    and e.data.get("outcome") != "failed"
-                    and e.token_id not in side
-                ):
-                    self.view.outcome = e.data.get("outcome")
-        for t in tokens:
-            suffix = t.id.rpartition(".")[2]
-            if suffix.isdigit():
-                top = max(top, int(suffix))
-            if not t.status.live:
-                continue
-            self.view.tokens[t.id] = t
-            self.view.visits[t.placement] = max(self.view.visits.get(t.placement, 0), t.visit)
-        restore_groups(self.view.joins, self.plan, self.view.tokens.values())
-        self.ids = itertools.count(top + 1)
+        restored = restore_view(self.view, self.plan, tokens, history)
+        self.committer.restored(restored.seq)
+        self.ids = itertools.count(restored.next_id)
 
     async def load_extras(self) -> None:
         """Read the run's node anchors and open parks from the store (before resuming)."""
