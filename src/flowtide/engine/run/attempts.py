@@ -89,12 +89,13 @@ NO_HOOKS = StartHooks()
 class AttemptRunner:
     """Runs one run's node attempts; its thread slots."""
 
-    __slots__ = ("flow", "host", "item", "merger", "run", "running", "thread_held")
+    __slots__ = ("clock", "flow", "host", "item", "merger", "run", "running", "thread_held")
 
     def __init__(
         self, host: RunHost, run: RunRecord, flow: Flow, merger: StateMerger, running: Running
     ) -> None:
         self.host = host
+        self.clock = host.clock
         self.run = run
         self.flow = flow
         self.merger = merger
@@ -164,7 +165,7 @@ class AttemptRunner:
         signal: Any,
         hooks: StartHooks,
     ) -> Attempt:
-        clock = self.host.clock
+        clock = self.clock
         now = clock.now()
         if hooks.interrupted is not None and hooks.interrupted():
             cancelled = Cancellation(CancelReason.TIMER, now, placement)
@@ -237,7 +238,7 @@ class AttemptRunner:
             return await impl.fn(ctx), state
         if impl.execution == "inline":
             return impl.fn(ctx), state
-        clock = self.host.clock
+        clock = self.clock
         if impl.execution == "thread":
             with clock.hold():  # the clock cannot see a thread's work
                 return await self.in_thread(impl.fn, ctx, key), state

@@ -5,8 +5,9 @@ start, the pid of its node's process recorded in the history) and merges what it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation
@@ -22,7 +23,7 @@ from flowtide.store.base import Commit, TokenRecord
 class Attempts(RunCore):
     """Node attempts of tokens."""
 
-    async def invoke(
+    def invoke(
         self,
         impl: NodeImplementation,
         settings: NodeSettings,
@@ -37,18 +38,18 @@ class Attempts(RunCore):
         token: TokenRecord | None = None,
         deadline: datetime | None = COMPUTE,
         signal: Any = None,
-    ) -> Attempt:
+    ) -> Coroutine[Any, Any, Attempt]:
         """Run the node's code once (see :meth:`AttemptRunner.invoke
         <flowtide.engine.run.attempts.AttemptRunner.invoke>`), for ``token`` if given: only a
-        token's node may park."""
+        token's node may park. (The runner's coroutine itself: no frame more per attempt.)"""
         hooks = NO_HOOKS
         if token is not None:
             hooks = StartHooks(
-                interrupted=lambda: self.interrupted_before_start(token),
-                process_started=lambda at, pid: self.process_started(token, at, pid),
+                partial(self.interrupted_before_start, token),
+                partial(self.process_started, token),
                 parkable=True,
             )
-        return await self.attempts.invoke(
+        return self.attempts.invoke(
             impl,
             settings,
             placement,
