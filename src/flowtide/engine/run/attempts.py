@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.engine._host import RunHost
@@ -70,9 +70,8 @@ class Attempt:
     deadline: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class StartHooks:
-    """What the caller of an attempt hears of its start."""
+class StartHooks(NamedTuple):
+    """What the caller of an attempt hears of its start. (A tuple: one is made per attempt.)"""
 
     interrupted: Callable[[], bool] | None = None
     """Asked as the attempt's scope is about to be registered: True if it is cancelled at once

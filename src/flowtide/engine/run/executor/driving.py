@@ -495,13 +495,15 @@ class Driving(Subflows):
         if output is None or self.view.end is not None or token.status is S.CANCELLED:
             return None
         self.view.last_placements = [p.id]
-        return await self.route(
-            token,
-            p,
-            output,
-            event=lambda to: runner.finished(output, to),
-            update=lambda: self.merger.apply(self.view.state, base, {}, [], update),
-        )
+        return (
+            await self.move(
+                token,
+                p,
+                output,
+                event=lambda to: runner.finished(output, to),
+                update=lambda: self.merger.apply(self.view.state, base, {}, [], update),
+            )
+        ).next
 
 
 _Handler = Callable[[Driving, TokenRecord, Any], Awaitable[TokenRecord | None]]

@@ -33,12 +33,14 @@ class Joins(Routing):
 
     async def at_join(self, token: TokenRecord, p: Join) -> TokenRecord | None:
         if not token.lineage:
-            return await self.route(
-                token,
-                p,
-                "success",
-                event=lambda to: JoinFired(output="success", arrived=1, branches=[], to=to),
-            )
+            return (
+                await self.move(
+                    token,
+                    p,
+                    "success",
+                    event=lambda to: JoinFired(output="success", arrived=1, branches=[], to=to),
+                )
+            ).next
         ev = self.event(token, arrive(self.view.joins, token, p.id))
         if not await self.commit(
             Commit(self.view.run.id, tokens=[token], events=[ev]), unless_ended=True

@@ -405,12 +405,14 @@ class Parking(Tasks):
             if was is S.PARKED and when is not None:
                 self.committer.fires[token.id] = when
             self.view.last_placements = [p.id]
-            nxt = await self.route(
-                token,
-                p,
-                timer.output,
-                event=lambda to: escalation(info, interrupting=True, to=to),
-            )
+            nxt = (
+                await self.move(
+                    token,
+                    p,
+                    timer.output,
+                    event=lambda to: escalation(info, interrupting=True, to=to),
+                )
+            ).next
             if nxt is not None:
                 self.spawn(nxt)
             return False

@@ -58,18 +58,6 @@ NOT_MOVED = Moved(False)
 class Routing(Arming):
     """Routes."""
 
-    async def route(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        output: str,
-        *,
-        event: MoveEvent,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-    ) -> TokenRecord | None:
-        """Move ``token`` along ``output`` (see :meth:`move`): the token to go on with."""
-        return (await self.move(token, p, output, event=event, update=update)).next
-
     async def move(
         self,
         token: TokenRecord,

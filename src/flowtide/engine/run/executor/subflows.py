@@ -89,9 +89,9 @@ class Subflows(Parking):
             # The child could not start: routed like any failure of the child.
             error = self.error_data(attempt.error)
             self.view.last_placements = [p.id]
-            return await self.route(
-                token, p, "error", event=lambda to: NodeFailed(error=error, to=to)
-            )
+            return (
+                await self.move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+            ).next
         if attempt.kind != "ok" or result is None:
             return await self.after_attempt(token, p, p.flow, settings, base, attempt)
         completed = result.lifecycle is Lifecycle.COMPLETED
@@ -108,16 +108,18 @@ class Subflows(Parking):
         if completed:
             update = map_output(result.state, p.output, self.view.state)
             self.view.last_placements = [p.id]
-            return await self.route(
-                token,
-                p,
-                "success",
-                event=fin,
-                update=lambda: self.merger.apply(self.view.state, base, {}, [], update),
-            )
+            return (
+                await self.move(
+                    token,
+                    p,
+                    "success",
+                    event=fin,
+                    update=lambda: self.merger.apply(self.view.state, base, {}, [], update),
+                )
+            ).next
         if "error" in p.route_map():
             self.view.last_placements = [p.id]
-            return await self.route(token, p, "error", event=fin)
+            return (await self.move(token, p, "error", event=fin)).next
         await self.commit(
             Commit(self.view.run.id, events=[self.event(token, fin(None))]), unless_ended=True
         )

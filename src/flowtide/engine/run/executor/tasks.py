@@ -156,12 +156,14 @@ class Tasks(Joins):
                 c = attempt.cancellation
                 if interrupt is not None and c is not None and c.reason is CancelReason.TIMER:
                     self.view.last_placements = [p.id]
-                    return await self.route(
-                        token,
-                        p,
-                        interrupt.output,
-                        event=lambda to: escalation(interrupt, interrupting=True, to=to),
-                    )
+                    return (
+                        await self.move(
+                            token,
+                            p,
+                            interrupt.output,
+                            event=lambda to: escalation(interrupt, interrupting=True, to=to),
+                        )
+                    ).next
                 return None
             if attempt.kind == "park":
                 return await self.park(token, p, node_id, settings, base, attempt)
@@ -169,13 +171,15 @@ class Tasks(Joins):
                 output = attempt.output
                 assert output is not None
                 self.view.last_placements = [p.id]
-                return await self.route(
-                    token,
-                    p,
-                    output,
-                    event=lambda to: NodeFinished(output=output, to=to),
-                    update=lambda: self.state_update(base, attempt),
-                )
+                return (
+                    await self.move(
+                        token,
+                        p,
+                        output,
+                        event=lambda to: NodeFinished(output=output, to=to),
+                        update=lambda: self.state_update(base, attempt),
+                    )
+                ).next
             if attempt.kind == "timeout":
                 assert attempt.deadline is not None
                 return await self.window_ended(token, p, node_id, settings, attempt.deadline)
@@ -203,9 +207,14 @@ class Tasks(Joins):
             return None
         if routed:
             self.view.last_placements = [p.id]
-            return await self.route(
-                token, p, TIMEOUT_OUTPUT, event=lambda to: timed_out(budget, deadline, routed, to)
-            )
+            return (
+                await self.move(
+                    token,
+                    p,
+                    TIMEOUT_OUTPUT,
+                    event=lambda to: timed_out(budget, deadline, routed, to),
+                )
+            ).next
         interrupted = InterruptedAt("timeout", p.id, deadline, (p.id,))
         await self._fail(token, self.event(token, late), timeout_err, interrupted)
         return None
@@ -220,9 +229,9 @@ class Tasks(Joins):
         if isinstance(exc, OutputContractError) and "error" in p.route_map():
             error = self.error_data(exc)
             self.view.last_placements = [p.id]
-            return await self.route(
-                token, p, "error", event=lambda to: NodeFailed(error=error, to=to)
-            )
+            return (
+                await self.move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+            ).next
         ev = self.event(token, NodeFailed(error=self.error_data(exc)))
         retryable = not isinstance(exc, UndeclaredOutputError | OutputContractError)
         if retryable and self.retry_allowed(token, settings, exc):
@@ -365,12 +374,14 @@ class Tasks(Joins):
     async def at_wait(self, token: TokenRecord, p: Wait) -> TokenRecord | None:
         if is_due(token, Waiting.WAIT):
             self.view.last_placements = [p.id]
-            return await self.route(
-                token,
-                p,
-                "elapsed",
-                event=lambda to: TimerFired(purpose="wait", output="elapsed", to=to),
-            )
+            return (
+                await self.move(
+                    token,
+                    p,
+                    "elapsed",
+                    event=lambda to: TimerFired(purpose="wait", output="elapsed", to=to),
+                )
+            ).next
         now = self.clock.now()
         due = p.until if p.until is not None else now + (p.duration or (now - now))
         token.status = S.WAITING
