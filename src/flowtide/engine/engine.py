@@ -20,7 +20,6 @@ from typing import Any
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.clock import Clock
 from flowtide.engine._commit import commit_step
-from flowtide.engine._executor import RunExecutor
 from flowtide.engine._hooks import HookDelivery, hook_failure
 from flowtide.engine._waiters import RunWaiters
 from flowtide.engine.background import consumed
@@ -43,6 +42,7 @@ from flowtide.engine.plan import FlowPlan
 from flowtide.engine.presence import Presence
 from flowtide.engine.redaction import Redact
 from flowtide.engine.result import RunResult
+from flowtide.engine.run.executor.executor import RunExecutor
 from flowtide.engine.scheduler import Sweeper
 from flowtide.engine.scope import CancelScope
 from flowtide.engine.starting import new_run
@@ -494,13 +494,10 @@ class Engine:
         """Fire the run's due entries whose instant has come by ``now`` (its lease is held
         here); how many were not being fired already."""
         due = [e for e in await self.store.due_of(ex.run.id) if e.when <= now]
-        # Requests first: the store lets no deadline fire before those recorded before it (and
-        # one recorded after it is refused as late whichever comes first).
-        due.sort(key=lambda e: e.purpose != "signal")
         fired = 0
         if due and ex.pin():
             try:
-                fired = sum(ex.fire_due(entry) for entry in due)
+                fired = ex.fire_all(due)
             finally:
                 ex.unpin()
         return fired

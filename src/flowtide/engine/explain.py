@@ -34,6 +34,7 @@ from flowtide.engine.event_types import (
     TimerFired,
     TokenCancelled,
 )
+from flowtide.engine.run.marks import armed_timers, fired_timers, window_of
 from flowtide.model.durations import format_duration
 from flowtide.model.settings import TimeoutAnchor
 from flowtide.store.base import ENDED_LIFECYCLES, EventRecord, RunRecord, Store, TokenRecord
@@ -179,7 +180,7 @@ def explain_token(
 ) -> Explanation:
     settings = plan.settings.get(token.placement)
     sources = dict(plan.sources.get(token.placement, {}))
-    window = token.data.get("window") or {}
+    window = window_of(token)
     timeout = settings.timeout if settings is not None else None
     anchor = settings.anchor if settings is not None else TimeoutAnchor.PARK
     unknown = plan.unknown.get(token.placement)
@@ -198,8 +199,8 @@ def explain_token(
         elif anchor is TimeoutAnchor.NODE:
             anchor_at = node_anchor
     timers: list[TimerExplanation] = []
-    armed = token.data.get("timers", {})
-    fired = set(token.data.get("fired_timers", ()))
+    armed = armed_timers(token)
+    fired = set(fired_timers(token))
     for i, timer in enumerate((settings.timers if settings is not None else None) or ()):
         timers.append(
             TimerExplanation(

@@ -11,9 +11,9 @@ its holder: it writes a
 :meth:`Store.request_signal <flowtide.store.Store.request_signal>`, which stores it with a due
 entry (purpose ``signal``) that makes the run due at once: its holder claims it again and
 applies the request (see :meth:`Parking.answer_request
-<flowtide.engine._parking.Parking.answer_request>`); a run nobody holds is taken by the next
-worker that claims it (a worker waiting for an answer takes the run once nobody holds it
-alive). The sender waits up to ``wait`` seconds for the answer
+<flowtide.engine.run.executor.parking.Parking.answer_request>`); a run nobody holds is taken by
+the next worker that claims it (a worker waiting for an answer takes the run once nobody holds
+it alive). The sender waits up to ``wait`` seconds for the answer
 and returns it (or raises the same :class:`SignalRefused`); unanswered by then, it raises
 :class:`RequestPending`: the request stays recorded and is applied as it was sent when a worker
 takes the run.
@@ -35,13 +35,13 @@ from typing import Any, Protocol
 
 from flowtide.clock import Clock
 from flowtide.engine._addressing import find_park
-from flowtide.engine._executor import RunExecutor
 from flowtide.engine._signals import receipt_of, refusal
 from flowtide.engine.answers import AnswerWatch
 from flowtide.engine.errors import EngineError, RequestPending, SignalRefused
 from flowtide.engine.handles import SignalReceipt
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.limits import check_size
+from flowtide.engine.run.executor.executor import RunExecutor
 from flowtide.store.base import (
     DuplicateSignal,
     ParkRecord,

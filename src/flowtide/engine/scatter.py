@@ -70,7 +70,7 @@ from flowtide.store.jsonvalues import check_json
 
 if TYPE_CHECKING:
     from flowtide.clock import Clock, TimerHandle
-    from flowtide.engine._subflows import Subflows
+    from flowtide.engine.run.executor.subflows import Subflows
 
 _END = object()
 

@@ -9,10 +9,6 @@ from datetime import datetime
 from typing import Any
 
 from flowtide.clock import isoformat
-from flowtide.engine._attempts import Attempt
-from flowtide.engine._core import COMPUTE, ChildWait
-from flowtide.engine._parking import Parking
-from flowtide.engine._records import timed_out
 from flowtide.engine.children import StartedChild, child_run_id
 from flowtide.engine.deadlines import (
     attempt_deadline,
@@ -34,6 +30,10 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import ErrorInfo, RunResult
+from flowtide.engine.run.attempts import COMPUTE, Attempt
+from flowtide.engine.run.executor.core import ChildWait
+from flowtide.engine.run.executor.parking import Parking
+from flowtide.engine.run.executor.records import timed_out
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
 from flowtide.model.placements import (
     Phase,
@@ -55,7 +55,7 @@ class Subflows(Parking):
     async def at_subflow(self, token: TokenRecord, p: Subflow) -> TokenRecord | None:
         settings = self.plan.settings[p.id]
         async with self.steps.hold():
-            if self.end is not None or token.status is S.CANCELLED:
+            if self.view.end is not None or token.status is S.CANCELLED:
                 return None
             token.status = S.RUNNING
             self.starting.add(token.id)
@@ -66,11 +66,13 @@ class Subflows(Parking):
                 NodeStarted(visit=token.visit, kind="subflow", deadline=deadline, subflow=p.flow),
             )
             if not await self.commit(
-                Commit(self.run.id, tokens=[token], events=[started], anchors=anchors, due=due),
+                Commit(
+                    self.view.run.id, tokens=[token], events=[started], anchors=anchors, due=due
+                ),
                 unless_ended=True,
             ):
                 return None
-        base = dict(self.state)
+        base = dict(self.view.state)
         child_state = map_input(base, p.input)
         attempt, result = await self.run_child(
             p.id,
@@ -78,7 +80,7 @@ class Subflows(Parking):
             child_state,
             settings,
             key=token.id,
-            child_id=child_run_id(self.run.id, token.id, token.visit, token.attempt),
+            child_id=child_run_id(self.view.run.id, token.id, token.visit, token.attempt),
             item=None,
             token=token,
             deadline=token.deadline,
@@ -86,10 +88,10 @@ class Subflows(Parking):
         if isinstance(attempt.error, RecursionDepthError) and "error" in p.route_map():
             # The child could not start: routed like any failure of the child.
             error = self.error_data(attempt.error)
-            self.last_placements = [p.id]
-            return await self.route(
-                token, p, "error", event=lambda to: NodeFailed(error=error, to=to)
-            )
+            self.view.last_placements = [p.id]
+            return (
+                await self.move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+            ).next
         if attempt.kind != "ok" or result is None:
             return await self.after_attempt(token, p, p.flow, settings, base, attempt)
         completed = result.lifecycle is Lifecycle.COMPLETED
@@ -104,25 +106,27 @@ class Subflows(Parking):
             )
 
         if completed:
-            update = map_output(result.state, p.output, self.state)
-            self.last_placements = [p.id]
-            return await self.route(
-                token,
-                p,
-                "success",
-                event=fin,
-                update=lambda: self.merger.apply(self.state, base, {}, [], update),
-            )
+            update = map_output(result.state, p.output, self.view.state)
+            self.view.last_placements = [p.id]
+            return (
+                await self.move(
+                    token,
+                    p,
+                    "success",
+                    event=fin,
+                    update=lambda: self.merger.apply(self.view.state, base, {}, [], update),
+                )
+            ).next
         if "error" in p.route_map():
-            self.last_placements = [p.id]
-            return await self.route(token, p, "error", event=fin)
+            self.view.last_placements = [p.id]
+            return (await self.move(token, p, "error", event=fin)).next
         await self.commit(
-            Commit(self.run.id, events=[self.event(token, fin(None))]), unless_ended=True
+            Commit(self.view.run.id, events=[self.event(token, fin(None))]), unless_ended=True
         )
         message = result.errors[0].message if result.errors else result.lifecycle.value
         own = SubflowFailedError(p.id, result.run_id, result.lifecycle.value, message)
         token.status = S.FAILED
-        self.tokens.pop(token.id, None)
+        self.view.tokens.pop(token.id, None)
         self.request_end(Lifecycle.FAILED, [*result.errors, self.error_info(own, p.id)])
         return None
 
@@ -144,7 +148,7 @@ class Subflows(Parking):
         (``deadline``: already resolved by the caller). ``child_id``: the child's id, derived
         from where it is started (:func:`~flowtide.engine.children.child_run_id`), so that a
         start made again after a crash waits for the child it had started."""
-        depth = self.run.depth + 1
+        depth = self.view.run.depth + 1
         if depth > self.flow.max_depth:
             err = RecursionDepthError(placement, flow_id, self.flow.max_depth)
             return Attempt("error", error=err), None
@@ -153,7 +157,7 @@ class Subflows(Parking):
             cancelled = Cancellation(CancelReason.TIMER, now, placement)
             return Attempt("cancelled", cancellation=cancelled), None
         if deadline is COMPUTE:
-            deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
+            deadline = attempt_deadline(settings, now=now, run_created_at=self.view.run.created_at)
         if deadline is not None and deadline <= now:
             return Attempt("timeout", deadline=deadline), None
         scope = (parent or self.root).child(placement)
@@ -162,12 +166,12 @@ class Subflows(Parking):
         run_id = child_id
         try:
             child = await self.host.start_child(
-                self.run, flow_id, state, scope, token, item, run_id
+                self.view.run, flow_id, state, scope, token, item, run_id
             )
             if token is not None and child.created:
                 await self.commit(
                     Commit(
-                        self.run.id,
+                        self.view.run.id,
                         events=[self.event(token, SubflowStarted(child=run_id))],
                     ),
                     unless_ended=True,
@@ -213,20 +217,20 @@ class Subflows(Parking):
         impl = self.code.impls[phase.id]
         settings = self.plan.settings[phase.id]
         token = TokenRecord(
-            id=f"{self.run.id}.{next(self.ids)}",
-            run_id=self.run.id,
+            id=f"{self.view.run.id}.{next(self.ids)}",
+            run_id=self.view.run.id,
             placement=phase.id,
             status=S.RUNNING,
             visit=self.next_visit(phase.id),
             created_at=self.clock.now(),
         )
-        base = dict(self.state)
+        base = dict(self.view.state)
         token.deadline = attempt_deadline(
-            settings, now=self.clock.now(), run_created_at=self.run.created_at
+            settings, now=self.clock.now(), run_created_at=self.view.run.created_at
         )
         await self.commit(
             Commit(
-                self.run.id,
+                self.view.run.id,
                 tokens=[token],
                 events=[
                     self.event(
@@ -253,6 +257,7 @@ class Subflows(Parking):
             attempt=1,
             visit=token.visit,
             token=token,
+            deadline=token.deadline,  # (the window its start announced)
         )
         token.status = S.DONE
         if attempt.kind == "ok":
@@ -260,7 +265,7 @@ class Subflows(Parking):
             written, removed = self.state_update(base, attempt)
             await self.commit(
                 Commit(
-                    self.run.id,
+                    self.view.run.id,
                     tokens=[token],
                     state=written or None,
                     state_deleted=removed,
@@ -279,7 +284,7 @@ class Subflows(Parking):
             assert attempt.error is not None
             exc = attempt.error
             ev = self.event(token, NodeFailed(error=self.error_data(exc)))
-        await self.commit(Commit(self.run.id, tokens=[token], events=[ev]))
+        await self.commit(Commit(self.view.run.id, tokens=[token], events=[ev]))
         if post:
             return self.error_info(exc, phase.id)
         info = self.error_info(exc, phase.id)

@@ -1,11 +1,8 @@
-"""Records of a run's progress that every layer of the executor builds: ends, join groups, token
-moves.
-"""
+"""Records of a run's progress that every layer of the executor builds: ends, token moves."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,6 +16,8 @@ from flowtide.engine.event_types import (
 )
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult, run_result
+from flowtide.engine.run.marks import FiredTimer, leave
+from flowtide.engine.run.view import RunEnd
 from flowtide.model.placements import (
     Terminal,
 )
@@ -30,43 +29,6 @@ from flowtide.store.base import (
 )
 
 S = TokenStatus
-
-SIDE = "side"
-"""In a token's data: its branch was started by a non-interrupting timer (a reminder's), or
-split from one that was. Such a branch ends at a terminal like any other, listed in the run's
-``terminals``, but never sets the run's outcome: the branch the run started does."""
-
-
-def branch_marks(token: TokenRecord) -> dict[str, Any]:
-    """What a token's data keeps through its moves, retries and waits: its :data:`SIDE` mark."""
-    return {SIDE: True} if token.data.get(SIDE) else {}
-
-
-def sets_outcome(token: TokenRecord) -> bool:
-    """Whether a terminal this token reaches sets the run's outcome (see :data:`SIDE`)."""
-    return not token.data.get(SIDE)
-
-
-@dataclass(slots=True)
-class RunEnd:
-    lifecycle: Lifecycle
-    errors: list[ErrorInfo]
-    interrupted: InterruptedAt | None
-
-
-@dataclass(slots=True)
-class JoinGroup:
-    join: str
-    split: str
-    count: int
-    arrived: list[TokenRecord] = field(default_factory=list)
-    branches: set[int] = field(default_factory=set)
-    fired: bool = False
-    dirty: bool = True
-    """A branch may have been lost (ended or moved where it cannot reach the join): the next
-    evaluation scans the live tokens. Otherwise an arrival only counts branches (O(1))."""
-    lineage: tuple[tuple[str, int, int], ...] = ()
-    """The lineage of the token that split (what a token leaving by ``empty`` carries)."""
 
 
 def timed_out(
@@ -81,16 +43,14 @@ def timed_out(
     )
 
 
-def escalation(
-    timer: Mapping[str, Any], interrupting: bool, to: list[str] | None = None
-) -> TimerFired:
-    """The payload of an escalation timer's ``timer_fired`` (``timer``: its output, index and
-    anchor, as kept on the token; ``to``: where its token, or its new tokens, went)."""
+def escalation(timer: FiredTimer, interrupting: bool, to: list[str] | None = None) -> TimerFired:
+    """The payload of an escalation timer's ``timer_fired`` (``to``: where its token, or its
+    new tokens, went)."""
     return TimerFired(
         purpose="timer",
-        output=timer["output"],
-        index=timer["index"],
-        anchor=timer["anchor"],
+        output=timer.output,
+        index=timer.index,
+        anchor=timer.anchor,
         interrupting=interrupting,
         to=to,
     )
@@ -105,7 +65,7 @@ def move_token(token: TokenRecord, target: str, visit: int) -> None:
     token.status = S.READY
     token.deadline = None
     token.due = None
-    token.data = branch_marks(token)
+    leave(token)
 
 
 def terminal_event(run_id: str, at: datetime, token: TokenRecord, q: Terminal) -> EventRecord:
@@ -178,23 +138,3 @@ def end_reason(end: RunEnd) -> str:
     if end.lifecycle is Lifecycle.TIMED_OUT:
         return "run_deadline"
     return "run_ended"
-
-
-def arrived_branches(tokens: Sequence[TokenRecord], split: str) -> list[int]:
-    """:func:`first_branch` of each token (a join's arrivals), in one call."""
-    out = []
-    for t in tokens:
-        for f in t.lineage:
-            if f[0] == split:
-                out.append(f[1])
-                break
-        else:
-            out.append(-1)
-    return out
-
-
-def first_branch(token: TokenRecord, split: str) -> int:
-    for f in token.lineage:
-        if f[0] == split:
-            return f[1]
-    return -1

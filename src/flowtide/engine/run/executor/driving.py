@@ -9,10 +9,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from flowtide.clock import isoformat
-from flowtide.engine._commit import commit_step
-from flowtide.engine._core import LIVE_LIFECYCLES
-from flowtide.engine._records import RunEnd, end_reason, end_result, finish
-from flowtide.engine._subflows import Subflows
 from flowtide.engine.children import child_run_id
 from flowtide.engine.errors import (
     DrainedWithoutTerminal,
@@ -26,6 +22,10 @@ from flowtide.engine.event_types import (
 )
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
+from flowtide.engine.run.due import DEADLINE
+from flowtide.engine.run.executor.records import end_reason, end_result, finish
+from flowtide.engine.run.executor.subflows import Subflows
+from flowtide.engine.run.view import RunEnd
 from flowtide.engine.scatter import ScatterRun
 from flowtide.engine.scope import Cancellation, CancelReason
 from flowtide.model.placements import (
@@ -63,10 +63,10 @@ class Driving(Subflows):
         task = asyncio.current_task()
         assert task is not None
         try:
-            if self.end is not None:
+            if self.view.end is not None:
                 return
-            self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.RUNNING).value
-            self.run.started_at = self.clock.now()
+            self.view.run.lifecycle = transition(self.view.run.lifecycle, Lifecycle.RUNNING).value
+            self.view.run.started_at = self.clock.now()
             self.started = True
             pre = self.flow.phases(PhaseKind.PRE)
             first: list[TokenRecord] = []
@@ -76,7 +76,9 @@ class Driving(Subflows):
                     RunStarted(
                         flow=self.flow.id,
                         version=self.flow.version,
-                        deadline=isoformat(self.run.deadline) if self.run.deadline else None,
+                        deadline=isoformat(self.view.run.deadline)
+                        if self.view.run.deadline
+                        else None,
                     ),
                 )
             ]
@@ -91,7 +93,7 @@ class Driving(Subflows):
                 if (
                     q is not None
                     and q.kind == "task"
-                    and self.take_thread_now(token, self.code.impls[q.id])
+                    and self.attempts.take_thread_now(token.id, self.code.impls[q.id])
                 ):
                     started, anchors, due = self.start_attempt(
                         token, q.id, self.plan.nodes[q.id], self.plan.settings[q.id]
@@ -100,24 +102,29 @@ class Driving(Subflows):
                     self.prestarted.add(token.id)
             await self.commit(
                 Commit(
-                    self.run.id, run=self.run, tokens=first, events=events, anchors=anchors, due=due
+                    self.view.run.id,
+                    run=self.view.run,
+                    tokens=first,
+                    events=events,
+                    anchors=anchors,
+                    due=due,
                 )
             )
             self.arm_deadline()
-            if self.end is not None:
+            if self.view.end is not None:
                 return
             if first:
                 await self.drive(first[0])  # in this task: no task of its own
                 return
             for phase in pre:
                 err = await self.run_phase(phase)
-                if self.end is not None:
+                if self.view.end is not None:
                     return
                 if err is not None:
                     self.request_end(Lifecycle.FAILED, [err])
                     return
             token = self.new_token(self.entry_target(entry), ())
-            await self.commit(Commit(self.run.id, tokens=[token]))
+            await self.commit(Commit(self.view.run.id, tokens=[token]))
             self.spawn(token)
         except Exception as exc:
             self.request_end(Lifecycle.FAILED, [self.error_info(exc)])
@@ -131,9 +138,9 @@ class Driving(Subflows):
         return entry or self.flow.main_entrypoint
 
     def arm_deadline(self) -> None:
-        if self.run.deadline is None or self.end is not None:
+        if self.view.run.deadline is None or self.view.end is not None:
             return
-        deadline = self.run.deadline
+        deadline = self.view.run.deadline
 
         def fire() -> None:
             self.root.cancel(CancelReason.RUN_DEADLINE, deadline)
@@ -145,19 +152,19 @@ class Driving(Subflows):
 
     def cancel(self, reason: str | None = None, sender: str | None = None) -> bool:
         """The caller's cancel: every running node is cancelled; lifecycle ``cancelled``."""
-        if self.end is not None:
+        if self.view.end is not None:
             return False
         return self.root.cancel(CancelReason.ABORT, self.clock.now(), reason, sender)
 
     def on_root_cancelled(self, c: Cancellation) -> None:
-        if self.end is not None:
+        if self.view.end is not None:
             return
         timeout = c.reason in (CancelReason.RUN_DEADLINE, CancelReason.NODE_TIMEOUT)
         lifecycle = Lifecycle.TIMED_OUT if timeout else Lifecycle.CANCELLED
         reason = "timeout" if timeout else "abort"
         nodes = tuple(dict.fromkeys(p for p, _ in self.running.values()))
         if not nodes:
-            nodes = tuple(dict.fromkeys(t.placement for t in self.tokens.values()))
+            nodes = tuple(dict.fromkeys(t.placement for t in self.view.tokens.values()))
         if not nodes and not self.started:
             nodes = (self.flow.main_entrypoint,)
         interrupted = InterruptedAt(reason, nodes[0] if nodes else None, c.at, nodes, c.sender)
@@ -167,7 +174,7 @@ class Driving(Subflows):
         self.request_end(lifecycle, errors, interrupted, cancel_reason=None)
 
     def maybe_drained(self) -> None:
-        if self.end is not None or self.closed or self.working() or not self.started:
+        if self.view.end is not None or self.closed or self.working() or not self.started:
             return
         if self.released:
             return
@@ -177,42 +184,45 @@ class Driving(Subflows):
             if self.handing is None:
                 self.handing = asyncio.get_running_loop().create_task(self.hand_off())
             return
-        if self.child_waits or any(t.status in (S.WAITING, S.PARKED) for t in self.tokens.values()):
+        if self.child_waits or any(
+            t.status in (S.WAITING, S.PARKED) for t in self.view.tokens.values()
+        ):
             settling = self.settling is not None and not self.settling.done()
             if not settling and self.quiescent():
                 self.settling = asyncio.get_running_loop().create_task(self.settle())
             return
-        if self.tokens:
-            stuck = sorted({t.placement for t in self.tokens.values()})
+        if self.view.tokens:
+            stuck = sorted({t.placement for t in self.view.tokens.values()})
             self.request_end(Lifecycle.FAILED, [self.error_info(DrainedWithoutTerminal(stuck))])
-        elif self.terminals:
+        elif self.view.terminals:
             self.request_end(Lifecycle.COMPLETED)
         else:
             self.request_end(
-                Lifecycle.FAILED, [self.error_info(DrainedWithoutTerminal(self.last_placements))]
+                Lifecycle.FAILED,
+                [self.error_info(DrainedWithoutTerminal(self.view.last_placements))],
             )
 
     def quiescent(self) -> bool:
         """Only waiting/parked (and join-arrived) tokens are left, and nothing runs."""
-        if self.end is not None or self.closed or self.working() or self.pins:
+        if self.view.end is not None or self.closed or self.working() or self.pins:
             return False
         # (A subflow token whose child waits parked counts as parked.)
-        statuses = {t.status for t in self.tokens.values() if t.id not in self.child_waits}
+        statuses = {t.status for t in self.view.tokens.values() if t.id not in self.child_waits}
         if self.child_waits:
             statuses.add(S.PARKED)
         return bool(statuses & {S.WAITING, S.PARKED}) and not statuses & {S.READY, S.RUNNING}
 
     def parked_now(self) -> RunResult | None:
         """The run as it is, if it waits parked now (settled, nothing at work); else None."""
-        if self.run.lifecycle != Lifecycle.PARKED.value or not self.quiescent():
+        if self.view.run.lifecycle != Lifecycle.PARKED.value or not self.quiescent():
             return None
         result = self.snapshot()
         return result if result.parked else None
 
     def parked_tokens(self) -> tuple[ParkedToken, ...]:
         out = []
-        for t in self.tokens.values():
-            park = self.parks.get(t.id)
+        for t in self.view.tokens.values():
+            park = self.view.parks.get(t.id)
             if t.status is S.PARKED and park is not None:
                 out.append(
                     ParkedToken(
@@ -226,13 +236,13 @@ class Driving(Subflows):
     def snapshot(self) -> RunResult:
         """The run as it is now (lifecycle ``parked`` at a quiescent point)."""
         return RunResult(
-            run_id=self.run.id,
-            lifecycle=Lifecycle(self.run.lifecycle),
+            run_id=self.view.run.id,
+            lifecycle=Lifecycle(self.view.run.lifecycle),
             outcome=None,
-            state=dict(self.state),
+            state=dict(self.view.state),
             parked=self.parked_tokens(),
-            warnings=tuple(self.warnings),
-            terminals=tuple(self.terminals),
+            warnings=tuple(self.view.warnings),
+            terminals=tuple(self.view.terminals),
         )
 
     async def settle(self) -> None:
@@ -241,38 +251,35 @@ class Driving(Subflows):
         async with self.steps.hold():
             if not self.quiescent():
                 return
-            c = Commit(self.run.id)
-            if self.run.lifecycle != Lifecycle.PARKED.value:
-                self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.PARKED).value
-                c.run = self.run
+            c = Commit(self.view.run.id)
+            if self.view.run.lifecycle != Lifecycle.PARKED.value:
+                self.view.run.lifecycle = transition(
+                    self.view.run.lifecycle, Lifecycle.PARKED
+                ).value
+                c.run = self.view.run
             # (A run waiting on a parked child waits for its end here, held.)
-            let_go = self.run.parent_run_id is None and not self.child_waits
-            if let_go and self.run.deadline is not None:
+            let_go = self.view.run.parent_run_id is None and not self.child_waits
+            if let_go and self.view.run.deadline is not None:
                 # Nothing holds the run's deadline timer any more: the sweeper will.
-                c.due = [DueEntry(self.run.deadline, self.run.id, self.run.id, "deadline")]
+                c.due = [DEADLINE.entry(self.view.run.deadline, self.view.run.id, self.view.run.id)]
             if let_go:
                 # What a rebuild needs beyond the tokens, so that it reads no older history.
-                self.run.checkpoint = Checkpoint(
-                    self.last_seq(), dict(self.visits), list(self.terminals), self.outcome
+                self.view.run.checkpoint = Checkpoint(
+                    self.committer.last_seq(),
+                    dict(self.view.visits),
+                    list(self.view.terminals),
+                    self.view.outcome,
                 )
-                c.run = self.run
+                c.run = self.view.run
                 c.release = True  # nobody holds it now: its wake instant is its next due entry
             if c.run is not None or c.due:
-                c.run_lifecycles = LIVE_LIFECYCLES
-                c.lease = self.lease
                 try:
-                    await commit_step(
-                        self.host.store, c, self.clock, instruments=self.host.instruments
-                    )
+                    await self.commit(c)
                 except (StoreConflict, StoreUnavailableError) as exc:
                     # Another worker took the run, or the store stays down: the run is as
                     # the store has it.
                     self.lose_view(exc)
                     return
-                if c.release:
-                    self.host.wake_sweeper()  # (its wake instant is no longer the lease's)
-                elif c.due:
-                    self.host.wake_sweeper(c.due[0].when)
             if not self.quiescent():
                 return
             result = self.snapshot()
@@ -290,13 +297,16 @@ class Driving(Subflows):
         needs a worker at once) and let go of it."""
         await asyncio.sleep(0)
         async with self.steps.hold():
-            if self.end is not None or self.closed or self.released or self.tasks or self.pins:
+            if self.view.end is not None or self.closed or self.released or self.tasks or self.pins:
                 return
-            self.run.checkpoint = Checkpoint(
-                self.last_seq(), dict(self.visits), list(self.terminals), self.outcome
+            self.view.run.checkpoint = Checkpoint(
+                self.committer.last_seq(),
+                dict(self.view.visits),
+                list(self.view.terminals),
+                self.view.outcome,
             )
             try:
-                await self.commit(Commit(self.run.id, run=self.run, release=True))
+                await self.commit(Commit(self.view.run.id, run=self.view.run, release=True))
             except (StoreConflict, StoreUnavailableError) as exc:
                 self.lose_view(exc)
                 return
@@ -329,7 +339,7 @@ class Driving(Subflows):
             await asyncio.gather(*pending, return_exceptions=True)
         if self.closed:
             return
-        end = self.end
+        end = self.view.end
         assert end is not None
         try:
             await self._cancel_leftovers(end)
@@ -338,34 +348,34 @@ class Driving(Subflows):
                     err = await self.run_phase(phase, post=True)
                     if err is not None:
                         msg = f"post phase {phase.id!r} failed: {err.type}: {err.message}"
-                        self.warnings.append(msg)
+                        self.view.warnings.append(msg)
                         await self.commit(
                             Commit(
-                                self.run.id,
+                                self.view.run.id,
                                 events=[
                                     self.event(None, RunWarning(message=msg), placement=phase.id)
                                 ],
                             )
                         )
             result = end_result(
-                self.run.id,
+                self.view.run.id,
                 end.lifecycle,
-                dict(self.state),
-                self.terminals,
-                self.outcome,
+                dict(self.view.state),
+                self.view.terminals,
+                self.view.outcome,
                 errors=end.errors,
                 interrupted=end.interrupted,
-                warnings=self.warnings,
+                warnings=self.view.warnings,
             )
             now = self.clock.now()
-            finished = finish(self.run, result, now)
+            finished = finish(self.view.run, result, now)
             cancelled = {"cancelled": end.lifecycle is Lifecycle.CANCELLED}
-            asked = dict.fromkeys(self.requests.cancels)
+            asked = dict.fromkeys(self.cancels)
             await self.commit(
                 Commit(
-                    self.run.id,
-                    run=self.run,
-                    due_cleared=[self.run.id] if self.run.deadline is not None else (),
+                    self.view.run.id,
+                    run=self.view.run,
+                    due_cleared=[self.view.run.id] if self.view.run.deadline is not None else (),
                     events=[finished],
                     release=True,
                     requests_answered=[RequestAnswer(i, cancelled, now) for i in asked],
@@ -384,20 +394,20 @@ class Driving(Subflows):
     async def _cancel_leftovers(self, end: RunEnd) -> None:
         """The run's end, first step: its live tokens cancelled, its node anchors released."""
         async with self.steps.hold():
-            leftovers = list(self.tokens.values())
-            self.tokens.clear()
+            leftovers = list(self.view.tokens.values())
+            self.view.tokens.clear()
             why = end_reason(end)
             for t in leftovers:
                 t.status = S.CANCELLED
                 t.epoch += 1
                 self.close_park(t, ParkStatus.CANCELLED, why)
             events = [self.event(t, TokenCancelled(reason="run_ended")) for t in leftovers]
-            released = list(self.anchors)
-            self.anchors.clear()
-            if leftovers or released or self.closing_parks:
+            released = list(self.view.anchors)
+            self.view.anchors.clear()
+            if leftovers or released or self.committer.closing_parks:
                 await self.commit(
                     Commit(
-                        self.run.id,
+                        self.view.run.id,
                         tokens=leftovers,
                         events=events,
                         due_cleared=[t.id for t in leftovers],
@@ -407,7 +417,7 @@ class Driving(Subflows):
         # A subflow's child goes with its parent, wherever it is driven (one under this run's
         # scope has been cancelled with it already).
         children = [
-            child_run_id(self.run.id, t.id, t.visit, t.attempt)
+            child_run_id(self.view.run.id, t.id, t.visit, t.attempt)
             for t in leftovers
             if self.plan.placements[t.placement].kind == "subflow"
         ]
@@ -431,7 +441,7 @@ class Driving(Subflows):
         own = token.id if token is not None else None
         try:
             while token is not None:
-                if self.end is not None or token.status is S.CANCELLED:
+                if self.view.end is not None or token.status is S.CANCELLED:
                     return
                 steps += 1
                 if steps % YIELD_EVERY == 0:
@@ -444,7 +454,7 @@ class Driving(Subflows):
                     token = await _HANDLERS[p.kind](self, token, p)
                 else:
                     async with self.steps.hold():  # the whole placement is one step
-                        if self.end is not None or token.status is S.CANCELLED:
+                        if self.view.end is not None or token.status is S.CANCELLED:
                             return  # (decided by the step that held the lock before)
                         token = await _HANDLERS[p.kind](self, token, p)
         except asyncio.CancelledError:
@@ -457,7 +467,7 @@ class Driving(Subflows):
             self.request_end(Lifecycle.FAILED, [self.error_info(exc, placement)])
         finally:
             if own is not None:
-                self.drop_thread(own)  # (a slot taken for an attempt that never ran)
+                self.attempts.drop_thread(own)  # (a slot taken for an attempt that never ran)
             self.tasks.discard(asyncio.current_task())
             if not self.working():  # else _maybe_drained has nothing to do
                 self.maybe_drained()
@@ -466,7 +476,7 @@ class Driving(Subflows):
 
         body = self.plan.nodes.get(p.id)
         async with self.steps.hold():
-            if self.end is not None or token.status is S.CANCELLED:
+            if self.view.end is not None or token.status is S.CANCELLED:
                 return None
             token.status = S.RUNNING
             started = self.event(
@@ -476,22 +486,24 @@ class Driving(Subflows):
                 ),
             )
             if not await self.commit(
-                Commit(self.run.id, tokens=[token], events=[started]), unless_ended=True
+                Commit(self.view.run.id, tokens=[token], events=[started]), unless_ended=True
             ):
                 return None
-        base = dict(self.state)
+        base = dict(self.view.state)
         runner = ScatterRun(self, token, p)
         output, update = await runner.run(base)
-        if output is None or self.end is not None or token.status is S.CANCELLED:
+        if output is None or self.view.end is not None or token.status is S.CANCELLED:
             return None
-        self.last_placements = [p.id]
-        return await self.route(
-            token,
-            p,
-            output,
-            event=lambda to: runner.finished(output, to),
-            update=lambda: self.merger.apply(self.state, base, {}, [], update),
-        )
+        self.view.last_placements = [p.id]
+        return (
+            await self.move(
+                token,
+                p,
+                output,
+                event=lambda to: runner.finished(output, to),
+                update=lambda: self.merger.apply(self.view.state, base, {}, [], update),
+            )
+        ).next
 
 
 _Handler = Callable[[Driving, TokenRecord, Any], Awaitable[TokenRecord | None]]

@@ -5,14 +5,22 @@ released and due entries dropped.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from flowtide.engine._arming import Arming
-from flowtide.engine._records import move_token, sets_outcome, terminal_event
 from flowtide.engine.errors import (
     UnroutedOutputError,
 )
 from flowtide.engine.event_types import Moving
+from flowtide.engine.run.executor.arming import Arming
+from flowtide.engine.run.executor.records import move_token, terminal_event
+from flowtide.engine.run.joins import (
+    expect_branches,
+    judges_move,
+    note_moves,
+)
+from flowtide.engine.run.marks import carries_marks, sets_outcome
+from flowtide.engine.run.routing import ending, starting, targets_of
 from flowtide.model.placements import (
     AnyPlacement,
     Terminal,
@@ -34,10 +42,23 @@ MoveEvent = Callable[[list[str] | None], Moving]
 (A builder rather than a payload: the payload is made once, with ``to``, not copied.)"""
 
 
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """What a move along an output came to."""
+
+    committed: bool
+    """Whether the move was committed (not: the run ended first, or the output routes nowhere)."""
+    next: TokenRecord | None = None
+    """The moved token to go on with (None: it arrived at a join, ended, or was not moved)."""
+
+
+NOT_MOVED = Moved(False)
+
+
 class Routing(Arming):
     """Routes."""
 
-    async def route(
+    async def move(
         self,
         token: TokenRecord,
         p: AnyPlacement,
@@ -51,9 +72,9 @@ class Routing(Arming):
         answers: Sequence[Any] = (),
         requests: Sequence[RequestAnswer] = (),
         fired: Sequence[DueEntry] = (),
-    ) -> TokenRecord | None:
+    ) -> Moved:
         """Move ``token`` along ``output`` (a split makes new tokens), committing it all: the
-        first moved token is returned to go on with and the others get tasks of their own.
+        first moved token is the one to go on with and the others get tasks of their own.
         ``event`` gives the move's event payload once the targets are known; it is recorded
         for the token as it is before the move.
 
@@ -63,15 +84,15 @@ class Routing(Arming):
         leaves an anchored placement's loop. ``requests`` (answers to signal requests) and
         ``fired`` (due entries) go with the move's commit. One step, under the step lock."""
         async with self.steps.hold():
-            targets = p.route_map().get(output)
+            targets = targets_of(p, output)
             if not targets:
                 await self._unrouted(token, p, output, self.event(token, event(None)), extra_events)
-                return None
+                return NOT_MOVED
             moving = self.event(token, event(list(targets)))
-            if token.data or token.id in self.parks:
+            if carries_marks(token) or token.id in self.view.parks:
                 due_cleared = [*due_cleared, token.id]
                 self.close_park(token, ParkStatus.SIGNALLED, "moved")
-            released = self.releases(token, p, output, targets) if self.anchors else []
+            released = self.releases(token, p, output, targets) if self.view.anchors else []
             moved, split_id = self._move(token, p, targets)
             events = [moving, *extra_events]
             nxt = [t for t in moved if t.status is S.READY]
@@ -82,7 +103,7 @@ class Routing(Arming):
             prestarted = [] if released else self._prestart(nxt, split_id, events, anchors, due)
             ok = await self.commit(
                 Commit(
-                    self.run.id,
+                    self.view.run.id,
                     tokens=[*moved, *extra],
                     events=events,
                     due_cleared=due_cleared,
@@ -97,26 +118,36 @@ class Routing(Arming):
                 token=token,
                 update=update,
             )
-            self.route_ok = ok
             if not ok:
                 for t_id in prestarted:
                     self.not_started(t_id)
                 for t, _ in ending:
                     t.status = S.READY
-                return None
-            self.prestarted.update(prestarted)
-            for t, q in ending:
-                self.tokens.pop(t.id, None)
-                self.terminals.append(q.id)
-                if self.outcome is None and sets_outcome(t):
-                    self.outcome = q.outcome
-            for key in released:
-                self.anchors.pop(key, None)
+                return NOT_MOVED
+            self._apply_move(prestarted, ending, released)
             for other in nxt[1:]:
                 self.spawn(other)
-            if self._judges_joins(targets, split_id) and self.note_moves(nxt):
+            if judges_move(self.view.joins, self.plan, targets, split_id) and note_moves(
+                self.view.joins, self.plan, nxt
+            ):
                 await self.evaluate_joins()
-            return nxt[0] if nxt else None
+            return Moved(True, nxt[0] if nxt else None)
+
+    def _apply_move(
+        self,
+        prestarted: Sequence[str],
+        ending: Sequence[tuple[TokenRecord, Terminal]],
+        released: Sequence[tuple[str, str | None]],
+    ) -> None:
+        """A move is committed: its started attempts, ended tokens and released anchors."""
+        self.prestarted.update(prestarted)
+        for t, q in ending:
+            self.view.tokens.pop(t.id, None)
+            self.view.terminals.append(q.id)
+            if self.view.outcome is None and sets_outcome(t):
+                self.view.outcome = q.outcome
+        for key in released:
+            self.view.anchors.pop(key, None)
 
     async def _unrouted(
         self,
@@ -128,7 +159,9 @@ class Routing(Arming):
     ) -> None:
         """``output`` routes nowhere: its event is recorded, and the run fails."""
         err = UnroutedOutputError(p.id, output, list(p.route_map()))
-        await self.commit(Commit(self.run.id, events=[event, *extra_events]), unless_ended=True)
+        await self.commit(
+            Commit(self.view.run.id, events=[event, *extra_events]), unless_ended=True
+        )
         self.fail_token(token, err)
 
     def _move(
@@ -141,8 +174,8 @@ class Routing(Arming):
         token.epoch += 1
         split = f"{token.id}/{p.id}#{token.visit}"
         token.status = S.DONE
-        self.tokens.pop(token.id, None)
-        self.expect_joins(split, len(targets), token.lineage, targets)
+        self.view.tokens.pop(token.id, None)
+        expect_branches(self.view.joins, self.plan, split, len(targets), token.lineage, targets)
         return self.split_tokens(token, targets, split), split
 
     def _ends_of(
@@ -150,16 +183,11 @@ class Routing(Arming):
     ) -> list[tuple[TokenRecord, Terminal]]:
         """A move to a terminal that does not fail the run also records the terminal, in the
         move's commit (only while no join is open: a join may still count the token)."""
-        if self.joins:
-            return []
-        ending: list[tuple[TokenRecord, Terminal]] = []
-        for t in moved:
-            q = self.plan.placements[t.placement]
-            if isinstance(q, Terminal) and not q.fails:
-                t.status = S.DONE
-                ending.append((t, q))
-                events.append(terminal_event(self.run.id, self.clock.now(), t, q))
-        return ending
+        ends = ending(self.plan, self.view.joins, moved)
+        for t, q in ends:
+            t.status = S.DONE
+            events.append(terminal_event(self.view.run.id, self.clock.now(), t, q))
+        return ends
 
     def _prestart(
         self,
@@ -170,50 +198,17 @@ class Routing(Arming):
         due: list[DueEntry],
     ) -> list[str]:
         """One commit per step: the move also starts the next attempt of each moved token that
-        arrives at a task (unless a join may still act on it, see :meth:`prestartable`);
-        returns their ids."""
+        arrives at a task (unless a join may still act on it: see
+        :func:`~flowtide.engine.run.routing.starting`); returns their ids."""
         prestarted: list[str] = []
-        open_splits = self.open_splits(split_id)
-        for t in moved:
-            if self.prestartable(t, open_splits):
-                q = self.plan.placements[t.placement]
-                if not self.take_thread_now(t, self.code.impls[q.id]):
-                    continue  # (it starts once a thread is free for it)
-                begun, new_anchors, new_due = self.start_attempt(
-                    t, q.id, self.plan.nodes[q.id], self.plan.settings[q.id]
-                )
-                events.append(begun)
-                anchors.extend(new_anchors)
-                due.extend(new_due)
-                prestarted.append(t.id)
+        plan = self.plan
+        for t in starting(plan, self.view.joins, moved, split_id):
+            q = t.placement
+            if not self.attempts.take_thread_now(t.id, self.code.impls[q]):
+                continue  # (it starts once a thread is free for it)
+            begun, new_anchors, new_due = self.start_attempt(t, q, plan.nodes[q], plan.settings[q])
+            events.append(begun)
+            anchors.extend(new_anchors)
+            due.extend(new_due)
+            prestarted.append(t.id)
         return prestarted
-
-    def _judges_joins(self, targets: Sequence[str], split_id: str | None) -> bool:
-        """Whether the move may settle an open join group. A split whose every branch can reach
-        every join it opened marks none of those groups: the others (of enclosing splits) are
-        looked at as for any move."""
-        return bool(self.joins) and (
-            split_id is None
-            or not self.plan.reaches_joins(targets)
-            or any(g.split != split_id for g in self.joins.values())
-        )
-
-    def open_splits(self, new_split: str | None) -> set[str]:
-        """The splits of the open join groups but ``new_split`` (the split a move made, whose
-        fresh groups cannot fire by it): what :meth:`_prestartable` looks at."""
-        if not self.joins:
-            return set()
-        open_splits = {g.split for g in self.joins.values()}
-        if new_split is not None:
-            open_splits.discard(new_split)
-        return open_splits
-
-    def prestartable(self, t: TokenRecord, open_splits: set[str]) -> bool:
-        """Whether ``t``'s move may also start its next attempt: it arrives at a task, and no
-        open join group (``open_splits``, see :meth:`_open_splits`) can act on it when the move
-        is evaluated."""
-        if self.plan.placements[t.placement].kind != "task":
-            return False
-        if not open_splits or not t.lineage:
-            return True
-        return not any(f[0] in open_splits for f in t.lineage)

@@ -5,28 +5,42 @@ and due waits.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from flowtide.engine._addressing import find_park
-from flowtide.engine._attempts import Attempt
-from flowtide.engine._core import AT_NODE
-from flowtide.engine._records import SIDE, end_reason, escalation
 from flowtide.engine._signals import (
     accepted_reply,
-    invalid_output,
     refusal,
     refused_reply,
     signal_answer,
 )
-from flowtide.engine._tasks import Tasks
 from flowtide.engine.errors import (
     SignalRefused,
     UnroutedOutputError,
 )
 from flowtide.engine.event_types import Signalled
 from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.run.due import (
+    DEADLINE,
+    RESUME,
+    SIGNAL,
+    TIMEOUT,
+    DuePurpose,
+    parse_purpose,
+)
+from flowtide.engine.run.executor.records import end_reason, escalation
+from flowtide.engine.run.executor.tasks import Tasks
+from flowtide.engine.run.marks import (
+    FiredTimer,
+    interrupt,
+    mark_due,
+    mark_side,
+    timer_fired,
+    wake,
+)
+from flowtide.engine.run.parking import due_applies, signalled_token
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
     AnyPlacement,
@@ -86,15 +100,18 @@ class Parking(Tasks):
         async with self.steps.hold():
             now = self.clock.now()
             judged = at if at is not None else now
-            token = self._signalled_token(park, output, judged)
+            v = self.view
+            token = signalled_token(
+                self.plan, v.tokens, v.parks, v.recent_parks, park, output, judged
+            )
             p = self.plan.placements[token.placement]
             epoch = token.epoch
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.SIGNALLED, "signal")
-            self.expect[token.id] = Expect(S.PARKED, epoch, alive_at=judged)
+            self.committer.expect[token.id] = Expect(S.PARKED, epoch, alive_at=judged)
             answer = signal_answer(park, output, now, idempotency_key)
             answers = (
-                [SignalAnswer(idempotency_key, self.run.id, answer)] if idempotency_key else []
+                [SignalAnswer(idempotency_key, self.view.run.id, answer)] if idempotency_key else []
             )
             fired = [inbox] if inbox is not None else []
             requests = [RequestAnswer(e.token_id, accepted_reply(answer), now) for e in fired]
@@ -102,16 +119,19 @@ class Parking(Tasks):
 
             signalled = _signalled(park, output, idempotency_key, keys, sender)
 
-            base = dict(self.state)
+            base = dict(self.view.state)
 
             def update() -> tuple[dict[str, Any], list[str]]:
-                return self.merger.apply(self.state, base, {}, [], payload) if payload else ({}, [])
+                return (
+                    self.merger.apply(self.view.state, base, {}, [], payload)
+                    if payload
+                    else ({}, [])
+                )
 
             try:
                 if output is not None:
-                    self.last_placements = [p.id]
-                    self.route_ok = False
-                    nxt = await self.route(
+                    self.view.last_placements = [p.id]
+                    moved = await self.move(
                         token,
                         p,
                         output,
@@ -121,51 +141,36 @@ class Parking(Tasks):
                         requests=requests,
                         fired=fired,
                     )
-                    if nxt is not None:
-                        self.spawn(nxt)
-                    applied = self.route_ok
+                    if moved.next is not None:
+                        self.spawn(moved.next)
+                    applied = moved.committed
                 else:
                     ev = self.event(token, signalled(None))
                     done = Commit(
-                        self.run.id,
+                        self.view.run.id,
                         signal_answers=answers,
                         requests_answered=requests,
                         due_fired=fired,
                     )
                     applied = await self._wake(token, payload, ev, update, done)
             except StoreConflict:
-                self.expect.pop(token.id, None)
+                self.committer.expect.pop(token.id, None)
                 raise
             if applied:
                 return answer
-            # The run ended (a cancel, a failure elsewhere) before the signal could commit.
-            self.expect.pop(token.id, None)
-            closed = self.recent_parks.get(park.id) or park
-            closed.status = ParkStatus.CANCELLED
-            closed.closed_by = end_reason(self.end) if self.end is not None else "run_ended"
-            if closed not in self.closing_parks:
-                self.closing_parks.append(closed)
-            raise refusal(closed, now)
+            raise self._ended_first(token, park, now)
 
-    def _signalled_token(self, park: ParkRecord, output: str | None, now: datetime) -> TokenRecord:
-        """The parked token a signal for ``park`` moves, or why it cannot (a refusal)."""
-        token = self.tokens.get(park.token_id)
-        mine = self.parks.get(park.token_id)
-        if token is None or token.status is not S.PARKED or mine is None or mine.id != park.id:
-            known = self.park_record(park.id)
-            if known is None:
-                # This view never had that park open: it was read from the store before or
-                # after the park's step, not with it. Look again.
-                raise StoreConflict(f"park {park.id!r} is not as this view of the run has it")
-            raise refusal(known, now, live=token)
-        if token.deadline is not None and token.deadline <= now:
-            raise refusal(mine, now)
-        if output is not None:
-            p = self.plan.placements[token.placement]
-            invalid = invalid_output(self.plan, p, output, token.id, park)
-            if invalid is not None:
-                raise invalid
-        return token
+    def _ended_first(self, token: TokenRecord, park: ParkRecord, now: datetime) -> SignalRefused:
+        """The run ended (a cancel, a failure elsewhere) before the signal to ``park`` could
+        commit: the park is closed as cancelled (with the next commit), and the signal refused."""
+        self.committer.expect.pop(token.id, None)
+        closed = self.view.recent_parks.get(park.id) or park
+        closed.status = ParkStatus.CANCELLED
+        end = self.view.end
+        closed.closed_by = end_reason(end) if end is not None else "run_ended"
+        if closed not in self.committer.closing_parks:
+            self.committer.closing_parks.append(closed)
+        return refusal(closed, now)
 
     async def _wake(
         self,
@@ -177,12 +182,11 @@ class Parking(Tasks):
     ) -> bool:
         """A signal without an output: the node runs again, ``ctx.signal`` its payload.
         ``done``: what the signal answers and fires, committed with the wake."""
-        token.data = {k: v for k, v in token.data.items() if k in ("fired_timers", SIDE)}
-        token.data["signal"] = dict(payload)
+        wake(token, payload)
         token.epoch += 1
         done.tokens = [token]
         done.events = [event]
-        done.due_dropped = [(token.id, "timeout")]
+        done.due_dropped = [(token.id, TIMEOUT.format())]
         ok = await self.commit(
             done,
             unless_ended=True,
@@ -193,26 +197,34 @@ class Parking(Tasks):
             self.spawn(token)
         return ok
 
-    def fire_due(self, entry: DueEntry) -> bool:
-        """The sweeper says this due entry has come (see :class:`~flowtide.store.DueEntry`):
-        a step of its own, under the step lock. False if it is being fired already (or the run
-        is ending, which removes it)."""
-        if self.end is not None or self.closed or entry in self.firing:
+    def fire_all(self, entries: Sequence[DueEntry]) -> int:
+        """The sweeper says these due entries have come: requests first (the store lets no
+        deadline fire before those recorded before it, and one recorded after it is refused as
+        late whichever comes first). How many were not being fired already."""
+        purposes = [(e, parse_purpose(e.purpose)) for e in entries]
+        purposes.sort(key=lambda ep: ep[1] != SIGNAL)
+        return sum(self.fire_due(e, purpose) for e, purpose in purposes)
+
+    def fire_due(self, entry: DueEntry, purpose: DuePurpose | None) -> bool:
+        """This due entry has come (see :class:`~flowtide.store.DueEntry`), ``purpose`` read
+        from it: a step of its own, under the step lock. False if it is being fired already (or
+        the run is ending, which removes it)."""
+        if self.view.end is not None or self.closed or entry in self.firing:
             return False
         self.firing.add(entry)
-        if entry.purpose == "signal":
+        if purpose == SIGNAL:
             self.spawn_aux(self._fire_request(entry))
             return True
-        if entry.purpose == "deadline":  # (the run's end removes the entry)
-            if self.run.deadline is not None:
-                self.root.cancel(CancelReason.RUN_DEADLINE, self.run.deadline)
+        if purpose == DEADLINE:  # (the run's end removes the entry)
+            if self.view.run.deadline is not None:
+                self.root.cancel(CancelReason.RUN_DEADLINE, self.view.run.deadline)
             return True
-        self.spawn_aux(self._fire(entry))
+        self.spawn_aux(self._fire(entry, purpose))
         return True
 
-    async def _fire(self, entry: DueEntry) -> None:
+    async def _fire(self, entry: DueEntry, purpose: DuePurpose | None) -> None:
         try:
-            await self._fire_once(entry)
+            await self._fire_once(entry, purpose)
         finally:
             self.firing.discard(entry)
 
@@ -237,12 +249,12 @@ class Parking(Tasks):
             except StoreConflict:
                 raise
             except StoreError as exc:
-                request, run = printable(entry.token_id), printable(self.run.id)
+                request, run = printable(entry.token_id), printable(self.view.run.id)
                 log.warning("request %s of run %s: %s", request, run, exc)
                 return  # (the entry stays: fired again at the next claim)
             if isinstance(found, SignalRequest):
                 # A cancel: the run's end answers it (and removes its entry).
-                self.requests.cancels.append(found.id)
+                self.cancels.append(found.id)
                 asked = found.request
                 self.root.cancel(
                     CancelReason.ABORT, self.clock.now(), asked.get("reason"), asked.get("sender")
@@ -269,7 +281,7 @@ class Parking(Tasks):
                     reply = refused_reply(refused)
             answered = [RequestAnswer(entry.token_id, reply, self.clock.now())] if reply else []
             await self.commit(
-                Commit(self.run.id, due_fired=[entry], requests_answered=answered),
+                Commit(self.view.run.id, due_fired=[entry], requests_answered=answered),
                 unless_ended=True,
             )
 
@@ -282,7 +294,7 @@ class Parking(Tasks):
         already (or not this run's)."""
         store = self.host.store
         request = await store.signal_request(entry.token_id)
-        if request is None or request.answer is not None or request.run_id != self.run.id:
+        if request is None or request.answer is not None or request.run_id != self.view.run.id:
             return None
         if request.kind == "cancel":
             return request
@@ -296,7 +308,7 @@ class Parking(Tasks):
                 store,
                 self,
                 request.requested_at,
-                self.run.id,
+                self.view.run.id,
                 asked.get("placement"),
                 asked.get("key"),
                 asked.get("token_id"),
@@ -305,77 +317,61 @@ class Parking(Tasks):
             return refused_reply(refused)
         return park, asked, request.requested_at
 
-    async def _fire_once(self, entry: DueEntry) -> None:
+    async def _fire_once(self, entry: DueEntry, purpose: DuePurpose | None) -> None:
         async with self.steps.hold():
-            if self.end is not None or self.closed:
+            if self.view.end is not None or self.closed:
                 return  # (the run's end removes its due entries)
-            token = self.tokens.get(entry.token_id)
+            token = self.view.tokens.get(entry.token_id)
             later = False
             if token is not None:
-                self.fired.setdefault(token.id, []).append(entry)
-                later = await self._fire_entry(token, entry)
-            left = self.fired.get(entry.token_id, [])
+                self.committer.fired.setdefault(token.id, []).append(entry)
+                later = await self._fire_entry(token, entry, purpose)
+            left = self.committer.fired.get(entry.token_id, [])
             if not later and entry in left:
                 # Nothing was moved (the entry was stale), or the move did not write the token:
                 # the entry is removed on its own.
                 left.remove(entry)
                 if not left:
-                    self.fired.pop(entry.token_id, None)
-                await self.commit(Commit(self.run.id, due_fired=[entry]), unless_ended=True)
+                    self.committer.fired.pop(entry.token_id, None)
+                await self.commit(Commit(self.view.run.id, due_fired=[entry]), unless_ended=True)
 
-    async def _fire_entry(self, token: TokenRecord, entry: DueEntry) -> bool:
-        """Fire ``entry`` for ``token``; True if the move is left to the token's own task (its
-        next commit removes the entry)."""
-        purpose = entry.purpose
-        if purpose == "":
-            # Not yet due (the entry is stale: the token waits again, for a later instant).
-            if token.status is not S.WAITING or (token.due is not None and token.due > entry.when):
-                return False
-            token.data["fired"] = token.data.get("purpose", "wait")
+    async def _fire_entry(
+        self, token: TokenRecord, entry: DueEntry, purpose: DuePurpose | None
+    ) -> bool:
+        """Fire ``entry`` (for ``purpose``) for ``token``; True if the move is left to the
+        token's own task (its next commit removes the entry)."""
+        if not due_applies(token, purpose, entry.when):
+            return False
+        assert purpose is not None
+        if purpose == RESUME:
+            mark_due(token)
             token.status = S.READY
-            self.expect[token.id] = Expect(S.WAITING, token.epoch)
+            self.committer.expect[token.id] = Expect(S.WAITING, token.epoch)
             self.spawn(token)
             return True
-        if purpose == "timeout":
-            # The token's own deadline must have passed by the entry's instant; an entry fired
-            # late (or deferred by an engine that could not fire it) still counts. A parked
-            # token, or one waiting out a retry's backoff past its window's end.
-            backoff = token.status is S.WAITING and token.data.get("purpose") == "retry"
-            if (
-                not (token.status is S.PARKED or backoff)
-                or token.deadline is None
-                or token.deadline > entry.when
-            ):
-                return False
+        if purpose == TIMEOUT:
+            assert token.deadline is not None
             was, epoch = token.status, token.epoch
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.TIMED_OUT, "timeout")
-            self.expect[token.id] = Expect(was, epoch)
+            self.committer.expect[token.id] = Expect(was, epoch)
             if was is S.PARKED:
                 # (The requests recorded before the deadline are applied first.)
-                self.requests.fires[token.id] = token.deadline
+                self.committer.fires[token.id] = token.deadline
             await self.park_timeout(token)
             return False
-        if purpose.startswith("timer:"):
-            _, visit, index = purpose.split(":")
-            if (
-                token.visit != int(visit)
-                or token.status not in AT_NODE
-                or index not in token.data.get("timers", {})
-            ):
-                return False
-            # An interrupting timer on a running node moves the token in its own task.
-            return await self.fire_timer(token, int(index), entry.when)
-        return False
+        # An escalation timer (an interrupting one on a running node moves the token in its
+        # own task).
+        return await self.fire_timer(token, purpose.index, entry.when)
 
     async def park_timeout(self, token: TokenRecord) -> None:
+        """The window of ``token`` (claimed) ended while it was parked or waiting out a backoff:
+        what a window's end does (see :meth:`window_ended`), in a step of its own."""
         p = self.plan.placements[token.placement]
         settings = self.plan.settings[p.id]
-        attempt = Attempt("timeout", deadline=token.deadline)
-        token.status = S.RUNNING
-        nxt = await self.after_attempt(
-            token, p, self.plan.nodes.get(p.id, p.id), settings, dict(self.state), attempt
-        )
+        assert token.deadline is not None
+        node_id = self.plan.nodes.get(p.id, p.id)
+        nxt = await self.window_ended(token, p, node_id, settings, token.deadline)
         if nxt is not None:
             self.spawn(nxt)
 
@@ -396,14 +392,11 @@ class Parking(Tasks):
             # The node's code has already returned and its step is being committed: the timer
             # has not fired (a park arms it again; a move drops it).
             return True
-        armed = dict(token.data.get("timers", {}))
-        armed.pop(str(index), None)
-        token.data["timers"] = armed
-        token.data["fired_timers"] = [*token.data.get("fired_timers", ()), index]
-        info = {"output": timer.output, "index": index, "anchor": timer.anchor.value}
+        timer_fired(token, index)
+        info = FiredTimer(timer.output, index, timer.anchor.value)
         if timer.interrupting:
             if token.status is S.RUNNING:
-                token.data["interrupt"] = info
+                interrupt(token, info)
                 if running is not None:
                     running[1].cancel(CancelReason.TIMER, self.clock.now())
                 # else: its scope is not registered yet; it is cancelled as soon as it is.
@@ -411,20 +404,22 @@ class Parking(Tasks):
             was = token.status
             token.status = S.READY  # claimed
             self.close_park(token, ParkStatus.INTERRUPTED, f"timer:{timer.output}")
-            self.expect[token.id] = Expect(was, token.epoch)
+            self.committer.expect[token.id] = Expect(was, token.epoch)
             if was is S.PARKED and when is not None:
-                self.requests.fires[token.id] = when
-            self.last_placements = [p.id]
-            nxt = await self.route(
-                token,
-                p,
-                timer.output,
-                event=lambda to: escalation(info, interrupting=True, to=to),
-            )
+                self.committer.fires[token.id] = when
+            self.view.last_placements = [p.id]
+            nxt = (
+                await self.move(
+                    token,
+                    p,
+                    timer.output,
+                    event=lambda to: escalation(info, interrupting=True, to=to),
+                )
+            ).next
             if nxt is not None:
                 self.spawn(nxt)
             return False
-        self.expect[token.id] = Expect(token.status, token.epoch)
+        self.committer.expect[token.id] = Expect(token.status, token.epoch)
         targets = p.route_map().get(timer.output)
         to = list(targets) if targets else None
         ev = self.event(token, escalation(info, interrupting=False, to=to))
@@ -439,18 +434,22 @@ class Parking(Tasks):
         targets = p.route_map().get(output)
         if not targets:
             err = UnroutedOutputError(p.id, output, list(p.route_map()))
-            await self.commit(Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True)
+            await self.commit(
+                Commit(self.view.run.id, tokens=[token], events=[ev]), unless_ended=True
+            )
             self.request_end(Lifecycle.FAILED, [self.error_info(err, p.id)])
             return
         new = [self.new_token(t, token.lineage) for t in targets]
         for t in new:
-            t.data[SIDE] = True  # (its terminal does not set the run's outcome)
+            mark_side(t)  # (its terminal does not set the run's outcome)
         ok = await self.commit(
-            Commit(self.run.id, tokens=[token, *new], events=[ev]), unless_ended=True, token=token
+            Commit(self.view.run.id, tokens=[token, *new], events=[ev]),
+            unless_ended=True,
+            token=token,
         )
         if not ok:
             for t in new:
-                self.tokens.pop(t.id, None)
+                self.view.tokens.pop(t.id, None)
             return
         for t in new:
             self.spawn(t)

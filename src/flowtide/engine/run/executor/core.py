@@ -1,11 +1,13 @@
-"""The executor's core: a run's in-memory view, the one place its steps are committed, and
-its tasks.
+"""The executor's core: its view of the run (:class:`~flowtide.engine.run.view.RunView`), the
+commit of a step (through its :class:`~flowtide.engine.run.committer.Committer`), and its tasks.
 
 The executor is built in layers, one module each, every layer a subclass of the one below:
-core, attempts (running node code), arming (windows, timers, anchors), routing, joins, tasks
-(task, wait and terminal placements, parks, retries), parking (signals and due instants),
-subflows (child runs and phases), driving (a run's start, settling, end) and the executor
-(resume from the store). What a lower layer needs from a higher one is declared here, abstract."""
+core, attempts (a token's attempt, run by the :class:`~flowtide.engine.run.attempts.AttemptRunner`),
+arming (windows, timers, anchors), routing, joins, tasks (task, wait and terminal placements,
+parks, retries), parking (signals and due instants), subflows (child runs and phases), driving (a
+run's start, settling, end) and the executor (resume from the store). What the layers decide is
+decided by the parts of :mod:`flowtide.engine.run`; what a lower layer needs from a higher one is
+declared here, abstract."""
 
 from __future__ import annotations
 
@@ -14,14 +16,10 @@ import itertools
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
-from flowtide.engine._commit import commit_step
 from flowtide.engine._host import RunHost
-from flowtide.engine._records import JoinGroup, RunEnd, branch_marks
-from flowtide.engine._steps import StepLock
 from flowtide.engine.background import task_awaiting
 from flowtide.engine.code import FlowCode
 from flowtide.engine.errors import StoreUnavailableError
@@ -31,13 +29,18 @@ from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.plan import FlowPlan
 from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
+from flowtide.engine.run.attempts import AttemptRunner, Running
+from flowtide.engine.run.committer import Committer
+from flowtide.engine.run.executor.steps import StepLock
+from flowtide.engine.run.marks import inherit
+from flowtide.engine.run.parking import park_record
+from flowtide.engine.run.view import RunEnd, RunView
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
 from flowtide.store.base import (
     Commit,
     DeadlineAhead,
     DueEntry,
     EventRecord,
-    Expect,
     Lease,
     ParkRecord,
     ParkStatus,
@@ -50,12 +53,8 @@ from flowtide.store.base import (
 S = TokenStatus
 log = logging.getLogger("flowtide.engine")
 PARKED_LIFECYCLE = Lifecycle.PARKED.value
-AT_NODE = frozenset({S.RUNNING, S.PARKED, S.WAITING})
-"""Statuses of a token that is still at its placement (escalation timers may fire)."""
 LIVE_LIFECYCLES = frozenset(lc.value for lc in Lifecycle if not lc.terminal)
 """What a run's stored lifecycle must be for a step of its executor to commit."""
-COMPUTE: Any = object()
-"""A deadline not resolved by the caller: the attempt resolves it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,17 +64,6 @@ class ChildWait:
 
     task: asyncio.Future[Any] | None
     parked: tuple[ParkedToken, ...]
-
-
-@dataclass(slots=True)
-class AppliedRequests:
-    """What a run's executor keeps of the deadlines it fires and the requests it applies."""
-
-    fires: dict[str, datetime] = field(default_factory=dict)
-    """Token id -> the deadline its claim fires (a park's timeout, an interrupting timer): the
-    next commit that writes the token carries it (``Commit.fires_deadline``)."""
-    cancels: list[str] = field(default_factory=list)
-    """The cancel requests the run applied: the commit of its end answers them."""
 
 
 class RunCore(ABC):
@@ -95,65 +83,39 @@ class RunCore(ABC):
         self.plan = plan
         self.code = code  # (empty in a client: it runs no node code)
         self.flow = plan.flow
-        self.run = run
-        self.state = state
+        self.view = RunView(run, state)
+        """The run's data: record, state, live tokens, parks, anchors, visits, joins, end."""
         self.clock = host.clock
         self.merger = StateMerger(self.flow.reducers, self.code.reducers)
         self.root = CancelScope(parent_scope)
         self.root.on_cancel(self.on_root_cancelled)
-        self.tokens: dict[str, TokenRecord] = {}
         self.tasks: set[asyncio.Future[Any]] = set()
         """The tasks that drive the run's tokens (and side steps: firings, a scatter's items)."""
         self.child_waits: dict[str, ChildWait] = {}  # by subflow token id: see ChildWait
-        self.running: dict[str, tuple[str, CancelScope]] = {}
+        self.running: Running = {}
         self.starting: set[str] = set()
         """Tokens whose attempt start is committed (or being committed) but whose cancel scope
-        is not registered in ``_running`` yet: an interrupting timer firing then is kept for the
-        scope (``token.data["interrupt"]``) instead of being lost."""
-        self.thread_held: set[str] = set()  # attempt keys holding a thread slot, code not sent
+        is not registered in ``running`` yet: an interrupting timer firing then is kept for the
+        scope (:func:`~flowtide.engine.run.marks.interrupt`) instead of being lost."""
         self.prestarted: set[str] = set()
         """Tokens whose move to a task also started its attempt (in the same commit)."""
-        self.joins: dict[tuple[str, str], JoinGroup] = {}
-        self.visits: dict[str, int] = {}
         self.ids, self.steps = itertools.count(1), StepLock()
-        self.end: RunEnd | None = None
-        self.outcome: str | None = None
-        self.terminals: list[str] = []
-        self.warnings: list[str] = []
-        self.last_placements: list[str] = []
         self.started = False
         self.closed = False
         self.deadline_timer: Any = None
         self.finalizer: asyncio.Task[None] | None = None
-        self.anchors: dict[tuple[str, str | None], datetime] = {}
-        """Stored node anchors of this run: (placement, item) -> first arrival."""
-        self.parks: dict[str, ParkRecord] = {}
-        """Open parks by token id."""
-        self.closing_parks: list[ParkRecord] = []
-        """Parks closed in memory (a cancelled token), written with the next commit."""
         self.settling: asyncio.Task[None] | None = None
         self.pins = 0
-        self.seq = 0
-        """The seq of the last history event this executor committed (or restored), unless
-        ``_stored`` is set (see :meth:`_last_seq`)."""
-        self.stored_events: Sequence[EventRecord] | None = None
-        """The events of the last commit, until their last seq is read (most runs never ask)."""
-        self.expect: dict[str, Expect] = {}
-        """Compare-and-set conditions for the next commit that writes these tokens."""
-        self.route_ok = False
-        """Whether the last :meth:`_route` committed (it returns None also for a join or split)."""
-        self.recent_parks: dict[str, ParkRecord] = {}
-        """Parks closed by this executor, by park id (to tell a late signal why it is refused)."""
+        self.committer = Committer(host)
+        """The one way to the store (and what the next commits carry for their tokens)."""
         self.released = False
         """The engine let go of this executor (quiescent): it must not be used any more."""
-        self.item: Any = run.options.get("item")
-        """The scatter item this (child) run works on, passed to its nodes as ``ctx.item``."""
+        self.attempts = AttemptRunner(host, run, self.flow, self.merger, self.running)
+        """Runs the run's node code (the attempts of its tokens, phases, scatter items)."""
         self.lease: Lease | None = None
         """The lease the run is driven under: every commit carries it (see ``Commit.lease``)."""
-        self.fired: dict[str, list[DueEntry]] = {}
-        """Due entries fired for a token and not removed yet: the next commit that writes the
-        token removes them (``Commit.due_fired``), with the move they caused."""
-        self.requests = AppliedRequests()
+        self.cancels: list[str] = []
+        """The cancel requests the run applied: the commit of its end answers them."""
         self.firing: set[DueEntry] = set()
         """Due entries being fired (not fired twice if the run is claimed again meanwhile)."""
         self.handed_off = False
@@ -163,12 +125,22 @@ class RunCore(ABC):
         """The step that hands the run back (see ``handed_off``)."""
 
     @property
+    def run(self) -> RunRecord:
+        """The run's record (see :attr:`view`)."""
+        return self.view.run
+
+    @property
+    def tokens(self) -> dict[str, TokenRecord]:
+        """The run's live tokens by id (see :attr:`view`)."""
+        return self.view.tokens
+
+    @property
     def run_id(self) -> str:
-        return self.run.id
+        return self.view.run.id
 
     @property
     def ended(self) -> bool:
-        return self.end is not None
+        return self.view.end is not None
 
     def event(
         self,
@@ -181,7 +153,7 @@ class RunCore(ABC):
         """The event ``payload`` of ``token`` (its placement and attempt unless given), now."""
         return event_record(
             payload,
-            self.run.id,
+            self.view.run.id,
             self.clock.now(),
             placement=placement if placement is not None else (token.placement if token else None),
             attempt=attempt if attempt is not None else (token.attempt if token else None),
@@ -197,37 +169,26 @@ class RunCore(ABC):
         """``exc`` as an event records it: redacted and cut to size."""
         return error_data(exc, self.host.redact)
 
-    def last_seq(self) -> int:
-        """The seq of the last history event this executor committed (or restored)."""
-        stored = self.stored_events
-        if stored is not None:
-            if stored:
-                self.seq = stored[-1].seq
-            self.stored_events = None
-        return self.seq
-
     async def commit(
         self,
         c: Commit,
         *,
         unless_ended: bool = False,
-        prepare: Callable[[Commit], None] | None = None,
         token: TokenRecord | None = None,
         update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
     ) -> bool:
-        """Commit one step and hand its events to the hooks; False if skipped (run ended).
+        """Commit one step through the run's :class:`Committer` (the only way to the store);
+        False if skipped (the run ended, or ``token`` was cancelled meanwhile).
 
-        ``prepare`` runs under the commit lock, once the step is known to go ahead: it applies
-        the step's state change in memory and puts it on the commit, so that a step skipped
-        because the run ended (or ``token`` was cancelled meanwhile) never touches the run state.
+        ``update`` runs under the step lock, once the step is known to go ahead: it applies the
+        step's state change in memory and gives what to put on the commit, so that a skipped
+        step never touches the run state.
         """
         async with self.steps.hold():
-            if unless_ended and (self.end is not None or self.closed):
+            if unless_ended and (self.view.end is not None or self.closed):
                 return False
             if token is not None and token.status is S.CANCELLED:
                 return False
-            if prepare is not None:
-                prepare(c)
             if update is not None:
                 # The step's state change, applied in memory and put on the commit.
                 written, removed = update()
@@ -235,45 +196,20 @@ class RunCore(ABC):
                     c.state = written
                 if removed:
                     c.state_deleted = removed
-            if self.closing_parks:
-                c.parks = [*c.parks, *self.closing_parks]
-                self.closing_parks = []
-            if self.expect:
-                for t in c.tokens:
-                    expected = self.expect.pop(t.id, None)
-                    if expected is not None:
-                        c.expect = {**c.expect, t.id: expected}
-            if self.requests.fires:
-                for t in c.tokens:
-                    deadline = self.requests.fires.pop(t.id, None)
-                    if deadline is not None:
-                        latest = c.fires_deadline or deadline
-                        c.fires_deadline = max(latest, deadline)
-            if self.fired:
-                fired = [e for t in c.tokens for e in self.fired.pop(t.id, ())]
-                if fired:
-                    c.due_fired = [*c.due_fired, *fired]
+            self.committer.fold(c)
             if c.lease is None:
                 c.lease = self.lease
-            if self.run.lifecycle == PARKED_LIFECYCLE and self.end is None and c.tokens:
+            if self.view.run.lifecycle == PARKED_LIFECYCLE and self.view.end is None and c.tokens:
                 # Something moves again: the run is running. (Not for a refusal's answer.)
-                self.run.lifecycle = transition(self.run.lifecycle, Lifecycle.RUNNING).value
+                self.view.run.lifecycle = transition(
+                    self.view.run.lifecycle, Lifecycle.RUNNING
+                ).value
                 if c.run is None:
-                    c.run = self.run
+                    c.run = self.view.run
             if c.run_lifecycles is None:
                 c.run_lifecycles = LIVE_LIFECYCLES  # refused if another actor ended the run
             # A task of this executor is cancelled only by its close (see flowtide.engine._commit).
-            own = asyncio.current_task() in self.tasks
-            events = await commit_step(
-                self.host.store, c, self.clock, shield=not own, instruments=self.host.instruments
-            )
-            if events:
-                self.stored_events = events
-            if c.release:
-                self.host.wake_sweeper()  # (its wake instant is no longer the lease's)
-            elif c.due:
-                self.host.wake_sweeper(min(e.when for e in c.due))
-            self.host.publish(events)
+            await self.committer.send(c, shield=asyncio.current_task() not in self.tasks)
         return True
 
     def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None:
@@ -294,15 +230,15 @@ class RunCore(ABC):
 
     def new_token(self, placement: str, lineage: tuple[tuple[str, int, int], ...]) -> TokenRecord:
         t = TokenRecord(
-            id=f"{self.run.id}.{next(self.ids)}",
-            run_id=self.run.id,
+            id=f"{self.view.run.id}.{next(self.ids)}",
+            run_id=self.view.run.id,
             placement=placement,
             status=S.READY,
             visit=self.next_visit(placement),
             lineage=lineage,
             created_at=self.clock.now(),
         )
-        self.tokens[t.id] = t
+        self.view.tokens[t.id] = t
         return t
 
     def split_tokens(
@@ -312,12 +248,12 @@ class RunCore(ABC):
         n = len(targets)
         new = [self.new_token(t, (*token.lineage, (split, i, n))) for i, t in enumerate(targets)]
         for t in new:
-            t.data.update(branch_marks(token))  # (a reminder's branches stay its own)
+            inherit(t, token)  # (a reminder's branches stay its own)
         return [token, *new]
 
     def next_visit(self, placement: str) -> int:
-        n = self.visits.get(placement, 0) + 1
-        self.visits[placement] = n
+        n = self.view.visits.get(placement, 0) + 1
+        self.view.visits[placement] = n
         return n
 
     def spawn(self, token: TokenRecord) -> None:
@@ -368,9 +304,9 @@ class RunCore(ABC):
         *,
         cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
     ) -> None:
-        if self.end is not None or self.closed:
+        if self.view.end is not None or self.closed:
             return
-        self.end = RunEnd(lifecycle, list(errors), interrupted)
+        self.view.end = RunEnd(lifecycle, list(errors), interrupted)
         if self.deadline_timer is not None:
             self.deadline_timer.cancel()
         if cancel_reason is not None:
@@ -381,25 +317,22 @@ class RunCore(ABC):
         self, token: TokenRecord, exc: BaseException, interrupted: InterruptedAt | None = None
     ) -> None:
         token.status = S.FAILED
-        self.tokens.pop(token.id, None)
+        self.view.tokens.pop(token.id, None)
         self.request_end(Lifecycle.FAILED, [self.error_info(exc, token.placement)], interrupted)
 
     def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None:
-        park = self.parks.pop(token.id, None)
+        park = self.view.parks.pop(token.id, None)
         if park is None:
             return
         park.status = status
         park.closed_at = self.clock.now()
         park.closed_by = by
-        self.recent_parks[park.id] = park
-        self.closing_parks.append(park)
+        self.view.recent_parks[park.id] = park
+        self.committer.closing_parks.append(park)
 
     def park_record(self, park_id: str) -> ParkRecord | None:
         """The park as this executor knows it (open, or closed by it), else None."""
-        for park in self.parks.values():
-            if park.id == park_id:
-                return park
-        return self.recent_parks.get(park_id)
+        return park_record(self.view.parks, self.view.recent_parks, park_id)
 
     # -- what the layers above provide ------------
 
@@ -420,19 +353,5 @@ class RunCore(ABC):
         """Settle or end the run if nothing drives it any more (the driving layer)."""
 
     @abstractmethod
-    def note_moves(self, tokens: Sequence[TokenRecord], ended: bool = False) -> bool:
-        """Mark the join groups these moves may settle (the joins layer)."""
-
-    @abstractmethod
     async def evaluate_joins(self) -> None:
         """Fire the join groups that can fire (the joins layer)."""
-
-    @abstractmethod
-    def expect_joins(
-        self,
-        split: str,
-        count: int,
-        lineage: tuple[tuple[str, int, int], ...],
-        placements: Sequence[str],
-    ) -> None:
-        """Open the join groups a new split's branches may arrive at (the joins layer)."""

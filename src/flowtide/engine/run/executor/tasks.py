@@ -5,14 +5,11 @@ retry, a timeout, a failure), waits and terminals.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime
 from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import isoformat
-from flowtide.engine._attempts import Attempt
-from flowtide.engine._joins import Joins
-from flowtide.engine._records import branch_marks, escalation, sets_outcome, timed_out
 from flowtide.engine.contracts import OutputContractError
 from flowtide.engine.errors import (
     FailedTerminalError,
@@ -31,6 +28,22 @@ from flowtide.engine.event_types import (
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import InterruptedAt
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
+from flowtide.engine.run.attempts import Attempt
+from flowtide.engine.run.due import RESUME, TIMEOUT
+from flowtide.engine.run.executor.joins import Joins
+from flowtide.engine.run.executor.records import escalation, timed_out
+from flowtide.engine.run.joins import note_moves
+from flowtide.engine.run.marks import (
+    Waiting,
+    drop_signal,
+    is_due,
+    last_backoff,
+    sets_outcome,
+    signal_of,
+    take_due,
+    take_interrupt,
+    wait_for,
+)
 from flowtide.engine.scope import CancelReason
 from flowtide.model.placements import (
     TIMEOUT_OUTPUT,
@@ -43,7 +56,6 @@ from flowtide.model.placements import (
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import (
     Commit,
-    DueEntry,
     EventRecord,
     ParkRecord,
     TokenRecord,
@@ -63,11 +75,11 @@ class Tasks(Joins):
 
     async def at_phase(self, token: TokenRecord, p: Phase) -> TokenRecord | None:
         # A phase reached by a route (validation should prevent it): run it like a dead end.
-        self.last_placements.append(p.id)
+        self.view.last_placements.append(p.id)
         token.status = S.DONE
-        self.tokens.pop(token.id, None)
-        await self.commit(Commit(self.run.id, tokens=[token]), unless_ended=True)
-        if self.joins and self.note_moves([token], ended=True):
+        self.view.tokens.pop(token.id, None)
+        await self.commit(Commit(self.view.run.id, tokens=[token]), unless_ended=True)
+        if self.view.joins and note_moves(self.view.joins, self.plan, [token], ended=True):
             await self.evaluate_joins()
         return None
 
@@ -85,30 +97,30 @@ class Tasks(Joins):
         else:
             # A sync node starts once a thread is free for it: its window is its code's.
             if (
-                self.needs_thread(impl)
-                and await self.wait_for_thread(token.id, self.root) is not None
+                self.attempts.needs_thread(impl)
+                and await self.attempts.wait_for_thread(token.id, self.root) is not None
             ):
                 return None  # (the run ended meanwhile)
             async with self.steps.hold():
-                if self.end is not None or token.status is S.CANCELLED:
-                    self.drop_thread(token.id)
+                if self.view.end is not None or token.status is S.CANCELLED:
+                    self.attempts.drop_thread(token.id)
                     return None
-                fired = token.data.pop("fired", None)
-                # (Kept on the token until the attempt ends: an attempt run again after a
-                # crash sees the signal that resumed it.)
-                signal = token.data.get("signal")
+                fired = take_due(token)
+                signal = signal_of(token)
                 events = []
-                if fired == "retry":
+                if fired is Waiting.RETRY:
                     events.append(self.event(token, TimerFired(purpose="retry")))
                 started, anchors, due = self.start_attempt(token, p.id, impl.id, settings)
                 events.append(started)
                 if not await self.commit(
-                    Commit(self.run.id, tokens=[token], events=events, anchors=anchors, due=due),
+                    Commit(
+                        self.view.run.id, tokens=[token], events=events, anchors=anchors, due=due
+                    ),
                     unless_ended=True,
                 ):
                     self.not_started(token.id)
                     return None
-        base = dict(self.state)
+        base = dict(self.view.state)
         attempt = await self.invoke(
             impl,
             settings,
@@ -137,50 +149,54 @@ class Tasks(Joins):
 
         One step, under the step lock."""
         async with self.steps.hold():
-            if self.end is not None or token.status is S.CANCELLED:
+            if self.view.end is not None or token.status is S.CANCELLED:
                 return None
             if attempt.kind == "cancelled":
-                interrupt = token.data.pop("interrupt", None)
+                interrupt = take_interrupt(token)
                 c = attempt.cancellation
                 if interrupt is not None and c is not None and c.reason is CancelReason.TIMER:
-                    self.last_placements = [p.id]
-                    return await self.route(
-                        token,
-                        p,
-                        interrupt["output"],
-                        event=lambda to: escalation(interrupt, interrupting=True, to=to),
-                    )
+                    self.view.last_placements = [p.id]
+                    return (
+                        await self.move(
+                            token,
+                            p,
+                            interrupt.output,
+                            event=lambda to: escalation(interrupt, interrupting=True, to=to),
+                        )
+                    ).next
                 return None
             if attempt.kind == "park":
                 return await self.park(token, p, node_id, settings, base, attempt)
             if attempt.kind == "ok":
                 output = attempt.output
                 assert output is not None
-                self.last_placements = [p.id]
-                return await self.route(
-                    token,
-                    p,
-                    output,
-                    event=lambda to: NodeFinished(output=output, to=to),
-                    update=lambda: self.state_update(base, attempt),
-                )
+                self.view.last_placements = [p.id]
+                return (
+                    await self.move(
+                        token,
+                        p,
+                        output,
+                        event=lambda to: NodeFinished(output=output, to=to),
+                        update=lambda: self.state_update(base, attempt),
+                    )
+                ).next
             if attempt.kind == "timeout":
-                return await self._timed_out(token, p, node_id, settings, attempt)
+                assert attempt.deadline is not None
+                return await self.window_ended(token, p, node_id, settings, attempt.deadline)
             return await self._failed(token, p, settings, attempt)
 
-    async def _timed_out(
+    async def window_ended(
         self,
         token: TokenRecord,
         p: AnyPlacement,
         node_id: str,
         settings: NodeSettings,
-        attempt: Attempt,
+        deadline: datetime,
     ) -> TokenRecord | None:
-        """The attempt's window ended: a retry (if asked for), the ``timeout`` route, or the
-        run fails."""
+        """The token's window ended at ``deadline`` (its attempt's, or its park's): a retry (if
+        asked for), the ``timeout`` route, or the run fails. Under the step lock."""
         budget = settings.timeout
-        deadline = attempt.deadline
-        assert budget is not None and deadline is not None
+        assert budget is not None
         timeout_err = NodeTimeoutError(node_id, p.id, budget)
         routed = TIMEOUT_OUTPUT in p.route_map()
         late = timed_out(budget, deadline, routed)
@@ -190,10 +206,15 @@ class Tasks(Joins):
             await self.schedule_retry(token, settings, timeout_err, self.event(token, late))
             return None
         if routed:
-            self.last_placements = [p.id]
-            return await self.route(
-                token, p, TIMEOUT_OUTPUT, event=lambda to: timed_out(budget, deadline, routed, to)
-            )
+            self.view.last_placements = [p.id]
+            return (
+                await self.move(
+                    token,
+                    p,
+                    TIMEOUT_OUTPUT,
+                    event=lambda to: timed_out(budget, deadline, routed, to),
+                )
+            ).next
         interrupted = InterruptedAt("timeout", p.id, deadline, (p.id,))
         await self._fail(token, self.event(token, late), timeout_err, interrupted)
         return None
@@ -207,10 +228,10 @@ class Tasks(Joins):
         assert exc is not None
         if isinstance(exc, OutputContractError) and "error" in p.route_map():
             error = self.error_data(exc)
-            self.last_placements = [p.id]
-            return await self.route(
-                token, p, "error", event=lambda to: NodeFailed(error=error, to=to)
-            )
+            self.view.last_placements = [p.id]
+            return (
+                await self.move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+            ).next
         ev = self.event(token, NodeFailed(error=self.error_data(exc)))
         retryable = not isinstance(exc, UndeclaredOutputError | OutputContractError)
         if retryable and self.retry_allowed(token, settings, exc):
@@ -228,7 +249,7 @@ class Tasks(Joins):
     ) -> None:
         """Record the token's failure (its due entries dropped), then fail the run."""
         token.status = S.FAILED
-        failed = Commit(self.run.id, tokens=[token], events=[event], due_cleared=[token.id])
+        failed = Commit(self.view.run.id, tokens=[token], events=[event], due_cleared=[token.id])
         if await self.commit(failed, unless_ended=True):
             self.fail_token(token, exc, interrupted)
 
@@ -244,16 +265,16 @@ class Tasks(Joins):
         request = attempt.park
         assert request is not None
         now = self.clock.now()
-        token.data.pop("signal", None)  # (a new park waits for a new signal)
+        drop_signal(token)
         anchors, due = self.arm(token, p.id, settings, now)
         if token.deadline is not None and token.deadline <= now:
-            timeout = Attempt("timeout", deadline=token.deadline)
-            return await self.after_attempt(token, p, node_id, settings, base, timeout)
+            # (Its window is over before it could park: what the park's timeout would do.)
+            return await self.window_ended(token, p, node_id, settings, token.deadline)
         token.status = S.PARKED
         token.epoch += 1
         park = ParkRecord(
             f"{token.id}#{token.epoch}",
-            self.run.id,
+            self.view.run.id,
             token.id,
             p.id,
             token.visit,
@@ -265,7 +286,7 @@ class Tasks(Joins):
         )
         if token.deadline is not None:
             # First in the commit: at the same instant as a timer, the timeout is claimed first.
-            due.insert(0, DueEntry(token.deadline, self.run.id, token.id, "timeout"))
+            due.insert(0, TIMEOUT.entry(token.deadline, self.view.run.id, token.id))
         ev = self.event(
             token,
             Parked(
@@ -274,17 +295,22 @@ class Tasks(Joins):
                 park=park.id,
             ),
         )
-        self.parks[token.id] = park
+        self.view.parks[token.id] = park
         ok = await self.commit(
             Commit(
-                self.run.id, tokens=[token], events=[ev], due=due, anchors=anchors, parks=[park]
+                self.view.run.id,
+                tokens=[token],
+                events=[ev],
+                due=due,
+                anchors=anchors,
+                parks=[park],
             ),
             unless_ended=True,
             update=lambda: self.state_update(base, attempt),
             token=token,
         )
         if not ok:
-            self.parks.pop(token.id, None)
+            self.view.parks.pop(token.id, None)
         return None
 
     def retry_allowed(
@@ -307,12 +333,8 @@ class Tasks(Joins):
         policy = settings.retry
         assert policy is not None
 
-        prev = token.data.get("backoff")
         delay = backoff_delay(
-            policy,
-            token.attempt,
-            previous=timedelta(seconds=prev) if prev is not None else None,
-            rng=self.host.random,
+            policy, token.attempt, previous=last_backoff(token), rng=self.host.random
         )
         now = self.clock.now()
         due = now + delay
@@ -324,14 +346,10 @@ class Tasks(Joins):
         token.status = S.WAITING
         token.due = due
         token.deadline = window_end
-        token.data = {
-            "purpose": "retry",
-            "backoff": delay.total_seconds(),
-            **branch_marks(token),
-        }
-        dues = [DueEntry(due, self.run.id, token.id)]
+        wait_for(token, Waiting.RETRY, delay)
+        dues = [RESUME.entry(due, self.view.run.id, token.id)]
         if window_end is not None and window_end < due:
-            dues.insert(0, DueEntry(window_end, self.run.id, token.id, "timeout"))
+            dues.insert(0, TIMEOUT.entry(window_end, self.view.run.id, token.id))
         retried = self.event(
             token,
             NodeRetried(
@@ -344,7 +362,7 @@ class Tasks(Joins):
         )
         if await self.commit(
             Commit(
-                self.run.id,
+                self.view.run.id,
                 tokens=[token],
                 events=[ev, retried],
                 due=dues,
@@ -354,25 +372,27 @@ class Tasks(Joins):
             self.host.wake_sweeper(dues[0].when)
 
     async def at_wait(self, token: TokenRecord, p: Wait) -> TokenRecord | None:
-        if token.data.get("fired") == "wait":
-            self.last_placements = [p.id]
-            return await self.route(
-                token,
-                p,
-                "elapsed",
-                event=lambda to: TimerFired(purpose="wait", output="elapsed", to=to),
-            )
+        if is_due(token, Waiting.WAIT):
+            self.view.last_placements = [p.id]
+            return (
+                await self.move(
+                    token,
+                    p,
+                    "elapsed",
+                    event=lambda to: TimerFired(purpose="wait", output="elapsed", to=to),
+                )
+            ).next
         now = self.clock.now()
         due = p.until if p.until is not None else now + (p.duration or (now - now))
         token.status = S.WAITING
         token.due = due
-        token.data = {"purpose": "wait", **branch_marks(token)}
+        wait_for(token, Waiting.WAIT)
         if await self.commit(
             Commit(
-                self.run.id,
+                self.view.run.id,
                 tokens=[token],
                 events=[self.event(token, WaitStarted(due=isoformat(due)))],
-                due=[DueEntry(due, self.run.id, token.id)],
+                due=[RESUME.entry(due, self.view.run.id, token.id)],
             ),
             unless_ended=True,
         ):
@@ -381,17 +401,17 @@ class Tasks(Joins):
 
     async def at_terminal(self, token: TokenRecord, p: Terminal) -> TokenRecord | None:
         token.status = S.DONE
-        self.tokens.pop(token.id, None)
+        self.view.tokens.pop(token.id, None)
         ev = self.event(token, TerminalReached(outcome=p.outcome))
         if not await self.commit(
-            Commit(self.run.id, tokens=[token], events=[ev]), unless_ended=True
+            Commit(self.view.run.id, tokens=[token], events=[ev]), unless_ended=True
         ):
             return None
-        self.terminals.append(p.id)
+        self.view.terminals.append(p.id)
         if p.fails:
             self.request_end(Lifecycle.FAILED, [self.error_info(FailedTerminalError(p.id))])
-        elif self.outcome is None and sets_outcome(token):
-            self.outcome = p.outcome
-        if self.joins and self.note_moves([token], ended=True):
+        elif self.view.outcome is None and sets_outcome(token):
+            self.view.outcome = p.outcome
+        if self.view.joins and note_moves(self.view.joins, self.plan, [token], ended=True):
             await self.evaluate_joins()
         return None

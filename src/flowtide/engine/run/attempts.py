@@ -1,5 +1,7 @@
 """Running a node's code once: its own cancel scope, its window, where it runs (the loop, a worker
-thread, a process), and what it returned.
+thread, a process), and what it returned. The runner knows no tokens: what a run's executor
+needs of an attempt's start (a timer that fired before it, the pid of a node's process) it
+hands in as callbacks.
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from flowtide.authoring.nodes import NodeImplementation
-from flowtide.engine._core import COMPUTE, RunCore
+from flowtide.engine._host import RunHost
 from flowtide.engine.context import NodeContext
 from flowtide.engine.deadlines import (
     attempt_deadline,
@@ -24,7 +26,6 @@ from flowtide.engine.errors import (
     EngineError,
     UndeclaredOutputError,
 )
-from flowtide.engine.event_types import ProcessStarted
 from flowtide.engine.instruments import seconds
 from flowtide.engine.limits import (
     InvalidKeyError,
@@ -37,16 +38,21 @@ from flowtide.engine.limits import (
 from flowtide.engine.nodestate import NodeState
 from flowtide.engine.output import Output, Park
 from flowtide.engine.process import run_in_process
+from flowtide.engine.reducers import StateMerger
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
+from flowtide.model.flow import Flow
 from flowtide.model.placements import (
     PARKED_OUTPUT,
 )
 from flowtide.model.settings import NodeSettings
-from flowtide.store.base import (
-    Commit,
-    TokenRecord,
-)
+from flowtide.store.base import RunRecord
 from flowtide.store.jsonvalues import NotJSONError
+
+COMPUTE: Any = object()
+"""A deadline not resolved by the caller: the attempt resolves it."""
+Running = dict[str, tuple[str, CancelScope]]
+"""The cancel scopes of a run's attempts (and child runs, scatters) at work: key -> (placement,
+scope)."""
 
 
 @dataclass(slots=True)
@@ -66,8 +72,39 @@ class Attempt:
     deadline: datetime | None = None
 
 
-class Attempts(RunCore):
-    """Node attempts."""
+class StartHooks(NamedTuple):
+    """What the caller of an attempt hears of its start. (A tuple: one is made per attempt.)"""
+
+    interrupted: Callable[[], bool] | None = None
+    """Asked as the attempt's scope is about to be registered: True if it is cancelled at once
+    (an interrupting timer fired since its start was committed: reason ``timer``)."""
+    process_started: Callable[[str, int], None] | None = None
+    """A node's process has started: its placement and pid."""
+    parkable: bool = False
+    """Whether the node may park here (a task's token may; a phase or a scatter's item not)."""
+
+
+NO_HOOKS = StartHooks()
+
+
+class AttemptRunner:
+    """Runs one run's node attempts; its thread slots."""
+
+    __slots__ = ("clock", "flow", "host", "item", "merger", "run", "running", "thread_held")
+
+    def __init__(
+        self, host: RunHost, run: RunRecord, flow: Flow, merger: StateMerger, running: Running
+    ) -> None:
+        self.host = host
+        self.clock = host.clock
+        self.run = run
+        self.flow = flow
+        self.merger = merger
+        self.running = running
+        self.item: Any = run.options.get("item")
+        """The scatter item the (child) run works on, passed to its nodes as ``ctx.item``."""
+        self.thread_held: set[str] = set()
+        """Attempt keys holding a thread slot whose code was not sent to a thread yet."""
 
     async def invoke(
         self,
@@ -81,16 +118,16 @@ class Attempts(RunCore):
         attempt: int,
         visit: int,
         item: Any = None,
-        token: TokenRecord | None = None,
         deadline: datetime | None = COMPUTE,
         signal: Any = None,
+        hooks: StartHooks = NO_HOOKS,
     ) -> Attempt:
         """Run the node's code once in its own child scope, bounded by its window.
 
         ``deadline``: the attempt's window end, when the caller has already resolved (and
         stored) it; computed here otherwise. A thread-executed node first takes a thread slot
-        (unless its token took one before its start was committed), so that its window is not
-        spent waiting for a thread.
+        (unless it took one before its start was committed: see :meth:`take_thread_now`), so
+        that its window is not spent waiting for a thread.
         """
         if self.needs_thread(impl):
             stopped = await self.wait_for_thread(key, parent)
@@ -107,9 +144,9 @@ class Attempts(RunCore):
                 attempt,
                 visit,
                 item,
-                token,
                 deadline,
                 signal,
+                hooks,
             )
         finally:
             self.drop_thread(key)  # (its code never went to a thread: the slot goes back)
@@ -125,25 +162,24 @@ class Attempts(RunCore):
         attempt: int,
         visit: int,
         item: Any,
-        token: TokenRecord | None,
         deadline: datetime | None,
         signal: Any,
+        hooks: StartHooks,
     ) -> Attempt:
-        now = self.clock.now()
-        if token is not None and self.interrupted_before_start(token):
+        clock = self.clock
+        now = clock.now()
+        if hooks.interrupted is not None and hooks.interrupted():
             cancelled = Cancellation(CancelReason.TIMER, now, placement)
             return Attempt("cancelled", cancellation=cancelled)
         if deadline is COMPUTE:
             deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
-            if token is not None:
-                token.deadline = deadline
         if deadline is not None and deadline <= now:
             return Attempt("timeout", deadline=deadline)
         scope = CancelScope(parent, placement)
         if scope.cancellation is not None:
             scope.close()
             return Attempt("cancelled", cancellation=scope.cancellation)
-        window = ScopeDeadline(self.clock, scope, deadline)
+        window = ScopeDeadline(clock, scope, deadline)
         ctx = NodeContext(
             state=NodeState(state),
             run_id=self.run.id,
@@ -151,7 +187,7 @@ class Attempts(RunCore):
             attempt=attempt,
             visit=visit,
             item=item if item is not None else self.item,
-            clock=self.clock,
+            clock=clock,
             scope=scope,
             signal=signal,
         )
@@ -163,7 +199,7 @@ class Attempts(RunCore):
             with scope.bind():
                 try:
                     value, final_state = await self._run_code(
-                        impl, ctx, scope, placement, token, key
+                        impl, ctx, scope, placement, hooks, key
                     )
                 except Exception as exc:
                     error = exc
@@ -183,7 +219,7 @@ class Attempts(RunCore):
             error,
             state,
             final_state,
-            token is not None,
+            hooks.parkable,
         )
         self.host.instruments.attempt(ended.kind, seconds(now, self.clock.now()))
         return ended
@@ -194,7 +230,7 @@ class Attempts(RunCore):
         ctx: NodeContext,
         scope: CancelScope,
         placement: str,
-        token: TokenRecord | None,
+        hooks: StartHooks,
         key: str,
     ) -> tuple[Any, dict[str, Any]]:
         """Where the node's code runs depends on how it is declared (on the loop, in a worker
@@ -205,18 +241,13 @@ class Attempts(RunCore):
             return await impl.fn(ctx), state
         if impl.execution == "inline":
             return impl.fn(ctx), state
+        clock = self.clock
         if impl.execution == "thread":
-            with self.clock.hold():  # the clock cannot see a thread's work
+            with clock.hold():  # the clock cannot see a thread's work
                 return await self.in_thread(impl.fn, ctx, key), state
-        started = functools.partial(self._process_started, token, placement)
-        return await run_in_process(impl, ctx, scope, self.clock, started)
-
-    def _process_started(self, token: TokenRecord | None, placement: str, pid: int) -> None:
-        """A node's process has started: its pid is recorded in the run's history (in the
-        background, the attempt does not wait on the store), when the attempt has a token."""
-        if token is not None:
-            event = self.event(token, ProcessStarted(pid=pid), placement=placement)
-            self.spawn_aux(self.commit(Commit(self.run.id, events=[event])))
+        told = hooks.process_started
+        started = functools.partial(told, placement) if told is not None else _unheard
+        return await run_in_process(impl, ctx, scope, clock, started)
 
     async def in_thread(self, fn: Callable[[NodeContext], Any], ctx: NodeContext, key: str) -> Any:
         """``fn(ctx)`` in one of the engine's worker threads, in a copy of this context (as
@@ -240,13 +271,13 @@ class Attempts(RunCore):
         """Whether ``impl``'s attempts run in a worker thread (and take a thread slot)."""
         return not impl.is_async and impl.execution == "thread" and self.host.executes
 
-    def take_thread_now(self, token: TokenRecord, impl: NodeImplementation) -> bool:
-        """Before ``token``'s attempt start is committed with its move: False if it needs a
-        thread slot and none is free now (the attempt then starts once one is, by itself)."""
-        if not self.needs_thread(impl) or token.id in self.thread_held:
+    def take_thread_now(self, key: str, impl: NodeImplementation) -> bool:
+        """Before attempt ``key``'s start is committed (with a move): False if it needs a thread
+        slot and none is free now (the attempt then starts once one is, by itself)."""
+        if not self.needs_thread(impl) or key in self.thread_held:
             return True
         if self.host.thread_slots.try_take():
-            self.thread_held.add(token.id)
+            self.thread_held.add(key)
             return True
         return False
 
@@ -264,12 +295,6 @@ class Attempts(RunCore):
         finally:
             scope.close()
         return None if key in self.thread_held else scope.cancellation
-
-    def not_started(self, token_id: str) -> None:
-        """The attempt start of ``token_id`` was not committed: it is not starting, and gives
-        back the thread slot it took."""
-        self.starting.discard(token_id)
-        self.drop_thread(token_id)
 
     def drop_thread(self, key: str) -> None:
         """Give back the thread slot attempt ``key`` took, if its code did not go to a thread."""
@@ -334,12 +359,6 @@ class Attempts(RunCore):
             "ok", output=name, state=state, update=update, deadline=deadline, changes=changes
         )
 
-    def interrupted_before_start(self, token: TokenRecord) -> bool:
-        """The attempt's scope is about to be registered: True if an interrupting timer fired
-        since its start was committed (the attempt is cancelled at once, reason ``timer``)."""
-        self.starting.discard(token.id)
-        return "interrupt" in token.data
-
     @staticmethod
     def interpret(
         impl: NodeImplementation, placement: str, value: Any, state: Mapping[str, Any]
@@ -361,12 +380,6 @@ class Attempts(RunCore):
             raise UndeclaredOutputError(impl.id, placement, name, impl.outputs)
         return name, update, None
 
-    def state_update(
-        self, base: Mapping[str, Any], attempt: Attempt
-    ) -> tuple[dict[str, Any], list[str]]:
-        """Merge a finished attempt's changes into the run state (returns what to commit)."""
-        assert attempt.changes is not None  # (found when the attempt ended, from ``base``)
-        changed, deleted = attempt.changes
-        if not changed and not deleted and not attempt.update:
-            return {}, []
-        return self.merger.apply(self.state, base, changed, deleted, attempt.update)
+
+def _unheard(pid: int) -> None:
+    """Nobody listens for the start of the node's process."""

@@ -1,0 +1,92 @@
+"""The one way from a run's executor to the store.
+
+Each step of a run is one commit (:func:`~flowtide.engine._commit.commit_step`). Some of what a
+step decides is written by the next commit that writes the same token: the compare-and-set
+condition of a token claimed in memory (``Commit.expect``), the due entries fired for it
+(``Commit.due_fired``), the deadline its claim fires (``Commit.fires_deadline``), and the parks
+closed in memory (a cancelled token's). The committer keeps those until then, folds them into
+that commit, sends it, and hands what it recorded to who listens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from flowtide.engine._commit import commit_step
+from flowtide.engine._host import RunHost
+from flowtide.store.base import Commit, DueEntry, EventRecord, Expect, ParkRecord
+
+
+class Committer:
+    """One run's commits, and what they carry for the tokens they write."""
+
+    __slots__ = ("closing_parks", "expect", "fired", "fires", "host", "seq", "stored_events")
+
+    def __init__(self, host: RunHost) -> None:
+        self.host = host
+        self.expect: dict[str, Expect] = {}
+        """Compare-and-set conditions for the next commit that writes these tokens."""
+        self.fires: dict[str, datetime] = {}
+        """Token id -> the deadline its claim fires (a park's timeout, an interrupting timer):
+        the next commit that writes the token carries it (``Commit.fires_deadline``)."""
+        self.fired: dict[str, list[DueEntry]] = {}
+        """Due entries fired for a token and not removed yet: the next commit that writes the
+        token removes them (``Commit.due_fired``), with the move they caused."""
+        self.closing_parks: list[ParkRecord] = []
+        """Parks closed in memory (a cancelled token), written with the next commit."""
+        self.seq = 0
+        """The seq of the last history event committed (or restored), unless
+        ``stored_events`` is set (see :meth:`last_seq`)."""
+        self.stored_events: Sequence[EventRecord] | None = None
+        """The events of the last commit, until their last seq is read (most runs never ask)."""
+
+    def last_seq(self) -> int:
+        """The seq of the last history event committed (or restored)."""
+        stored = self.stored_events
+        if stored is not None:
+            if stored:
+                self.seq = stored[-1].seq
+            self.stored_events = None
+        return self.seq
+
+    def restored(self, seq: int) -> None:
+        """The run was rebuilt from the store, whose history ends at ``seq``."""
+        self.seq = seq
+        self.stored_events = None
+
+    def fold(self, c: Commit) -> None:
+        """Put on ``c`` what is kept for the tokens it writes, and the parks closed since."""
+        if self.closing_parks:
+            c.parks = [*c.parks, *self.closing_parks]
+            self.closing_parks = []
+        if self.expect:
+            for t in c.tokens:
+                expected = self.expect.pop(t.id, None)
+                if expected is not None:
+                    c.expect = {**c.expect, t.id: expected}
+        if self.fires:
+            for t in c.tokens:
+                deadline = self.fires.pop(t.id, None)
+                if deadline is not None:
+                    latest = c.fires_deadline or deadline
+                    c.fires_deadline = max(latest, deadline)
+        if self.fired:
+            fired = [e for t in c.tokens for e in self.fired.pop(t.id, ())]
+            if fired:
+                c.due_fired = [*c.due_fired, *fired]
+
+    async def send(self, c: Commit, *, shield: bool) -> None:
+        """Commit ``c`` (folded) and hand its events to who listens; the sweeper is told of
+        the run's next due instant. ``shield``: see :func:`~flowtide.engine._commit.commit_step`."""
+        host = self.host
+        events = await commit_step(
+            host.store, c, host.clock, shield=shield, instruments=host.instruments
+        )
+        if events:
+            self.stored_events = events
+        if c.release:
+            host.wake_sweeper()  # (its wake instant is no longer the lease's)
+        elif c.due:
+            host.wake_sweeper(min(e.when for e in c.due))
+        host.publish(events)
