@@ -14,6 +14,7 @@ from flowtide.clock import VirtualClock
 from flowtide.engine import NodeContext, Output, Park
 from flowtide.engine._host import RunHost
 from flowtide.engine.errors import EngineError, UndeclaredOutputError
+from flowtide.engine.instruments import AttemptOutcome, NoInstruments
 from flowtide.engine.reducers import StateMerger
 from flowtide.engine.run.attempts import AttemptRunner, Running, StartHooks
 from flowtide.engine.scope import CancelReason, CancelScope
@@ -51,6 +52,16 @@ async def parks(ctx: NodeContext) -> Park:
     return Park(key="k")
 
 
+class Observed(NoInstruments):
+    """The attempts the runner reports, each with how it ended and how long it ran."""
+
+    def __init__(self) -> None:
+        self.attempts: list[tuple[str, float]] = []
+
+    def attempt(self, outcome: AttemptOutcome, seconds: float) -> None:
+        self.attempts.append((outcome, seconds))
+
+
 @dataclass
 class Host:
     """What the runner uses of its host."""
@@ -61,6 +72,7 @@ class Host:
     output_contracts: None = None
     max_value_bytes: int | None = None
     executes: bool = True
+    instruments: Observed = field(default_factory=Observed)
 
 
 def runner() -> tuple[AttemptRunner, Running]:
@@ -94,6 +106,7 @@ async def test_an_attempt_returns_its_output_and_what_it_changed() -> None:
     assert (got.kind, got.output, dict(got.update)) == ("ok", "done", {"note": "hi"})
     assert got.changes == ({"n": 2}, [])
     assert r.running == {}  # (its scope is registered while it runs only)
+    assert cast(Host, r.host).instruments.attempts == [("ok", 0.0)]  # (virtual time: none)
 
 
 async def test_a_sync_node_runs_in_a_thread_under_a_slot() -> None:
