@@ -63,6 +63,7 @@ from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_types import NodeFinished, ScatterItemFinished
 from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.reducers import copy_state
+from flowtide.engine.run.attempts import COMPUTE, AttemptCall
 from flowtide.engine.scope import CancelScope
 from flowtide.model.placements import FailurePolicy, GatherStrategy, KeyedBatches, Scatter
 from flowtide.store.base import Commit, ScatterItemRecord, StoreConflict, TokenRecord
@@ -389,28 +390,29 @@ class ScatterRun:
         ex, p = self.ex, self.p
         impl = ex.code.impls[p.id]
         settings = ex.plan.settings[p.id]
-        extra: dict[str, Any] = {}
+        deadline: datetime | None = COMPUTE
         if needs_node_anchor(settings):
             # A node anchor inside a scatter is kept per item (by index).
             anchor_at = await ex.item_anchor(p.id, str(index))
-            extra["deadline"] = resolve_window(
+            deadline = resolve_window(
                 settings,
                 now=ex.clock.now(),
                 run_created_at=ex.run.created_at,
                 node_anchor=anchor_at,
             ).deadline
-        attempt = await ex.invoke(
-            impl,
-            settings,
-            p.id,
-            state,
+        call = AttemptCall(
+            impl=impl,
+            settings=settings,
+            placement=p.id,
+            state=state,
             parent=self.scope,
             key=run_key,
             attempt=1,
             visit=self.token.visit,
             item=item,
-            **extra,
+            deadline=deadline,
         )
+        attempt = await ex.invoke(call)
         if attempt.kind == "cancelled":
             return None
         if attempt.kind == "ok":
