@@ -193,16 +193,7 @@ class AttemptRunner:
             scope.close()
             self.running.pop(key, None)
         ended = self.attempt_end(
-            call.impl,
-            placement,
-            scope,
-            window,
-            deadline,
-            value,
-            error,
-            call.state,
-            final_state,
-            hooks.parkable,
+            call, scope, window, deadline, value, error, final_state, hooks.parkable
         )
         self.host.instruments.attempt(ended.kind, seconds(now, self.clock.now()))
         return ended
@@ -282,20 +273,19 @@ class AttemptRunner:
 
     def attempt_end(
         self,
-        impl: NodeImplementation,
-        placement: str,
+        call: AttemptCall,
         scope: CancelScope,
         window: ScopeDeadline,
         deadline: datetime | None,
         value: Any,
         error: BaseException | None,
-        base: Mapping[str, Any],
         state: dict[str, Any],
         parkable: bool,
     ) -> Attempt:
         """How an attempt whose scope is closed ended: its cancellation (a timeout when its
-        window fired), its error, or what its value asks for (``parkable``: a park request is
-        allowed here)."""
+        window fired), its error, or what its value asks for; ``state``: the node's final state,
+        ``deadline``: its window end as resolved, ``parkable``: a park request is allowed here."""
+        impl, placement = call.impl, call.placement
         if scope.cancellation is not None:
             if window.fired:
                 return Attempt("timeout", deadline=deadline, cancellation=scope.cancellation)
@@ -308,7 +298,7 @@ class AttemptRunner:
             # (what it left as it was came from the store: JSON already).
             limit = self.host.max_value_bytes
             # (JSON, and within the size limit: checked in one pass, each value encoded once)
-            changes = self.merger.changes(base, state, limit)
+            changes = self.merger.changes(call.state, state, limit)
             changed = changes[0]
             if update:
                 update = checked(update, "update", limit)
