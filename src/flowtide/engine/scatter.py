@@ -16,8 +16,8 @@
 * Each item runs on its own copy of the run state as the scatter started (without the
   ``source`` collection's top-level key; only the ``input`` paths when ``input`` maps any), with
   the item at ``item_key``; ``ctx.item`` is the item too. The copy is made as the item's node
-  reads it (:class:`~flowtide.engine.nodestate.NodeState`): what no item reads is not copied
-  until it is gathered (:func:`item_result`).
+  reads it (:class:`~flowtide.engine.nodestate.NodeState`): a value no item reads is copied
+  only into the results that gather it (:func:`item_result`).
 * At most ``concurrency`` items run at once, and the source is pulled only when a slot is free,
   so a source function's generator or async iterator is never drained ahead. ``throttle`` spaces
   item starts (items per second, on the engine's clock). ``batch`` groups items by key and runs
