@@ -46,6 +46,17 @@ def test_a_nested_read_and_mutation_stays_in_the_copy() -> None:
     assert state.changes() == ({"doc": {"a": {"b": [1, 2]}}}, [])
 
 
+def test_as_stored_copies_nothing_and_keeps_the_copies_made() -> None:
+    base = committed()
+    state = NodeState(base)
+    state["items"].append(3)
+    state["new"] = {"k": 1}
+    stored = state.as_stored()
+    assert type(stored) is dict and stored == {**base, "items": [1, 2, 3], "new": {"k": 1}}
+    assert stored["doc"] is base["doc"]  # (never read: still the run's, not copied now)
+    assert stored["items"] is dict.__getitem__(state, "items")  # (the node's own copy)
+
+
 def test_a_read_without_a_change_is_no_change() -> None:
     state = NodeState(committed())
     assert state["doc"] == {"a": {"b": [1]}}

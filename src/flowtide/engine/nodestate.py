@@ -112,6 +112,11 @@ class NodeState(dict[str, Any]):
         """A plain dict of the node's values (as ``dict.copy``: the same objects the node sees)."""
         return {key: self[key] for key in self}
 
+    def as_stored(self) -> dict[str, Any]:
+        """A plain dict of the values as they stand, none copied: a value the node never read
+        is still the one it started from (shared: to be read, or copied before it is changed)."""
+        return dict(dict.items(self))
+
     def __or__(self, other: Any) -> dict[str, Any]:  # type: ignore[override]
         if not isinstance(other, Mapping):
             return NotImplemented

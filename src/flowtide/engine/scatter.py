@@ -13,9 +13,11 @@
   loop and a sync iterable is pulled there too: do I/O in an async one. Should it raise (called or
   pulled), the run fails with that error at the scatter. A generator the scatter stops pulling
   early (``fail_fast``, a cancelled scatter) is closed, so its ``finally`` runs.
-* Each item runs on its own copy of the run state (without the ``source`` collection's top-level
-  key; only the ``input`` paths when ``input`` maps any), with the item at ``item_key``;
-  ``ctx.item`` is the item too.
+* Each item runs on its own copy of the run state as the scatter started (without the
+  ``source`` collection's top-level key; only the ``input`` paths when ``input`` maps any), with
+  the item at ``item_key``; ``ctx.item`` is the item too. The copy is made as the item's node
+  reads it (:class:`~flowtide.engine.nodestate.NodeState`): a value no item reads is copied
+  only into the results that gather it (:func:`item_result`).
 * At most ``concurrency`` items run at once, and the source is pulled only when a slot is free,
   so a source function's generator or async iterator is never drained ahead. ``throttle`` spaces
   item starts (items per second, on the engine's clock). ``batch`` groups items by key and runs
@@ -61,8 +63,10 @@ from flowtide.engine.context import SourceContext
 from flowtide.engine.deadlines import needs_node_anchor, resolve_window
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_types import NodeFinished, ScatterItemFinished
+from flowtide.engine.nodestate import NodeState, copy_value
 from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.reducers import copy_state
+from flowtide.engine.run.attempts import COMPUTE, AttemptCall
 from flowtide.engine.scope import CancelScope
 from flowtide.model.placements import FailurePolicy, GatherStrategy, KeyedBatches, Scatter
 from flowtide.store.base import Commit, ScatterItemRecord, StoreConflict, TokenRecord
@@ -73,6 +77,7 @@ if TYPE_CHECKING:
     from flowtide.engine.run.executor.subflows import Subflows
 
 _END = object()
+_MISSING = object()
 
 _Ended = tuple[str, Mapping[str, Any] | None, str | None]
 """How an item's body ended: its output, its final state (None when it failed), its error."""
@@ -375,11 +380,12 @@ class ScatterRun:
         if self.p.body.node is not None:
             ended = await self._run_node(state, index, item, run_key)
         else:
-            ended = await self._run_flow(state, item, index, run_key)
+            # (A child run changes the state it is given in place: ``state`` stays the start.)
+            ended = await self._run_flow(dict(state), item, index, run_key)
         if ended is None or self.scope.cancellation is not None or self.ex.ended:
             return
         output, final, error = ended
-        await self._record(index, item, key, output, final, error)
+        await self._record(index, item, key, output, final, error, state)
 
     async def _run_node(
         self, state: dict[str, Any], index: int, item: Any, run_key: str
@@ -389,33 +395,37 @@ class ScatterRun:
         ex, p = self.ex, self.p
         impl = ex.code.impls[p.id]
         settings = ex.plan.settings[p.id]
-        extra: dict[str, Any] = {}
+        deadline: datetime | None = COMPUTE
         if needs_node_anchor(settings):
             # A node anchor inside a scatter is kept per item (by index).
             anchor_at = await ex.item_anchor(p.id, str(index))
-            extra["deadline"] = resolve_window(
+            deadline = resolve_window(
                 settings,
                 now=ex.clock.now(),
                 run_created_at=ex.run.created_at,
                 node_anchor=anchor_at,
             ).deadline
-        attempt = await ex.invoke(
-            impl,
-            settings,
-            p.id,
-            state,
+        call = AttemptCall(
+            impl=impl,
+            settings=settings,
+            placement=p.id,
+            state=state,
             parent=self.scope,
             key=run_key,
             attempt=1,
             visit=self.token.visit,
             item=item,
-            **extra,
+            deadline=deadline,
         )
+        attempt = await ex.invoke(call)
         if attempt.kind == "cancelled":
             return None
         if attempt.kind == "ok":
             assert attempt.state is not None and attempt.output is not None
-            return attempt.output, {**attempt.state, **attempt.update}, None
+            final = attempt.state
+            # (As they stand: what the node never read is not copied here, see item_result.)
+            values = final.as_stored() if isinstance(final, NodeState) else final
+            return attempt.output, {**values, **attempt.update}, None
         if attempt.kind == "timeout":
             return "timeout", None, f"timed out after {settings.timeout}"
         assert attempt.error is not None
@@ -463,13 +473,14 @@ class ScatterRun:
         output: str,
         final: Mapping[str, Any] | None,
         error: str | None,
+        start: Mapping[str, Any],
     ) -> None:
         """Store a finished item (its result, or the item and its error) with its event, so a
         resumed scatter does not run it again; a failure under ``fail_fast`` stops new starts."""
         ex, p = self.ex, self.p
         if final is not None:
             status = "done"
-            result: Any = get_path(final, p.gather.field) if p.gather.field else dict(final)
+            result: Any = item_result(final, start, p.gather.field)
         else:
             status = "failed"
             result = {"item": item, "error": error}
@@ -603,16 +614,34 @@ class _Batcher:
 
 
 def item_state(base: Mapping[str, Any], p: Scatter, item: Any) -> dict[str, Any]:
+    """An item's state as the scatter started, its values the run state's, shared: the run never
+    changes a value in place, a body's node copies what it reads (see
+    :class:`~flowtide.engine.nodestate.NodeState`), a child run replaces what it changes, and
+    :func:`item_result` copies what an item's result still shares."""
     if p.input:
         state: dict[str, Any] = {}
         for child_path, parent_path in p.input.items():
-            set_path(state, child_path, copy_state({"v": get_path(base, parent_path)})["v"])
+            # (set_path copies the mappings on its way: the run's stay as they are)
+            set_path(state, child_path, get_path(base, parent_path))
     else:
         # Without the collection's top-level key (a source function's items are not in state).
         dropped = p.source.partition(".")[0] if p.source is not None else None
-        state = copy_state({k: v for k, v in base.items() if k != dropped})
+        state = {k: v for k, v in base.items() if k != dropped}
     state[p.item_key] = item
     return state
+
+
+def item_result(final: Mapping[str, Any], start: Mapping[str, Any], field: str | None) -> Any:
+    """A finished item's result (its final state, or the value at ``field`` in it), its own: a
+    top-level value still the one it started with (``start``: its state as the scatter gave it,
+    shared with the run's) is copied, the others are the body's already. So no two results share
+    a container, as when read back from the store, and only what was left untouched is copied."""
+    if field:
+        head = field.partition(".")[0]
+        value = get_path(final, field)
+        shared = final.get(head, _MISSING) is start.get(head, _MISSING)
+        return copy_value(value) if shared else value
+    return {k: copy_value(v) if v is start.get(k, _MISSING) else v for k, v in final.items()}
 
 
 def _item_key(p: Scatter, item: Any, batch_key: Any) -> Any:

@@ -16,7 +16,13 @@ from flowtide.engine._host import RunHost
 from flowtide.engine.errors import EngineError, UndeclaredOutputError
 from flowtide.engine.instruments import AttemptOutcome, NoInstruments
 from flowtide.engine.reducers import StateMerger
-from flowtide.engine.run.attempts import AttemptRunner, Running, StartHooks
+from flowtide.engine.run.attempts import (
+    NO_HOOKS,
+    AttemptCall,
+    AttemptRunner,
+    Running,
+    StartHooks,
+)
 from flowtide.engine.scope import CancelReason, CancelScope
 from flowtide.engine.threadslots import ThreadSlots
 from flowtide.model.settings import NodeSettings
@@ -84,20 +90,24 @@ def runner() -> tuple[AttemptRunner, Running]:
 
 
 async def attempt(
-    impl: Any, state: dict[str, Any] | None = None, **kw: Any
+    impl: Any,
+    state: dict[str, Any] | None = None,
+    hooks: StartHooks = NO_HOOKS,
+    **kw: Any,
 ) -> tuple[Any, AttemptRunner]:
     r, _ = runner()
-    got = await r.invoke(
-        cast(NodeImplementation, impl),
-        NodeSettings(),
-        "a",
-        state or {},
+    call = AttemptCall(
+        impl=cast(NodeImplementation, impl),
+        settings=NodeSettings(),
+        placement="a",
+        state=state or {},
         parent=CancelScope(None),
         key="k1",
         attempt=1,
         visit=1,
         **kw,
     )
+    got = await r.invoke(call, hooks)
     return got, r
 
 

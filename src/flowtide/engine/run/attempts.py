@@ -87,6 +87,30 @@ class StartHooks(NamedTuple):
 NO_HOOKS = StartHooks()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptCall:
+    """One attempt of a node's code, as its caller describes it (one is made per attempt)."""
+
+    impl: NodeImplementation
+    settings: NodeSettings
+    placement: str
+    state: Mapping[str, Any]
+    """The run state the node starts from: nobody changes it while the node runs (the node's
+    own copy is made as it reads: :class:`~flowtide.engine.nodestate.NodeState`)."""
+    parent: CancelScope
+    """The scope the attempt's own scope is a child of."""
+    key: str
+    """What the attempt's scope (and its thread slot) is known by among the run's."""
+    attempt: int
+    visit: int
+    item: Any = None
+    """The scatter item, for ``ctx.item`` (None: the run's own, if it is a scatter's child)."""
+    deadline: datetime | None = COMPUTE
+    """The attempt's window end, when the caller has already resolved (and stored) it; computed
+    when the attempt starts otherwise."""
+    signal: Any = None
+
+
 class AttemptRunner:
     """Runs one run's node attempts; its thread slots."""
 
@@ -106,101 +130,60 @@ class AttemptRunner:
         self.thread_held: set[str] = set()
         """Attempt keys holding a thread slot whose code was not sent to a thread yet."""
 
-    async def invoke(
-        self,
-        impl: NodeImplementation,
-        settings: NodeSettings,
-        placement: str,
-        state: Mapping[str, Any],
-        *,
-        parent: CancelScope,
-        key: str,
-        attempt: int,
-        visit: int,
-        item: Any = None,
-        deadline: datetime | None = COMPUTE,
-        signal: Any = None,
-        hooks: StartHooks = NO_HOOKS,
-    ) -> Attempt:
-        """Run the node's code once in its own child scope, bounded by its window.
+    async def invoke(self, call: AttemptCall, hooks: StartHooks = NO_HOOKS) -> Attempt:
+        """Run the node's code once in its own child scope, bounded by its window; ``hooks``:
+        what the caller hears of its start.
 
-        ``deadline``: the attempt's window end, when the caller has already resolved (and
-        stored) it; computed here otherwise. A thread-executed node first takes a thread slot
-        (unless it took one before its start was committed: see :meth:`take_thread_now`), so
-        that its window is not spent waiting for a thread.
+        A thread-executed node first takes a thread slot (unless it took one before its start
+        was committed: see :meth:`take_thread_now`), so that its window is not spent waiting for
+        a thread.
         """
-        if self.needs_thread(impl):
-            stopped = await self.wait_for_thread(key, parent)
+        if self.needs_thread(call.impl):
+            stopped = await self.wait_for_thread(call.key, call.parent)
             if stopped is not None:
                 return Attempt("cancelled", cancellation=stopped)
         try:
-            return await self._invoke(
-                impl,
-                settings,
-                placement,
-                state,
-                parent,
-                key,
-                attempt,
-                visit,
-                item,
-                deadline,
-                signal,
-                hooks,
-            )
+            return await self._invoke(call, hooks)
         finally:
-            self.drop_thread(key)  # (its code never went to a thread: the slot goes back)
+            self.drop_thread(call.key)  # (its code never went to a thread: the slot goes back)
 
-    async def _invoke(
-        self,
-        impl: NodeImplementation,
-        settings: NodeSettings,
-        placement: str,
-        state: Mapping[str, Any],
-        parent: CancelScope,
-        key: str,
-        attempt: int,
-        visit: int,
-        item: Any,
-        deadline: datetime | None,
-        signal: Any,
-        hooks: StartHooks,
-    ) -> Attempt:
+    async def _invoke(self, call: AttemptCall, hooks: StartHooks) -> Attempt:
         clock = self.clock
         now = clock.now()
+        placement = call.placement
         if hooks.interrupted is not None and hooks.interrupted():
             cancelled = Cancellation(CancelReason.TIMER, now, placement)
             return Attempt("cancelled", cancellation=cancelled)
+        deadline = call.deadline
         if deadline is COMPUTE:
-            deadline = attempt_deadline(settings, now=now, run_created_at=self.run.created_at)
+            deadline = attempt_deadline(call.settings, now=now, run_created_at=self.run.created_at)
         if deadline is not None and deadline <= now:
             return Attempt("timeout", deadline=deadline)
-        scope = CancelScope(parent, placement)
+        scope = CancelScope(call.parent, placement)
         if scope.cancellation is not None:
             scope.close()
             return Attempt("cancelled", cancellation=scope.cancellation)
         window = ScopeDeadline(clock, scope, deadline)
         ctx = NodeContext(
-            state=NodeState(state),
+            state=NodeState(call.state),
             run_id=self.run.id,
             placement=placement,
-            attempt=attempt,
-            visit=visit,
-            item=item if item is not None else self.item,
+            attempt=call.attempt,
+            visit=call.visit,
+            item=call.item if call.item is not None else self.item,
             clock=clock,
             scope=scope,
-            signal=signal,
+            signal=call.signal,
         )
         value: Any = None
         final_state: dict[str, Any] = ctx.state
         error: BaseException | None = None
+        key = call.key
         self.running[key] = (placement, scope)
         try:
             with scope.bind():
                 try:
-                    value, final_state = await self._run_code(
-                        impl, ctx, scope, placement, hooks, key
-                    )
+                    value, final_state = await self._run_code(call, ctx, scope, hooks)
                 except Exception as exc:
                     error = exc
                 except Cancelled:
@@ -210,32 +193,18 @@ class AttemptRunner:
             scope.close()
             self.running.pop(key, None)
         ended = self.attempt_end(
-            impl,
-            placement,
-            scope,
-            window,
-            deadline,
-            value,
-            error,
-            state,
-            final_state,
-            hooks.parkable,
+            call, scope, window, deadline, value, error, final_state, hooks.parkable
         )
         self.host.instruments.attempt(ended.kind, seconds(now, self.clock.now()))
         return ended
 
     async def _run_code(
-        self,
-        impl: NodeImplementation,
-        ctx: NodeContext,
-        scope: CancelScope,
-        placement: str,
-        hooks: StartHooks,
-        key: str,
+        self, call: AttemptCall, ctx: NodeContext, scope: CancelScope, hooks: StartHooks
     ) -> tuple[Any, dict[str, Any]]:
         """Where the node's code runs depends on how it is declared (on the loop, in a worker
         thread, in a process): returns its value and its final state (the context's state as
         given to the node, but for a process, which works on a copy)."""
+        impl = call.impl
         state = ctx.state
         if impl.is_async:
             return await impl.fn(ctx), state
@@ -244,9 +213,9 @@ class AttemptRunner:
         clock = self.clock
         if impl.execution == "thread":
             with clock.hold():  # the clock cannot see a thread's work
-                return await self.in_thread(impl.fn, ctx, key), state
+                return await self.in_thread(impl.fn, ctx, call.key), state
         told = hooks.process_started
-        started = functools.partial(told, placement) if told is not None else _unheard
+        started = functools.partial(told, call.placement) if told is not None else _unheard
         return await run_in_process(impl, ctx, scope, clock, started)
 
     async def in_thread(self, fn: Callable[[NodeContext], Any], ctx: NodeContext, key: str) -> Any:
@@ -304,20 +273,19 @@ class AttemptRunner:
 
     def attempt_end(
         self,
-        impl: NodeImplementation,
-        placement: str,
+        call: AttemptCall,
         scope: CancelScope,
         window: ScopeDeadline,
         deadline: datetime | None,
         value: Any,
         error: BaseException | None,
-        base: Mapping[str, Any],
         state: dict[str, Any],
         parkable: bool,
     ) -> Attempt:
         """How an attempt whose scope is closed ended: its cancellation (a timeout when its
-        window fired), its error, or what its value asks for (``parkable``: a park request is
-        allowed here)."""
+        window fired), its error, or what its value asks for; ``state``: the node's final state,
+        ``deadline``: its window end as resolved, ``parkable``: a park request is allowed here."""
+        impl, placement = call.impl, call.placement
         if scope.cancellation is not None:
             if window.fired:
                 return Attempt("timeout", deadline=deadline, cancellation=scope.cancellation)
@@ -330,7 +298,7 @@ class AttemptRunner:
             # (what it left as it was came from the store: JSON already).
             limit = self.host.max_value_bytes
             # (JSON, and within the size limit: checked in one pass, each value encoded once)
-            changes = self.merger.changes(base, state, limit)
+            changes = self.merger.changes(call.state, state, limit)
             changed = changes[0]
             if update:
                 update = checked(update, "update", limit)

@@ -6,17 +6,13 @@ start, the pid of its node's process recorded in the history) and merges what it
 from __future__ import annotations
 
 from collections.abc import Coroutine, Mapping
-from datetime import datetime
 from functools import partial
 from typing import Any
 
-from flowtide.authoring.nodes import NodeImplementation
 from flowtide.engine.event_types import ProcessStarted
-from flowtide.engine.run.attempts import COMPUTE, NO_HOOKS, Attempt, StartHooks
+from flowtide.engine.run.attempts import Attempt, AttemptCall, StartHooks
 from flowtide.engine.run.executor.core import RunCore
 from flowtide.engine.run.marks import interrupted
-from flowtide.engine.scope import CancelScope
-from flowtide.model.settings import NodeSettings
 from flowtide.store.base import Commit, TokenRecord
 
 
@@ -24,45 +20,19 @@ class Attempts(RunCore):
     """Node attempts of tokens."""
 
     def invoke(
-        self,
-        impl: NodeImplementation,
-        settings: NodeSettings,
-        placement: str,
-        state: Mapping[str, Any],
-        *,
-        parent: CancelScope,
-        key: str,
-        attempt: int,
-        visit: int,
-        item: Any = None,
-        token: TokenRecord | None = None,
-        deadline: datetime | None = COMPUTE,
-        signal: Any = None,
+        self, call: AttemptCall, token: TokenRecord | None = None
     ) -> Coroutine[Any, Any, Attempt]:
         """Run the node's code once (see :meth:`AttemptRunner.invoke
         <flowtide.engine.run.attempts.AttemptRunner.invoke>`), for ``token`` if given: only a
         token's node may park. (The runner's coroutine itself: no frame more per attempt.)"""
-        hooks = NO_HOOKS
-        if token is not None:
-            hooks = StartHooks(
-                partial(self.interrupted_before_start, token),
-                partial(self.process_started, token),
-                parkable=True,
-            )
-        return self.attempts.invoke(
-            impl,
-            settings,
-            placement,
-            state,
-            parent=parent,
-            key=key,
-            attempt=attempt,
-            visit=visit,
-            item=item,
-            deadline=deadline,
-            signal=signal,
-            hooks=hooks,
+        if token is None:
+            return self.attempts.invoke(call)
+        hooks = StartHooks(
+            partial(self.interrupted_before_start, token),
+            partial(self.process_started, token),
+            parkable=True,
         )
+        return self.attempts.invoke(call, hooks)
 
     def process_started(self, token: TokenRecord, placement: str, pid: int) -> None:
         """A node's process has started: its pid is recorded in the run's history (in the

@@ -30,7 +30,7 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.reducers import copy_state
 from flowtide.engine.result import ErrorInfo, RunResult
-from flowtide.engine.run.attempts import COMPUTE, Attempt
+from flowtide.engine.run.attempts import COMPUTE, Attempt, AttemptCall
 from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.parking import Parking
 from flowtide.engine.run.executor.records import timed_out
@@ -247,18 +247,18 @@ class Subflows(Parking):
             )
         )
         scope = CancelScope(None) if post else self.root
-        attempt = await self.invoke(
-            impl,
-            settings,
-            phase.id,
-            base,
+        call = AttemptCall(
+            impl=impl,
+            settings=settings,
+            placement=phase.id,
+            state=base,
             parent=scope,
             key=token.id,
             attempt=1,
             visit=token.visit,
-            token=token,
             deadline=token.deadline,  # (the window its start announced)
         )
+        attempt = await self.invoke(call, token)
         token.status = S.DONE
         if attempt.kind == "ok":
             assert attempt.output is not None

@@ -28,7 +28,7 @@ from flowtide.engine.event_types import (
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import InterruptedAt
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
-from flowtide.engine.run.attempts import Attempt
+from flowtide.engine.run.attempts import Attempt, AttemptCall
 from flowtide.engine.run.due import RESUME, TIMEOUT
 from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.records import escalation, timed_out
@@ -121,19 +121,19 @@ class Tasks(Joins):
                     self.not_started(token.id)
                     return None
         base = dict(self.view.state)
-        attempt = await self.invoke(
-            impl,
-            settings,
-            p.id,
-            base,
+        call = AttemptCall(
+            impl=impl,
+            settings=settings,
+            placement=p.id,
+            state=base,
             parent=self.root,
             key=token.id,
             attempt=token.attempt,
             visit=token.visit,
-            token=token,
             deadline=token.deadline,
             signal=signal,
         )
+        attempt = await self.invoke(call, token)
         return await self.after_attempt(token, p, impl.id, settings, base, attempt)
 
     async def after_attempt(
