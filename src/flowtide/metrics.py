@@ -65,7 +65,7 @@ class WorkerSeries:
         )
         self.takeovers = Counter(
             "flowtide_lease_takeovers",
-            "Runs this worker held that another worker took over (their lease had expired)",
+            "Runs this worker took over from another worker (its lease had expired, or resumed)",
             registry=r,
         )
         self.events = Counter(

@@ -1,5 +1,5 @@
 """What an engine measures of itself, told to its instruments: each commit's latency, each node
-attempt's duration, how late the sweeper takes the runs due, and runs taken over from it; all
+attempt's duration, how late the sweeper takes the runs due, and runs it takes over; all
 on the engine's clock (virtual time here)."""
 
 from __future__ import annotations
@@ -92,29 +92,71 @@ async def test_lateness_is_how_long_after_its_wake_instant_a_run_is_taken() -> N
         await frozen.close()
         await clock.aclose()
         await store.close()
-    assert seen.takeovers == 0  # (the rescuer took the run; nothing was taken from it)
+    assert seen.takeovers == 1  # (the rescuer took the run from the frozen worker)
 
 
-async def test_a_run_taken_over_from_a_worker_is_counted_there() -> None:
+async def test_a_run_whose_lease_expired_is_counted_once_by_the_worker_that_takes_it() -> None:
     clock = VirtualClock(T0)
     store = fresh_store()
-    seen = Recorded()
     ttl = timedelta(seconds=30)
-    engine = Engine(clock=clock, store=store, owner="w1", lease_ttl=ttl, instruments=seen)
+    lost, seen = Recorded(), Recorded()
+    frozen = Engine(clock=clock, store=store, owner="frozen", lease_ttl=ttl, instruments=lost)
     try:
-        handle = await engine.start(slow_flow())
+        handle = await frozen.start(slow_flow())
         await clock.advance(timedelta(seconds=1))
-        # Another worker takes the run (as it would once the lease had expired).
-        now = clock.now()
-        taken = await store.acquire_run(handle.run_id, "w2", now, now + ttl, force=True)
-        assert taken is not None
-        await clock.advance(timedelta(seconds=10))  # (w1's next renewal finds it gone)
-        assert seen.takeovers == 1
-        assert handle.run_id not in engine.held_runs()
+        await freeze(frozen)  # (as a worker that died: its lease expires at 30 s)
+        taker = Engine(clock=clock, store=store, owner="taker", lease_ttl=ttl, instruments=seen)
+        try:
+            taker.sweeper  # noqa: B018 - it looks for work from now on
+            await clock.advance(timedelta(seconds=28))
+            assert seen.takeovers == 0  # (the lease is alive until 30 s)
+            await clock.advance(timedelta(seconds=1))
+            assert seen.takeovers == 1
+            await clock.advance(timedelta(seconds=200))
+            assert (await taker.wait(handle.run_id)).lifecycle is Lifecycle.COMPLETED
+        finally:
+            await taker.close()
     finally:
-        await engine.close()
+        await frozen.close()
         await clock.aclose()
         await store.close()
+    assert (seen.takeovers, lost.takeovers) == (1, 0)
+
+
+async def test_a_run_resumed_by_another_engine_is_counted_there_not_where_it_was_taken() -> None:
+    clock = VirtualClock(T0)
+    store = fresh_store()
+    ttl = timedelta(seconds=30)
+    lost, seen = Recorded(), Recorded()
+    holder = Engine(clock=clock, store=store, owner="w1", lease_ttl=ttl, instruments=lost)
+    other = Engine(clock=clock, store=store, owner="w2", lease_ttl=ttl, instruments=seen)
+    try:
+        handle = await holder.start(slow_flow())
+        await clock.advance(timedelta(seconds=1))
+        await other.resume(handle.run_id)  # (forced from w1's live lease)
+        assert seen.takeovers == 1
+        await other.resume(handle.run_id)  # (held there already: nothing taken)
+        await clock.advance(timedelta(seconds=10))  # (w1's next renewal finds it gone)
+        assert handle.run_id not in holder.held_runs()
+        assert (seen.takeovers, lost.takeovers) == (1, 0)
+    finally:
+        await other.close()
+        await holder.close()
+        await clock.aclose()
+        await store.close()
+
+
+async def test_a_run_nobody_held_is_not_counted() -> None:
+    clock = VirtualClock(T0, autojump=True)
+    seen = Recorded()
+    store = fresh_store()
+    async with Engine(store=store, clock=clock) as client:
+        parked = await client.run(approval_flow())  # (parked: given back)
+    async with Engine(store=store, clock=clock, instruments=seen) as engine:
+        await engine.resume(parked.run_id)
+    await clock.aclose()
+    await store.close()
+    assert seen.takeovers == 0
 
 
 def test_an_engine_measures_nothing_by_default() -> None:

@@ -1,5 +1,6 @@
 """The lease renewer tells a run taken by another worker from one this worker has just given
-back (or ended) before the executor that did it let go of it."""
+back (or ended) before the executor that did it let go of it; the worker that takes a run counts
+it as a takeover only if another worker held it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from flowtide.clock import VirtualClock
-from flowtide.engine.leases import Holder, LeaseRenewer
+from flowtide.engine.leases import Holder, LeaseRenewer, aside_owner, count_takeovers
 from flowtide.store import Commit, Lease, RunRecord
 from flowtide.store.memory import MemoryStore
 from tests.engine.engine_helpers import T0
@@ -60,3 +61,28 @@ async def test_a_run_another_worker_took_is_reported(caplog: pytest.LogCaptureFi
     with caplog.at_level(logging.WARNING, "flowtide.engine"):
         lost = await renewing(store, clock, {"r1": holder})
     assert lost == [holder] and "run r1 was taken over by another worker" in caplog.text
+
+
+def test_only_a_run_taken_from_another_workers_lease_is_counted() -> None:
+    class Counted:
+        takeovers = 0
+
+        def taken_over(self) -> None:
+            self.takeovers += 1
+
+        def commit(self, seconds: float) -> None: ...
+        def attempt(self, outcome: str, seconds: float) -> None: ...
+        def late(self, seconds: float) -> None: ...
+
+    seen = Counted()
+    expires = T0 + TTL
+    count_takeovers(
+        seen,
+        [
+            None,  # (not taken: held alive elsewhere, or ended)
+            Lease("a", "me", 1, expires),  # (from nobody, or from this worker)
+            Lease("b", "me", 2, expires, taken_from=aside_owner("other")),  # (its set-aside over)
+            Lease("c", "me", 2, expires, taken_from="other"),
+        ],
+    )
+    assert seen.takeovers == 1

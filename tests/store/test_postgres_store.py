@@ -272,12 +272,12 @@ async def test_a_commit_under_a_lease_another_store_took_over_is_refused(
         await one.create_run(run_record("r", "running"), {"n": 1}, lease=mine)
         await one.commit(Commit("r", state={"n": 2}, lease=mine))
         (taken,) = await two.claim_runs("w2", at(11), at(60))
-        assert taken == Lease("r", "w2", 2, at(60))
+        assert taken == Lease("r", "w2", 2, at(60), taken_from="w1")
         with pytest.raises(LeaseLost):
             await one.commit(Commit("r", state={"n": 3}, lease=mine))
         await two.commit(Commit("r", state={"n": 4}, lease=taken))
         assert await one.get_state("r") == {"n": 4}
-        assert await one.lease_of("r") == taken
+        assert await one.lease_of("r") == Lease("r", "w2", 2, at(60))
 
 
 async def test_racing_commits_expecting_one_token_let_exactly_one_win(schemas: Schemas) -> None:

@@ -119,6 +119,22 @@ class ClaimingHeldRuns(MemoryStore):
         return taken
 
 
+class NamingNobody(MemoryStore):
+    """Never says whom a run was taken from: a worker that died is taken over uncounted."""
+
+    async def claim_runs(
+        self, owner: str, now: datetime, expires: datetime, limit: int = 100
+    ) -> Sequence[Lease]:
+        taken = await super().claim_runs(owner, now, expires, limit)
+        return [replace(lease, taken_from=None) for lease in taken]
+
+    async def acquire_run(
+        self, run_id: str, owner: str, now: datetime, expires: datetime, *, force: bool = False
+    ) -> Lease | None:
+        lease = await super().acquire_run(run_id, owner, now, expires, force=force)
+        return None if lease is None else replace(lease, taken_from=None)
+
+
 class FiringAnyInstant(MemoryStore):
     """Removes a fired token's entry of that purpose even when it was set again since."""
 
@@ -338,6 +354,7 @@ class PruningAllAtOnce(MemoryStore):
         (IgnoringLeases, "a_refused_commit_applies_nothing"),
         (ClaimingHeldRuns, "claims_never_hand_a_run_to_two_owners"),
         (ClaimingHeldRuns, "claims_take_runs_whose_wake_has_come"),
+        (NamingNobody, "leases_say_whom_a_run_was_taken_from"),
         (FiringAnyInstant, "fired_entries_are_removed_only_as_they_were"),
         (SharingState, "records_are_copies"),
         (RequestsWithoutDue, "signal_requests_wake_the_runs_holder"),

@@ -35,7 +35,7 @@ from flowtide.engine.handles import RunHandle, SignalReceipt
 from flowtide.engine.hosting import Bookkeeping, EngineHost
 from flowtide.engine.inbox import Signaller
 from flowtide.engine.instruments import NO_INSTRUMENTS, EngineInstruments
-from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, give_back, worker_id
+from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, count_takeovers, give_back, worker_id
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_signal, check_start
 from flowtide.engine.plan import FlowPlan
@@ -162,7 +162,6 @@ class Engine:
             lease_ttl,
             lambda: self._runs,
             self._discard,
-            self.instruments,
         )
         self._runs: dict[str, RunExecutor] = {}
         self._max_threads = max_threads
@@ -442,6 +441,7 @@ class Engine:
                 lease = await self.store.acquire_run(
                     run_id, self.owner, now, now + self.lease_ttl, force=True
                 )
+                count_takeovers(self.instruments, [lease])
             ex = None
             if lease is not None:
                 try:
@@ -506,6 +506,7 @@ class Engine:
         """Runs the sweeper claimed at ``now``: each is found here, or rebuilt from the store,
         and its due entries fired; how many runs were rebuilt and entries fired (0: all under
         way already). Every :data:`FIRE_SLICE` runs the loop gets a turn."""
+        count_takeovers(self.instruments, leases)
         done = 0
         for n, lease in enumerate(leases, 1):
             if n % FIRE_SLICE == 0:

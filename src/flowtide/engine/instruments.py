@@ -3,8 +3,8 @@
 The engine calls its instruments at four spots, each once per occurrence and never with a value
 below zero: when a step's commit has been answered (:meth:`~EngineInstruments.commit`), when a
 node attempt's code has ended (:meth:`~EngineInstruments.attempt`), when the sweeper takes the
-runs whose wake instant has come (:meth:`~EngineInstruments.late`) and when a run this worker
-held turns out to have been taken over by another worker (:meth:`~EngineInstruments.taken_over`).
+runs whose wake instant has come (:meth:`~EngineInstruments.late`) and when it takes over a run
+another worker held (:meth:`~EngineInstruments.taken_over`).
 Durations are in seconds of the engine's clock (virtual time on a virtual clock). Instruments
 are called on the engine's event loop and must return at once; the default,
 :data:`NO_INSTRUMENTS`, keeps nothing. :mod:`flowtide.metrics` keeps them as Prometheus series.
@@ -38,8 +38,10 @@ class EngineInstruments(Protocol):
         claimed, unless that run was held alive by another worker."""
 
     def taken_over(self) -> None:
-        """A run this worker held was taken over by another worker: its lease had expired (it
-        was not renewed in time), or another engine resumed the run (``Engine.resume``)."""
+        """This worker took a run another worker held: that worker's lease had expired (it
+        died, or did not renew in time), or this engine resumed the run from its live lease
+        (``Engine.resume``). Counted once, here: not for a run nobody held (new, given back),
+        nor one a worker had set aside, nor by the worker it was taken from."""
 
 
 class NoInstruments:

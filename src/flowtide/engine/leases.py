@@ -2,8 +2,9 @@
 the lease's time, all the leases it holds in one store call.
 
 A worker that stops renewing (it died, froze, or lost the store) loses its runs when their
-leases expire: any other worker then takes them over (see :mod:`flowtide.store.base`). A worker
-that finds, on renewing, that a run was taken from it drops the run from memory.
+leases expire: any other worker then takes them over (see :mod:`flowtide.store.base`), and counts
+it (:func:`count_takeovers`). A worker that finds, on renewing, that a run was taken from it
+drops the run from memory.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Protocol
 
@@ -23,7 +24,7 @@ from flowtide.engine._commit import commit_step
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import RunWarning
-from flowtide.engine.instruments import NO_INSTRUMENTS, EngineInstruments
+from flowtide.engine.instruments import EngineInstruments
 from flowtide.printable import printable
 from flowtide.store.base import Commit, Lease, Store, StoreConflict, StoreDown, StoreError
 
@@ -32,7 +33,9 @@ __all__ = [
     "LeaseRenewer",
     "SetAside",
     "aside_owner",
+    "count_takeovers",
     "give_back",
+    "is_aside",
     "short_id",
     "worker_id",
 ]
@@ -55,6 +58,21 @@ def aside_owner(owner: str) -> str:
     return f"{owner}:aside"
 
 
+def is_aside(owner: str) -> bool:
+    """Whether ``owner`` is the name a worker holds the runs it set aside under."""
+    return owner.endswith(aside_owner(""))
+
+
+def count_takeovers(instruments: EngineInstruments, leases: Iterable[Lease | None]) -> None:
+    """Tell ``instruments`` of each lease just taken from another worker's: one that had
+    expired, or a live one taken with ``force``. Not a run taken from nobody or from this
+    worker, nor one a worker had set aside (that hold ends by design)."""
+    for lease in leases:
+        taken_from = lease.taken_from if lease is not None else None
+        if taken_from is not None and not is_aside(taken_from):
+            instruments.taken_over()
+
+
 class Holder(Protocol):
     """What the renewer sees of a held run's executor."""
 
@@ -63,7 +81,7 @@ class Holder(Protocol):
 
 class LeaseRenewer:
     """Renews ``owner``'s leases while ``held()`` has any run with a lease; ``lost(holder)`` is
-    called for each held run another worker has taken (and ``instruments`` told of it)."""
+    called for each held run another worker has taken (that worker counts it)."""
 
     def __init__(
         self,
@@ -73,7 +91,6 @@ class LeaseRenewer:
         ttl: timedelta,
         held: Callable[[], Mapping[str, Holder]],
         lost: Callable[[Holder], None],
-        instruments: EngineInstruments = NO_INSTRUMENTS,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -81,7 +98,6 @@ class LeaseRenewer:
         self._ttl = ttl
         self._held = held
         self._lost = lost
-        self._instruments = instruments
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -115,7 +131,6 @@ class LeaseRenewer:
                     holder.lease = lease
                 elif holder.lease is not None and await self._taken(run_id):
                     log.warning("run %s was taken over by another worker", printable(run_id))
-                    self._instruments.taken_over()
                     self._lost(holder)
 
     async def _taken(self, run_id: str) -> bool:

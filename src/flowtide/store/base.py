@@ -418,7 +418,8 @@ class Store(ABC):
         """Take up to ``limit`` runs whose wake instant is at or before ``now`` and that nobody
         else holds (no owner, an expired lease, or held by ``owner`` already), earliest wake
         first; each is then held by ``owner`` until ``expires``. A run taken from nobody or from
-        an expired lease gets the next epoch; one ``owner`` held already keeps its epoch.
+        an expired lease gets the next epoch; one ``owner`` held already keeps its epoch. A
+        lease taken from another owner names it (:attr:`Lease.taken_from`).
         Claims that overlap (many workers) never hand one run to two owners.
 
         With :attr:`own_clock`, the store's clock is "now" (whether a wake has come, whether a

@@ -301,10 +301,11 @@ class MemoryStore(Store):
         old = self._leases.get(run_id)
         same = old is not None and old.owner == owner
         epoch = self._epochs[run_id] if same else self._epochs[run_id] + 1
-        lease = Lease(run_id, owner, epoch, expires)
-        self._hold(lease)
+        self._hold(Lease(run_id, owner, epoch, expires))
         self._rewake(run_id)
-        return lease
+        # (Whom it was taken from is said by this answer only: a lease read later does not.)
+        taken_from = None if old is None or same else old.owner
+        return Lease(run_id, owner, epoch, expires, taken_from)
 
     async def wait_changed(self, seconds: float) -> bool:
         changed = asyncio.Event()

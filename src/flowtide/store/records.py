@@ -42,12 +42,16 @@ __all__ = [
 class Lease:
     """A worker's hold on a run: ``owner`` (the worker's id, unique to one process's life),
     ``epoch`` (bumped each time a new owner takes the run) and the instant it ``expires``
-    unless renewed."""
+    unless renewed. A lease just taken by :meth:`~flowtide.store.base.Store.claim_runs` or
+    :meth:`~flowtide.store.base.Store.acquire_run` says whom the run was ``taken_from``: the
+    other owner that held it (its lease expired, or taken with ``force``); None when nobody
+    held it or ``owner`` did already, and on any lease read or renewed."""
 
     run_id: str
     owner: str
     epoch: int
     expires: datetime
+    taken_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

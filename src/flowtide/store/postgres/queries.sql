@@ -280,11 +280,12 @@ WHERE %(tell)s OR (
 -- Runs whose wake has come that nobody else holds, earliest first; a row another claim (or a
 -- commit) has locked is skipped, so overlapping claims never take one run twice. "Now" is the
 -- database's clock unless an instant is given (a store used on one machine's or a virtual
--- clock); the lease runs for the term asked from then.
+-- clock); the lease runs for the term asked from then. Each comes with the other owner it was
+-- taken from, if any (read from the row locked, before the update).
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ), claimable AS (
-    SELECT runs.id, runs.wake_at, clock.now FROM runs, clock
+    SELECT runs.id, runs.wake_at, runs.owner AS held_by, clock.now FROM runs, clock
     WHERE runs.wake_at <= clock.now
         AND (runs.owner IS NULL OR runs.owner = %(owner)s OR runs.lease_expires <= clock.now)
     ORDER BY runs.wake_at, runs.id
@@ -303,28 +304,36 @@ WITH clock AS (
         END
     FROM claimable
     WHERE runs.id = claimable.id
-    RETURNING runs.id, runs.owner, runs.epoch, runs.lease_expires, claimable.wake_at AS woke
+    RETURNING runs.id, runs.owner, runs.epoch, runs.lease_expires, claimable.wake_at AS woke,
+        nullif(claimable.held_by, %(owner)s) AS taken_from
 )
-SELECT id, owner, epoch, lease_expires FROM claimed ORDER BY woke, id;
+SELECT id, owner, epoch, lease_expires, taken_from FROM claimed ORDER BY woke, id;
 
 -- name: acquire_run
 -- One run, whatever its wake, unless it has ended or another owner's lease is alive now (with
--- force, taken from it all the same). "Now" as for claim_runs.
+-- force, taken from it all the same). "Now" as for claim_runs; the other owner it was taken
+-- from, if any, as for claim_runs (the row is locked before it is read).
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+), held AS (
+    SELECT runs.id, runs.owner AS held_by, clock.now FROM runs, clock
+    WHERE runs.id = %(run_id)s
+        AND NOT runs.lifecycle = ANY(%(ended)s::text[])
+        AND (runs.owner IS NULL OR runs.owner = %(owner)s
+            OR runs.lease_expires <= clock.now OR %(force)s)
+    FOR UPDATE OF runs
 )
 UPDATE runs SET
-    epoch = CASE WHEN owner = %(owner)s THEN epoch ELSE epoch + 1 END,
+    epoch = CASE WHEN runs.owner = %(owner)s THEN runs.epoch ELSE runs.epoch + 1 END,
     owner = %(owner)s,
-    lease_expires = clock.now + %(term)s::interval,
+    lease_expires = held.now + %(term)s::interval,
     wake_at = LEAST(
-        clock.now + %(term)s::interval,
+        held.now + %(term)s::interval,
         (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
-FROM clock
-WHERE id = %(run_id)s
-    AND NOT lifecycle = ANY(%(ended)s::text[])
-    AND (owner IS NULL OR owner = %(owner)s OR lease_expires <= clock.now OR %(force)s)
-RETURNING id, owner, epoch, lease_expires;
+FROM held
+WHERE runs.id = held.id
+RETURNING runs.id, runs.owner, runs.epoch, runs.lease_expires,
+    nullif(held.held_by, %(owner)s) AS taken_from;
 
 -- name: renew_leases
 -- Rows are locked in id order, as every statement taking several runs does. Each lease runs

@@ -5,7 +5,9 @@ claims from many connections, in many processes, never hand one run to two owner
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from dataclasses import replace
 from datetime import datetime
 
 from flowtide.store.base import Lease, UnknownRunError
@@ -27,7 +29,13 @@ def claim_runs(
     if limit <= 0:
         return []  # (SQLite would read a negative LIMIT as none at all)
     params = {"owner": owner, "now": micros(now), "expires": micros(expires), "limit": limit}
-    leases = [read_lease(row) for row in conn.execute(QUERIES["claim_runs"], params)]
+    # (Whom each was taken from is read first: the UPDATE's RETURNING sees only the new owner.)
+    held = {row["id"]: row["owner"] for row in conn.execute(QUERIES["claimable_runs"], params)}
+    if not held:
+        return []
+    params["ids"] = json.dumps(list(held))
+    rows = conn.execute(QUERIES["claim_runs"], params)
+    leases = [_taken(read_lease(row), held[row["id"]]) for row in rows]
     return sorted(leases, key=lambda lease: lease.run_id)
 
 
@@ -39,6 +47,9 @@ def acquire_run(
     expires: datetime,
     force: bool,
 ) -> Lease | None:
+    held = conn.execute(QUERIES["lease_of"], {"id": run_id}).fetchone()
+    if held is None:
+        raise UnknownRunError(run_id)
     params = {
         "id": run_id,
         "owner": owner,
@@ -47,11 +58,16 @@ def acquire_run(
         "force": force,
     }
     row = conn.execute(QUERIES["take_run"], params).fetchone()
-    if row is not None:
-        return read_lease(row)
-    if conn.execute(QUERIES["run_exists"], {"id": run_id}).fetchone() is None:
-        raise UnknownRunError(run_id)
-    return None  # (it has ended, or another owner holds it alive)
+    if row is None:
+        return None  # (it has ended, or another owner holds it alive)
+    return _taken(read_lease(row), held["owner"])
+
+
+def _taken(lease: Lease, before: str | None) -> Lease:
+    """``lease``, saying whom it was taken from if ``before`` was another owner."""
+    if before is None or before == lease.owner:
+        return lease
+    return replace(lease, taken_from=before)
 
 
 def renew_leases(conn: sqlite3.Connection, owner: str, expires: datetime) -> list[Lease]:

@@ -311,9 +311,17 @@ UPDATE runs SET deadline_fired = max(coalesce(deadline_fired, :at), :at) WHERE i
 -- name: next_wake
 SELECT wake_at FROM runs WHERE wake_at IS NOT NULL ORDER BY wake_at LIMIT 1;
 
--- name: claim_runs
+-- name: claimable_runs
 -- Up to :limit runs whose wake has come and that no other owner holds alive, earliest wake
--- first, taken by :owner until :expires (the next epoch unless :owner held it already).
+-- first, with whoever holds them now (read in the claim's write transaction, before it).
+SELECT id, owner FROM runs
+WHERE wake_at <= :now AND (owner IS NULL OR owner = :owner OR lease_expires <= :now)
+ORDER BY wake_at, id
+LIMIT :limit;
+
+-- name: claim_runs
+-- The runs :ids (claimable_runs' answer) taken by :owner until :expires (the next epoch unless
+-- :owner held it already).
 UPDATE runs
 SET owner = :owner,
     epoch = CASE WHEN owner = :owner THEN epoch ELSE epoch + 1 END,
@@ -325,12 +333,8 @@ SET owner = :owner,
             :expires
         )
     )
-WHERE id IN (
-    SELECT id FROM runs
-    WHERE wake_at <= :now AND (owner IS NULL OR owner = :owner OR lease_expires <= :now)
-    ORDER BY wake_at, id
-    LIMIT :limit
-)
+WHERE id IN (SELECT value FROM json_each(:ids))
+    AND (owner IS NULL OR owner = :owner OR lease_expires <= :now)
 RETURNING id, owner, epoch, lease_expires;
 
 -- name: take_run

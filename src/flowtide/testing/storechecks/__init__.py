@@ -39,6 +39,7 @@ from flowtide.testing.storechecks.leases import (
     claims_take_runs_whose_wake_has_come,
     commits_are_fenced_by_their_lease,
     leases_are_renewed_and_given_back,
+    leases_say_whom_a_run_was_taken_from,
     runs_wake_when_they_need_a_worker,
 )
 from flowtide.testing.storechecks.parking import (
@@ -90,6 +91,7 @@ CHECKS: tuple[StoreCheck, ...] = (
     claims_never_hand_a_run_to_two_owners,
     commits_are_fenced_by_their_lease,
     acquiring_a_run,
+    leases_say_whom_a_run_was_taken_from,
     leases_are_renewed_and_given_back,
     signal_requests_wake_the_runs_holder,
     signal_requests_are_answered_once,

@@ -65,7 +65,11 @@ async def claims_take_runs_whose_wake_has_come(store: Store) -> None:
     taken = await store.claim_runs("w3", at(121), at(200))
     same(
         sorted(taken, key=lambda lease: lease.run_id),
-        [Lease("a", "w3", 2, at(200)), Lease("b", "w3", 2, at(200)), Lease("c", "w3", 1, at(200))],
+        [
+            Lease("a", "w3", 2, at(200), taken_from="w1"),
+            Lease("b", "w3", 2, at(200), taken_from="w2"),
+            Lease("c", "w3", 1, at(200)),
+        ],
         "runs whose leases expired, and a run whose due entry came",
     )
 
@@ -89,7 +93,7 @@ async def commits_are_fenced_by_their_lease(store: Store) -> None:
     old = Lease("r", "w1", 1, at(10))
     await store.commit(Commit("r", tokens=[token("r", 1)], lease=old))
     taken = await store.acquire_run("r", "w2", at(11), at(50))
-    same(taken, Lease("r", "w2", 2, at(50)), "a run taken over once its lease expired")
+    same(taken, Lease("r", "w2", 2, at(50), "w1"), "a run taken over once its lease expired")
     before = await snapshot(store)
     with raises(LeaseLost, "a commit under the lease that was taken over"):
         await store.commit(Commit("r", state={"n": 2}, tokens=[token("r", 2)], lease=old))
@@ -117,11 +121,53 @@ async def acquiring_a_run(store: Store) -> None:
         "by its own holder (the same epoch, later expiry)",
     )
     forced = await store.acquire_run("r", "w2", at(5), at(30), force=True)
-    same(forced, Lease("r", "w2", 2, at(30)), "forced from a live owner")
+    same(forced, Lease("r", "w2", 2, at(30), "w1"), "forced from a live owner")
     with raises(LeaseLost, "a commit of the owner it was forced from"):
         await store.commit(Commit("r", lease=Lease("r", "w1", 1, at(20))))
     await store.commit(Commit("r", run=run_record("r", "completed")))
     same(await store.acquire_run("r", "w3", at(99), at(200)), None, "a run that has ended")
+
+
+async def leases_say_whom_a_run_was_taken_from(store: Store) -> None:
+    on_given_instants(store)
+    await store.create_run(run_record("new", "pending"), {})
+    for run_id, owner in (("held", "w1"), ("back", "w1"), ("mine", "w2")):
+        await store.create_run(run_record(run_id), {}, lease=Lease(run_id, owner, 1, at(10)))
+    await store.commit(Commit("back", lease=Lease("back", "w1", 1, at(10)), release=True))
+    claimed = await store.claim_runs("w2", at(11), at(50))
+    same(
+        sorted(claimed, key=lambda lease: lease.run_id),
+        [
+            Lease("back", "w2", 2, at(50)),
+            Lease("held", "w2", 2, at(50), taken_from="w1"),
+            Lease("mine", "w2", 1, at(50)),
+            Lease("new", "w2", 1, at(50)),
+        ],
+        "claimed: from an expired lease of another owner (not a run given back, its own, new)",
+    )
+    same(await store.lease_of("held"), Lease("held", "w2", 2, at(50)), "its lease read later")
+    forced = await store.acquire_run("held", "w3", at(20), at(70), force=True)
+    same(forced, Lease("held", "w3", 3, at(70), taken_from="w2"), "forced from a live owner")
+    same(
+        await store.acquire_run("held", "w3", at(30), at(80)),
+        Lease("held", "w3", 3, at(80)),
+        "acquired by its own holder",
+    )
+    renewed = await store.renew_leases("w2", at(60))
+    same(
+        sorted(renewed, key=lambda lease: lease.run_id),
+        [
+            Lease("back", "w2", 2, at(60)),
+            Lease("mine", "w2", 1, at(60)),
+            Lease("new", "w2", 1, at(60)),
+        ],
+        "leases renewed",
+    )
+    same(
+        await store.acquire_run("mine", "w1", at(61), at(90)),
+        Lease("mine", "w1", 2, at(90), taken_from="w2"),
+        "acquired once another owner's lease expired",
+    )
 
 
 async def leases_are_renewed_and_given_back(store: Store) -> None:
