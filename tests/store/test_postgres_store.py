@@ -388,6 +388,13 @@ async def test_wait_changed_listens_again_after_its_connection_was_lost(schemas:
         assert await waiter.wait_changed(0.01) is False  # (listening)
         listening = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE %s"
         listen = f'LISTEN "flowtide_{schema}"%'
+        # (On a busy machine the listening connection may not be made yet: wait until the
+        # server shows it, so that the test ends that connection and not nothing.)
+        seen = "SELECT pid FROM pg_stat_activity WHERE query LIKE %s"
+        for _ in range(200):
+            if await asyncio.to_thread(schemas.query, seen, schema, listen):
+                break
+            await waiter.wait_changed(0.05)
         started = time.monotonic()
         woke, terminated = await asyncio.gather(
             waiter.wait_changed(10), asyncio.to_thread(schemas.query, listening, schema, listen)
