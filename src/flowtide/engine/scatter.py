@@ -70,7 +70,8 @@ from flowtide.store.jsonvalues import check_json
 
 if TYPE_CHECKING:
     from flowtide.clock import Clock, TimerHandle
-    from flowtide.engine.run.executor.subflows import Subflows
+    from flowtide.engine.run.executor.child_runs import ChildRuns
+    from flowtide.engine.run.executor.parking import Parking
 
 _END = object()
 
@@ -184,8 +185,9 @@ class BatchMarks:
 
 
 class ScatterRun:
-    def __init__(self, ex: Subflows, token: TokenRecord, p: Scatter) -> None:
+    def __init__(self, ex: Parking, children: ChildRuns, token: TokenRecord, p: Scatter) -> None:
         self.ex = ex
+        self.children = children
         self.token = token
         self.p = p
         self.records: dict[int, ScatterItemRecord] = {}
@@ -429,7 +431,7 @@ class ScatterRun:
         cancelled."""
         ex, p = self.ex, self.p
         assert p.body.flow is not None
-        attempt, result = await ex.run_child(
+        attempt, result = await self.children.run_child(
             p.id,
             p.body.flow,
             state,
