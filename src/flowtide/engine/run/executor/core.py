@@ -3,13 +3,13 @@ commit of a step (through its :class:`~flowtide.engine.run.committer.Committer`)
 
 The executor is built in layers, one module each, every layer a subclass of the one below:
 core, attempts (a token's attempt, run by the :class:`~flowtide.engine.run.attempts.AttemptRunner`),
-arming (windows, timers, anchors), routing, joins, tasks (task, wait and terminal placements,
-parks, retries), parking (signals and due instants), driving (a run's start, settling, end) and
-the executor (resume from the store). Child runs and phases are parts the driving layer holds
-(:mod:`~flowtide.engine.run.executor.child_runs`, :mod:`~flowtide.engine.run.executor.phases`),
-calling back only through their protocols. What the layers decide is
-decided by the parts of :mod:`flowtide.engine.run`; what a lower layer needs from a higher one is
-declared here, abstract."""
+arming (windows, timers, anchors), routing, tasks (task, wait and terminal placements, parks,
+retries), parking (signals and due instants), driving (a run's start, settling, end) and the
+executor (resume from the store). Child runs, phases and join groups are parts the driving layer
+holds (:mod:`~flowtide.engine.run.executor.child_runs`, :mod:`~flowtide.engine.run.executor.phases`,
+:mod:`~flowtide.engine.run.executor.joins`), calling back only through their protocols. What the
+layers decide is decided by the parts of :mod:`flowtide.engine.run`; what a lower layer needs from
+a higher one is declared here, abstract."""
 
 from __future__ import annotations
 
@@ -356,4 +356,4 @@ class RunCore(ABC):
 
     @abstractmethod
     async def evaluate_joins(self) -> None:
-        """Fire the join groups that can fire (the joins layer)."""
+        """Fire the join groups that can fire (the joins part the driving layer holds)."""

@@ -27,6 +27,7 @@ from flowtide.engine.plan import FlowPlan
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.run.due import DEADLINE
 from flowtide.engine.run.executor.child_runs import ChildRuns
+from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.parking import Parking
 from flowtide.engine.run.executor.phases import Phases
 from flowtide.engine.run.executor.records import end_reason, end_result, finish
@@ -75,6 +76,11 @@ class Driving(Parking):
         """The run's child runs (a subflow's token, a scatter's flow bodies)."""
         self.phases = Phases(self)
         """The run's pre and post phases."""
+        self.joins = Joins(self)
+        """The run's join groups."""
+
+    async def evaluate_joins(self) -> None:
+        await self.joins.evaluate()
 
     def launch(self, entry: str | None) -> None:
         """Start :meth:`main` in its own task (held until it ends)."""
@@ -532,7 +538,7 @@ _Handler = Callable[[Driving, TokenRecord, Any], Awaitable[TokenRecord | None]]
 _HANDLERS: dict[str, _Handler] = {
     "task": Driving.at_task,
     "wait": Driving.at_wait,
-    "join": Driving.at_join,
+    "join": lambda ex, token, p: ex.joins.at_join(token, p),
     "scatter": Driving.at_scatter,
     "subflow": lambda ex, token, p: ex.children.at_subflow(token, p),
     "terminal": Driving.at_terminal,

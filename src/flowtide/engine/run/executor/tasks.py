@@ -30,8 +30,8 @@ from flowtide.engine.result import InterruptedAt
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.run.attempts import Attempt
 from flowtide.engine.run.due import RESUME, TIMEOUT
-from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.records import escalation, timed_out
+from flowtide.engine.run.executor.routing import Routing
 from flowtide.engine.run.joins import note_moves
 from flowtide.engine.run.marks import (
     Waiting,
@@ -65,7 +65,7 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class Tasks(Joins):
+class Tasks(Routing):
     """Placements that run a node or wait."""
 
     async def at_task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
