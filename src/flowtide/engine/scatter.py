@@ -394,7 +394,7 @@ class ScatterRun:
         extra: dict[str, Any] = {}
         if needs_node_anchor(settings):
             # A node anchor inside a scatter is kept per item (by index).
-            anchor_at = await ex.item_anchor(p.id, str(index))
+            anchor_at = await ex.arming.item_anchor(p.id, str(index))
             extra["deadline"] = resolve_window(
                 settings,
                 now=ex.clock.now(),

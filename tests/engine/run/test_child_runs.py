@@ -4,7 +4,6 @@ child ended, when a child is not started, a child that waits parked; without an 
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.run.attempts import Attempt, Running
+from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.child_runs import ChildRuns, map_input, map_output
 from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.routing import Moved, MoveEvent
@@ -30,7 +30,6 @@ from flowtide.store.base import (
     Commit,
     DueEntry,
     EventRecord,
-    NodeAnchor,
     RequestAnswer,
     RunRecord,
     TokenRecord,
@@ -109,7 +108,8 @@ class Ex:
         self.moves: list[str] = []
         self.ends: list[Lifecycle] = []
         self.drained = asyncio.Event()
-        self.ids = itertools.count(1)
+        plan: Any = self.plan  # (arming a subflow's token reads only its settings here)
+        self.arming = Arming(self.view, plan, self.clock, self.starting, self.commit)
 
     def event(
         self,
@@ -137,11 +137,6 @@ class Ex:
     ) -> bool:
         self.commits.append(c)
         return True
-
-    def arm(
-        self, token: TokenRecord, placement: str, settings: NodeSettings, now: datetime
-    ) -> tuple[list[NodeAnchor], list[DueEntry]]:
-        return [], []
 
     def interrupted_before_start(self, token: TokenRecord) -> bool:
         self.starting.discard(token.id)

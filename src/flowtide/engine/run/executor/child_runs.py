@@ -20,6 +20,7 @@ from flowtide.engine.paths import get_path, set_path
 from flowtide.engine.reducers import StateMerger, copy_state
 from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
 from flowtide.engine.run.attempts import COMPUTE, Attempt, Running
+from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.run.executor.routing import Moved, MoveEvent
@@ -32,7 +33,6 @@ from flowtide.store.base import (
     Commit,
     DueEntry,
     EventRecord,
-    NodeAnchor,
     RequestAnswer,
     TokenRecord,
     TokenStatus,
@@ -66,9 +66,8 @@ class ChildRunHost(StepPort, Protocol):
     @property
     def child_waits(self) -> dict[str, ChildWait]: ...
 
-    def arm(
-        self, token: TokenRecord, placement: str, settings: NodeSettings, now: datetime
-    ) -> tuple[list[NodeAnchor], list[DueEntry]]: ...
+    @property
+    def arming(self) -> Arming: ...
 
     def interrupted_before_start(self, token: TokenRecord) -> bool: ...
 
@@ -125,7 +124,7 @@ class ChildRuns:
                 return None
             token.status = S.RUNNING
             ex.starting.add(token.id)
-            anchors, due = ex.arm(token, p.id, settings, ex.clock.now())
+            anchors, due = ex.arming.arm(token, p.id, settings, ex.clock.now())
             deadline = isoformat(token.deadline) if token.deadline is not None else None
             started = ex.event(
                 token,

@@ -3,13 +3,17 @@ commit of a step (through its :class:`~flowtide.engine.run.committer.Committer`)
 
 The executor is built in layers, one module each, every layer a subclass of the one below:
 core, attempts (a token's attempt, run by the :class:`~flowtide.engine.run.attempts.AttemptRunner`),
-arming (windows, timers, anchors), routing, tasks (task, wait and terminal placements, parks,
-retries), parking (signals and due instants), driving (a run's start, settling, end) and the
-executor (resume from the store). Child runs, phases and join groups are parts the driving layer
-holds (:mod:`~flowtide.engine.run.executor.child_runs`, :mod:`~flowtide.engine.run.executor.phases`,
-:mod:`~flowtide.engine.run.executor.joins`), calling back only through their protocols. What the
-layers decide is decided by the parts of :mod:`flowtide.engine.run`; what a lower layer needs from
-a higher one is declared here, abstract."""
+routing, tasks (task, wait and terminal placements, parks, retries), parking (signals and due
+instants), driving (a run's start, settling, end) and the executor (resume from the store).
+
+Some of it is parts the executor holds instead, each calling back only through what it is given:
+the core holds the run's arming (windows, timers, anchors:
+:mod:`~flowtide.engine.run.executor.arming`); the driving layer holds its child runs
+(:mod:`~flowtide.engine.run.executor.child_runs`), phases
+(:mod:`~flowtide.engine.run.executor.phases`) and join groups
+(:mod:`~flowtide.engine.run.executor.joins`). What the layers decide is decided by the parts of
+:mod:`flowtide.engine.run`; what a lower layer needs from a higher one is declared here,
+abstract."""
 
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
 from flowtide.engine.run.attempts import AttemptRunner, Running
 from flowtide.engine.run.committer import Committer
+from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.marks import inherit
 from flowtide.engine.run.parking import park_record
@@ -112,6 +117,8 @@ class RunCore(ABC):
         """The one way to the store (and what the next commits carry for their tokens)."""
         self.released = False
         """The engine let go of this executor (quiescent): it must not be used any more."""
+        self.arming = Arming(self.view, plan, self.clock, self.starting, self.commit)
+        """Windows, timers and node anchors of the run's tokens."""
         self.attempts = AttemptRunner(host, run, self.flow, self.merger, self.running)
         """Runs the run's node code (the attempts of its tokens, phases, scatter items)."""
         self.lease: Lease | None = None

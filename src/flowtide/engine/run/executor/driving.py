@@ -123,7 +123,7 @@ class Driving(Parking):
                     and q.kind == "task"
                     and self.attempts.take_thread_now(token.id, self.code.impls[q.id])
                 ):
-                    started, anchors, due = self.start_attempt(
+                    started, anchors, due = self.arming.start_attempt(
                         token, q.id, self.plan.nodes[q.id], self.plan.settings[q.id]
                     )
                     events.append(started)

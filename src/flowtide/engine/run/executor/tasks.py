@@ -110,7 +110,7 @@ class Tasks(Routing):
                 events = []
                 if fired is Waiting.RETRY:
                     events.append(self.event(token, TimerFired(purpose="retry")))
-                started, anchors, due = self.start_attempt(token, p.id, impl.id, settings)
+                started, anchors, due = self.arming.start_attempt(token, p.id, impl.id, settings)
                 events.append(started)
                 if not await self.commit(
                     Commit(
@@ -200,7 +200,7 @@ class Tasks(Routing):
         timeout_err = NodeTimeoutError(node_id, p.id, budget)
         routed = TIMEOUT_OUTPUT in p.route_map()
         late = timed_out(budget, deadline, routed)
-        rearmed = self.fixed_window_end(p.id, settings, self.clock.now()) is None
+        rearmed = self.arming.fixed_window_end(p.id, settings, self.clock.now()) is None
         # (A window that does not rearm is over for every later attempt too.)
         if rearmed and self.retry_allowed(token, settings, timeout_err, explicit_only=True):
             await self.schedule_retry(token, settings, timeout_err, self.event(token, late))
@@ -266,7 +266,7 @@ class Tasks(Routing):
         assert request is not None
         now = self.clock.now()
         drop_signal(token)
-        anchors, due = self.arm(token, p.id, settings, now)
+        anchors, due = self.arming.arm(token, p.id, settings, now)
         if token.deadline is not None and token.deadline <= now:
             # (Its window is over before it could park: what the park's timeout would do.)
             return await self.window_ended(token, p, node_id, settings, token.deadline)
@@ -340,7 +340,7 @@ class Tasks(Routing):
         due = now + delay
         # A window anchored at the run's start or the first arrival does not wait for the next
         # attempt: it ends when it ends, also during the backoff.
-        window_end = self.fixed_window_end(token.placement, settings, now)
+        window_end = self.arming.fixed_window_end(token.placement, settings, now)
         failed_attempt = token.attempt
         token.attempt += 1
         token.status = S.WAITING
