@@ -401,7 +401,7 @@ class ScatterRun:
                 run_created_at=ex.run.created_at,
                 node_anchor=anchor_at,
             ).deadline
-        attempt = await ex.invoke(
+        attempt = await ex.token_attempts.invoke(
             impl,
             settings,
             p.id,

@@ -4,7 +4,7 @@ child ended, when a child is not started, a child that waits parked; without an 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -18,6 +18,7 @@ from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.run.attempts import Attempt, Running
 from flowtide.engine.run.executor.arming import Arming
+from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.child_runs import ChildRuns, map_input, map_output
 from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.routing import Moved, MoveEvent
@@ -110,6 +111,8 @@ class Ex:
         self.drained = asyncio.Event()
         plan: Any = self.plan  # (arming a subflow's token reads only its settings here)
         self.arming = Arming(self.view, plan, self.clock, self.starting, self.commit)
+        self.attempts: Any = None  # (a child run runs no node code of this run)
+        self.token_attempts = TokenAttempts(self)
 
     def event(
         self,
@@ -138,9 +141,8 @@ class Ex:
         self.commits.append(c)
         return True
 
-    def interrupted_before_start(self, token: TokenRecord) -> bool:
-        self.starting.discard(token.id)
-        return False
+    def spawn_aux(self, coro: Coroutine[Any, Any, Any]) -> None:
+        coro.close()  # (a child run's attempt starts no process here)
 
     async def move(
         self,

@@ -4,19 +4,20 @@ error a failed phase gives the run; without an engine."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
 from flowtide.authoring import node
-from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import VirtualClock
 from flowtide.engine import NodeContext
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import ErrorData, EventPayload, error_data
+from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo
-from flowtide.engine.run.attempts import COMPUTE, Attempt
+from flowtide.engine.run.attempts import Attempt
+from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.phases import Phases
 from flowtide.engine.run.view import RunView
 from flowtide.engine.scope import CancelScope
@@ -42,9 +43,12 @@ class Ex:
         self.clock = VirtualClock(T0)
         self.root = CancelScope(None)
         self.ids = itertools.count(1)
-        self.outcome = outcome
+        self.runner = Runner(outcome)
+        self.attempts: Any = self.runner
+        self.merger = StateMerger({})
+        self.starting: set[str] = set()
         self.commits: list[Commit] = []
-        self.scopes: list[CancelScope] = []
+        self.token_attempts = TokenAttempts(self)
 
     def next_visit(self, placement: str) -> int:
         return 1
@@ -76,22 +80,18 @@ class Ex:
         self.commits.append(c)
         return True
 
-    def invoke(
-        self,
-        impl: NodeImplementation,
-        settings: NodeSettings,
-        placement: str,
-        state: Mapping[str, Any],
-        *,
-        parent: CancelScope,
-        key: str,
-        attempt: int,
-        visit: int,
-        item: Any = None,
-        token: TokenRecord | None = None,
-        deadline: datetime | None = COMPUTE,
-        signal: Any = None,
-    ) -> Coroutine[Any, Any, Attempt]:
+    def spawn_aux(self, coro: Coroutine[Any, Any, Any]) -> None:
+        coro.close()  # (the phase's node starts no process here)
+
+
+class Runner:
+    """An attempt runner whose attempt ends as ``outcome`` says; it records each scope."""
+
+    def __init__(self, outcome: Attempt) -> None:
+        self.outcome = outcome
+        self.scopes: list[CancelScope] = []
+
+    def invoke(self, *args: Any, parent: CancelScope, **kw: Any) -> Coroutine[Any, Any, Attempt]:
         self.scopes.append(parent)
 
         async def ran() -> Attempt:
@@ -99,23 +99,18 @@ class Ex:
 
         return ran()
 
-    def state_update(
-        self, base: Mapping[str, Any], attempt: Attempt
-    ) -> tuple[dict[str, Any], list[str]]:
-        return {"b": 2}, []
-
 
 PRE = Phase(id="pre", node="prepare", phase=PhaseKind.PRE)
 
 
 async def test_a_phase_that_succeeds_records_its_token_and_its_state_change() -> None:
-    ex = Ex(Attempt("ok", output="done"))
+    ex = Ex(Attempt("ok", output="done", changes=({"b": 2}, [])))
     assert await Phases(ex).run(PRE) is None
     started, finished = ex.commits
     assert started.tokens[0].placement == "pre"
     assert finished.tokens[0].status is TokenStatus.DONE
     assert finished.state == {"b": 2}
-    assert ex.scopes == [ex.root]
+    assert ex.runner.scopes == [ex.root]
 
 
 async def test_a_failed_pre_phase_gives_the_run_a_pre_phase_error() -> None:
@@ -130,4 +125,4 @@ async def test_a_post_phase_runs_outside_the_run_scope_and_keeps_its_own_error()
     ex = Ex(Attempt("error", error=ValueError("no")))
     err = await Phases(ex).run(PRE, post=True)
     assert err is not None and err.message == "no"
-    assert ex.scopes[0] is not ex.root
+    assert ex.runner.scopes[0] is not ex.root

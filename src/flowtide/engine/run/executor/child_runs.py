@@ -21,6 +21,7 @@ from flowtide.engine.reducers import StateMerger, copy_state
 from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
 from flowtide.engine.run.attempts import COMPUTE, Attempt, Running
 from flowtide.engine.run.executor.arming import Arming
+from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.run.executor.routing import Moved, MoveEvent
@@ -69,7 +70,8 @@ class ChildRunHost(StepPort, Protocol):
     @property
     def arming(self) -> Arming: ...
 
-    def interrupted_before_start(self, token: TokenRecord) -> bool: ...
+    @property
+    def token_attempts(self) -> TokenAttempts: ...
 
     async def move(
         self,
@@ -223,7 +225,7 @@ class ChildRuns:
             err = RecursionDepthError(placement, flow_id, ex.flow.max_depth)
             return Attempt("error", error=err), None
         now = ex.clock.now()
-        if token is not None and ex.interrupted_before_start(token):
+        if token is not None and ex.token_attempts.interrupted_before_start(token):
             cancelled = Cancellation(CancelReason.TIMER, now, placement)
             return Attempt("cancelled", cancellation=cancelled), None
         if deadline is COMPUTE:

@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Coroutine, Mapping
 from dataclasses import replace
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
-from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import isoformat
 from flowtide.engine.code import FlowCode
 from flowtide.engine.deadlines import attempt_deadline
 from flowtide.engine.errors import NodeTimeoutError, PrePhaseError
 from flowtide.engine.event_types import NodeFailed, NodeFinished, NodeStarted
 from flowtide.engine.result import ErrorInfo
-from flowtide.engine.run.attempts import COMPUTE, Attempt
+from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.run.executor.records import timed_out
 from flowtide.engine.scope import CancelScope
 from flowtide.model.placements import Phase
-from flowtide.model.settings import NodeSettings
 from flowtide.store.base import Commit, TokenRecord, TokenStatus
 
 S = TokenStatus
@@ -28,7 +24,7 @@ S = TokenStatus
 
 class PhaseHost(StepPort, Protocol):
     """What running a phase needs of the executor besides a step: the node code, token ids and
-    visits, and one attempt of a node."""
+    visits, and its node's attempts."""
 
     @property
     def code(self) -> FlowCode: ...
@@ -38,26 +34,8 @@ class PhaseHost(StepPort, Protocol):
 
     def next_visit(self, placement: str) -> int: ...
 
-    def invoke(
-        self,
-        impl: NodeImplementation,
-        settings: NodeSettings,
-        placement: str,
-        state: Mapping[str, Any],
-        *,
-        parent: CancelScope,
-        key: str,
-        attempt: int,
-        visit: int,
-        item: Any = None,
-        token: TokenRecord | None = None,
-        deadline: datetime | None = COMPUTE,
-        signal: Any = None,
-    ) -> Coroutine[Any, Any, Attempt]: ...
-
-    def state_update(
-        self, base: Mapping[str, Any], attempt: Attempt
-    ) -> tuple[dict[str, Any], list[str]]: ...
+    @property
+    def token_attempts(self) -> TokenAttempts: ...
 
 
 class Phases:
@@ -94,7 +72,7 @@ class Phases:
         await ex.commit(Commit(run.id, tokens=[token], events=[ex.event(token, started)]))
         # A post phase runs after the run's root scope is cancelled: a scope of its own.
         scope = CancelScope(None) if post else ex.root
-        attempt = await ex.invoke(
+        attempt = await ex.token_attempts.invoke(
             impl,
             settings,
             phase.id,
@@ -109,7 +87,7 @@ class Phases:
         token.status = S.DONE
         if attempt.kind == "ok":
             assert attempt.output is not None
-            written, removed = ex.state_update(base, attempt)
+            written, removed = ex.token_attempts.state_update(base, attempt)
             await ex.commit(
                 Commit(
                     run.id,

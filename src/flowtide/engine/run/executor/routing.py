@@ -12,7 +12,7 @@ from flowtide.engine.errors import (
     UnroutedOutputError,
 )
 from flowtide.engine.event_types import Moving
-from flowtide.engine.run.executor.attempts import Attempts
+from flowtide.engine.run.executor.core import RunCore
 from flowtide.engine.run.executor.records import move_token, terminal_event
 from flowtide.engine.run.joins import (
     expect_branches,
@@ -55,7 +55,7 @@ class Moved:
 NOT_MOVED = Moved(False)
 
 
-class Routing(Attempts):
+class Routing(RunCore):
     """Routes."""
 
     async def move(
@@ -120,7 +120,7 @@ class Routing(Attempts):
             )
             if not ok:
                 for t_id in prestarted:
-                    self.not_started(t_id)
+                    self.token_attempts.not_started(t_id)
                 for t, _ in ending:
                     t.status = S.READY
                 return NOT_MOVED

@@ -118,10 +118,10 @@ class Tasks(Routing):
                     ),
                     unless_ended=True,
                 ):
-                    self.not_started(token.id)
+                    self.token_attempts.not_started(token.id)
                     return None
         base = dict(self.view.state)
-        attempt = await self.invoke(
+        attempt = await self.token_attempts.invoke(
             impl,
             settings,
             p.id,
@@ -177,7 +177,7 @@ class Tasks(Routing):
                         p,
                         output,
                         event=lambda to: NodeFinished(output=output, to=to),
-                        update=lambda: self.state_update(base, attempt),
+                        update=lambda: self.token_attempts.state_update(base, attempt),
                     )
                 ).next
             if attempt.kind == "timeout":
@@ -306,7 +306,7 @@ class Tasks(Routing):
                 parks=[park],
             ),
             unless_ended=True,
-            update=lambda: self.state_update(base, attempt),
+            update=lambda: self.token_attempts.state_update(base, attempt),
             token=token,
         )
         if not ok:
