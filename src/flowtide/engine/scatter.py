@@ -74,7 +74,8 @@ from flowtide.store.jsonvalues import check_json
 
 if TYPE_CHECKING:
     from flowtide.clock import Clock, TimerHandle
-    from flowtide.engine.run.executor.subflows import Subflows
+    from flowtide.engine.run.executor.child_runs import ChildRuns
+    from flowtide.engine.run.executor.parking import Parking
 
 _END = object()
 _MISSING = object()
@@ -189,8 +190,9 @@ class BatchMarks:
 
 
 class ScatterRun:
-    def __init__(self, ex: Subflows, token: TokenRecord, p: Scatter) -> None:
+    def __init__(self, ex: Parking, children: ChildRuns, token: TokenRecord, p: Scatter) -> None:
         self.ex = ex
+        self.children = children
         self.token = token
         self.p = p
         self.records: dict[int, ScatterItemRecord] = {}
@@ -398,7 +400,7 @@ class ScatterRun:
         deadline: datetime | None = COMPUTE
         if needs_node_anchor(settings):
             # A node anchor inside a scatter is kept per item (by index).
-            anchor_at = await ex.item_anchor(p.id, str(index))
+            anchor_at = await ex.arming.item_anchor(p.id, str(index))
             deadline = resolve_window(
                 settings,
                 now=ex.clock.now(),
@@ -417,7 +419,7 @@ class ScatterRun:
             item=item,
             deadline=deadline,
         )
-        attempt = await ex.invoke(call)
+        attempt = await ex.token_attempts.invoke(call)
         if attempt.kind == "cancelled":
             return None
         if attempt.kind == "ok":
@@ -439,7 +441,7 @@ class ScatterRun:
         cancelled."""
         ex, p = self.ex, self.p
         assert p.body.flow is not None
-        attempt, result = await ex.run_child(
+        attempt, result = await self.children.run_child(
             p.id,
             p.body.flow,
             state,

@@ -1,17 +1,19 @@
 """Windows, escalation timers and node anchors: resolved when an attempt starts or a token parks,
-released when a token leaves (decided in :mod:`flowtide.engine.run.windows`, applied here).
+released when a token leaves (decided in :mod:`flowtide.engine.run.windows`, applied here to the
+run's view). A part the executor holds, made with exactly what it reads and how it commits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
-from flowtide.clock import isoformat
+from flowtide.clock import Clock, isoformat
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import NodeStarted
+from flowtide.engine.plan import FlowPlan
 from flowtide.engine.run import windows
-from flowtide.engine.run.executor.attempts import Attempts
+from flowtide.engine.run.view import RunView
 from flowtide.model.placements import (
     AnyPlacement,
 )
@@ -28,8 +30,24 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class Arming(Attempts):
-    """Arming a token at its placement."""
+class Arming:
+    """Arming a token at its placement, on ``view``: ``starting`` is the executor's set of
+    tokens whose attempt start is being committed; ``commit`` commits one step (a scatter
+    item's anchor)."""
+
+    def __init__(
+        self,
+        view: RunView,
+        plan: FlowPlan,
+        clock: Clock,
+        starting: set[str],
+        commit: Callable[[Commit], Awaitable[bool]],
+    ) -> None:
+        self.view = view
+        self.plan = plan
+        self.clock = clock
+        self.starting = starting
+        self.commit = commit
 
     def start_attempt(
         self, token: TokenRecord, placement: str, node: str, settings: NodeSettings

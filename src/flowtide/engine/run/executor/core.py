@@ -2,12 +2,19 @@
 commit of a step (through its :class:`~flowtide.engine.run.committer.Committer`), and its tasks.
 
 The executor is built in layers, one module each, every layer a subclass of the one below:
-core, attempts (a token's attempt, run by the :class:`~flowtide.engine.run.attempts.AttemptRunner`),
-arming (windows, timers, anchors), routing, joins, tasks (task, wait and terminal placements,
-parks, retries), parking (signals and due instants), subflows (child runs and phases), driving (a
-run's start, settling, end) and the executor (resume from the store). What the layers decide is
-decided by the parts of :mod:`flowtide.engine.run`; what a lower layer needs from a higher one is
-declared here, abstract."""
+core, routing, tasks (task, wait and terminal placements, parks, retries), parking (signals and
+due instants), driving (a run's start, settling, end) and the executor (resume from the store).
+
+Some of it is parts the executor holds instead, each calling back only through what it is given:
+the core holds its tokens' attempts (what the
+:class:`~flowtide.engine.run.attempts.AttemptRunner` needs around an attempt:
+:mod:`~flowtide.engine.run.executor.attempts`) and its arming (windows, timers, anchors:
+:mod:`~flowtide.engine.run.executor.arming`); the driving layer holds its child runs
+(:mod:`~flowtide.engine.run.executor.child_runs`), phases
+(:mod:`~flowtide.engine.run.executor.phases`) and join groups
+(:mod:`~flowtide.engine.run.executor.joins`). What the layers decide is decided by the parts of
+:mod:`flowtide.engine.run`; what a lower layer needs from a higher one is declared here,
+abstract."""
 
 from __future__ import annotations
 
@@ -31,6 +38,8 @@ from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
 from flowtide.engine.run.attempts import AttemptRunner, Running
 from flowtide.engine.run.committer import Committer
+from flowtide.engine.run.executor.arming import Arming
+from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.marks import inherit
 from flowtide.engine.run.parking import park_record
@@ -110,8 +119,12 @@ class RunCore(ABC):
         """The one way to the store (and what the next commits carry for their tokens)."""
         self.released = False
         """The engine let go of this executor (quiescent): it must not be used any more."""
+        self.arming = Arming(self.view, plan, self.clock, self.starting, self.commit)
+        """Windows, timers and node anchors of the run's tokens."""
         self.attempts = AttemptRunner(host, run, self.flow, self.merger, self.running)
         """Runs the run's node code (the attempts of its tokens, phases, scatter items)."""
+        self.token_attempts = TokenAttempts(self)
+        """What an attempt of a token needs around the runner, and merging what it changed."""
         self.lease: Lease | None = None
         """The lease the run is driven under: every commit carries it (see ``Commit.lease``)."""
         self.cancels: list[str] = []
@@ -354,4 +367,4 @@ class RunCore(ABC):
 
     @abstractmethod
     async def evaluate_joins(self) -> None:
-        """Fire the join groups that can fire (the joins layer)."""
+        """Fire the join groups that can fire (the joins part the driving layer holds)."""

@@ -9,7 +9,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from flowtide.clock import isoformat
+from flowtide.engine._host import RunHost
 from flowtide.engine.children import child_run_id
+from flowtide.engine.code import FlowCode
 from flowtide.engine.errors import (
     DrainedWithoutTerminal,
     StoreUnavailableError,
@@ -21,13 +23,17 @@ from flowtide.engine.event_types import (
     TokenCancelled,
 )
 from flowtide.engine.lifecycle import Lifecycle, transition
+from flowtide.engine.plan import FlowPlan
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.run.due import DEADLINE
+from flowtide.engine.run.executor.child_runs import ChildRuns
+from flowtide.engine.run.executor.joins import Joins
+from flowtide.engine.run.executor.parking import Parking
+from flowtide.engine.run.executor.phases import Phases
 from flowtide.engine.run.executor.records import end_reason, end_result, finish
-from flowtide.engine.run.executor.subflows import Subflows
 from flowtide.engine.run.view import RunEnd
 from flowtide.engine.scatter import ScatterRun
-from flowtide.engine.scope import Cancellation, CancelReason
+from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
 from flowtide.model.placements import (
     PhaseKind,
     Scatter,
@@ -39,6 +45,7 @@ from flowtide.store.base import (
     NodeAnchor,
     ParkStatus,
     RequestAnswer,
+    RunRecord,
     StoreConflict,
     TokenRecord,
     TokenStatus,
@@ -51,8 +58,29 @@ YIELD_EVERY = 16
 """A token's task gives the event loop a turn after this many steps in a row."""
 
 
-class Driving(Subflows):
+class Driving(Parking):
     """A run from its start to its end."""
+
+    def __init__(
+        self,
+        host: RunHost,
+        plan: FlowPlan,
+        run: RunRecord,
+        state: dict[str, Any],
+        *,
+        code: FlowCode,
+        parent_scope: CancelScope | None = None,
+    ) -> None:
+        super().__init__(host, plan, run, state, code=code, parent_scope=parent_scope)
+        self.children = ChildRuns(self)
+        """The run's child runs (a subflow's token, a scatter's flow bodies)."""
+        self.phases = Phases(self)
+        """The run's pre and post phases."""
+        self.joins = Joins(self)
+        """The run's join groups."""
+
+    async def evaluate_joins(self) -> None:
+        await self.joins.evaluate()
 
     def launch(self, entry: str | None) -> None:
         """Start :meth:`main` in its own task (held until it ends)."""
@@ -95,7 +123,7 @@ class Driving(Subflows):
                     and q.kind == "task"
                     and self.attempts.take_thread_now(token.id, self.code.impls[q.id])
                 ):
-                    started, anchors, due = self.start_attempt(
+                    started, anchors, due = self.arming.start_attempt(
                         token, q.id, self.plan.nodes[q.id], self.plan.settings[q.id]
                     )
                     events.append(started)
@@ -117,7 +145,7 @@ class Driving(Subflows):
                 await self.drive(first[0])  # in this task: no task of its own
                 return
             for phase in pre:
-                err = await self.run_phase(phase)
+                err = await self.phases.run(phase)
                 if self.view.end is not None:
                     return
                 if err is not None:
@@ -345,7 +373,7 @@ class Driving(Subflows):
             await self._cancel_leftovers(end)
             if self.started and self.plan.post:
                 for phase in self.flow.phases(PhaseKind.POST):
-                    err = await self.run_phase(phase, post=True)
+                    err = await self.phases.run(phase, post=True)
                     if err is not None:
                         msg = f"post phase {phase.id!r} failed: {err.type}: {err.message}"
                         self.view.warnings.append(msg)
@@ -490,7 +518,7 @@ class Driving(Subflows):
             ):
                 return None
         base = dict(self.view.state)
-        runner = ScatterRun(self, token, p)
+        runner = ScatterRun(self, self.children, token, p)
         output, update = await runner.run(base)
         if output is None or self.view.end is not None or token.status is S.CANCELLED:
             return None
@@ -510,9 +538,9 @@ _Handler = Callable[[Driving, TokenRecord, Any], Awaitable[TokenRecord | None]]
 _HANDLERS: dict[str, _Handler] = {
     "task": Driving.at_task,
     "wait": Driving.at_wait,
-    "join": Driving.at_join,
+    "join": lambda ex, token, p: ex.joins.at_join(token, p),
     "scatter": Driving.at_scatter,
-    "subflow": Driving.at_subflow,
+    "subflow": lambda ex, token, p: ex.children.at_subflow(token, p),
     "terminal": Driving.at_terminal,
     "phase": Driving.at_phase,
 }

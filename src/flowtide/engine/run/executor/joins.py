@@ -1,12 +1,17 @@
 """Joins: branches of a split arrive, and a join fires success, error or empty; a first or quorum
 join cancels the losers. What fires and whom it cancels is decided in
-:mod:`flowtide.engine.run.joins`; this layer commits and applies it.
+:mod:`flowtide.engine.run.joins`; this part commits and applies it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
 from flowtide.engine.event_types import JoinFired, TokenCancelled
-from flowtide.engine.run.executor.routing import Routing
+from flowtide.engine.run.attempts import Running
+from flowtide.engine.run.executor.ports import StepPort
+from flowtide.engine.run.executor.routing import Moved, MoveEvent
 from flowtide.engine.run.joins import (
     JoinFiring,
     arrive,
@@ -17,10 +22,13 @@ from flowtide.engine.run.joins import (
     note_moves,
 )
 from flowtide.engine.scope import CancelReason
-from flowtide.model.placements import Join
+from flowtide.model.placements import AnyPlacement, Join
 from flowtide.store.base import (
     Commit,
+    DueEntry,
+    EventRecord,
     ParkStatus,
+    RequestAnswer,
     TokenRecord,
     TokenStatus,
 )
@@ -28,48 +36,88 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class Joins(Routing):
-    """Join groups."""
+class JoinHost(StepPort, Protocol):
+    """What join groups need of the executor besides a step: the run's running scopes, new
+    tokens and their tasks, closing a park, and a move along an output."""
+
+    @property
+    def running(self) -> Running: ...
+
+    def new_token(
+        self, placement: str, lineage: tuple[tuple[str, int, int], ...]
+    ) -> TokenRecord: ...
+
+    def spawn(self, token: TokenRecord) -> None: ...
+
+    def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None: ...
+
+    async def move(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        output: str,
+        *,
+        event: MoveEvent,
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+        extra: Sequence[TokenRecord] = (),
+        extra_events: Sequence[EventRecord] = (),
+        due_cleared: Sequence[str] = (),
+        answers: Sequence[Any] = (),
+        requests: Sequence[RequestAnswer] = (),
+        fired: Sequence[DueEntry] = (),
+    ) -> Moved: ...
+
+
+class Joins:
+    """The run's join groups, through ``ex``: arrivals, firings, their losers cancelled."""
+
+    def __init__(self, ex: JoinHost) -> None:
+        self.ex = ex
 
     async def at_join(self, token: TokenRecord, p: Join) -> TokenRecord | None:
+        """``token`` arrives at join ``p`` (a token of no split passes straight on)."""
+        ex = self.ex
         if not token.lineage:
             return (
-                await self.move(
+                await ex.move(
                     token,
                     p,
                     "success",
                     event=lambda to: JoinFired(output="success", arrived=1, branches=[], to=to),
                 )
             ).next
-        ev = self.event(token, arrive(self.view.joins, token, p.id))
-        if not await self.commit(
-            Commit(self.view.run.id, tokens=[token], events=[ev]), unless_ended=True
+        ev = ex.event(token, arrive(ex.view.joins, token, p.id))
+        if not await ex.commit(
+            Commit(ex.view.run.id, tokens=[token], events=[ev]), unless_ended=True
         ):
             return None
-        await self.evaluate_joins()
+        await self.evaluate()
         return None
 
-    async def evaluate_joins(self) -> None:
+    async def evaluate(self) -> None:
         """Fire the join groups that fire now, one after another, while the run goes on."""
-        while self.view.end is None:
-            firing = next_firing(self.view.joins, self.plan, self.view.tokens)
+        ex = self.ex
+        while ex.view.end is None:
+            firing = next_firing(ex.view.joins, ex.plan, ex.view.tokens)
             if firing is None:
                 return
-            await self.fire_join(firing)
+            await self.fire(firing)
 
-    async def fire_join(self, firing: JoinFiring) -> None:
+    async def fire(self, firing: JoinFiring) -> None:
+        """Fire ``firing``: one token leaves the join by its output, the losers are cancelled."""
+        ex = self.ex
         group, p, output = firing.group, firing.join, firing.output
-        close_split(self.view.joins, group.split)
+        close_split(ex.view.joins, group.split)
         arrived = group.arrived
         if not arrived:
             # No branch arrived, and none can any more: a token leaves the join by ``empty``.
-            arrived = [self.new_token(p.id, group.lineage)]
-        cancelled = losers(firing, self.view.tokens)
+            arrived = [ex.new_token(p.id, group.lineage)]
+        cancelled = losers(firing, ex.view.tokens)
         extra_events = []
         for t in cancelled:
             self.kill(t, CancelReason.JOIN_LOSER)
             extra_events.append(
-                self.event(t, TokenCancelled(reason=CancelReason.JOIN_LOSER.value, join=p.id))
+                ex.event(t, TokenCancelled(reason=CancelReason.JOIN_LOSER.value, join=p.id))
             )
         came = group.arrived
         # Read before the joined token leaves the split (else its own branch reads as -1).
@@ -77,10 +125,10 @@ class Joins(Routing):
         first = arrived[0]
         for t in arrived[1:]:
             t.status = S.DONE
-            self.view.tokens.pop(t.id, None)
+            ex.view.tokens.pop(t.id, None)
         cont = first
         cont.lineage = tuple(f for f in cont.lineage if f[0] != group.split)
-        moved = await self.move(
+        moved = await ex.move(
             cont,
             p,
             output,
@@ -92,19 +140,20 @@ class Joins(Routing):
             due_cleared=[t.id for t in cancelled],
         )
         if moved.next is not None:
-            self.spawn(moved.next)
+            ex.spawn(moved.next)
 
     def kill(self, t: TokenRecord, reason: CancelReason) -> None:
         """Cancel a live token: its running code (if any) and its pending due instant."""
+        ex = self.ex
         t.status = S.CANCELLED
         t.due = None
         t.epoch += 1
-        self.close_park(t, ParkStatus.CANCELLED, reason.value)
-        self.view.tokens.pop(t.id, None)
-        note_moves(self.view.joins, self.plan, [t], ended=True)
-        running = self.running.get(t.id)
+        ex.close_park(t, ParkStatus.CANCELLED, reason.value)
+        ex.view.tokens.pop(t.id, None)
+        note_moves(ex.view.joins, ex.plan, [t], ended=True)
+        running = ex.running.get(t.id)
         if running is not None:
-            running[1].cancel(reason, self.clock.now())
-        for key, (_, scope) in list(self.running.items()):
+            running[1].cancel(reason, ex.clock.now())
+        for key, (_, scope) in list(ex.running.items()):
             if key.startswith(t.id + "/"):
-                scope.cancel(reason, self.clock.now())
+                scope.cancel(reason, ex.clock.now())

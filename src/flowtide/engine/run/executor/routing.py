@@ -12,7 +12,7 @@ from flowtide.engine.errors import (
     UnroutedOutputError,
 )
 from flowtide.engine.event_types import Moving
-from flowtide.engine.run.executor.arming import Arming
+from flowtide.engine.run.executor.core import RunCore
 from flowtide.engine.run.executor.records import move_token, terminal_event
 from flowtide.engine.run.joins import (
     expect_branches,
@@ -55,7 +55,7 @@ class Moved:
 NOT_MOVED = Moved(False)
 
 
-class Routing(Arming):
+class Routing(RunCore):
     """Routes."""
 
     async def move(
@@ -92,7 +92,7 @@ class Routing(Arming):
             if carries_marks(token) or token.id in self.view.parks:
                 due_cleared = [*due_cleared, token.id]
                 self.close_park(token, ParkStatus.SIGNALLED, "moved")
-            released = self.releases(token, p, output, targets) if self.view.anchors else []
+            released = self.arming.releases(token, p, output, targets) if self.view.anchors else []
             moved, split_id = self._move(token, p, targets)
             events = [moving, *extra_events]
             nxt = [t for t in moved if t.status is S.READY]
@@ -120,7 +120,7 @@ class Routing(Arming):
             )
             if not ok:
                 for t_id in prestarted:
-                    self.not_started(t_id)
+                    self.token_attempts.not_started(t_id)
                 for t, _ in ending:
                     t.status = S.READY
                 return NOT_MOVED
@@ -206,7 +206,9 @@ class Routing(Arming):
             q = t.placement
             if not self.attempts.take_thread_now(t.id, self.code.impls[q]):
                 continue  # (it starts once a thread is free for it)
-            begun, new_anchors, new_due = self.start_attempt(t, q, plan.nodes[q], plan.settings[q])
+            begun, new_anchors, new_due = self.arming.start_attempt(
+                t, q, plan.nodes[q], plan.settings[q]
+            )
             events.append(begun)
             anchors.extend(new_anchors)
             due.extend(new_due)

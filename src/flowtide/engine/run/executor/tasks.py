@@ -30,8 +30,8 @@ from flowtide.engine.result import InterruptedAt
 from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.run.attempts import Attempt, AttemptCall
 from flowtide.engine.run.due import RESUME, TIMEOUT
-from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.records import escalation, timed_out
+from flowtide.engine.run.executor.routing import Routing
 from flowtide.engine.run.joins import note_moves
 from flowtide.engine.run.marks import (
     Waiting,
@@ -65,7 +65,7 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class Tasks(Joins):
+class Tasks(Routing):
     """Placements that run a node or wait."""
 
     async def at_task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
@@ -110,7 +110,7 @@ class Tasks(Joins):
                 events = []
                 if fired is Waiting.RETRY:
                     events.append(self.event(token, TimerFired(purpose="retry")))
-                started, anchors, due = self.start_attempt(token, p.id, impl.id, settings)
+                started, anchors, due = self.arming.start_attempt(token, p.id, impl.id, settings)
                 events.append(started)
                 if not await self.commit(
                     Commit(
@@ -118,7 +118,7 @@ class Tasks(Joins):
                     ),
                     unless_ended=True,
                 ):
-                    self.not_started(token.id)
+                    self.token_attempts.not_started(token.id)
                     return None
         base = dict(self.view.state)
         call = AttemptCall(
@@ -133,7 +133,7 @@ class Tasks(Joins):
             deadline=token.deadline,
             signal=signal,
         )
-        attempt = await self.invoke(call, token)
+        attempt = await self.token_attempts.invoke(call, token)
         return await self.after_attempt(token, p, impl.id, settings, base, attempt)
 
     async def after_attempt(
@@ -177,7 +177,7 @@ class Tasks(Joins):
                         p,
                         output,
                         event=lambda to: NodeFinished(output=output, to=to),
-                        update=lambda: self.state_update(base, attempt),
+                        update=lambda: self.token_attempts.state_update(base, attempt),
                     )
                 ).next
             if attempt.kind == "timeout":
@@ -200,7 +200,7 @@ class Tasks(Joins):
         timeout_err = NodeTimeoutError(node_id, p.id, budget)
         routed = TIMEOUT_OUTPUT in p.route_map()
         late = timed_out(budget, deadline, routed)
-        rearmed = self.fixed_window_end(p.id, settings, self.clock.now()) is None
+        rearmed = self.arming.fixed_window_end(p.id, settings, self.clock.now()) is None
         # (A window that does not rearm is over for every later attempt too.)
         if rearmed and self.retry_allowed(token, settings, timeout_err, explicit_only=True):
             await self.schedule_retry(token, settings, timeout_err, self.event(token, late))
@@ -266,7 +266,7 @@ class Tasks(Joins):
         assert request is not None
         now = self.clock.now()
         drop_signal(token)
-        anchors, due = self.arm(token, p.id, settings, now)
+        anchors, due = self.arming.arm(token, p.id, settings, now)
         if token.deadline is not None and token.deadline <= now:
             # (Its window is over before it could park: what the park's timeout would do.)
             return await self.window_ended(token, p, node_id, settings, token.deadline)
@@ -306,7 +306,7 @@ class Tasks(Joins):
                 parks=[park],
             ),
             unless_ended=True,
-            update=lambda: self.state_update(base, attempt),
+            update=lambda: self.token_attempts.state_update(base, attempt),
             token=token,
         )
         if not ok:
@@ -340,7 +340,7 @@ class Tasks(Joins):
         due = now + delay
         # A window anchored at the run's start or the first arrival does not wait for the next
         # attempt: it ends when it ends, also during the backoff.
-        window_end = self.fixed_window_end(token.placement, settings, now)
+        window_end = self.arming.fixed_window_end(token.placement, settings, now)
         failed_attempt = token.attempt
         token.attempt += 1
         token.status = S.WAITING

@@ -1,0 +1,314 @@
+"""Child runs: a subflow placement's token, and any child run a part of the run starts (a
+scatter's items whose body is a flow), each in a child scope bounded by its window."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Protocol
+
+from flowtide.clock import isoformat
+from flowtide.engine._host import RunHost
+from flowtide.engine.children import StartedChild, child_run_id
+from flowtide.engine.deadlines import attempt_deadline
+from flowtide.engine.errors import RecursionDepthError, SubflowFailedError
+from flowtide.engine.event_types import NodeFailed, NodeStarted, SubflowFinished, SubflowStarted
+from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.paths import get_path, set_path
+from flowtide.engine.reducers import StateMerger, copy_state
+from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
+from flowtide.engine.run.attempts import COMPUTE, Attempt, Running
+from flowtide.engine.run.executor.arming import Arming
+from flowtide.engine.run.executor.attempts import TokenAttempts
+from flowtide.engine.run.executor.core import ChildWait
+from flowtide.engine.run.executor.ports import StepPort
+from flowtide.engine.run.executor.routing import Moved, MoveEvent
+from flowtide.engine.run.executor.steps import StepLock
+from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
+from flowtide.model.flow import Flow
+from flowtide.model.placements import AnyPlacement, Subflow
+from flowtide.model.settings import NodeSettings
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    EventRecord,
+    RequestAnswer,
+    TokenRecord,
+    TokenStatus,
+)
+
+S = TokenStatus
+
+
+class ChildRunHost(StepPort, Protocol):
+    """What child runs need of the executor besides a step: where children start, the step
+    lock, the run's windows, scopes and tasks, and how a token moves on or the run ends."""
+
+    @property
+    def host(self) -> RunHost: ...
+
+    @property
+    def flow(self) -> Flow: ...
+
+    @property
+    def merger(self) -> StateMerger: ...
+
+    @property
+    def steps(self) -> StepLock: ...
+
+    @property
+    def starting(self) -> set[str]: ...
+
+    @property
+    def running(self) -> Running: ...
+
+    @property
+    def child_waits(self) -> dict[str, ChildWait]: ...
+
+    @property
+    def arming(self) -> Arming: ...
+
+    @property
+    def token_attempts(self) -> TokenAttempts: ...
+
+    async def move(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        output: str,
+        *,
+        event: MoveEvent,
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+        extra: Sequence[TokenRecord] = (),
+        extra_events: Sequence[EventRecord] = (),
+        due_cleared: Sequence[str] = (),
+        answers: Sequence[Any] = (),
+        requests: Sequence[RequestAnswer] = (),
+        fired: Sequence[DueEntry] = (),
+    ) -> Moved: ...
+
+    async def after_attempt(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        node_id: str,
+        settings: NodeSettings,
+        base: Mapping[str, Any],
+        attempt: Attempt,
+    ) -> TokenRecord | None: ...
+
+    def request_end(
+        self,
+        lifecycle: Lifecycle,
+        errors: Sequence[ErrorInfo] = (),
+        interrupted: InterruptedAt | None = None,
+        *,
+        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
+    ) -> None: ...
+
+    def maybe_drained(self) -> None: ...
+
+
+class ChildRuns:
+    """Starts and awaits the run's child runs through ``ex``; drives a subflow's token."""
+
+    def __init__(self, ex: ChildRunHost) -> None:
+        self.ex = ex
+
+    async def at_subflow(self, token: TokenRecord, p: Subflow) -> TokenRecord | None:
+        """Drive ``token`` at subflow ``p``: start its child run, wait for its end, move on."""
+        ex = self.ex
+        settings = ex.plan.settings[p.id]
+        async with ex.steps.hold():
+            if ex.view.end is not None or token.status is S.CANCELLED:
+                return None
+            token.status = S.RUNNING
+            ex.starting.add(token.id)
+            anchors, due = ex.arming.arm(token, p.id, settings, ex.clock.now())
+            deadline = isoformat(token.deadline) if token.deadline is not None else None
+            started = ex.event(
+                token,
+                NodeStarted(visit=token.visit, kind="subflow", deadline=deadline, subflow=p.flow),
+            )
+            if not await ex.commit(
+                Commit(ex.view.run.id, tokens=[token], events=[started], anchors=anchors, due=due),
+                unless_ended=True,
+            ):
+                return None
+        base = dict(ex.view.state)
+        attempt, result = await self.run_child(
+            p.id,
+            p.flow,
+            map_input(base, p.input),
+            settings,
+            key=token.id,
+            child_id=child_run_id(ex.view.run.id, token.id, token.visit, token.attempt),
+            item=None,
+            token=token,
+            deadline=token.deadline,
+        )
+        if isinstance(attempt.error, RecursionDepthError) and "error" in p.route_map():
+            # The child could not start: routed like any failure of the child.
+            error = ex.error_data(attempt.error)
+            ex.view.last_placements = [p.id]
+            return (
+                await ex.move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+            ).next
+        if attempt.kind != "ok" or result is None:
+            return await ex.after_attempt(token, p, p.flow, settings, base, attempt)
+        return await self._child_ended(token, p, base, result)
+
+    async def _child_ended(
+        self, token: TokenRecord, p: Subflow, base: Mapping[str, Any], result: RunResult
+    ) -> TokenRecord | None:
+        """Move ``token`` on by how its child run ended (or fail the run, unrouted)."""
+        ex = self.ex
+        completed = result.lifecycle is Lifecycle.COMPLETED
+
+        def fin(to: list[str] | None) -> SubflowFinished:
+            return SubflowFinished(
+                child=result.run_id,
+                lifecycle=result.lifecycle.value,
+                outcome=result.outcome,
+                output="success" if completed else "error",
+                to=to,
+            )
+
+        if completed:
+            update = map_output(result.state, p.output, ex.view.state)
+            ex.view.last_placements = [p.id]
+            return (
+                await ex.move(
+                    token,
+                    p,
+                    "success",
+                    event=fin,
+                    update=lambda: ex.merger.apply(ex.view.state, base, {}, [], update),
+                )
+            ).next
+        if "error" in p.route_map():
+            ex.view.last_placements = [p.id]
+            return (await ex.move(token, p, "error", event=fin)).next
+        await ex.commit(
+            Commit(ex.view.run.id, events=[ex.event(token, fin(None))]), unless_ended=True
+        )
+        message = result.errors[0].message if result.errors else result.lifecycle.value
+        own = SubflowFailedError(p.id, result.run_id, result.lifecycle.value, message)
+        token.status = S.FAILED
+        ex.view.tokens.pop(token.id, None)
+        ex.request_end(Lifecycle.FAILED, [*result.errors, ex.error_info(own, p.id)])
+        return None
+
+    async def run_child(
+        self,
+        placement: str,
+        flow_id: str,
+        state: dict[str, Any],
+        settings: NodeSettings,
+        *,
+        key: str,
+        child_id: str,
+        item: Any,
+        token: TokenRecord | None,
+        parent: CancelScope | None = None,
+        deadline: datetime | None = COMPUTE,
+    ) -> tuple[Attempt, RunResult | None]:
+        """Run ``flow_id`` as a child run in a child scope bounded by ``settings``' window
+        (``deadline``: already resolved by the caller). ``child_id``: the child's id, derived
+        from where it is started (:func:`~flowtide.engine.children.child_run_id`), so that a
+        start made again after a crash waits for the child it had started."""
+        ex = self.ex
+        depth = ex.view.run.depth + 1
+        if depth > ex.flow.max_depth:
+            err = RecursionDepthError(placement, flow_id, ex.flow.max_depth)
+            return Attempt("error", error=err), None
+        now = ex.clock.now()
+        if token is not None and ex.token_attempts.interrupted_before_start(token):
+            cancelled = Cancellation(CancelReason.TIMER, now, placement)
+            return Attempt("cancelled", cancellation=cancelled), None
+        if deadline is COMPUTE:
+            deadline = attempt_deadline(settings, now=now, run_created_at=ex.view.run.created_at)
+        if deadline is not None and deadline <= now:
+            return Attempt("timeout", deadline=deadline), None
+        scope = (parent or ex.root).child(placement)
+        window = ScopeDeadline(ex.clock, scope, deadline)
+        ex.running[key] = (placement, scope)
+        try:
+            child = await ex.host.start_child(
+                ex.view.run, flow_id, state, scope, token, item, child_id
+            )
+            if token is not None and child.created:
+                await ex.commit(
+                    Commit(
+                        ex.view.run.id,
+                        events=[ex.event(token, SubflowStarted(child=child_id))],
+                    ),
+                    unless_ended=True,
+                )
+            result = await self._child_end(child, token)
+        except Exception as exc:
+            return Attempt("error", error=exc), None
+        finally:
+            window.disarm()
+            scope.close()
+            ex.running.pop(key, None)
+        if scope.cancellation is not None:
+            if window.fired:
+                return Attempt("timeout", deadline=deadline), result
+            return Attempt("cancelled", cancellation=scope.cancellation), result
+        return Attempt("ok", output="success"), result
+
+    async def _child_end(self, child: StartedChild, token: TokenRecord | None) -> RunResult:
+        """The child's end. Meanwhile, once a subflow's child waits parked, this run counts
+        the subflow's token as parked (and may settle parked itself, held: see
+        :class:`~flowtide.engine.run.executor.core.ChildWait`)."""
+        ended = asyncio.ensure_future(child.ended())
+        if token is None:  # (a scatter's item: the scatter's own token is at work)
+            return await ended
+        waits = self.ex.child_waits
+        settled = asyncio.ensure_future(child.settled())
+        try:
+            await asyncio.wait({ended, settled}, return_when=asyncio.FIRST_COMPLETED)
+            parked = settled.result() if settled.done() and not settled.exception() else None
+            if not ended.done() and parked is not None and parked.lifecycle is Lifecycle.PARKED:
+                waits[token.id] = ChildWait(
+                    asyncio.current_task(),
+                    tuple(replace(p, run_id=p.run_id or child.run.id) for p in parked.parked),
+                )
+                self.ex.maybe_drained()
+            return await ended
+        finally:
+            waits.pop(token.id, None)
+            for fut in (ended, settled):
+                if not fut.done():
+                    fut.cancel()
+
+
+def map_input(state: Mapping[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
+    """A child's state: a copy of ``state``, or only the mapped paths (child <- parent)."""
+    if not mapping:
+        return copy_state(state)
+    out: dict[str, Any] = {}
+    for child_path, parent_path in mapping.items():
+        set_path(out, child_path, copy_state({"v": get_path(state, parent_path)})["v"])
+    return out
+
+
+def map_output(
+    child: Mapping[str, Any], mapping: Mapping[str, str], parent: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Top-level parent keys to set from a child's final state (parent path <- child path)."""
+    out: dict[str, Any] = {}
+    for parent_path, child_path in mapping.items():
+        value = get_path(child, child_path)
+        head, _, rest = parent_path.partition(".")
+        if rest:
+            if head not in out:
+                current = parent.get(head)
+                out[head] = copy_state(current) if isinstance(current, dict) else {}
+            set_path(out[head], rest, value)
+        else:
+            out[head] = value
+    return out

@@ -1,0 +1,53 @@
+"""What the executor's composed parts call back on it: its view of the run and its one way to
+commit a step (the operations every part needs; each part's own protocol adds the rest)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from flowtide.clock import Clock
+from flowtide.engine.event_types import ErrorData, EventPayload
+from flowtide.engine.plan import FlowPlan
+from flowtide.engine.result import ErrorInfo
+from flowtide.engine.run.view import RunView
+from flowtide.engine.scope import CancelScope
+from flowtide.store.base import Commit, EventRecord, TokenRecord
+
+
+class StepPort(Protocol):
+    """The run's data, clock and plan, its root scope, and how a step is recorded."""
+
+    @property
+    def view(self) -> RunView: ...
+
+    @property
+    def plan(self) -> FlowPlan: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def root(self) -> CancelScope: ...
+
+    def event(
+        self,
+        token: TokenRecord | None,
+        payload: EventPayload,
+        *,
+        placement: str | None = None,
+        attempt: int | None = None,
+    ) -> EventRecord: ...
+
+    def error_info(self, exc: BaseException, placement: str | None = None) -> ErrorInfo: ...
+
+    def error_data(self, exc: BaseException) -> ErrorData: ...
+
+    async def commit(
+        self,
+        c: Commit,
+        *,
+        unless_ended: bool = False,
+        token: TokenRecord | None = None,
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+    ) -> bool: ...
