@@ -16,7 +16,7 @@ from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import ErrorData, EventPayload, error_data
 from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo
-from flowtide.engine.run.attempts import Attempt
+from flowtide.engine.run.attempts import Attempt, AttemptCall
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.phases import Phases
 from flowtide.engine.run.view import RunView
@@ -91,8 +91,8 @@ class Runner:
         self.outcome = outcome
         self.scopes: list[CancelScope] = []
 
-    def invoke(self, *args: Any, parent: CancelScope, **kw: Any) -> Coroutine[Any, Any, Attempt]:
-        self.scopes.append(parent)
+    def invoke(self, call: AttemptCall, hooks: Any = None) -> Coroutine[Any, Any, Attempt]:
+        self.scopes.append(call.parent)
 
         async def ran() -> Attempt:
             return self.outcome
