@@ -4,7 +4,7 @@ scatter's items whose body is a flow), each in a child scope bounded by its wind
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -23,8 +23,7 @@ from flowtide.engine.run.attempts import COMPUTE, Attempt, Running
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.core import ChildWait
-from flowtide.engine.run.executor.ports import StepPort
-from flowtide.engine.run.executor.routing import Moved, MoveEvent
+from flowtide.engine.run.executor.routing import MovePort
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
 from flowtide.model.flow import Flow
@@ -32,9 +31,6 @@ from flowtide.model.placements import AnyPlacement, Subflow
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import (
     Commit,
-    DueEntry,
-    EventRecord,
-    RequestAnswer,
     TokenRecord,
     TokenStatus,
 )
@@ -42,7 +38,7 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class ChildRunHost(StepPort, Protocol):
+class ChildRunHost(MovePort, Protocol):
     """What child runs need of the executor besides a step: where children start, the step
     lock, the run's windows, scopes and tasks, and how a token moves on or the run ends."""
 
@@ -72,22 +68,6 @@ class ChildRunHost(StepPort, Protocol):
 
     @property
     def token_attempts(self) -> TokenAttempts: ...
-
-    async def move(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        output: str,
-        *,
-        event: MoveEvent,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-        extra: Sequence[TokenRecord] = (),
-        extra_events: Sequence[EventRecord] = (),
-        due_cleared: Sequence[str] = (),
-        answers: Sequence[Any] = (),
-        requests: Sequence[RequestAnswer] = (),
-        fired: Sequence[DueEntry] = (),
-    ) -> Moved: ...
 
     async def after_attempt(
         self,

@@ -5,13 +5,11 @@ join cancels the losers. What fires and whom it cancels is decided in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from flowtide.engine.event_types import JoinFired, TokenCancelled
 from flowtide.engine.run.attempts import Running
-from flowtide.engine.run.executor.ports import StepPort
-from flowtide.engine.run.executor.routing import Moved, MoveEvent
+from flowtide.engine.run.executor.routing import MovePort
 from flowtide.engine.run.joins import (
     JoinFiring,
     arrive,
@@ -22,13 +20,10 @@ from flowtide.engine.run.joins import (
     note_moves,
 )
 from flowtide.engine.scope import CancelReason
-from flowtide.model.placements import AnyPlacement, Join
+from flowtide.model.placements import Join
 from flowtide.store.base import (
     Commit,
-    DueEntry,
-    EventRecord,
     ParkStatus,
-    RequestAnswer,
     TokenRecord,
     TokenStatus,
 )
@@ -36,7 +31,7 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class JoinHost(StepPort, Protocol):
+class JoinHost(MovePort, Protocol):
     """What join groups need of the executor besides a step: the run's running scopes, new
     tokens and their tasks, closing a park, and a move along an output."""
 
@@ -50,22 +45,6 @@ class JoinHost(StepPort, Protocol):
     def spawn(self, token: TokenRecord) -> None: ...
 
     def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None: ...
-
-    async def move(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        output: str,
-        *,
-        event: MoveEvent,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-        extra: Sequence[TokenRecord] = (),
-        extra_events: Sequence[EventRecord] = (),
-        due_cleared: Sequence[str] = (),
-        answers: Sequence[Any] = (),
-        requests: Sequence[RequestAnswer] = (),
-        fired: Sequence[DueEntry] = (),
-    ) -> Moved: ...
 
 
 class Joins:

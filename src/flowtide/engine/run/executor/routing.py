@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from flowtide.engine.errors import (
     UnroutedOutputError,
 )
 from flowtide.engine.event_types import Moving
 from flowtide.engine.run.executor.core import RunCore
+from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.run.executor.records import move_token, terminal_event
 from flowtide.engine.run.joins import (
     expect_branches,
@@ -53,6 +54,26 @@ class Moved:
 
 
 NOT_MOVED = Moved(False)
+
+
+class MovePort(StepPort, Protocol):
+    """A part that moves tokens along outputs (see :meth:`Routing.move`)."""
+
+    async def move(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        output: str,
+        *,
+        event: MoveEvent,
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+        extra: Sequence[TokenRecord] = (),
+        extra_events: Sequence[EventRecord] = (),
+        due_cleared: Sequence[str] = (),
+        answers: Sequence[Any] = (),
+        requests: Sequence[RequestAnswer] = (),
+        fired: Sequence[DueEntry] = (),
+    ) -> Moved: ...
 
 
 class Routing(RunCore):
