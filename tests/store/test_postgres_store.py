@@ -444,9 +444,11 @@ async def test_steps_that_come_while_one_is_in_flight_share_one_transaction(
         assert [[e.seq for e in events] for events in again] == [[3, 4]] * 20
         for lease in leases:
             assert [e.seq for e in await store.history(lease.run_id)] == [1, 2, 3, 4]
-    # The first step alone, the others together: 40 steps in 4 transactions.
+    # Of each 20, the first goes alone and those that came while it was in flight share the
+    # next transaction: 4 transactions for the 40 steps, a few more if a busy machine let the
+    # first one end before all the others had come (one step a transaction would make 40).
     rows = schemas.query("SELECT count(DISTINCT xmin::text) FROM {schema}.events", schema)
-    assert rows == [(4,)]
+    assert 4 <= int(str(rows[0][0])) <= 8, rows
 
 
 async def test_a_step_refused_in_a_group_is_refused_alone(schemas: Schemas) -> None:
