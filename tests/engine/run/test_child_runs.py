@@ -10,9 +10,6 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
-from flowtide.clock import VirtualClock
-from flowtide.engine.event_data import event_record
-from flowtide.engine.event_types import ErrorData, EventPayload, error_data
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
@@ -28,7 +25,6 @@ from flowtide.engine.scope import CancelReason, CancelScope
 from flowtide.model.placements import AnyPlacement, Subflow
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import (
-    Commit,
     DueEntry,
     EventRecord,
     RequestAnswer,
@@ -36,6 +32,7 @@ from flowtide.store.base import (
     TokenRecord,
     TokenStatus,
 )
+from tests.engine.run.stand_in import RecordedSteps
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -89,14 +86,12 @@ class Starter:
         return self.child
 
 
-class Ex:
+class Ex(RecordedSteps):
     """The executor's operations child runs call, recorded."""
 
     def __init__(self, max_depth: int = 5, state: dict[str, Any] | None = None) -> None:
-        self.view = RunView(RunRecord("r", "parent", "1", "running", T0), state or {})
+        super().__init__(RunView(RunRecord("r", "parent", "1", "running", T0), state or {}), T0)
         self.plan: Any = SimpleNamespace(settings={"sub": NodeSettings()})
-        self.clock = VirtualClock(T0)
-        self.root = CancelScope(None)
         self.starter = Starter()
         self.host: Any = self.starter
         self.flow: Any = SimpleNamespace(max_depth=max_depth)
@@ -105,7 +100,6 @@ class Ex:
         self.starting: set[str] = set()
         self.running: Running = {}
         self.child_waits: dict[str, ChildWait] = {}
-        self.commits: list[Commit] = []
         self.moves: list[str] = []
         self.ends: list[Lifecycle] = []
         self.drained = asyncio.Event()
@@ -113,33 +107,6 @@ class Ex:
         self.arming = Arming(self.view, plan, self.clock, self.starting, self.commit)
         self.attempts: Any = None  # (a child run runs no node code of this run)
         self.token_attempts = TokenAttempts(self)
-
-    def event(
-        self,
-        token: TokenRecord | None,
-        payload: EventPayload,
-        *,
-        placement: str | None = None,
-        attempt: int | None = None,
-    ) -> EventRecord:
-        return event_record(payload, self.view.run.id, self.clock.now(), placement=placement)
-
-    def error_info(self, exc: BaseException, placement: str | None = None) -> ErrorInfo:
-        return ErrorInfo.of(exc, placement)
-
-    def error_data(self, exc: BaseException) -> ErrorData:
-        return error_data(exc, None)
-
-    async def commit(
-        self,
-        c: Commit,
-        *,
-        unless_ended: bool = False,
-        token: TokenRecord | None = None,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-    ) -> bool:
-        self.commits.append(c)
-        return True
 
     def spawn_aux(self, coro: Coroutine[Any, Any, Any]) -> None:
         coro.close()  # (a child run's attempt starts no process here)

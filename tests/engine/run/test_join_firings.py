@@ -9,12 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flowtide.authoring import FlowBuilder, node
-from flowtide.clock import VirtualClock
 from flowtide.engine import NodeContext
-from flowtide.engine.event_data import event_record
-from flowtide.engine.event_types import ErrorData, EventPayload, error_data
 from flowtide.engine.plan import FlowPlan
-from flowtide.engine.result import ErrorInfo
 from flowtide.engine.run.attempts import Running
 from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.routing import Moved, MoveEvent
@@ -23,7 +19,6 @@ from flowtide.engine.run.view import RunView
 from flowtide.engine.scope import CancelReason, CancelScope
 from flowtide.model.placements import AnyPlacement, Join
 from flowtide.store.base import (
-    Commit,
     DueEntry,
     EventRecord,
     ParkStatus,
@@ -32,6 +27,7 @@ from flowtide.store.base import (
     TokenRecord,
     TokenStatus,
 )
+from tests.engine.run.stand_in import RecordedSteps
 
 S = TokenStatus
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -59,46 +55,16 @@ def flow_plan(mode: str) -> FlowPlan:
     return FlowPlan.build(b.build(), lambda ref: None)
 
 
-class Ex:
+class Ex(RecordedSteps):
     """The executor's operations join groups call, recorded."""
 
     def __init__(self, mode: str = "first") -> None:
-        self.view = RunView(RunRecord("r", "f", "1", "running", T0), {})
+        super().__init__(RunView(RunRecord("r", "f", "1", "running", T0), {}), T0)
         self.plan = flow_plan(mode)
-        self.clock = VirtualClock(T0)
-        self.root = CancelScope(None)
         self.running: Running = {}
-        self.commits: list[Commit] = []
         self.moves: list[tuple[str, str, list[str]]] = []
         self.spawned: list[str] = []
         self.closed: list[str] = []
-
-    def event(
-        self,
-        token: TokenRecord | None,
-        payload: EventPayload,
-        *,
-        placement: str | None = None,
-        attempt: int | None = None,
-    ) -> EventRecord:
-        return event_record(payload, self.view.run.id, self.clock.now(), placement=placement)
-
-    def error_info(self, exc: BaseException, placement: str | None = None) -> ErrorInfo:
-        return ErrorInfo.of(exc, placement)
-
-    def error_data(self, exc: BaseException) -> ErrorData:
-        return error_data(exc, None)
-
-    async def commit(
-        self,
-        c: Commit,
-        *,
-        unless_ended: bool = False,
-        token: TokenRecord | None = None,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-    ) -> bool:
-        self.commits.append(c)
-        return True
 
     def new_token(self, placement: str, lineage: tuple[tuple[str, int, int], ...]) -> TokenRecord:
         t = TokenRecord("r.new", "r", placement, S.READY, visit=1, lineage=lineage, created_at=T0)

@@ -4,18 +4,14 @@ error a failed phase gives the run; without an engine."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
 from flowtide.authoring import node
-from flowtide.clock import VirtualClock
 from flowtide.engine import NodeContext
-from flowtide.engine.event_data import event_record
-from flowtide.engine.event_types import ErrorData, EventPayload, error_data
 from flowtide.engine.reducers import StateMerger
-from flowtide.engine.result import ErrorInfo
 from flowtide.engine.run.attempts import Attempt, AttemptCall
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.phases import Phases
@@ -23,7 +19,8 @@ from flowtide.engine.run.view import RunView
 from flowtide.engine.scope import CancelScope
 from flowtide.model.placements import Phase, PhaseKind
 from flowtide.model.settings import NodeSettings
-from flowtide.store.base import Commit, EventRecord, RunRecord, TokenRecord, TokenStatus
+from flowtide.store.base import RunRecord, TokenStatus
+from tests.engine.run.stand_in import RecordedSteps
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -33,52 +30,22 @@ async def prepare(ctx: NodeContext) -> str:
     return "done"
 
 
-class Ex:
+class Ex(RecordedSteps):
     """The executor's operations a phase calls; its node's attempt ends as ``outcome`` says."""
 
     def __init__(self, outcome: Attempt) -> None:
-        self.view = RunView(RunRecord("r", "f", "1", "running", T0), {"a": 1})
+        super().__init__(RunView(RunRecord("r", "f", "1", "running", T0), {"a": 1}), T0)
         self.plan: Any = SimpleNamespace(settings={"pre": NodeSettings()})
         self.code: Any = SimpleNamespace(impls={"pre": prepare})
-        self.clock = VirtualClock(T0)
-        self.root = CancelScope(None)
         self.ids = itertools.count(1)
         self.runner = Runner(outcome)
         self.attempts: Any = self.runner
         self.merger = StateMerger({})
         self.starting: set[str] = set()
-        self.commits: list[Commit] = []
         self.token_attempts = TokenAttempts(self)
 
     def next_visit(self, placement: str) -> int:
         return 1
-
-    def event(
-        self,
-        token: TokenRecord | None,
-        payload: EventPayload,
-        *,
-        placement: str | None = None,
-        attempt: int | None = None,
-    ) -> EventRecord:
-        return event_record(payload, self.view.run.id, self.clock.now(), placement=placement)
-
-    def error_info(self, exc: BaseException, placement: str | None = None) -> ErrorInfo:
-        return ErrorInfo.of(exc, placement)
-
-    def error_data(self, exc: BaseException) -> ErrorData:
-        return error_data(exc, None)
-
-    async def commit(
-        self,
-        c: Commit,
-        *,
-        unless_ended: bool = False,
-        token: TokenRecord | None = None,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-    ) -> bool:
-        self.commits.append(c)
-        return True
 
     def spawn_aux(self, coro: Coroutine[Any, Any, Any]) -> None:
         coro.close()  # (the phase's node starts no process here)
