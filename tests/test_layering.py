@@ -5,9 +5,9 @@ For each area of ``src/flowtide`` (a subpackage, or the top-level modules):
 * **No import cycle.** The modules of ``flowtide`` import one another without a cycle: every
   module-level import counts, those under ``if TYPE_CHECKING:`` too. An import inside a function
   does not (it runs late, once every module is loaded). An import names the deepest module it
-  can: ``from flowtide.engine import plan`` is ``flowtide.engine.plan``, ``from flowtide.engine
-  import Engine`` is ``flowtide.engine`` (its ``__init__``, which imports its modules: one of
-  them importing names from it that way is in a cycle with it).
+  can: ``from flowtide.engine.flows import plan`` is ``flowtide.engine.flows.plan``, ``from
+  flowtide.engine import Engine`` is ``flowtide.engine`` (its ``__init__``, which imports its
+  modules: one of them importing names from it that way is in a cycle with it).
 * **No other module's private names.** No ``from x import _y``; no ``x._y`` on anything but
   ``self`` or ``cls``, unless ``_y`` is a name the module defines itself (a function, class,
   method, module or class attribute, a ``self._y`` it assigns, a slot): a module may reach into

@@ -1,5 +1,5 @@
 """A worker's Prometheus series (prometheus-client, installed by the extra ``flowtide[server]``):
-what its engine measures (:mod:`flowtide.engine.instruments`) and the events it commits.
+what its engine measures (:mod:`flowtide.engine.worker.instruments`) and the events it commits.
 
 ``flowtide serve --nodes`` puts them on its ``/metrics``; ``flowtide worker --metrics-port N``
 serves them on a port of its own (:func:`serve_metrics`). In a program of your own::
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
-from flowtide.engine.instruments import AttemptOutcome
+from flowtide.engine.worker.instruments import AttemptOutcome
 from flowtide.store.base import EventRecord
 
 __all__ = ["ATTEMPT_OUTCOMES", "WorkerSeries", "serve_metrics"]
@@ -39,7 +39,7 @@ interval (a second) when a notice is lost; more when the workers are full."""
 
 
 class WorkerSeries:
-    """An engine's :class:`~flowtide.engine.instruments.EngineInstruments` as Prometheus
+    """An engine's :class:`~flowtide.engine.worker.instruments.EngineInstruments` as Prometheus
     series in ``registry``, and :meth:`event`, a hook counting the events it commits."""
 
     def __init__(self, registry: CollectorRegistry) -> None:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from flowtide.cli import ExitCode, app
 from flowtide.cli import worker as worker_command
 from flowtide.engine import Engine
-from flowtide.engine.threadslots import DEFAULT_THREADS
+from flowtide.engine.worker.threadslots import DEFAULT_THREADS
 
 runner = CliRunner()
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from flowtide.authoring import FlowBuilder
 from flowtide.clock import SystemClock
 from flowtide.engine import Engine, RequestPending, SignalRefused
-from flowtide.engine.children import child_run_id
+from flowtide.engine.run.children import child_run_id
 from flowtide.model import Flow
 from flowtide.store import EventRecord, Store
 from flowtide.store.urls import open_store

@@ -7,7 +7,7 @@ import asyncio
 import gc
 import warnings
 
-from flowtide.engine.background import task_awaiting
+from flowtide.engine.worker.background import task_awaiting
 
 
 async def _helper() -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Lifecycle, NodeContext, Park
-from flowtide.engine.catalog import FlowCatalog
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.catalog import FlowCatalog
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.model import Flow
 from flowtide.store import MemoryStore
 from tests.engine.engine_helpers import running

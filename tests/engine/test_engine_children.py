@@ -13,7 +13,7 @@ import pytest
 from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park, RunResult
-from flowtide.engine.children import child_run_id, open_parks
+from flowtide.engine.run.children import child_run_id, open_parks
 from flowtide.model import Flow
 from flowtide.store import Store
 from tests.engine.engine_helpers import T0, at, freeze, fresh_store, kinds, of_kind

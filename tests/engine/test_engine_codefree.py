@@ -10,7 +10,7 @@ from flowtide.authoring import NodeRegistry, node
 from flowtide.clock import VirtualClock
 from flowtide.documents import load_flow
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park
-from flowtide.engine.stored_flows import stored_flow
+from flowtide.engine.flows.stored_flows import stored_flow
 from flowtide.model import Flow
 from flowtide.model.nodes import NodeType
 from flowtide.store import MemoryStore

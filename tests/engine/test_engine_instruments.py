@@ -10,7 +10,7 @@ import pytest
 
 from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, Lifecycle
-from flowtide.engine.instruments import NO_INSTRUMENTS, AttemptOutcome
+from flowtide.engine.worker.instruments import NO_INSTRUMENTS, AttemptOutcome
 from tests.engine.engine_helpers import T0, freeze, fresh_store
 from tests.engine.test_engine_leases import approval_flow, slow_flow
 from tests.engine.test_engine_store_errors import FlakyStore, chain

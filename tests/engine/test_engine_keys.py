@@ -11,7 +11,7 @@ import pytest
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Lifecycle, NodeContext, Output, Park
-from flowtide.engine.limits import MAX_ID_BYTES, MAX_KEY_BYTES, InvalidKeyError
+from flowtide.engine.state.limits import MAX_ID_BYTES, MAX_KEY_BYTES, InvalidKeyError
 from flowtide.model import Flow
 from flowtide.store.jsonvalues import NotJSONError
 from tests.engine.engine_helpers import of_kind, running

@@ -9,7 +9,7 @@ import pytest
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Lifecycle, NodeContext, Park
-from flowtide.engine.limits import ValueTooLargeError
+from flowtide.engine.state.limits import ValueTooLargeError
 from flowtide.model import Flow
 from tests.engine.engine_helpers import of_kind, running
 

@@ -10,7 +10,7 @@ import pytest
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Lifecycle, NodeContext, Park
-from flowtide.engine.limits import MAX_NESTING, ValueTooDeepError, check_nesting, check_size
+from flowtide.engine.state.limits import MAX_NESTING, ValueTooDeepError, check_nesting, check_size
 from flowtide.model import Flow
 from flowtide.store.jsonvalues import NotJSONError
 from tests.engine.engine_helpers import running

@@ -16,7 +16,7 @@ from flowtide.authoring import FlowBuilder, NodeRegistry, node
 from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park
 from flowtide.engine.engine import DEFER_UNFIREABLE
-from flowtide.engine.heartbeat import is_live, waiting_for
+from flowtide.engine.worker.heartbeat import is_live, waiting_for
 from flowtide.model import Flow
 from flowtide.store import MemoryStore, WorkerRecord
 from tests.engine.engine_helpers import T0, at, fresh_store

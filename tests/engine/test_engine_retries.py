@@ -180,7 +180,7 @@ async def test_retry_on_filters_by_type_name(retry_on: list[str], kind: str, ret
 
 
 def test_retry_policy_defaults_are_sane() -> None:
-    from flowtide.engine.retry import backoff_delay
+    from flowtide.engine.timing.retry import backoff_delay
 
     p = RetryPolicy()
     assert backoff_delay(p, 1) == timedelta(seconds=1)

@@ -233,7 +233,7 @@ def custom_reducer(current: object, value: object) -> object:
 
 
 async def test_custom_reducer_function() -> None:
-    from flowtide.engine.reducers import StateMerger
+    from flowtide.engine.state.reducers import StateMerger
 
     ref = "tests.engine.test_engine_runs:custom_reducer"
     m = StateMerger({"k": ref}, {ref: custom_reducer})

@@ -11,7 +11,7 @@ import pytest
 
 from flowtide.authoring import FlowBuilder, node, reducer, source
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park, SourceContext
-from flowtide.engine.scatter import progress_key
+from flowtide.engine.run.scatter import progress_key
 from flowtide.model import Flow
 from tests.engine.engine_helpers import at, fresh_store, of_kind, running
 

@@ -7,7 +7,7 @@ import pytest
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Lifecycle, NodeContext, UnknownFlowError
-from flowtide.engine.stored_flows import stored_flow
+from flowtide.engine.flows.stored_flows import stored_flow
 from flowtide.model import Flow
 from flowtide.store import Store
 from tests.engine.engine_helpers import at, running

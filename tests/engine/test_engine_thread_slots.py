@@ -15,7 +15,7 @@ import pytest
 from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import SystemClock
 from flowtide.engine import Engine, Lifecycle, NodeContext, Output
-from flowtide.engine.threadslots import ThreadSlots
+from flowtide.engine.worker.threadslots import ThreadSlots
 from flowtide.model import Flow
 
 RAN: list[str] = []

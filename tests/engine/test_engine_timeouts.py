@@ -333,7 +333,7 @@ async def not_yet(ctx: NodeContext) -> str:
 
 async def test_sibling_scopes_are_independent() -> None:
     from flowtide.engine import CancelReason
-    from flowtide.engine.scope import CancelScope
+    from flowtide.engine.timing.scope import CancelScope
 
     run_scope = CancelScope()
     a, b = run_scope.child("a"), run_scope.child("b")

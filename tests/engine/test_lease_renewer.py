@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from flowtide.clock import VirtualClock
-from flowtide.engine.leases import Holder, LeaseRenewer, aside_owner, count_takeovers
+from flowtide.engine.worker.leases import Holder, LeaseRenewer, aside_owner, count_takeovers
 from flowtide.store import Commit, Lease, RunRecord
 from flowtide.store.memory import MemoryStore
 from tests.engine.engine_helpers import T0

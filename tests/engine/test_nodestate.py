@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from flowtide.engine.limits import checked
-from flowtide.engine.nodestate import NodeState
-from flowtide.engine.reducers import StateMerger
+from flowtide.engine.state.limits import checked
+from flowtide.engine.state.nodestate import NodeState
+from flowtide.engine.state.reducers import StateMerger
 from flowtide.store.jsonvalues import EncodedState
 
 

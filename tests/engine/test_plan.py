@@ -6,7 +6,7 @@ import asyncio
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Engine, Lifecycle, NodeContext
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.model import Flow
 
 CHAIN = 10_000

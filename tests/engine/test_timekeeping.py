@@ -15,7 +15,7 @@ import pytest
 from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import Clock, OffsetClock, SystemClock, TimerHandle, VirtualClock
 from flowtide.engine import Engine, NodeContext, Park
-from flowtide.engine.timekeeping import (
+from flowtide.engine.timing.timekeeping import (
     FIRST_READINGS,
     KEEP_FOR,
     MEASURE_EVERY,

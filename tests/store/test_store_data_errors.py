@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from flowtide.clock import VirtualClock
-from flowtide.engine._commit import commit_step
+from flowtide.engine.run._commit import commit_step
 from flowtide.store import Commit, EventRecord, MemoryStore, ParkRecord, StoreDataError
 from flowtide.testing import StoreFactory
 from flowtide.testing.storechecks.support import new_run

@@ -15,7 +15,7 @@ from flowtide.cli.code import Code
 from flowtide.cli.common import BadInput, display_path, print_problems
 from flowtide.cli.loading import load_files
 from flowtide.engine import Lifecycle
-from flowtide.engine.limits import (
+from flowtide.engine.state.limits import (
     MAX_NESTING,
     ValueTooDeepError,
     ValueTooLargeError,
@@ -39,7 +39,7 @@ LIFECYCLE_STYLE = {
 def parse_state(text: str, option: str = "--input") -> dict[str, Any]:
     """``--input`` (or ``option``): a JSON object the engine would keep, or bad input naming
     where it is wrong (text that is not UTF-8, NaN or infinite numbers, a lone surrogate, more
-    than :data:`~flowtide.engine.limits.MAX_NESTING` levels), before anything is stored."""
+    than :data:`~flowtide.engine.state.limits.MAX_NESTING` levels), before anything is stored."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:  # (bytes that are not UTF-8 reach argv as surrogates)

@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from flowtide.cli.common import err
 from flowtide.cli.stores import emit_json, relative, shown_store, store_note, store_option
-from flowtide.engine.children import open_parks
+from flowtide.engine.run.children import open_parks
 from flowtide.store.base import (
     ENDED_LIFECYCLES,
     LIVE_TOKEN_STATUSES,

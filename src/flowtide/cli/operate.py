@@ -43,8 +43,8 @@ from flowtide.engine import (
     SignalRefused,
     UnknownFlowError,
 )
-from flowtide.engine.children import open_parks
-from flowtide.engine.limits import InvalidKeyError, ValueTooLargeError
+from flowtide.engine.run.children import open_parks
+from flowtide.engine.state.limits import InvalidKeyError, ValueTooLargeError
 from flowtide.model.flow import Flow
 from flowtide.store.base import Store, StoreError, UnknownRunError
 

@@ -44,7 +44,7 @@ from flowtide.cli.stores import (
 )
 from flowtide.client.views import event_json
 from flowtide.engine import Engine, Lifecycle, RunResult
-from flowtide.engine.children import open_parks
+from flowtide.engine.run.children import open_parks
 from flowtide.model.flow import Flow
 from flowtide.store.memory import MemoryStore
 

@@ -26,9 +26,9 @@ from flowtide.cli.stores import (
 from flowtide.client.views import event_json
 from flowtide.engine import Engine
 from flowtide.engine.events import Hook
-from flowtide.engine.instruments import EngineInstruments
-from flowtide.engine.leases import LEASE_TTL
-from flowtide.engine.threadslots import DEFAULT_THREADS
+from flowtide.engine.worker.instruments import EngineInstruments
+from flowtide.engine.worker.leases import LEASE_TTL
+from flowtide.engine.worker.threadslots import DEFAULT_THREADS
 from flowtide.store.base import EventRecord, Store, StoreUnusableError
 
 LOG_VARIABLE = "FLOWTIDE_LOG"

@@ -20,7 +20,7 @@ from flowtide.cli.stores import (
     print_table,
     relative,
 )
-from flowtide.engine.heartbeat import STALE_AFTER, is_live
+from flowtide.engine.worker.heartbeat import STALE_AFTER, is_live
 from flowtide.store.base import WorkerRecord
 
 

@@ -16,12 +16,12 @@ from typing import Any
 from flowtide.client.registration import FlowSource, checked, register_flows, stored_catalog
 from flowtide.client.results import RegisteredFlow, RunSummary
 from flowtide.clock import Clock, SystemClock
-from flowtide.engine.children import open_parks
 from flowtide.engine.engine import Engine
-from flowtide.engine.explain import Explanation
 from flowtide.engine.handles import SignalReceipt
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import ParkedToken, RunResult
+from flowtide.engine.run.children import open_parks
+from flowtide.engine.timing.explain import Explanation
 from flowtide.model.flow import Flow
 from flowtide.store.base import EventRecord, RunRecord, Store, StoredFlowVersion
 from flowtide.store.urls import a_store, store_for

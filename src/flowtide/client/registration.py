@@ -10,7 +10,7 @@ from typing import Any
 
 from flowtide.client.results import RegisteredFlow
 from flowtide.documents import load_flow
-from flowtide.engine.stored_flows import flow_from_stored, stored_flow
+from flowtide.engine.flows.stored_flows import flow_from_stored, stored_flow
 from flowtide.errors import FlowValidationError, Problem
 from flowtide.model.flow import Flow
 from flowtide.store.base import Store

@@ -14,9 +14,9 @@ from flowtide.client.aio import AsyncClient, Deadline
 from flowtide.client.registration import FlowSource
 from flowtide.client.results import RegisteredFlow, RunSummary
 from flowtide.clock import Clock
-from flowtide.engine.explain import Explanation
 from flowtide.engine.handles import SignalReceipt
 from flowtide.engine.result import RunResult
+from flowtide.engine.timing.explain import Explanation
 from flowtide.model.flow import Flow
 from flowtide.store.base import EventRecord, Store, StoredFlowVersion
 from flowtide.store.urls import a_store

@@ -8,10 +8,10 @@ from datetime import datetime
 from typing import Any
 
 from flowtide.client.results import RegisteredFlow
-from flowtide.engine.children import open_parks
 from flowtide.engine.handles import SignalReceipt
-from flowtide.engine.heartbeat import waiting_for
 from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.run.children import open_parks
+from flowtide.engine.worker.heartbeat import waiting_for
 from flowtide.store.base import (
     LIVE_TOKEN_STATUSES,
     EventRecord,

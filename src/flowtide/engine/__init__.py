@@ -54,13 +54,13 @@ from flowtide.engine.event_types import (
     WaitStarted,
 )
 from flowtide.engine.events import EventKind, Hook
-from flowtide.engine.explain import Explanation, TimerExplanation
 from flowtide.engine.handles import RunHandle, SignalReceipt
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.output import Output, Park
 from flowtide.engine.redaction import redact_errors
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
-from flowtide.engine.scope import CancelReason
+from flowtide.engine.timing.explain import Explanation, TimerExplanation
+from flowtide.engine.timing.scope import CancelReason
 
 __all__ = [
     "CancelReason",

@@ -9,14 +9,14 @@ from typing import Any
 
 from flowtide.clock import Clock
 from flowtide.engine.errors import Cancelled
-from flowtide.engine.scope import CancelScope
+from flowtide.engine.timing.scope import CancelScope
 
 
 class NodeContext:
     """What a node sees.
 
     ``state`` is the node's own copy of the run state, made as the node reads it (a
-    :class:`~flowtide.engine.nodestate.NodeState`): mutate it freely; when the node returns,
+    :class:`~flowtide.engine.state.nodestate.NodeState`): mutate it freely; when the node returns,
     the engine commits the top-level keys it changed (merged by the flow's reducers). A node that
     is cancelled (timeout, run deadline, abort, a lost ``first`` join) has its changes discarded.
     """
@@ -90,7 +90,7 @@ class NodeContext:
 
 
 class SourceContext:
-    """What a scatter's source function sees (``fn(ctx)``; see :mod:`flowtide.engine.scatter`).
+    """What a scatter's source function sees (``fn(ctx)``; see :mod:`flowtide.engine.run.scatter`).
 
     ``state`` is a read-only view of a copy of the run state as the scatter starts (a resumed
     scatter calls the function again, with the state as it is then): nothing the function does

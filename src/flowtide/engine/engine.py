@@ -3,7 +3,7 @@
 
 A run that has only parked and waiting tokens left is let go (nothing of it stays in memory, its
 lease is given back); a request, the sweeper or :meth:`Engine.resume` rebuilds it from the
-store, in any engine on the same store (see :mod:`flowtide.engine.leases`).
+store, in any engine on the same store (see :mod:`flowtide.engine.worker.leases`).
 """
 
 from __future__ import annotations
@@ -19,35 +19,41 @@ from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry
 from flowtide.clock import Clock
-from flowtide.engine._commit import commit_step
-from flowtide.engine._hooks import HookDelivery, hook_failure
-from flowtide.engine._waiters import RunWaiters
-from flowtide.engine.background import consumed
-from flowtide.engine.catalog import FlowCatalog
-from flowtide.engine.children import ChildRuns
-from flowtide.engine.code import EngineCode, FlowCode
-from flowtide.engine.contracts import OutputContracts
-from flowtide.engine.deadlines import run_deadline
 from flowtide.engine.errors import EngineError
 from flowtide.engine.events import Hook
-from flowtide.engine.explain import Explanation, explain_stored, explain_stored_run
+from flowtide.engine.flows.catalog import FlowCatalog
+from flowtide.engine.flows.code import EngineCode, FlowCode
+from flowtide.engine.flows.contracts import OutputContracts
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.handles import RunHandle, SignalReceipt
-from flowtide.engine.hosting import Bookkeeping, EngineHost
-from flowtide.engine.inbox import Signaller
-from flowtide.engine.instruments import NO_INSTRUMENTS, EngineInstruments
-from flowtide.engine.leases import LEASE_TTL, LeaseRenewer, count_takeovers, give_back, worker_id
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.limits import DEFAULT_MAX_VALUE_BYTES, check_signal, check_start
-from flowtide.engine.plan import FlowPlan
-from flowtide.engine.presence import Presence
 from flowtide.engine.redaction import Redact
+from flowtide.engine.requests._waiters import RunWaiters
+from flowtide.engine.requests.inbox import Signaller
 from flowtide.engine.result import RunResult
+from flowtide.engine.run._commit import commit_step
+from flowtide.engine.run.children import ChildRuns
 from flowtide.engine.run.executor.executor import RunExecutor
-from flowtide.engine.scheduler import Sweeper
-from flowtide.engine.scope import CancelScope
-from flowtide.engine.starting import new_run
-from flowtide.engine.threadslots import DEFAULT_THREADS, ThreadSlots
-from flowtide.engine.timekeeping import Timekeeper
+from flowtide.engine.run.starting import new_run
+from flowtide.engine.state.limits import DEFAULT_MAX_VALUE_BYTES, check_signal, check_start
+from flowtide.engine.timing.deadlines import run_deadline
+from flowtide.engine.timing.explain import Explanation, explain_stored, explain_stored_run
+from flowtide.engine.timing.scope import CancelScope
+from flowtide.engine.timing.timekeeping import Timekeeper
+from flowtide.engine.worker._hooks import HookDelivery, hook_failure
+from flowtide.engine.worker.background import consumed
+from flowtide.engine.worker.hosting import Bookkeeping, EngineHost
+from flowtide.engine.worker.instruments import NO_INSTRUMENTS, EngineInstruments
+from flowtide.engine.worker.leases import (
+    LEASE_TTL,
+    LeaseRenewer,
+    count_takeovers,
+    give_back,
+    worker_id,
+)
+from flowtide.engine.worker.presence import Presence
+from flowtide.engine.worker.scheduler import Sweeper
+from flowtide.engine.worker.threadslots import DEFAULT_THREADS, ThreadSlots
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
 from flowtide.printable import printable
@@ -89,22 +95,22 @@ class Engine:
     :mod:`flowtide.engine.events`). ``random``: the random source of jittered backoffs.
     ``max_threads``: the worker threads for sync nodes. ``validate_outputs``: check the state
     each output carries against the output's JSON Schema, where its node type declares one (see
-    :mod:`flowtide.engine.contracts`).
+    :mod:`flowtide.engine.flows.contracts`).
 
     Many engines (in many processes, on many machines) may share one store, each run driven
     by the engine holding its lease (see ``docs/engine.md``): ``owner`` (this engine's worker id,
     unique to its life by default), ``lease_ttl``, ``poll`` (seconds: how often, at the least,
     the sweeper looks at a shared store), ``executes`` (False: a client, which runs no node
     code), ``max_runs`` (how many runs the sweeper lets it hold at once), ``max_value_bytes``
-    (see :mod:`flowtide.engine.limits`), ``heartbeat`` (record one in the store: by default
-    when it executes on a clock that is not virtual; see :mod:`flowtide.engine.heartbeat`).
+    (see :mod:`flowtide.engine.state.limits`), ``heartbeat`` (record one in the store: by default
+    when it executes on a clock that is not virtual; see :mod:`flowtide.engine.worker.heartbeat`).
     ``clock``: where time comes from (the system clock by default); on a store with a clock of
     its own (PostgreSQL) the engine keeps time by the store's, measured against this one (see
-    :mod:`flowtide.engine.timekeeping`). ``redact``: a function taking text and returning it
+    :mod:`flowtide.engine.timing.timekeeping`). ``redact``: a function taking text and returning it
     with its secrets replaced, applied to every error's message, traceback and details before
     it is recorded (default: the hook registered with
     :func:`flowtide.engine.redaction.redact_errors`, if any; see :mod:`flowtide.engine.redaction`).
-    ``instruments``: see :mod:`flowtide.engine.instruments`.
+    ``instruments``: see :mod:`flowtide.engine.worker.instruments`.
     """
 
     def __init__(
@@ -156,12 +162,7 @@ class Engine:
             deadline=run_deadline,
         )
         self._renewer = LeaseRenewer(
-            self.store,
-            self.clock,
-            self.owner,
-            lease_ttl,
-            lambda: self._runs,
-            self._discard,
+            self.store, self.clock, self.owner, lease_ttl, lambda: self._runs, self._discard
         )
         self._runs: dict[str, RunExecutor] = {}
         self._max_threads = max_threads
@@ -581,9 +582,10 @@ class Engine:
         signal at once. Otherwise (a client; a worker while another holds the run) it is
         recorded in the store as a request, judged at the instant the store recorded it, and
         applied by the run's holder or the next worker to take it (see
-        :mod:`flowtide.engine.inbox`); ``wait``: seconds to wait for that worker's answer (None:
-        no limit), else :class:`RequestPending` (``wait=0``: at once, once recorded); ``sender``:
-        who sends it (a name, kept with the request and in the ``signalled`` event)."""
+        :mod:`flowtide.engine.requests.inbox`); ``wait``: seconds to wait for that worker's
+        answer (None: no limit), else :class:`RequestPending` (``wait=0``: at once, once
+        recorded); ``sender``: who sends it (a name, kept with the request and in the
+        ``signalled`` event)."""
         await self._ready()
         check_signal(key, idempotency_key, payload)  # (before the store is asked anything)
         return await self._signaller.signal(

@@ -330,7 +330,7 @@ class Scatter(_Placement):
     The items come from exactly one of ``source`` (the state path of a JSON collection) and
     ``source_fn`` (a registered source function's id, ``module:function`` in form, called when
     the scatter starts, giving the items
-    lazily: an iterable or an async iterable of JSON items; see :mod:`flowtide.engine.scatter`).
+    lazily: an iterable or an async iterable of JSON items; see :mod:`flowtide.engine.run.scatter`).
     """
 
     kind: Literal["scatter"] = "scatter"

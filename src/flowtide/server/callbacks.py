@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowtide.engine import RequestPending, SignalRefused
-from flowtide.engine.children import open_parks
+from flowtide.engine.run.children import open_parks
 from flowtide.server.auth import writer
 from flowtide.server.errors import ApiError
 from flowtide.server.services import Services, jsonable, services

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from flowtide.engine import UnknownFlowError
-from flowtide.engine.limits import InvalidKeyError, ValueTooLargeError
+from flowtide.engine.state.limits import InvalidKeyError, ValueTooLargeError
 from flowtide.errors import FlowValidationError
 from flowtide.store.base import StoreError, UnknownRunError
 

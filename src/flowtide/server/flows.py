@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse
 
 from flowtide.client.views import registered_json, version_json
-from flowtide.engine.stored_flows import flow_from_stored
+from flowtide.engine.flows.stored_flows import flow_from_stored
 from flowtide.model.schemas import node_settings_schema
 from flowtide.render.mermaid import effective_settings, render_mermaid
 from flowtide.server.auth import writer

@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flowtide.client.views import event_json, run_detail, run_json, run_row
 from flowtide.engine import EngineError, Lifecycle, UnknownFlowError
-from flowtide.engine.limits import InvalidKeyError, ValueTooLargeError
-from flowtide.engine.stored_flows import flow_from_stored
+from flowtide.engine.flows.stored_flows import flow_from_stored
+from flowtide.engine.state.limits import InvalidKeyError, ValueTooLargeError
 from flowtide.render.mermaid import render_mermaid
 from flowtide.server.auth import writer
 from flowtide.server.errors import ApiError

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flowtide.client.views import receipt_json
 from flowtide.engine import RefusalReason, RequestPending, SignalRefused
-from flowtide.engine.children import open_parks
+from flowtide.engine.run.children import open_parks
 from flowtide.server.auth import writer
 from flowtide.server.errors import ApiError
 from flowtide.server.services import Services, jsonable, services

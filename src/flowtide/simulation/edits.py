@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from flowtide.client.registration import checked, register_flows, stored_catalog
 from flowtide.client.results import RegisteredFlow
 from flowtide.clock import Clock, SystemClock
-from flowtide.engine.stored_flows import flow_from_stored
+from flowtide.engine.flows.stored_flows import flow_from_stored
 from flowtide.errors import FlowValidationError, Problem
 from flowtide.model.flow import Flow
 from flowtide.model.settings import NodeSettings

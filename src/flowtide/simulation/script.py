@@ -39,7 +39,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from flowtide.documents.formats import Format, decode, parse_text
-from flowtide.engine.limits import (
+from flowtide.engine.state.limits import (
     DEFAULT_MAX_VALUE_BYTES,
     MAX_NESTING,
     ValueTooDeepError,

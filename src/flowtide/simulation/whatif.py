@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from flowtide.client.registration import stored_catalog
-from flowtide.engine.stored_flows import flow_from_stored
+from flowtide.engine.flows.stored_flows import flow_from_stored
 from flowtide.errors import FlowValidationError
 from flowtide.model.durations import format_duration
 from flowtide.model.flow import Flow

@@ -388,7 +388,7 @@ class ScatterItemRecord:
     run_id: str
     progress: str
     """The scatter visit it belongs to: its placement and visit
-    (:func:`flowtide.engine.scatter.progress_key`)."""
+    (:func:`flowtide.engine.run.scatter.progress_key`)."""
     index: int
     status: str
     """``done`` (the body finished, whatever its output) or ``failed`` (it raised)."""

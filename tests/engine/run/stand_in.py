@@ -12,7 +12,7 @@ from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import ErrorData, EventPayload, error_data
 from flowtide.engine.result import ErrorInfo
 from flowtide.engine.run.view import RunView
-from flowtide.engine.scope import CancelScope
+from flowtide.engine.timing.scope import CancelScope
 from flowtide.store.base import Commit, EventRecord, TokenRecord
 
 

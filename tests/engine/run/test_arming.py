@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import VirtualClock
 from flowtide.engine import NodeContext
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.view import RunView
 from flowtide.model.settings import NodeSettings, TimeoutAnchor

@@ -12,10 +12,7 @@ from flowtide.authoring import FlowBuilder, node
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import VirtualClock
 from flowtide.engine import NodeContext, Output, Park
-from flowtide.engine._host import RunHost
 from flowtide.engine.errors import EngineError, UndeclaredOutputError
-from flowtide.engine.instruments import AttemptOutcome, NoInstruments
-from flowtide.engine.reducers import StateMerger
 from flowtide.engine.run.attempts import (
     NO_HOOKS,
     AttemptCall,
@@ -23,8 +20,11 @@ from flowtide.engine.run.attempts import (
     Running,
     StartHooks,
 )
-from flowtide.engine.scope import CancelReason, CancelScope
-from flowtide.engine.threadslots import ThreadSlots
+from flowtide.engine.state.reducers import StateMerger
+from flowtide.engine.timing.scope import CancelReason, CancelScope
+from flowtide.engine.worker._host import RunHost
+from flowtide.engine.worker.instruments import AttemptOutcome, NoInstruments
+from flowtide.engine.worker.threadslots import ThreadSlots
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import RunRecord
 

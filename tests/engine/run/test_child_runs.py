@@ -11,7 +11,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.run.attempts import Attempt, Running
 from flowtide.engine.run.executor.arming import Arming
@@ -21,7 +20,8 @@ from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.routing import Moved, MoveEvent
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.view import RunView
-from flowtide.engine.scope import CancelReason, CancelScope
+from flowtide.engine.state.reducers import StateMerger
+from flowtide.engine.timing.scope import CancelReason, CancelScope
 from flowtide.model.placements import AnyPlacement, Subflow
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import (

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
-from flowtide.engine._host import RunHost
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.due import TIMEOUT
+from flowtide.engine.worker._host import RunHost
 from flowtide.store.base import (
     Commit,
     EventRecord,

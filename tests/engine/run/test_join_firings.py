@@ -10,13 +10,13 @@ from typing import Any
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import NodeContext
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.run.attempts import Running
 from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.routing import Moved, MoveEvent
 from flowtide.engine.run.joins import expect_branches
 from flowtide.engine.run.view import RunView
-from flowtide.engine.scope import CancelReason, CancelScope
+from flowtide.engine.timing.scope import CancelReason, CancelScope
 from flowtide.model.placements import AnyPlacement, Join
 from flowtide.store.base import (
     DueEntry,

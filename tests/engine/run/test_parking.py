@@ -9,7 +9,7 @@ import pytest
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import NodeContext, SignalRefused
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.run.due import DEADLINE, RESUME, SIGNAL, TIMEOUT, DuePurpose
 from flowtide.engine.run.marks import Waiting, arm_timers, wait_for
 from flowtide.engine.run.parking import due_applies, park_record, signalled_token

@@ -11,12 +11,12 @@ from typing import Any
 
 from flowtide.authoring import node
 from flowtide.engine import NodeContext
-from flowtide.engine.reducers import StateMerger
 from flowtide.engine.run.attempts import Attempt, AttemptCall
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.phases import Phases
 from flowtide.engine.run.view import RunView
-from flowtide.engine.scope import CancelScope
+from flowtide.engine.state.reducers import StateMerger
+from flowtide.engine.timing.scope import CancelScope
 from flowtide.model.placements import Phase, PhaseKind
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import RunRecord, TokenStatus

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import NodeContext
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.run.marks import mark_side
 from flowtide.engine.run.restoring import restore_view
 from flowtide.engine.run.view import RunView

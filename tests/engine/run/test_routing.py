@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import NodeContext
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.run.joins import JoinGroups, expect_branches
 from flowtide.engine.run.routing import ending, starting, targets_of
 from flowtide.store.base import TokenRecord, TokenStatus

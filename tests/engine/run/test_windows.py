@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import NodeContext
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.run.due import DuePurpose, parse_purpose
 from flowtide.engine.run.marks import armed_timers, timer_fired, window_of
 from flowtide.engine.run.windows import UNARMED, Anchors, arm, fixed_window_end, releases

@@ -16,18 +16,14 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 from flowtide.authoring.nodes import NodeImplementation
-from flowtide.engine._host import RunHost
 from flowtide.engine.context import NodeContext
-from flowtide.engine.deadlines import (
-    attempt_deadline,
-)
 from flowtide.engine.errors import (
     Cancelled,
     EngineError,
     UndeclaredOutputError,
 )
-from flowtide.engine.instruments import seconds
-from flowtide.engine.limits import (
+from flowtide.engine.output import Output, Park
+from flowtide.engine.state.limits import (
     InvalidKeyError,
     ValueTooLargeError,
     check_key,
@@ -35,11 +31,15 @@ from flowtide.engine.limits import (
     check_size,
     checked,
 )
-from flowtide.engine.nodestate import NodeState
-from flowtide.engine.output import Output, Park
-from flowtide.engine.process import run_in_process
-from flowtide.engine.reducers import StateMerger
-from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
+from flowtide.engine.state.nodestate import NodeState
+from flowtide.engine.state.reducers import StateMerger
+from flowtide.engine.timing.deadlines import (
+    attempt_deadline,
+)
+from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
+from flowtide.engine.worker._host import RunHost
+from flowtide.engine.worker.instruments import seconds
+from flowtide.engine.worker.process import run_in_process
 from flowtide.model.flow import Flow
 from flowtide.model.placements import (
     PARKED_OUTPUT,
@@ -96,7 +96,7 @@ class AttemptCall:
     placement: str
     state: Mapping[str, Any]
     """The run state the node starts from: nobody changes it while the node runs (the node's
-    own copy is made as it reads: :class:`~flowtide.engine.nodestate.NodeState`)."""
+    own copy is made as it reads: :class:`~flowtide.engine.state.nodestate.NodeState`)."""
     parent: CancelScope
     """The scope the attempt's own scope is a child of."""
     key: str

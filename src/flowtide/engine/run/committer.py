@@ -1,6 +1,6 @@
 """The one way from a run's executor to the store.
 
-Each step of a run is one commit (:func:`~flowtide.engine._commit.commit_step`). Some of what a
+Each step of a run is one commit (:func:`~flowtide.engine.run._commit.commit_step`). Some of what a
 step decides is written by the next commit that writes the same token: the compare-and-set
 condition of a token claimed in memory (``Commit.expect``), the due entries fired for it
 (``Commit.due_fired``), the deadline its claim fires (``Commit.fires_deadline``), and the parks
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from flowtide.engine._commit import commit_step
-from flowtide.engine._host import RunHost
+from flowtide.engine.run._commit import commit_step
+from flowtide.engine.worker._host import RunHost
 from flowtide.store.base import Commit, DueEntry, EventRecord, Expect, ParkRecord
 
 
@@ -78,7 +78,8 @@ class Committer:
 
     async def send(self, c: Commit, *, shield: bool) -> None:
         """Commit ``c`` (folded) and hand its events to who listens; the sweeper is told of
-        the run's next due instant. ``shield``: see :func:`~flowtide.engine._commit.commit_step`."""
+        the run's next due instant. ``shield``: see
+        :func:`~flowtide.engine.run._commit.commit_step`."""
         host = self.host
         events = await commit_step(
             host.store, c, host.clock, shield=shield, instruments=host.instruments

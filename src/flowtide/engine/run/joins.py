@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from flowtide.engine.event_types import JoinArrived
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.model.placements import Join, JoinMode
 from flowtide.store.base import TokenRecord, TokenStatus
 

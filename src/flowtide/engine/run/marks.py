@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from flowtide.clock import isoformat
-from flowtide.engine.deadlines import Window
+from flowtide.engine.timing.deadlines import Window
 from flowtide.store.base import TokenRecord
 
 SIDE = "side"

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from flowtide.engine._signals import invalid_output, refusal
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
+from flowtide.engine.requests._signals import invalid_output, refusal
 from flowtide.engine.run.due import DueKind, DuePurpose
 from flowtide.engine.run.marks import Waiting, timer_armed, waiting_for
 from flowtide.store.base import ParkRecord, StoreConflict, TokenRecord, TokenStatus

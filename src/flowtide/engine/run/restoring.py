@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flowtide.engine.events import EventKind
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.run.joins import restore_groups
 from flowtide.engine.run.marks import sets_outcome
 from flowtide.engine.run.view import RunView

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.run.joins import JoinGroups, open_splits, out_of_reach
 from flowtide.model.placements import AnyPlacement, Terminal
 from flowtide.store.base import TokenRecord

@@ -9,10 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from flowtide.engine.deadlines import Window, needs_node_anchor, resolve_window, timer_due
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.run.due import DuePurpose
 from flowtide.engine.run.marks import arm_timers, fired_timers, set_window
+from flowtide.engine.timing.deadlines import Window, needs_node_anchor, resolve_window, timer_due
 from flowtide.model.placements import TIMEOUT_OUTPUT, AnyPlacement
 from flowtide.model.settings import NodeSettings, TimeoutAnchor
 from flowtide.store.base import DueEntry, NodeAnchor, TokenRecord

@@ -11,7 +11,7 @@ from datetime import datetime
 from flowtide.clock import Clock, isoformat
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import NodeStarted
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.run import windows
 from flowtide.engine.run.view import RunView
 from flowtide.model.placements import (

@@ -10,10 +10,10 @@ from functools import partial
 from typing import Any, Protocol
 
 from flowtide.engine.event_types import ProcessStarted
-from flowtide.engine.reducers import StateMerger
 from flowtide.engine.run.attempts import Attempt, AttemptCall, AttemptRunner, StartHooks
 from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.run.marks import interrupted
+from flowtide.engine.state.reducers import StateMerger
 from flowtide.store.base import Commit, TokenRecord
 
 

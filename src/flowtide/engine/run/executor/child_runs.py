@@ -10,22 +10,22 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from flowtide.clock import isoformat
-from flowtide.engine._host import RunHost
-from flowtide.engine.children import StartedChild, child_run_id
-from flowtide.engine.deadlines import attempt_deadline
 from flowtide.engine.errors import RecursionDepthError, SubflowFailedError
 from flowtide.engine.event_types import NodeFailed, NodeStarted, SubflowFinished, SubflowStarted
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.paths import get_path, set_path
-from flowtide.engine.reducers import StateMerger, copy_state
 from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
 from flowtide.engine.run.attempts import COMPUTE, Attempt, Running
+from flowtide.engine.run.children import StartedChild, child_run_id
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.routing import MovePort
 from flowtide.engine.run.executor.steps import StepLock
-from flowtide.engine.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
+from flowtide.engine.state.paths import get_path, set_path
+from flowtide.engine.state.reducers import StateMerger, copy_state
+from flowtide.engine.timing.deadlines import attempt_deadline
+from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
+from flowtide.engine.worker._host import RunHost
 from flowtide.model.flow import Flow
 from flowtide.model.placements import AnyPlacement, Subflow
 from flowtide.model.settings import NodeSettings
@@ -197,7 +197,7 @@ class ChildRuns:
     ) -> tuple[Attempt, RunResult | None]:
         """Run ``flow_id`` as a child run in a child scope bounded by ``settings``' window
         (``deadline``: already resolved by the caller). ``child_id``: the child's id, derived
-        from where it is started (:func:`~flowtide.engine.children.child_run_id`), so that a
+        from where it is started (:func:`~flowtide.engine.run.children.child_run_id`), so that a
         start made again after a crash waits for the child it had started."""
         ex = self.ex
         depth = ex.view.run.depth + 1

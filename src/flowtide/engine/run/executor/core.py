@@ -26,15 +26,12 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowtide.engine._host import RunHost
-from flowtide.engine.background import task_awaiting
-from flowtide.engine.code import FlowCode
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import ErrorData, EventPayload, error_data
+from flowtide.engine.flows.code import FlowCode
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle, transition
-from flowtide.engine.plan import FlowPlan
-from flowtide.engine.reducers import StateMerger
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
 from flowtide.engine.run.attempts import AttemptRunner, Running
 from flowtide.engine.run.committer import Committer
@@ -44,7 +41,10 @@ from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.marks import inherit
 from flowtide.engine.run.parking import park_record
 from flowtide.engine.run.view import RunEnd, RunView
-from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
+from flowtide.engine.state.reducers import StateMerger
+from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope
+from flowtide.engine.worker._host import RunHost
+from flowtide.engine.worker.background import task_awaiting
 from flowtide.store.base import (
     Commit,
     DeadlineAhead,
@@ -221,7 +221,8 @@ class RunCore(ABC):
                     c.run = self.view.run
             if c.run_lifecycles is None:
                 c.run_lifecycles = LIVE_LIFECYCLES  # refused if another actor ended the run
-            # A task of this executor is cancelled only by its close (see flowtide.engine._commit).
+            # A task of this executor is cancelled only by its close (see
+            # flowtide.engine.run._commit).
             await self.committer.send(c, shield=asyncio.current_task() not in self.tasks)
         return True
 

@@ -9,9 +9,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from flowtide.clock import isoformat
-from flowtide.engine._host import RunHost
-from flowtide.engine.children import child_run_id
-from flowtide.engine.code import FlowCode
 from flowtide.engine.errors import (
     DrainedWithoutTerminal,
     StoreUnavailableError,
@@ -22,18 +19,21 @@ from flowtide.engine.event_types import (
     RunWarning,
     TokenCancelled,
 )
+from flowtide.engine.flows.code import FlowCode
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle, transition
-from flowtide.engine.plan import FlowPlan
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
+from flowtide.engine.run.children import child_run_id
 from flowtide.engine.run.due import DEADLINE
 from flowtide.engine.run.executor.child_runs import ChildRuns
 from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.parking import Parking
 from flowtide.engine.run.executor.phases import Phases
 from flowtide.engine.run.executor.records import end_reason, end_result, finish
+from flowtide.engine.run.scatter import ScatterRun
 from flowtide.engine.run.view import RunEnd
-from flowtide.engine.scatter import ScatterRun
-from flowtide.engine.scope import Cancellation, CancelReason, CancelScope
+from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope
+from flowtide.engine.worker._host import RunHost
 from flowtide.model.placements import (
     PhaseKind,
     Scatter,

@@ -19,7 +19,7 @@ from flowtide.engine.run.joins import (
     next_firing,
     note_moves,
 )
-from flowtide.engine.scope import CancelReason
+from flowtide.engine.timing.scope import CancelReason
 from flowtide.model.placements import Join
 from flowtide.store.base import (
     Commit,

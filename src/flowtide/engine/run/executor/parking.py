@@ -9,19 +9,19 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from flowtide.engine._addressing import find_park
-from flowtide.engine._signals import (
-    accepted_reply,
-    refusal,
-    refused_reply,
-    signal_answer,
-)
 from flowtide.engine.errors import (
     SignalRefused,
     UnroutedOutputError,
 )
 from flowtide.engine.event_types import Signalled
 from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.requests._addressing import find_park
+from flowtide.engine.requests._signals import (
+    accepted_reply,
+    refusal,
+    refused_reply,
+    signal_answer,
+)
 from flowtide.engine.run.due import (
     DEADLINE,
     RESUME,
@@ -41,7 +41,7 @@ from flowtide.engine.run.marks import (
     wake,
 )
 from flowtide.engine.run.parking import due_applies, signalled_token
-from flowtide.engine.scope import CancelReason
+from flowtide.engine.timing.scope import CancelReason
 from flowtide.model.placements import (
     AnyPlacement,
 )
@@ -235,12 +235,13 @@ class Parking(Tasks):
             self.firing.discard(entry)
 
     async def answer_request(self, entry: DueEntry) -> None:
-        """A request another engine recorded for this run (see :mod:`flowtide.engine.inbox`),
-        applied by its holder, under the step lock from its first look (the requests fired
-        before a deadline's entry are applied before it). A signal is applied as if sent at the
-        instant the request was recorded, its answer committed with the signal's step; a
-        refusal's answer is committed alone. A cancel cancels the run, whose end answers it.
-        ``entry`` (its due entry, ``token_id`` the request's id) is removed by that commit. (A
+        """A request another engine recorded for this run (see
+        :mod:`flowtide.engine.requests.inbox`), applied by its holder, under the step lock from
+        its first look (the requests fired before a deadline's entry are applied before it). A
+        signal is applied as if sent at the instant the request was recorded, its answer
+        committed with the signal's step; a refusal's answer is committed alone. A cancel
+        cancels the run, whose end answers it. ``entry`` (its due entry, ``token_id`` the
+        request's id) is removed by that commit. (A
         conflict, DuplicateSignal too, drops this view: the run is rebuilt, and the request
         fired again.)"""
         async with self.steps.hold():

@@ -7,16 +7,16 @@ from dataclasses import replace
 from typing import Protocol
 
 from flowtide.clock import isoformat
-from flowtide.engine.code import FlowCode
-from flowtide.engine.deadlines import attempt_deadline
 from flowtide.engine.errors import NodeTimeoutError, PrePhaseError
 from flowtide.engine.event_types import NodeFailed, NodeFinished, NodeStarted
+from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.result import ErrorInfo
 from flowtide.engine.run.attempts import AttemptCall
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.run.executor.records import timed_out
-from flowtide.engine.scope import CancelScope
+from flowtide.engine.timing.deadlines import attempt_deadline
+from flowtide.engine.timing.scope import CancelScope
 from flowtide.model.placements import Phase
 from flowtide.store.base import Commit, TokenRecord, TokenStatus
 

@@ -8,10 +8,10 @@ from typing import Any, Protocol
 
 from flowtide.clock import Clock
 from flowtide.engine.event_types import ErrorData, EventPayload
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.result import ErrorInfo
 from flowtide.engine.run.view import RunView
-from flowtide.engine.scope import CancelScope
+from flowtide.engine.timing.scope import CancelScope
 from flowtide.store.base import Commit, EventRecord, TokenRecord
 
 

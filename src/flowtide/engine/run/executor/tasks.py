@@ -10,7 +10,6 @@ from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import isoformat
-from flowtide.engine.contracts import OutputContractError
 from flowtide.engine.errors import (
     FailedTerminalError,
     NodeTimeoutError,
@@ -25,9 +24,9 @@ from flowtide.engine.event_types import (
     TimerFired,
     WaitStarted,
 )
+from flowtide.engine.flows.contracts import OutputContractError
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import InterruptedAt
-from flowtide.engine.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.run.attempts import Attempt, AttemptCall
 from flowtide.engine.run.due import RESUME, TIMEOUT
 from flowtide.engine.run.executor.records import escalation, timed_out
@@ -44,7 +43,8 @@ from flowtide.engine.run.marks import (
     take_interrupt,
     wait_for,
 )
-from flowtide.engine.scope import CancelReason
+from flowtide.engine.timing.retry import backoff_delay, matches_retry_on, should_retry
+from flowtide.engine.timing.scope import CancelReason
 from flowtide.model.placements import (
     TIMEOUT_OUTPUT,
     AnyPlacement,

@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flowtide.authoring.functions import reducers
-from flowtide.engine.limits import checked
-from flowtide.engine.nodestate import NodeState, copy_value
+from flowtide.engine.state.limits import checked
+from flowtide.engine.state.nodestate import NodeState, copy_value
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import BUILTIN_REDUCERS
 from flowtide.store.jsonvalues import EncodedState
@@ -36,7 +36,7 @@ BUILTIN = BUILTIN_REDUCERS
 
 def copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """A copy that may be mutated: containers are deep-copied, immutable values shared (a
-    node's own copy is made as it reads: :class:`~flowtide.engine.nodestate.NodeState`)."""
+    node's own copy is made as it reads: :class:`~flowtide.engine.state.nodestate.NodeState`)."""
     return {k: copy_value(v) for k, v in state.items()}
 
 
@@ -69,15 +69,15 @@ class StateMerger:
         self._reducers = dict(reducers)
         self._functions = dict(functions or {})
         """Reducer id -> its function, as bound by an executing engine (see
-        :mod:`flowtide.engine.code`)."""
+        :mod:`flowtide.engine.flows.code`)."""
 
     def changes(
         self, base: Mapping[str, Any], new: Mapping[str, Any], limit: int | None
     ) -> tuple[EncodedState, list[str]]:
         """Top-level keys ``new`` sets differently from ``base``, and keys it deleted. Each
         changed value is checked (JSON, at most ``limit`` bytes as JSON: see
-        :func:`~flowtide.engine.limits.check_size`) and its JSON text kept with it, for the
-        store. A :class:`~flowtide.engine.nodestate.NodeState` (a node's state) compares only
+        :func:`~flowtide.engine.state.limits.check_size`) and its JSON text kept with it, for the
+        store. A :class:`~flowtide.engine.state.nodestate.NodeState` (a node's state) compares only
         the keys the node touched, with the values it started from."""
         if isinstance(new, NodeState):
             found, deleted = new.changes()

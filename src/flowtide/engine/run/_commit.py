@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from flowtide.clock import Clock
 from flowtide.engine.errors import StoreUnavailableError
-from flowtide.engine.instruments import NO_INSTRUMENTS, EngineInstruments, seconds
+from flowtide.engine.worker.instruments import NO_INSTRUMENTS, EngineInstruments, seconds
 from flowtide.printable import printable
 from flowtide.store.base import (
     Commit,

@@ -3,7 +3,8 @@
 Flows are registered by id (the latest registration of an id wins, for runs started after it).
 Each run records the digest of the document it was started on (``options["flow_digest"]``):
 the engine that resumes it, whichever it is, plans it from that very document, the registered
-flow's when it is the same, the stored one's otherwise (see :mod:`flowtide.engine.stored_flows`).
+flow's when it is the same, the stored one's otherwise (see
+:mod:`flowtide.engine.flows.stored_flows`).
 Plans are made once per document, and need no code: what a node is (its outputs, whether it
 parks, its default settings) comes from its registered implementation where there is one, else
 from the type the document declares (a flow built in Python declares those of its nodes, and a
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 from flowtide.clock import Clock
 from flowtide.engine.errors import EngineError, UnknownFlowError
-from flowtide.engine.plan import FlowPlan, TypeLookup
-from flowtide.engine.stored_flows import flow_from_stored, flows_named, stored_flow
+from flowtide.engine.flows.plan import FlowPlan, TypeLookup
+from flowtide.engine.flows.stored_flows import flow_from_stored, flows_named, stored_flow
 from flowtide.model.flow import Flow
 from flowtide.store.base import RunRecord, Store, StoredFlow, UnknownStoredFlow
 

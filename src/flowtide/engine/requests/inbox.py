@@ -2,7 +2,7 @@
 else recorded in the store as requests (the run's inbox) for the worker that holds the run, or
 the next one to take it, to apply.
 
-Only the worker holding a run's lease changes the run (see :mod:`flowtide.engine.leases`). A
+Only the worker holding a run's lease changes the run (see :mod:`flowtide.engine.worker.leases`). A
 worker that holds the run in memory applies a signal or a cancel at once; one that finds nobody
 holding the run alive takes it (as its sweeper would) and applies it as its holder. Any other
 engine (a client, or a worker while another live worker holds the run) never takes the run from
@@ -34,14 +34,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from flowtide.clock import Clock
-from flowtide.engine._addressing import find_park
-from flowtide.engine._signals import receipt_of, refusal
-from flowtide.engine.answers import AnswerWatch
 from flowtide.engine.errors import EngineError, RequestPending, SignalRefused
 from flowtide.engine.handles import SignalReceipt
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.limits import check_size
+from flowtide.engine.requests._addressing import find_park
+from flowtide.engine.requests._signals import receipt_of, refusal
+from flowtide.engine.requests.answers import AnswerWatch
 from flowtide.engine.run.executor.executor import RunExecutor
+from flowtide.engine.state.limits import check_size
 from flowtide.store.base import (
     DuplicateSignal,
     ParkRecord,

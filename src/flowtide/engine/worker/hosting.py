@@ -1,4 +1,5 @@
-"""The host an engine gives each of its run executors (:class:`~flowtide.engine._host.RunHost`).
+"""The host an engine gives each of its run executors
+(:class:`~flowtide.engine.worker._host.RunHost`).
 
 Its services (store, clock, worker threads, limits) are read from the engine as they are at the
 time, and what the executors tell it goes to the engine's bookkeeping, which the engine hands
@@ -16,14 +17,14 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from flowtide.clock import Clock
-from flowtide.engine.children import StartedChild
-from flowtide.engine.contracts import OutputContracts
 from flowtide.engine.errors import EngineError
-from flowtide.engine.instruments import EngineInstruments
+from flowtide.engine.flows.contracts import OutputContracts
 from flowtide.engine.redaction import Redact
 from flowtide.engine.result import RunResult
-from flowtide.engine.scope import CancelScope
-from flowtide.engine.threadslots import ThreadSlots
+from flowtide.engine.run.children import StartedChild
+from flowtide.engine.timing.scope import CancelScope
+from flowtide.engine.worker.instruments import EngineInstruments
+from flowtide.engine.worker.threadslots import ThreadSlots
 from flowtide.store.base import (
     EventRecord,
     RunRecord,
@@ -64,7 +65,7 @@ class HostedEngine(Protocol):
 @dataclass(frozen=True, slots=True)
 class Bookkeeping:
     """What the engine does when one of its executors tells it something (see
-    :class:`~flowtide.engine._host.RunHost` for each)."""
+    :class:`~flowtide.engine.worker._host.RunHost` for each)."""
 
     thread_slots: ThreadSlots
     output_contracts: OutputContracts | None
@@ -81,7 +82,7 @@ class Bookkeeping:
 
 
 class EngineHost:
-    """A :class:`~flowtide.engine._host.RunHost` over an engine and its bookkeeping."""
+    """A :class:`~flowtide.engine.worker._host.RunHost` over an engine and its bookkeeping."""
 
     def __init__(self, engine: HostedEngine, books: Bookkeeping) -> None:
         self._engine = engine

@@ -1,14 +1,14 @@
 """What a flow is, precomputed once per flow document: placements, the node each runs and its
 declared type, effective settings, routes, reachability and loops. A plan needs no code: a
 client plans a stored flow without any node module; the code that runs it is bound apart, by
-an executing engine only (see :mod:`flowtide.engine.code`)."""
+an executing engine only (see :mod:`flowtide.engine.flows.code`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from flowtide.engine.deadlines import needs_node_anchor
+from flowtide.engine.timing.deadlines import needs_node_anchor
 from flowtide.model.flow import Flow, node_ref
 from flowtide.model.graphs import Reachability
 from flowtide.model.nodes import NodeType

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import Clock, TimerHandle
-from flowtide.engine.instruments import NO_INSTRUMENTS, EngineInstruments, seconds
+from flowtide.engine.worker.instruments import NO_INSTRUMENTS, EngineInstruments, seconds
 from flowtide.store.base import Lease, Store, StoreDown, StoreError, StoreUnusableError
 
 log = logging.getLogger("flowtide.sweeper")

@@ -7,8 +7,8 @@ import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from flowtide.engine.deadlines import run_deadline
 from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.timing.deadlines import run_deadline
 from flowtide.model.flow import Flow
 from flowtide.store.base import RunRecord
 from flowtide.store.jsonvalues import EncodedState, decode_json

@@ -10,8 +10,8 @@ from flowtide.engine.errors import (
     RefusalReason,
     SignalRefused,
 )
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.handles import SignalReceipt
-from flowtide.engine.plan import FlowPlan
 from flowtide.model.placements import (
     RESERVED_OUTPUTS,
     AnyPlacement,

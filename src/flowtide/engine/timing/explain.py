@@ -1,7 +1,7 @@
 """``explain``: how a token's deadline was computed.
 
 The window is resolved once, when the token starts an attempt or parks (see
-:mod:`flowtide.engine.deadlines`), and kept on the token with what it was computed from; this
+:mod:`flowtide.engine.timing.deadlines`), and kept on the token with what it was computed from; this
 module reads it back and adds where each setting came from: the placement, the node type the
 flow document declares, or the node implementation's default.
 
@@ -40,7 +40,7 @@ from flowtide.model.settings import TimeoutAnchor
 from flowtide.store.base import ENDED_LIFECYCLES, EventRecord, RunRecord, Store, TokenRecord
 
 if TYPE_CHECKING:
-    from flowtide.engine.plan import FlowPlan
+    from flowtide.engine.flows.plan import FlowPlan
 
 __all__ = [
     "Explanation",

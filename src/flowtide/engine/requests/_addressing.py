@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from flowtide.engine._signals import refusal
 from flowtide.engine.errors import EngineError, RefusalReason, SignalRefused
+from flowtide.engine.requests._signals import refusal
 from flowtide.store.base import (
     LIVE_TOKEN_STATUSES,
     ParkRecord,

@@ -6,7 +6,7 @@ A flow names code only by registered ids. A document may come from anyone who ca
 store, so nothing is imported because a flow names it, and a reference nothing registers is
 refused before any of the run's code runs: :class:`~flowtide.errors.NodeResolutionError` names
 each (the placement or state key that makes it, its JSON pointer, the reference) and carries
-the references in ``refs``. A client binds no code (see :mod:`flowtide.engine.plan`).
+the references in ``refs``. A client binds no code (see :mod:`flowtide.engine.flows.plan`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from flowtide.authoring.functions import FunctionRegistry, reducers, sources
 from flowtide.authoring.nodes import NodeImplementation, NodeRegistry, given_nodes
 from flowtide.authoring.nodes import registry as default_registry
-from flowtide.engine.plan import FlowPlan
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.errors import NodeResolutionError
 from flowtide.jsonpointer import join
 from flowtide.model.flow import BUILTIN_REDUCERS, Flow
@@ -32,7 +32,7 @@ NodeResolver = Callable[[str], NodeImplementation]
 
 SourceFunction = Callable[..., Any]
 """A scatter's source function: ``fn(ctx)`` -> an iterable, an async iterable, or an awaitable
-of either (see :mod:`flowtide.engine.scatter`)."""
+of either (see :mod:`flowtide.engine.run.scatter`)."""
 
 
 @dataclass(slots=True)

@@ -21,7 +21,7 @@ from typing import Any
 from flowtide.authoring.nodes import NodeImplementation, import_node
 from flowtide.clock import Clock
 from flowtide.engine.context import NodeContext
-from flowtide.engine.scope import Cancellation, CancelScope
+from flowtide.engine.timing.scope import Cancellation, CancelScope
 
 
 class RemoteTraceback(Exception):

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from flowtide.clock import Clock
-from flowtide.engine.leases import aside_owner, short_id
+from flowtide.engine.worker.leases import aside_owner, short_id
 from flowtide.store.base import (
     Commit,
     Lease,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flowtide.engine.stored_flows import flow_from_stored
+from flowtide.engine.flows.stored_flows import flow_from_stored
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow, node_ref
 from flowtide.store.base import Store, StoreError

@@ -20,11 +20,11 @@ from datetime import timedelta
 from typing import Protocol
 
 from flowtide.clock import Clock, isoformat
-from flowtide.engine._commit import commit_step
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import RunWarning
-from flowtide.engine.instruments import EngineInstruments
+from flowtide.engine.run._commit import commit_step
+from flowtide.engine.worker.instruments import EngineInstruments
 from flowtide.printable import printable
 from flowtide.store.base import Commit, Lease, Store, StoreConflict, StoreDown, StoreError
 

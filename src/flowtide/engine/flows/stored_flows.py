@@ -12,7 +12,7 @@ import hashlib
 import json
 
 from flowtide.authoring.nodes import registry
-from flowtide.engine.plan import TypeLookup
+from flowtide.engine.flows.plan import TypeLookup
 from flowtide.model.flow import Flow, node_ref
 from flowtide.model.nodes import NodeType
 from flowtide.store.base import StoredFlow

@@ -19,12 +19,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import Clock
-from flowtide.engine.catalog import FlowCatalog
 from flowtide.engine.errors import EngineError
+from flowtide.engine.flows.catalog import FlowCatalog
+from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.plan import FlowPlan
 from flowtide.engine.result import RunResult
-from flowtide.engine.scope import Cancellation, CancelScope
+from flowtide.engine.timing.scope import Cancellation, CancelScope
 from flowtide.store.base import (
     ParkRecord,
     RunRecord,

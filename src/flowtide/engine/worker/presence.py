@@ -1,7 +1,7 @@
 """What an executing engine says and records about itself: one log line per run it takes,
 parks, ends or gives back (INFO on ``flowtide.engine``; nothing per step), one warning per run
 it cannot drive, naming the nodes it lacks, and its heartbeat in the store
-(:mod:`flowtide.engine.heartbeat`), which names those runs for clients to show. It also sees
+(:mod:`flowtide.engine.worker.heartbeat`), which names those runs for clients to show. It also sees
 the engine's held runs settle, for :meth:`Presence.drained`."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Protocol
 from flowtide.authoring.nodes import NodeRegistry
 from flowtide.authoring.nodes import registry as default_registry
 from flowtide.clock import Clock, VirtualClock
-from flowtide.engine.heartbeat import Heartbeat
-from flowtide.engine.leases import SetAside, short_id
+from flowtide.engine.flows.missing import MissingNodes
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.missing import MissingNodes
+from flowtide.engine.worker.heartbeat import Heartbeat
+from flowtide.engine.worker.leases import SetAside, short_id
 from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
 from flowtide.printable import printable

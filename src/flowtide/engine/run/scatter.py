@@ -16,7 +16,7 @@
 * Each item runs on its own copy of the run state as the scatter started (without the
   ``source`` collection's top-level key; only the ``input`` paths when ``input`` maps any), with
   the item at ``item_key``; ``ctx.item`` is the item too. The copy is made as the item's node
-  reads it (:class:`~flowtide.engine.nodestate.NodeState`): a value no item reads is copied
+  reads it (:class:`~flowtide.engine.state.nodestate.NodeState`): a value no item reads is copied
   only into the results that gather it (:func:`item_result`).
 * At most ``concurrency`` items run at once, and the source is pulled only when a slot is free,
   so a source function's generator or async iterator is never drained ahead. ``throttle`` spaces
@@ -58,16 +58,16 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from flowtide.engine.children import child_run_id
 from flowtide.engine.context import SourceContext
-from flowtide.engine.deadlines import needs_node_anchor, resolve_window
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_types import NodeFinished, ScatterItemFinished
-from flowtide.engine.nodestate import NodeState, copy_value
-from flowtide.engine.paths import get_path, set_path
-from flowtide.engine.reducers import copy_state
 from flowtide.engine.run.attempts import COMPUTE, AttemptCall
-from flowtide.engine.scope import CancelScope
+from flowtide.engine.run.children import child_run_id
+from flowtide.engine.state.nodestate import NodeState, copy_value
+from flowtide.engine.state.paths import get_path, set_path
+from flowtide.engine.state.reducers import copy_state
+from flowtide.engine.timing.deadlines import needs_node_anchor, resolve_window
+from flowtide.engine.timing.scope import CancelScope
 from flowtide.model.placements import FailurePolicy, GatherStrategy, KeyedBatches, Scatter
 from flowtide.store.base import Commit, ScatterItemRecord, StoreConflict, TokenRecord
 from flowtide.store.jsonvalues import check_json
@@ -618,7 +618,7 @@ class _Batcher:
 def item_state(base: Mapping[str, Any], p: Scatter, item: Any) -> dict[str, Any]:
     """An item's state as the scatter started, its values the run state's, shared: the run never
     changes a value in place, a body's node copies what it reads (see
-    :class:`~flowtide.engine.nodestate.NodeState`), a child run replaces what it changes, and
+    :class:`~flowtide.engine.state.nodestate.NodeState`), a child run replaces what it changes, and
     :func:`item_result` copies what an item's result still shares."""
     if p.input:
         state: dict[str, Any] = {}

@@ -14,13 +14,13 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from flowtide.clock import Clock
-from flowtide.engine.children import StartedChild
-from flowtide.engine.contracts import OutputContracts
-from flowtide.engine.instruments import EngineInstruments
+from flowtide.engine.flows.contracts import OutputContracts
 from flowtide.engine.redaction import Redact
 from flowtide.engine.result import RunResult
-from flowtide.engine.scope import CancelScope
-from flowtide.engine.threadslots import ThreadSlots
+from flowtide.engine.run.children import StartedChild
+from flowtide.engine.timing.scope import CancelScope
+from flowtide.engine.worker.instruments import EngineInstruments
+from flowtide.engine.worker.threadslots import ThreadSlots
 from flowtide.store.base import EventRecord, RunRecord, Store, TokenRecord
 
 
@@ -83,7 +83,7 @@ class RunHost(Protocol):
         run_id: str,
     ) -> StartedChild:
         """Child run ``run_id`` of ``parent``: created and started in ``scope``, or found
-        again if it was started before (see :mod:`flowtide.engine.children`)."""
+        again if it was started before (see :mod:`flowtide.engine.run.children`)."""
 
     async def cancel_children(self, run_ids: Sequence[str], reason: str) -> None:
         """Cancel these child runs, wherever they are driven (those that exist and have not

@@ -1,0 +1,1 @@
+"""What a flow needs to run: its plan, its code, the catalog of known and stored flows."""
