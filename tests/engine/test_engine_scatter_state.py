@@ -127,3 +127,48 @@ async def test_an_item_changing_a_mapped_input_leaves_the_run_state_as_it_was() 
     assert result.lifecycle is Lifecycle.COMPLETED
     assert result.state["results"] == [[1, 3], [1, 1], [1, 2]]
     assert result.state["cfg"] == START["cfg"]
+
+
+@node(outputs=["done"])
+async def mark_item(ctx: NodeContext) -> None:
+    """Changes its item in place, through ``ctx.item``; notes what it saw of it."""
+    await ctx.clock.sleep(timedelta(seconds=ctx.item["n"]))  # (items interleave)
+    ctx.item["marked"] = True
+    ctx.state["saw"] = dict(ctx.item)
+
+
+@pytest.mark.parametrize("batch", [None, {"key": "k", "size": 2}], ids=["items", "batches"])
+async def test_an_item_changing_ctx_item_leaves_the_run_state_as_it_was(
+    batch: dict[str, Any] | None,
+) -> None:
+    """``ctx.item`` is the item's own, like the state the item reads: the run's collection
+    (in memory and in the store) and the other items never see a change made to it."""
+
+    @node(outputs=["done"])
+    async def mark_batch(ctx: NodeContext) -> None:
+        for each in ctx.item:
+            each["marked"] = True
+
+    body = mark_item if batch is None else mark_batch
+    items = {"numbers": [{"n": 2, "k": 1}, {"n": 1, "k": 1}, {"n": 3, "k": 1}]}
+    options: dict[str, Any] = {"concurrency": 3}
+    if batch is not None:
+        options["batch"] = batch
+    marking = (
+        FlowBuilder("urn:test:flow:scatter-item-copy")
+        .scatter("each", "numbers", body, {"all-success": "end"}, **options)
+        .terminal("end")
+        .build()
+    )
+    async with running() as (engine, _clock):
+        result = await engine.run(marking, items)
+        stored = await engine.store.get_state(result.run_id)
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert result.state["numbers"] == items["numbers"]
+    assert stored["numbers"] == result.state["numbers"]
+    if batch is None:
+        assert [r["saw"] for r in result.state["results"]] == [
+            {"n": 2, "k": 1, "marked": True},
+            {"n": 1, "k": 1, "marked": True},
+            {"n": 3, "k": 1, "marked": True},
+        ]

@@ -416,7 +416,9 @@ class ScatterRun:
             key=run_key,
             attempt=1,
             visit=self.token.visit,
-            item=item,
+            # (An item of the run's own collection is copied: what the node changes in
+            # ``ctx.item`` stays its own, as what it changes in the state it reads does.)
+            item=copy_value(item) if p.source is not None else item,
             deadline=deadline,
         )
         attempt = await ex.token_attempts.invoke(call)
