@@ -13,7 +13,10 @@ A threaded step hands the node to another thread and back. What that costs depen
 platform more than on either engine: on a virtual machine whose other CPU is idle, waking a thread
 there can cost tens of microseconds. So when threaded nodes are measured, the benchmark first
 prints a bare hand-off between two threads (``machine.thread_round_trip``), and ``--one-cpu``
-runs the whole process, both engines alike, on one CPU.
+runs the whole process, both engines alike, on one CPU. Beside the threaded step it measures its
+floor, ``hand-off``: a no-op handed to the engine's own pool under a thread slot and awaited from
+the loop, exactly as the engine hands a node's code over (so a threaded step should cost no more
+than an inline one plus this).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from machine import describe, thread_round_trip
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Engine, NodeContext
+from flowtide.engine.worker import handoff
+from flowtide.engine.worker.threadslots import ThreadSlots
 from flowtide.model import Flow
 
 CHAIN = 200
@@ -99,6 +104,34 @@ def flowtide_case(shape: str, kind: str, runs: int) -> float:
 
     samples = timed(runs, once)
     return statistics.median(samples) / steps * 1e6
+
+
+def handoff_floor(runs: int) -> float:
+    """Microseconds to hand a no-op to the engine's pool and await it, as a threaded step does:
+    take a thread slot, submit, await; the slot goes back when the call returns."""
+    per_run = CHAIN
+
+    def noop() -> None:
+        return None
+
+    async def main() -> list[float]:
+        async with Engine() as engine:
+            pool, slots = engine.threads, ThreadSlots(32)
+
+            async def once() -> None:
+                for _ in range(per_run):
+                    await slots.take()
+                    await handoff.in_thread(pool, noop, slots.give)
+
+            await once()  # warm up
+            samples = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                await once()
+                samples.append(time.perf_counter() - start)
+            return samples
+
+    return statistics.median(asyncio.run(main())) / per_run * 1e6
 
 
 class S(TypedDict, total=False):
@@ -187,6 +220,9 @@ def main() -> None:
             ratio = f"{theirs / ours:6.1f}x" if theirs else "   n/a"
             shown = f"{theirs:18.1f}" if theirs else f"{'n/a':>18}"
             print(f"{shape:<8} {kind:<7} {ours:17.1f} {shown} {ratio:>7}", flush=True)
+            if kind == "thread":
+                floor = handoff_floor(args.runs)
+                print(f"{shape:<8} {'hand-off':<7} {floor:17.1f} {'n/a':>18} {'':>7}", flush=True)
 
 
 if __name__ == "__main__":

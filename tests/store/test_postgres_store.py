@@ -173,11 +173,19 @@ async def test_schemas_of_one_database_do_not_meet(schemas: Schemas) -> None:
         await other.create_run(run_record("r"), {"in": "other"})
         assert await one.get_state("r") == {"in": "one"}
         assert await other.get_state("r") == {"in": "other"}
-        await one.wait_changed(0.01)  # (listening from now on; its own notice may come)
-        while await one.wait_changed(0.01):
-            pass
+        # Listening for sure, and nothing of its own left to hear (judged by notices, not by
+        # how long one takes: a busy machine delays them). A first wait opens the listening
+        # connection (or, too slow, leaves it to the next wait, which ends at once then);
+        # after it, a run of its own is heard.
+        await one.wait_changed(0.5)
+        await one.create_run(run_record("probe"), {})
+        assert await one.wait_changed(10), "its own notice"
+        # Another schema's notice, then one of its own: notices come in commit order, so one
+        # of another schema would be here before its own, and still be heard after it.
         await other.create_run(run_record("s"), {})
-        assert await one.wait_changed(0.2) is False, "a notice of another schema's store"
+        await one.create_run(run_record("mine"), {})
+        assert await one.wait_changed(10), "its own notice"
+        assert await one.wait_changed(0.5) is False, "a notice of another schema's store"
 
 
 async def test_a_schema_name_is_quoted_as_an_identifier(schemas: Schemas) -> None:

@@ -43,6 +43,11 @@ WINDOW = 8.0
 
 NODES = "flowtide.demo.checkout"
 
+PATIENCE = 60.0
+"""Seconds the scene waits for one thing a process does (a worker's answer to a callback, a
+park): each ends as soon as it is done, at once on an idle machine; a busy one can take seconds
+to start or wake a process."""
+
 
 @dataclass
 class Step:
@@ -64,21 +69,23 @@ class DurableScene:
     """Why the late callback was refused (None: it was accepted, which would be wrong)."""
 
 
-def shortened(example: Path) -> Flow:
-    """The node-anchored payment example, its window cut to :data:`WINDOW` seconds."""
+def shortened(example: Path, window: float = WINDOW) -> Flow:
+    """The node-anchored payment example, its window cut to ``window`` seconds."""
     flow = load_flow(example)
     data = flow.to_data()
     for placement in data["placements"]:
         if placement["id"] == "collect-payment":
-            placement["settings"]["timeout"] = f"PT{WINDOW:g}S"
+            placement["settings"]["timeout"] = f"PT{window:g}S"
     data["id"] = "urn:flowtide:example:checkout-durable"
     return Flow.model_validate(data)
 
 
-def play_durable(example: Path, folder: Path) -> DurableScene:
-    """Play the scene in ``folder`` (its SQLite file, its flow, the workers' logs)."""
+def play_durable(example: Path, folder: Path, window: float = WINDOW) -> DurableScene:
+    """Play the scene in ``folder`` (its SQLite file, its flow, the workers' logs), the payment
+    window ``window`` seconds long: it must outlast three ``flowtide`` processes starting one
+    after another and worker 1's lease, or worker 2 finds it ended (a busy machine needs more)."""
     flow_file = folder / "checkout-durable.yaml"
-    flow_file.write_text(yaml.safe_dump(shortened(example).to_data(), sort_keys=False))
+    flow_file.write_text(yaml.safe_dump(shortened(example, window).to_data(), sort_keys=False))
     scene = DurableScene(f"sqlite:///{folder / 'payments.db'}")
     actors = _Actors(scene.store, folder)
     began = time.monotonic()
@@ -91,7 +98,7 @@ def play_durable(example: Path, folder: Path) -> DurableScene:
     began = time.monotonic()
     note("flowtide start", f"run {scene.run_id[:8]} stored in payments.db")
     first = actors.worker("worker 1")
-    _story(scene, actors, first, note)
+    _story(scene, actors, first, note, window)
     scene.steps.sort(key=lambda s: s.at)
     return scene
 
@@ -101,6 +108,7 @@ def _story(
     actors: _Actors,
     first: subprocess.Popen[bytes],
     note: Callable[[str, str], None],
+    window: float,
 ) -> None:
     run = scene.run_id
     try:
@@ -118,9 +126,9 @@ def _story(
         actors.worker("worker 2")
         actors.until_parked(run, f"charge-{run}-2")
         note("worker 2", "takes the run; collect-payment asks the gateway again (try 2)")
-        record = actors.until_ended(run)
+        record = actors.until_ended(run, patience=window + PATIENCE)
         scene.lifecycle, scene.outcome = record.lifecycle, record.outcome
-        note("worker 2", f"the window ends {WINDOW:g} s after the first try: {scene.outcome}")
+        note("worker 2", f"the window ends {window:g} s after the first try: {scene.outcome}")
         late = actors.signal(f"charge-{run}-2", '{"gateway":"paid"}', refused=True)
         scene.refused = late.get("reason")
         note("gateway", f"paid, too late: refused ({scene.refused})")
@@ -141,9 +149,11 @@ class _Actors:
         """Run ``flowtide ARGS --store ... --json``; its JSON answer (its exit code one of
         ``allowed``)."""
         argv = [sys.executable, "-m", "flowtide", *args, "--store", self.store, "--json"]
-        done = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=60)
+        limit = PATIENCE + 60
+        done = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=limit)
         if done.returncode not in allowed:
-            raise RuntimeError(f"flowtide {args[0]} failed: {done.stderr.strip()}")
+            said = (done.stderr.strip() or done.stdout.strip())[-500:]
+            raise RuntimeError(f"flowtide {args[0]} exited with {done.returncode}: {said}")
         answer: dict[str, Any] = json.loads(done.stdout)
         return answer
 
@@ -156,7 +166,8 @@ class _Actors:
         args = ["signal", "--key", key, "--payload", payload]
         if pending:
             return self.command(*args, "--wait", "0", allowed=(4,))
-        return self.command(*args, allowed=(0, 3) if refused else (0,))
+        waiting = ("--wait", f"{PATIENCE:g}")
+        return self.command(*args, *waiting, allowed=(0, 3) if refused else (0,))
 
     def worker(self, name: str) -> subprocess.Popen[bytes]:
         argv = [
@@ -168,17 +179,21 @@ class _Actors:
         self.workers.append(process)
         return process
 
-    def until_parked(self, run: str, key: str, patience: float = 30.0) -> None:
+    def until_parked(self, run: str, key: str, patience: float = PATIENCE) -> None:
         """Once ``run`` has an open park with ``key`` (read from the file, as ``flowtide show``
         would, without a process of its own)."""
 
         async def parked(store: Store) -> bool:
-            return any(p.key == key for p in await store.parks(run_id=run, open_only=True))
+            if any(p.key == key for p in await store.parks(run_id=run, open_only=True)):
+                return True
+            if (await store.get_run(run)).lifecycle in ENDED_LIFECYCLES:
+                raise RuntimeError(f"run {run} ended before it parked as {key}: window too short")
+            return False
 
         if not asyncio.run(self._until(parked, patience)):
             raise RuntimeError(f"run {run} did not park as {key} within {patience:g} s")
 
-    def until_ended(self, run: str, patience: float = 30.0) -> RunRecord:
+    def until_ended(self, run: str, patience: float = PATIENCE) -> RunRecord:
         async def ended(store: Store) -> bool:
             return (await store.get_run(run)).lifecycle in ENDED_LIFECYCLES
 

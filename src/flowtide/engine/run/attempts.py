@@ -6,8 +6,6 @@ hands in as callbacks.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import contextvars
 import functools
 from collections.abc import Callable, Mapping
@@ -37,6 +35,7 @@ from flowtide.engine.timing.deadlines import (
     attempt_deadline,
 )
 from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
+from flowtide.engine.worker import handoff
 from flowtide.engine.worker._host import RunHost
 from flowtide.engine.worker.instruments import seconds
 from flowtide.engine.worker.process import run_in_process
@@ -222,19 +221,12 @@ class AttemptRunner:
         """``fn(ctx)`` in one of the engine's worker threads, in a copy of this context (as
         ``asyncio.to_thread``), under the thread slot attempt ``key`` holds: the slot goes back
         when the code returns, even if the attempt has ended before (a timeout)."""
-        loop = asyncio.get_running_loop()
         call = functools.partial(contextvars.copy_context().run, fn, ctx)
-        slots = self.host.thread_slots
-
-        def returned(_: object) -> None:
-            with contextlib.suppress(RuntimeError):  # (the loop is closed: nobody waits)
-                loop.call_soon_threadsafe(slots.give)
-
-        running = self.host.threads.submit(call)
+        returned = None
         if key in self.thread_held:
             self.thread_held.discard(key)  # (from now on, the thread gives it back)
-            running.add_done_callback(returned)
-        return await asyncio.wrap_future(running, loop=loop)
+            returned = self.host.thread_slots.give
+        return await handoff.in_thread(self.host.threads, call, returned)
 
     def needs_thread(self, impl: NodeImplementation) -> bool:
         """Whether ``impl``'s attempts run in a worker thread (and take a thread slot)."""

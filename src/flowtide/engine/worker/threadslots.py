@@ -41,7 +41,7 @@ class ThreadSlots:
 
     def try_take(self) -> bool:
         """Take a slot if one is free now and nobody waits for one; True if taken."""
-        if self._free > 0 and not self.waiting:
+        if self._free > 0 and not (self._waiters and self.waiting):
             self._free -= 1
             return True
         return False
