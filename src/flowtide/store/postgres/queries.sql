@@ -579,3 +579,18 @@ DELETE FROM scatter_items WHERE run_id = ANY(%(ids)s::text[]);
 
 -- name: prune_runs
 DELETE FROM runs WHERE id = ANY(%(ids)s::text[]);
+
+-- ---------------------------------------------------------------------------------------------
+-- A run's snapshot (load_run): these reads in one transaction, sent together (one round trip)
+
+-- name: snapshot_transaction
+-- (First in its transaction: every read after it sees the database as of one instant.)
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
+
+-- name: history_after_checkpoint
+-- The history after the run's resume checkpoint (all of it without one).
+SELECT e.seq, e.kind, e.at, e.placement, e.attempt, e.token_id, e.data
+FROM runs r LEFT JOIN events e
+    ON e.run_id = r.id AND e.seq > COALESCE((r.checkpoint ->> 'seq')::bigint, 0)
+WHERE r.id = %(run_id)s
+ORDER BY e.seq;
