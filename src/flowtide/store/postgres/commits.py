@@ -29,6 +29,7 @@ from flowtide.store.base import (
     ENDED_LIFECYCLES,
     RUNNABLE_LIFECYCLES,
     Commit,
+    Expect,
     Lease,
     LeaseLost,
     RunRecord,
@@ -203,13 +204,12 @@ def check(p: Prepared, facts: Facts, *, creating: bool = False) -> None:
 
 
 def sends_whole(p: Prepared) -> bool:
-    """Whether ``p`` may be sent whole: nothing but its run's existence, lease and lifecycle
-    can refuse it (the guard of :func:`send_whole` checks those)."""
+    """Whether ``p`` may be sent whole: nothing but its run's existence, lease, lifecycle and
+    token expectations can refuse it (the guards of :func:`send_whole` check those)."""
     c = p.commit
     return not (
         p.invalid
         or p.not_json
-        or c.expect
         or c.signal_answers
         or c.requests_answered
         or c.fires_deadline is not None
@@ -230,6 +230,8 @@ async def send_whole(conn: Connection, p: Prepared, channel: str) -> psycopg.Asy
         "lifecycles": lifecycles,
     }
     advanced = await conn.execute(Q["advance_run_guarded"], guard)
+    if c.expect:
+        await conn.execute(Q["expect_tokens_guarded"], _expected(c))
     live = lifecycles is not None and ENDED_LIFECYCLES.isdisjoint(lifecycles)
     await write(conn, p, channel, by_holder=c.lease is not None, ended=False if live else None)
     return advanced
@@ -273,3 +275,20 @@ async def _run(cursor: psycopg.AsyncCursor[Any], name: str, rows: list[Params]) 
             await cursor.execute(many_rows(Q[name], len(batch)), row_params(batch))
     elif rows:
         await cursor.executemany(Q[name], rows)
+
+
+def _expected(c: Commit) -> dict[str, Any]:
+    """The parameters of ``expect_tokens_guarded`` for ``c``'s expectations."""
+    wanted = [e if isinstance(e, Expect) else Expect(e) for e in c.expect.values()]
+    statuses = [
+        ",".join(sorted(e.status)) if isinstance(e.status, frozenset) else str(e.status)
+        for e in wanted
+    ]
+    return {
+        "run_id": c.run_id,
+        "n": len(wanted),
+        "ids": list(c.expect),
+        "statuses": statuses,
+        "epochs": [e.epoch for e in wanted],
+        "alive": [e.alive_at for e in wanted],
+    }

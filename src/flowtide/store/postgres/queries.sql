@@ -75,6 +75,19 @@ SELECT advanced.last_seq, flowtide_commit_guard(
 )
 FROM (VALUES (1)) AS one LEFT JOIN advanced ON TRUE;
 
+-- name: expect_tokens_guarded
+-- A commit sent whole with token expectations, after advance_run_guarded (under the run's
+-- lock): fails (see flowtide_commit_guard) unless each of the %(n)s tokens is in one of its
+-- statuses (comma-separated), at its epoch (if given) and, if alive_at is given, has no
+-- deadline or one after it (as Expect.mismatch).
+SELECT flowtide_commit_guard(count(t.id) = %(n)s)
+FROM unnest(%(ids)s::text[], %(statuses)s::text[], %(epochs)s::bigint[], %(alive)s::timestamptz[])
+    AS e(id, statuses, epoch, alive_at)
+JOIN tokens t ON t.run_id = %(run_id)s AND t.id = e.id
+WHERE t.status = ANY(string_to_array(e.statuses, ','))
+    AND (e.epoch IS NULL OR t.epoch = e.epoch)
+    AND (e.alive_at IS NULL OR t.deadline IS NULL OR t.deadline > e.alive_at);
+
 -- name: run_exists
 SELECT EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s);
 
