@@ -516,13 +516,16 @@ async def test_a_rebuild_reads_only_the_history_after_the_let_go_checkpoint() ->
     async with running() as (engine, _clock):
         store = engine.store
         reads: list[int] = []
-        history = store.history
+        load_run = store.load_run
 
-        async def spy(run_id: str, after: int = 0) -> Any:
-            reads.append(after)
-            return await history(run_id, after)
+        async def spy(run_id: str) -> Any:
+            snapshot = await load_run(run_id)
+            checkpoint = snapshot.run.checkpoint
+            reads.append(checkpoint.seq if checkpoint is not None else 0)
+            assert all(e.seq > reads[-1] for e in snapshot.history)
+            return snapshot
 
-        store.history = spy  # type: ignore[method-assign]
+        store.load_run = spy  # type: ignore[method-assign]
         first = await engine.run(flow)
         assert first.lifecycle is Lifecycle.PARKED and not engine._runs
         for _ in range(2):
@@ -530,7 +533,7 @@ async def test_a_rebuild_reads_only_the_history_after_the_let_go_checkpoint() ->
             await engine.wait_parked(first.run_id)
         await engine.signal(first.run_id, placement="p", output="done")
         result = await engine.wait(first.run_id)
-        store.history = history  # type: ignore[method-assign]
+        store.load_run = load_run  # type: ignore[method-assign]
         stored = await store.get_run(first.run_id)
     assert result.lifecycle is Lifecycle.COMPLETED and result.terminals == ("end",)
     # Visits go on counting across rebuilds (idempotency keys stay distinct).

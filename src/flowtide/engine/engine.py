@@ -284,7 +284,9 @@ class Engine:
         drives it."""
         await self._ready()
         fut = self._waiters.end(run_id)
-        await self._waiters.from_store(self.store, run_id)
+        held = self._runs.get(run_id)
+        if held is None or held.released:  # (else its executor here answers, at its end)
+            await self._waiters.from_store(self.store, run_id)
         return await self._answer(fut, run_id, parked=False)
 
     async def wait_parked(self, run_id: str) -> RunResult:
@@ -460,19 +462,15 @@ class Engine:
         return ex
 
     async def _load(self, run_id: str, lease: Lease, now: datetime) -> RunExecutor | None:
-        """Rebuild the run's executor from the store, under ``lease``, and fire what is due by
-        ``now``."""
-        run = await self.store.get_run(run_id)
+        """Rebuild the run's executor from the store (one read: its snapshot), under ``lease``,
+        and fire what is due by ``now``."""
+        snapshot = await self.store.load_run(run_id)
+        run = snapshot.run
         if Lifecycle(run.lifecycle).terminal:
             return None
         plan = await self._catalog.plan_of_run(run)
-        code = self.code(plan)  # (refused before anything of the run is read or run)
-        state = await self.store.get_state(run_id)
-        tokens = await self.store.tokens(run_id)
-        # Only the history after the run's resume checkpoint (all of it without one).
-        seen = run.checkpoint.seq if run.checkpoint is not None else 0
-        history = await self.store.history(run_id, after=seen)
-        ex = RunExecutor(self._host, plan, run, state, code=code)
+        code = self.code(plan)  # (refused before anything of the run is run)
+        ex = RunExecutor(self._host, plan, run, snapshot.state, code=code)
         ex.lease = lease
         self._hold(run_id, ex)
         self._presence.took(run_id, run.flow_id)
@@ -480,10 +478,9 @@ class Engine:
             ex.launch(run.options.get("entrypoint"))
             return ex
         try:
-            ex.restore(tokens, history)
-            await ex.load_extras()
+            ex.restore(snapshot)
             ex.resume_tokens()
-            await self._fire_due(ex, now)
+            ex.fire_come(snapshot.due, now)
         except BaseException:
             self._forget(ex)  # (its lease is given back by the caller)
             ex.close(notify=False)
@@ -492,16 +489,8 @@ class Engine:
         return ex
 
     async def _fire_due(self, ex: RunExecutor, now: datetime) -> int:
-        """Fire the run's due entries whose instant has come by ``now`` (its lease is held
-        here); how many were not being fired already."""
-        due = [e for e in await self.store.due_of(ex.run.id) if e.when <= now]
-        fired = 0
-        if due and ex.pin():
-            try:
-                fired = ex.fire_all(due)
-            finally:
-                ex.unpin()
-        return fired
+        """Fire the due entries of a run held here whose instant has come by ``now``."""
+        return ex.fire_come(await self.store.due_of(ex.run.id), now)
 
     async def _take(self, leases: Sequence[Lease], now: datetime) -> int:
         """Runs the sweeper claimed at ``now``: each is found here, or rebuilt from the store,

@@ -92,6 +92,7 @@ from flowtide.store.records import (
     ParkStatus,
     RequestAnswer,
     RunRecord,
+    RunSnapshot,
     ScatterItemRecord,
     SignalAnswer,
     SignalRequest,
@@ -123,6 +124,7 @@ __all__ = [
     "RequestAnswer",
     "RunEndedError",
     "RunRecord",
+    "RunSnapshot",
     "ScatterItemRecord",
     "SignalAnswer",
     "SignalRequest",
@@ -353,6 +355,23 @@ class Store(ABC):
     @abstractmethod
     async def get_run(self, run_id: str) -> RunRecord:
         """The run (raises :class:`UnknownRunError`)."""
+
+    async def load_run(self, run_id: str) -> RunSnapshot:
+        """Everything a rebuild of the run reads, in one read (raises
+        :class:`UnknownRunError`): its record and state, every token, the history after its
+        resume checkpoint, its open parks, node anchors and due entries, all as of one instant.
+        (This default reads them one after another: a store that can read them at once does.)"""
+        run = await self.get_run(run_id)
+        seen = run.checkpoint.seq if run.checkpoint is not None else 0
+        return RunSnapshot(
+            run,
+            await self.get_state(run_id),
+            await self.tokens(run_id),
+            await self.history(run_id, after=seen),
+            await self.parks(run_id=run_id, open_only=True),
+            await self.node_anchors(run_id),
+            await self.due_of(run_id),
+        )
 
     @abstractmethod
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:

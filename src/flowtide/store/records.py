@@ -26,6 +26,7 @@ __all__ = [
     "ParkStatus",
     "RequestAnswer",
     "RunRecord",
+    "RunSnapshot",
     "ScatterItemRecord",
     "SignalAnswer",
     "SignalRequest",
@@ -458,3 +459,22 @@ class Commit:
     release: bool = False
     """Give the run back once the commit has applied: it has no owner any more (the epoch is
     kept; the next owner bumps it)."""
+
+
+@dataclass(slots=True)
+class RunSnapshot:
+    """Everything a rebuild of a run reads, read at once (:meth:`Store.load_run`): one
+    consistent view of the run, as no piecemeal reads could give while others write."""
+
+    run: RunRecord
+    state: dict[str, Any]
+    tokens: Sequence[TokenRecord]
+    """Every token of the run, in the order they were first written."""
+    history: Sequence[EventRecord]
+    """The events after the run's resume checkpoint (all of them without one), in order."""
+    parks: Sequence[ParkRecord]
+    """The run's open parks, in the order they were first written."""
+    anchors: Sequence[NodeAnchor]
+    """The run's stored (not released) node anchors."""
+    due: Sequence[DueEntry]
+    """The run's due entries, earliest first (as :meth:`Store.due_of`)."""

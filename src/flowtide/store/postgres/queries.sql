@@ -75,6 +75,31 @@ SELECT advanced.last_seq, flowtide_commit_guard(
 )
 FROM (VALUES (1)) AS one LEFT JOIN advanced ON TRUE;
 
+-- name: expect_tokens_guarded
+-- A commit sent whole with token expectations, after advance_run_guarded (under the run's
+-- lock): fails (see flowtide_commit_guard) unless each of the %(n)s tokens is in one of its
+-- statuses (comma-separated), at its epoch (if given) and, if alive_at is given, has no
+-- deadline or one after it (as Expect.mismatch).
+SELECT flowtide_commit_guard(count(t.id) = %(n)s)
+FROM unnest(%(ids)s::text[], %(statuses)s::text[], %(epochs)s::bigint[], %(alive)s::timestamptz[])
+    AS e(id, statuses, epoch, alive_at)
+JOIN tokens t ON t.run_id = %(run_id)s AND t.id = e.id
+WHERE t.status = ANY(string_to_array(e.statuses, ','))
+    AND (e.epoch IS NULL OR t.epoch = e.epoch)
+    AND (e.alive_at IS NULL OR t.deadline IS NULL OR t.deadline > e.alive_at);
+
+-- name: answers_guarded
+-- A commit sent whole that answers signals or requests, after advance_run_guarded: fails (see
+-- flowtide_commit_guard) if one of its signal keys %(keys)s is answered already, or one of the
+-- requests %(ids)s is not the run's or is answered already (as the careful checks).
+SELECT flowtide_commit_guard(
+    NOT EXISTS (SELECT 1 FROM signal_answers WHERE key = ANY(%(keys)s::text[]))
+    AND (
+        SELECT count(*) FROM signal_requests
+        WHERE id = ANY(%(ids)s::text[]) AND run_id = %(run_id)s AND answer IS NULL
+    ) = cardinality(%(ids)s::text[])
+);
+
 -- name: run_exists
 SELECT EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s);
 
@@ -579,3 +604,18 @@ DELETE FROM scatter_items WHERE run_id = ANY(%(ids)s::text[]);
 
 -- name: prune_runs
 DELETE FROM runs WHERE id = ANY(%(ids)s::text[]);
+
+-- ---------------------------------------------------------------------------------------------
+-- A run's snapshot (load_run): these reads in one transaction, sent together (one round trip)
+
+-- name: snapshot_transaction
+-- (First in its transaction: every read after it sees the database as of one instant.)
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
+
+-- name: history_after_checkpoint
+-- The history after the run's resume checkpoint (all of it without one).
+SELECT e.seq, e.kind, e.at, e.placement, e.attempt, e.token_id, e.data
+FROM runs r LEFT JOIN events e
+    ON e.run_id = r.id AND e.seq > COALESCE((r.checkpoint ->> 'seq')::bigint, 0)
+WHERE r.id = %(run_id)s
+ORDER BY e.seq;

@@ -41,6 +41,7 @@ from flowtide.store.base import (
     ParkRecord,
     ParkStatus,
     RunRecord,
+    RunSnapshot,
     ScatterItemRecord,
     SignalAnswer,
     SignalRequest,
@@ -87,6 +88,7 @@ from flowtide.store.postgres.rows import (
     token_of_row,
 )
 from flowtide.store.postgres.schema import migrate
+from flowtide.store.postgres.snapshot import read_snapshot, send_snapshot
 from flowtide.store.postgres.workers import WORKER_QUERIES, worker_of_row, worker_params
 from flowtide.store.sqlfiles import PRUNED_TABLES
 
@@ -490,6 +492,11 @@ class PostgresStore(Store):
         if not rows:
             raise UnknownRunError(run_id)
         return run_of_row(rows[0])
+
+    async def load_run(self, run_id: str) -> RunSnapshot:
+        async with self._transaction() as conn:
+            cursors = await send_snapshot(conn, run_id)
+        return await read_snapshot(cursors, run_id)
 
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
         if lifecycle is None:

@@ -42,6 +42,7 @@ from flowtide.store.base import (
     NodeAnchor,
     ParkRecord,
     RunRecord,
+    RunSnapshot,
     ScatterItemRecord,
     SignalAnswer,
     SignalRequest,
@@ -55,7 +56,16 @@ from flowtide.store.base import (
     WorkerRecord,
 )
 from flowtide.store.jsonvalues import encode_json
-from flowtide.store.sqlite import commits, flows, leases, pruning, reads, requests, workers
+from flowtide.store.sqlite import (
+    commits,
+    flows,
+    leases,
+    pruning,
+    reads,
+    requests,
+    snapshot,
+    workers,
+)
 from flowtide.store.sqlite.group import Write, WriteQueue, apply_group
 from flowtide.store.sqlite.rows import micros
 from flowtide.store.sqlite.schema import SYNCHRONOUS, open_database
@@ -297,6 +307,9 @@ class SQLiteStore(Store):
 
     async def get_run(self, run_id: str) -> RunRecord:
         return await self._call(lambda conn: reads.get_run(conn, run_id))
+
+    async def load_run(self, run_id: str) -> RunSnapshot:
+        return await self._call(lambda conn: snapshot.load_run(conn, run_id))
 
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
         return await self._call(lambda conn: reads.list_runs(conn, lifecycle))

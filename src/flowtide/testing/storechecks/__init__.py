@@ -42,6 +42,7 @@ from flowtide.testing.storechecks.leases import (
     leases_say_whom_a_run_was_taken_from,
     runs_wake_when_they_need_a_worker,
 )
+from flowtide.testing.storechecks.loading import a_run_is_loaded_whole_in_one_read
 from flowtide.testing.storechecks.parking import (
     node_anchors_are_stored_and_released,
     parks_are_found_by_filters_in_order,
@@ -102,6 +103,7 @@ CHECKS: tuple[StoreCheck, ...] = (
     stored_flows_count_their_runs,
     node_anchors_are_stored_and_released,
     parks_are_found_by_filters_in_order,
+    a_run_is_loaded_whole_in_one_read,
     tokens_are_filtered_by_status,
     scatter_items_are_kept_by_index,
     checkpoints_round_trip,

@@ -37,6 +37,7 @@ from flowtide.engine.run.attempts import AttemptRunner, Running
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
+from flowtide.engine.run.executor.closing import RunClosing
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.marks import inherit
 from flowtide.engine.run.parking import park_record
@@ -45,6 +46,7 @@ from flowtide.engine.state.reducers import StateMerger
 from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope
 from flowtide.engine.worker._host import RunHost
 from flowtide.engine.worker.background import task_awaiting
+from flowtide.model.placements import Terminal
 from flowtide.store.base import (
     Commit,
     DeadlineAhead,
@@ -365,6 +367,21 @@ class RunCore(ABC):
     @abstractmethod
     def maybe_drained(self) -> None:
         """Settle or end the run if nothing drives it any more (the driving layer)."""
+
+    @abstractmethod
+    def closing(
+        self,
+        c: Commit,
+        ending: Sequence[tuple[TokenRecord, Terminal]],
+        released: Sequence[tuple[str, str | None]],
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None,
+    ) -> RunClosing | None:
+        """The run's end, to fold into ``c`` (a move's commit of ``ending`` to their terminals),
+        if that move ends the run (the driving layer); None: it does not, or not alone."""
+
+    @abstractmethod
+    def ended_by_step(self, closing: RunClosing) -> None:
+        """A step's commit ended the run (see :meth:`closing`; the driving layer)."""
 
     @abstractmethod
     async def evaluate_joins(self) -> None:

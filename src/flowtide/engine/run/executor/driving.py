@@ -5,7 +5,7 @@ waits are left, and its end.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from flowtide.clock import isoformat
@@ -26,6 +26,7 @@ from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunRes
 from flowtide.engine.run.children import child_run_id
 from flowtide.engine.run.due import DEADLINE
 from flowtide.engine.run.executor.child_runs import ChildRuns
+from flowtide.engine.run.executor.closing import RunClosing
 from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.parking import Parking
 from flowtide.engine.run.executor.phases import Phases
@@ -37,6 +38,7 @@ from flowtide.engine.worker._host import RunHost
 from flowtide.model.placements import (
     PhaseKind,
     Scatter,
+    Terminal,
 )
 from flowtide.store.base import (
     Checkpoint,
@@ -417,6 +419,37 @@ class Driving(Parking):
         finally:
             self.root.close()
             self.host.forget(self)
+        self.host.ended(result)
+
+    def closing(
+        self,
+        c: Commit,
+        ending: Sequence[tuple[TokenRecord, Terminal]],
+        released: Sequence[tuple[str, str | None]],
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None,
+    ) -> RunClosing | None:
+        if self.view.end is not None or self.closed or not self.started:
+            return None
+        gone = {t.id for t, _ in ending}
+        if any(token_id not in gone for token_id in self.view.tokens):
+            return None  # (other tokens go on)
+        if not set(self.view.anchors) <= set(released):
+            return None  # (the end's own step releases them)
+        if self.child_waits or self.cancels or self.handed_off or self.plan.post:
+            return None
+        if self.root.cancellation is not None:
+            return None
+        me = asyncio.current_task()
+        if any(t is not me and not t.done() for t in self.tasks):
+            return None  # (something else is at work: the end waits for it, as it would)
+        return RunClosing(self.view, self.clock, c, ending, update)
+
+    def ended_by_step(self, closing: RunClosing) -> None:
+        result = closing.committed()  # (the view's end was set with the commit's)
+        if self.deadline_timer is not None:
+            self.deadline_timer.cancel()
+        self.root.close()
+        self.host.forget(self)
         self.host.ended(result)
 
     async def _cancel_leftovers(self, end: RunEnd) -> None:

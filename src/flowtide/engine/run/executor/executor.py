@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from datetime import datetime
 
 from flowtide.engine.run.executor.driving import Driving
 from flowtide.engine.run.restoring import restore_view
-from flowtide.store.base import (
-    EventRecord,
-    TokenRecord,
-    TokenStatus,
-)
+from flowtide.store.base import DueEntry, RunSnapshot, TokenStatus
 
 S = TokenStatus
 
@@ -37,24 +34,31 @@ S = TokenStatus
 class RunExecutor(Driving):
     """One run, driven from its start or rebuilt from the store."""
 
-    def restore(self, tokens: Sequence[TokenRecord], history: Sequence[EventRecord]) -> None:
-        """Rebuild in-memory bookkeeping from stored tokens and history (before resuming):
-        ``history`` is what follows the run's resume checkpoint (all of it without one)."""
+    def restore(self, snapshot: RunSnapshot) -> None:
+        """Rebuild in-memory bookkeeping from the run's snapshot (before resuming): its tokens,
+        the history after its resume checkpoint, its node anchors and open parks."""
         self.started = True
-        restored = restore_view(self.view, self.plan, tokens, history)
+        restored = restore_view(self.view, self.plan, snapshot.tokens, snapshot.history)
         self.committer.restored(restored.seq)
         self.ids = itertools.count(restored.next_id)
-
-    async def load_extras(self) -> None:
-        """Read the run's node anchors and open parks from the store (before resuming)."""
-        store = self.host.store
-        if self.plan.anchored:  # (a run of a flow without node anchors has none stored)
-            for anchor in await store.node_anchors(self.view.run.id):
-                self.view.anchors[(anchor.placement, anchor.item)] = anchor.at
-        for park in await store.parks(run_id=self.view.run.id, open_only=True):
+        for anchor in snapshot.anchors:
+            self.view.anchors[(anchor.placement, anchor.item)] = anchor.at
+        for park in snapshot.parks:
             token = self.view.tokens.get(park.token_id)
             if token is not None and token.status is S.PARKED and token.epoch == park.epoch:
                 self.view.parks[park.token_id] = park
+
+    def fire_come(self, due: Sequence[DueEntry], now: datetime) -> int:
+        """Fire the run's due entries whose instant has come by ``now`` (its lease is held
+        here); how many were not being fired already."""
+        come = [e for e in due if e.when <= now]
+        fired = 0
+        if come and self.pin():
+            try:
+                fired = self.fire_all(come)
+            finally:
+                self.unpin()
+        return fired
 
     def resume_tokens(self) -> None:
         """Start driving restored tokens (waiting and parked ones have their due entries in the

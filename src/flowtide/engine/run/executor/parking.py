@@ -187,15 +187,44 @@ class Parking(Tasks):
         done.tokens = [token]
         done.events = [event]
         done.due_dropped = [(token.id, TIMEOUT.format())]
-        ok = await self.commit(
-            done,
-            unless_ended=True,
-            update=update,
-            token=token,
-        )
+        started = self._start_woken(token, done)
+        try:
+            ok = await self.commit(
+                done,
+                unless_ended=True,
+                update=update,
+                token=token,
+            )
+        except BaseException:
+            if started:
+                self.token_attempts.not_started(token.id)
+            raise
+        if started:
+            if not ok:
+                self.token_attempts.not_started(token.id)
+            else:
+                self.prestarted.add(token.id)
         if ok:
             self.spawn(token)
         return ok
+
+    def _start_woken(self, token: TokenRecord, done: Commit) -> bool:
+        """One commit for a wake: it also starts the node's next attempt (as a move starts
+        the attempt it leads to), unless it must wait for a thread; whether it does. A crash
+        after it runs the attempt again, with the same number and the signal still on the
+        token."""
+        p = self.plan.placements[token.placement]
+        if p.kind != "task" or not self.host.executes:
+            return False
+        if not self.attempts.take_thread_now(token.id, self.code.impls[p.id]):
+            return False  # (it starts once a thread is free for it)
+        begun, anchors, due = self.arming.start_attempt(
+            token, p.id, self.plan.nodes[p.id], self.plan.settings[p.id]
+        )
+        done.events = [*done.events, begun]
+        done.anchors = anchors
+        done.due = due
+        return True
 
     def fire_all(self, entries: Sequence[DueEntry]) -> int:
         """The sweeper says these due entries have come: requests first (the store lets no

@@ -122,23 +122,26 @@ class Routing(RunCore):
             anchors: list[NodeAnchor] = []
             due: list[DueEntry] = []
             prestarted = [] if released else self._prestart(nxt, split_id, events, anchors, due)
-            ok = await self.commit(
-                Commit(
-                    self.view.run.id,
-                    tokens=[*moved, *extra],
-                    events=events,
-                    due_cleared=due_cleared,
-                    due=due,
-                    anchors=anchors,
-                    anchors_released=released,
-                    signal_answers=answers,
-                    requests_answered=requests,
-                    due_fired=fired,
-                ),
-                unless_ended=True,
-                token=token,
-                update=update,
+            c = Commit(
+                self.view.run.id,
+                tokens=[*moved, *extra],
+                events=events,
+                due_cleared=due_cleared,
+                due=due,
+                anchors=anchors,
+                anchors_released=released,
+                signal_answers=answers,
+                requests_answered=requests,
+                due_fired=fired,
             )
+            closing = self.closing(c, ending, released, update) if ending else None
+            step = closing.update if closing is not None else update
+            try:
+                ok = await self.commit(c, unless_ended=True, token=token, update=step)
+            except BaseException:
+                if closing is not None:
+                    closing.failed()
+                raise
             if not ok:
                 for t_id in prestarted:
                     self.token_attempts.not_started(t_id)
@@ -146,6 +149,8 @@ class Routing(RunCore):
                     t.status = S.READY
                 return NOT_MOVED
             self._apply_move(prestarted, ending, released)
+            if closing is not None:
+                self.ended_by_step(closing)
             for other in nxt[1:]:
                 self.spawn(other)
             if judges_move(self.view.joins, self.plan, targets, split_id) and note_moves(

@@ -90,7 +90,7 @@ class Tasks(Routing):
         impl: NodeImplementation,
         settings: NodeSettings,
     ) -> TokenRecord | None:
-        signal = None
+        signal = signal_of(token)  # (the payload of the signal that woke it, if one did)
         if token.id in self.prestarted:
             # The commit that moved the token here also started this attempt.
             self.prestarted.discard(token.id)
@@ -106,7 +106,6 @@ class Tasks(Routing):
                     self.attempts.drop_thread(token.id)
                     return None
                 fired = take_due(token)
-                signal = signal_of(token)
                 events = []
                 if fired is Waiting.RETRY:
                     events.append(self.event(token, TimerFired(purpose="retry")))
