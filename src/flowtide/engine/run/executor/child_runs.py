@@ -16,6 +16,7 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
 from flowtide.engine.run.attempts import COMPUTE, Attempt, Running
 from flowtide.engine.run.children import StartedChild, child_run_id
+from flowtide.engine.run.due import TIMEOUT
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.core import ChildWait
@@ -36,6 +37,7 @@ from flowtide.store.base import (
 )
 
 S = TokenStatus
+_WINDOW_ENDED = f"its parent's {CancelReason.NODE_TIMEOUT.value}"
 
 
 class ChildRunHost(MovePort, Protocol):
@@ -98,25 +100,13 @@ class ChildRuns:
         self.ex = ex
 
     async def at_subflow(self, token: TokenRecord, p: Subflow) -> TokenRecord | None:
-        """Drive ``token`` at subflow ``p``: start its child run, wait for its end, move on."""
+        """Drive ``token`` at subflow ``p``: start its child run, wait for its end, move on.
+        A token restored running here (its run rebuilt: see ``RunExecutor.resume_tokens``)
+        waits again for the child it started, with the window and timers it was armed with."""
         ex = self.ex
         settings = ex.plan.settings[p.id]
-        async with ex.steps.hold():
-            if ex.view.end is not None or token.status is S.CANCELLED:
-                return None
-            token.status = S.RUNNING
-            ex.starting.add(token.id)
-            anchors, due = ex.arming.arm(token, p.id, settings, ex.clock.now())
-            deadline = isoformat(token.deadline) if token.deadline is not None else None
-            started = ex.event(
-                token,
-                NodeStarted(visit=token.visit, kind="subflow", deadline=deadline, subflow=p.flow),
-            )
-            if not await ex.commit(
-                Commit(ex.view.run.id, tokens=[token], events=[started], anchors=anchors, due=due),
-                unless_ended=True,
-            ):
-                return None
+        if token.status is not S.RUNNING and not await self._start(token, p, settings):
+            return None
         base = dict(ex.view.state)
         attempt, result = await self.run_child(
             p.id,
@@ -139,6 +129,28 @@ class ChildRuns:
         if attempt.kind != "ok" or result is None:
             return await ex.after_attempt(token, p, p.flow, settings, base, attempt)
         return await self._child_ended(token, p, base, result)
+
+    async def _start(self, token: TokenRecord, p: Subflow, settings: NodeSettings) -> bool:
+        """The step that starts ``token`` at ``p``: running, its window and timers armed (each a
+        due entry of the run: they come on time with nobody holding it); False if skipped."""
+        ex = self.ex
+        async with ex.steps.hold():
+            if ex.view.end is not None or token.status is S.CANCELLED:
+                return False
+            token.status = S.RUNNING
+            ex.starting.add(token.id)
+            anchors, due = ex.arming.arm(token, p.id, settings, ex.clock.now())
+            deadline = isoformat(token.deadline) if token.deadline is not None else None
+            if token.deadline is not None:
+                due = [*due, TIMEOUT.entry(token.deadline, ex.view.run.id, token.id)]
+            started = ex.event(
+                token,
+                NodeStarted(visit=token.visit, kind="subflow", deadline=deadline, subflow=p.flow),
+            )
+            return await ex.commit(
+                Commit(ex.view.run.id, tokens=[token], events=[started], anchors=anchors, due=due),
+                unless_ended=True,
+            )
 
     async def _child_ended(
         self, token: TokenRecord, p: Subflow, base: Mapping[str, Any], result: RunResult
@@ -166,11 +178,12 @@ class ChildRuns:
                     "success",
                     event=fin,
                     update=lambda: ex.merger.apply(ex.view.state, base, {}, [], update),
+                    due_cleared=[token.id],  # (its window, timers, its child's wake)
                 )
             ).next
         if "error" in p.route_map():
             ex.view.last_placements = [p.id]
-            return (await ex.move(token, p, "error", event=fin)).next
+            return (await ex.move(token, p, "error", event=fin, due_cleared=[token.id])).next
         await ex.commit(
             Commit(ex.view.run.id, events=[ex.event(token, fin(None))]), unless_ended=True
         )
@@ -211,6 +224,10 @@ class ChildRuns:
         if deadline is COMPUTE:
             deadline = attempt_deadline(settings, now=now, run_created_at=ex.view.run.created_at)
         if deadline is not None and deadline <= now:
+            if token is not None:
+                # Its window ended with nobody holding the run: the child it may have started
+                # (driven anywhere) goes too.
+                await ex.host.cancel_children([child_id], _WINDOW_ENDED)
             return Attempt("timeout", deadline=deadline), None
         scope = (parent or ex.root).child(placement)
         window = ScopeDeadline(ex.clock, scope, deadline)
@@ -242,8 +259,9 @@ class ChildRuns:
 
     async def _child_end(self, child: StartedChild, token: TokenRecord | None) -> RunResult:
         """The child's end. Meanwhile, once a subflow's child waits parked, this run counts
-        the subflow's token as parked (and may settle parked itself, held: see
-        :class:`~flowtide.engine.run.executor.core.ChildWait`)."""
+        the subflow's token as parked (see
+        :class:`~flowtide.engine.run.executor.core.ChildWait`): it may settle parked and be
+        let go, this wait with it; the child's end then wakes it from the store."""
         ended = asyncio.ensure_future(child.ended())
         if token is None:  # (a scatter's item: the scatter's own token is at work)
             return await ended
