@@ -235,8 +235,8 @@ class MemoryStore(Store):
         for entry in c.wakes:  # (another run's entry: kept unless that run has ended)
             woken = self._runs.get(entry.run_id)
             if woken is not None and woken.record.lifecycle not in ENDED_LIFECYCLES:
-                when = (entry.when, next(self._due_order))
-                self._due[entry.run_id][(entry.token_id, entry.purpose)] = when
+                kept = (entry.when, next(self._due_order))
+                self._due[entry.run_id][(entry.token_id, entry.purpose)] = kept
                 self._rewake(entry.run_id, tell=True)  # (its holder may be another engine)
         for anchor in c.anchors:
             self._anchors.setdefault(anchor.run_id, {})[(anchor.placement, anchor.item)] = anchor.at
@@ -328,8 +328,8 @@ class MemoryStore(Store):
         whoever waits for a change (``tell``: the engines of this process too)."""
         for watcher in self._watchers:
             watcher.set()
-        for wake in list(self._on_request) if tell else ():
-            wake()
+        for engine in list(self._on_request) if tell else ():
+            engine()
         run = self._runs[run_id].record
         wake: datetime | None
         if run.lifecycle in ENDED_LIFECYCLES:

@@ -153,7 +153,11 @@ class ChildRuns:
         # Once let go (parked), the child is under ``scope`` no more: a cancel reaches it through
         # the store then (after the scope's own, which reaches it while it is held here).
         loop = asyncio.get_running_loop()
-        scope.on_cancel(lambda c: loop.call_soon(self._cancel_child, run_id, c))
+
+        def through_store(c: Cancellation) -> None:
+            loop.call_soon(self._cancel_child, run_id, c)
+
+        scope.on_cancel(through_store)
         return StartedChild(run, True, *self._waits(run_id))
 
     def _waits(
