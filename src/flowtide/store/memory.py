@@ -235,8 +235,8 @@ class MemoryStore(Store):
         for entry in c.wakes:  # (another run's entry: kept unless that run has ended)
             woken = self._runs.get(entry.run_id)
             if woken is not None and woken.record.lifecycle not in ENDED_LIFECYCLES:
-                kept = (entry.when, next(self._due_order))
-                self._due[entry.run_id][(entry.token_id, entry.purpose)] = kept
+                instant = (entry.when, next(self._due_order))
+                self._due[entry.run_id][(entry.token_id, entry.purpose)] = instant
                 self._rewake(entry.run_id, tell=True)  # (its holder may be another engine)
         for anchor in c.anchors:
             self._anchors.setdefault(anchor.run_id, {})[(anchor.placement, anchor.item)] = anchor.at
