@@ -37,7 +37,6 @@ from flowtide.store.base import (
 )
 
 S = TokenStatus
-_WINDOW_ENDED = f"its parent's {CancelReason.NODE_TIMEOUT.value}"
 
 
 class ChildRunHost(MovePort, Protocol):
@@ -105,20 +104,27 @@ class ChildRuns:
         waits again for the child it started, with the window and timers it was armed with."""
         ex = self.ex
         settings = ex.plan.settings[p.id]
-        if token.status is not S.RUNNING and not await self._start(token, p, settings):
+        rejoining = token.status is S.RUNNING
+        if not rejoining and not await self._start(token, p, settings):
             return None
         base = dict(ex.view.state)
+        child_id = child_run_id(ex.view.run.id, token.id, token.visit, token.attempt)
         attempt, result = await self.run_child(
             p.id,
             p.flow,
             map_input(base, p.input),
             settings,
             key=token.id,
-            child_id=child_run_id(ex.view.run.id, token.id, token.visit, token.attempt),
+            child_id=child_id,
             item=None,
             token=token,
             deadline=token.deadline,
         )
+        if rejoining and result is None and attempt.kind in ("timeout", "cancelled"):
+            # Its window ended, or an interrupting timer fired, while nobody held this run: the
+            # child it started goes too, wherever it is driven.
+            why = attempt.cancellation.reason if attempt.cancellation else CancelReason.NODE_TIMEOUT
+            await ex.host.cancel_children([child_id], f"its parent's {why.value}")
         if isinstance(attempt.error, RecursionDepthError) and "error" in p.route_map():
             # The child could not start: routed like any failure of the child.
             error = ex.error_data(attempt.error)
@@ -224,10 +230,6 @@ class ChildRuns:
         if deadline is COMPUTE:
             deadline = attempt_deadline(settings, now=now, run_created_at=ex.view.run.created_at)
         if deadline is not None and deadline <= now:
-            if token is not None:
-                # Its window ended with nobody holding the run: the child it may have started
-                # (driven anywhere) goes too.
-                await ex.host.cancel_children([child_id], _WINDOW_ENDED)
             return Attempt("timeout", deadline=deadline), None
         scope = (parent or ex.root).child(placement)
         window = ScopeDeadline(ex.clock, scope, deadline)
@@ -244,7 +246,7 @@ class ChildRuns:
                     ),
                     unless_ended=True,
                 )
-            result = await self._child_end(child, token)
+            result = await self._child_end(child, token, scope)
         except Exception as exc:
             return Attempt("error", error=exc), None
         finally:
@@ -257,7 +259,9 @@ class ChildRuns:
             return Attempt("cancelled", cancellation=scope.cancellation), result
         return Attempt("ok", output="success"), result
 
-    async def _child_end(self, child: StartedChild, token: TokenRecord | None) -> RunResult:
+    async def _child_end(
+        self, child: StartedChild, token: TokenRecord | None, scope: CancelScope
+    ) -> RunResult:
         """The child's end. Meanwhile, once a subflow's child waits parked, this run counts
         the subflow's token as parked (see
         :class:`~flowtide.engine.run.executor.core.ChildWait`): it may settle parked and be
@@ -267,9 +271,18 @@ class ChildRuns:
             return await ended
         waits = self.ex.child_waits
         settled = asyncio.ensure_future(child.settled())
+
+        # Once its scope is cancelled (a timer, the window, the run's end) the token is at work
+        # again: its child is being cancelled, and the token moves on by that.
+        def at_work(_: Cancellation) -> None:
+            waits.pop(token.id, None)
+
+        scope.on_cancel(at_work)
         try:
             await asyncio.wait({ended, settled}, return_when=asyncio.FIRST_COMPLETED)
             parked = settled.result() if settled.done() and not settled.exception() else None
+            if scope.cancel_called:
+                parked = None
             if not ended.done() and parked is not None and parked.lifecycle is Lifecycle.PARKED:
                 waits[token.id] = ChildWait(
                     asyncio.current_task(),
