@@ -436,6 +436,8 @@ class Driving(Parking):
         finally:
             self.root.close()
             self.host.forget(self)
+        if self.view.run.parent_token_id is not None:
+            self.host.wake_sweeper(now)  # (its parent is due now: this engine may take it)
         self.host.ended(result)
 
     async def _cancel_leftovers(self, end: RunEnd) -> None:
