@@ -307,7 +307,7 @@ class Driving(Parking):
                 self.lose_view(exc)
                 return
             if not self.quiescent():
-                if self.view.end is not None:
+                if not self.closed:
                     await self._take_back()
                 return
             result = self.snapshot()
@@ -324,8 +324,9 @@ class Driving(Parking):
         self.host.settled(result)
 
     async def _take_back(self) -> None:
-        """The run ended (a cancel came) while the commit that gave it back was under way: its
-        lease is taken again, for its end to be committed (else this view is dropped)."""
+        """Something came (a cancel, a firing) while the commit that gave the run back was under
+        way: its lease is taken again, for what follows to be committed (else this view is
+        dropped)."""
         lease, now = self.lease, self.clock.now()
         taken = None
         if lease is not None:
