@@ -172,3 +172,25 @@ async def test_an_interrupting_timer_on_a_subflow_fires_with_nobody_holding_its_
         await store.close()
     assert (result.lifecycle, result.outcome) == (Lifecycle.COMPLETED, "late")
     assert child_result.lifecycle is Lifecycle.CANCELLED
+
+
+async def test_the_deadline_of_a_parent_let_go_cancels_its_parked_child() -> None:
+    child = approval_child()
+    parent = parent_of(child)
+    clock = VirtualClock(T0)
+    store = fresh_store()
+    engine = Engine(clock=clock, store=store, flows=[parent, child])
+    try:
+        handle = await engine.start(parent, {"order": "w6"}, deadline=timedelta(hours=1))
+        await clock.advance(timedelta(minutes=1))
+        child_id = await until_parked(store, "approve:w6")
+        await until_let_go(engine)
+        await clock.advance(timedelta(hours=1))
+        result = await asyncio.wait_for(engine.wait(handle.run_id), 60)
+        child_result = await asyncio.wait_for(engine.wait(child_id), 60)
+    finally:
+        await engine.close()
+        await clock.aclose()
+        await store.close()
+    assert result.lifecycle is Lifecycle.TIMED_OUT
+    assert child_result.lifecycle is Lifecycle.CANCELLED
