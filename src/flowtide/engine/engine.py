@@ -238,7 +238,7 @@ class Engine:
         """The engine's sweeper (started on first use)."""
         if self._scheduler is None:
             most = self.max_runs
-            # (A held run that waits parked, a subflow's child or its parent, takes no room.)
+            # (A held run that waits parked, about to be let go, takes no room.)
             room = None if most is None else (lambda: most - self._at_work())
             self._scheduler = Sweeper(
                 self.store,

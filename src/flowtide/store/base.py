@@ -302,9 +302,9 @@ class Store(ABC):
         await self.close()
 
     def on_request(self, wake: Callable[[], None]) -> Callable[[], None]:
-        """Call ``wake`` whenever a request is recorded in this store object (by any engine of
-        this process; a shared store tells other processes through :meth:`wait_changed`);
-        returns what stops it."""
+        """Call ``wake`` whenever a request is recorded in this store object, or a commit
+        wakes another run (:attr:`Commit.wakes`), by any engine of this process (a shared store
+        tells other processes through :meth:`wait_changed`); returns what stops it."""
         return _nothing
 
     async def wait_changed(self, seconds: float) -> bool:

@@ -134,7 +134,7 @@ class MemoryStore(Store):
         if lease is not None:
             self._hold(lease)
         events = self._apply(step) if step is not None else []
-        self._rewake(run.id)
+        self._rewake(run.id, tell=lease is None)  # (nobody holds it: it needs a worker)
         return events
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
@@ -232,6 +232,12 @@ class MemoryStore(Store):
             due[(entry.token_id, entry.purpose)] = (entry.when, next(self._due_order))
         if self._runs[run_id].record.lifecycle in ENDED_LIFECYCLES:
             due.clear()
+        for entry in c.wakes:  # (another run's entry: kept unless that run has ended)
+            woken = self._runs.get(entry.run_id)
+            if woken is not None and woken.record.lifecycle not in ENDED_LIFECYCLES:
+                instant = (entry.when, next(self._due_order))
+                self._due[entry.run_id][(entry.token_id, entry.purpose)] = instant
+                self._rewake(entry.run_id, tell=True)  # (its holder may be another engine)
         for anchor in c.anchors:
             self._anchors.setdefault(anchor.run_id, {})[(anchor.placement, anchor.item)] = anchor.at
         for placement, item in c.anchors_released:
@@ -267,9 +273,7 @@ class MemoryStore(Store):
         self._run_requests.setdefault(request.run_id, []).append(request.id)
         due = self._due[request.run_id]
         due[(request.id, "signal")] = (row.record.requested_at, next(self._due_order))
-        self._rewake(request.run_id)
-        for wake in list(self._on_request):
-            wake()
+        self._rewake(request.run_id, tell=True)
         return row.read()
 
     def on_request(self, wake: Callable[[], None]) -> Callable[[], None]:
@@ -319,11 +323,13 @@ class MemoryStore(Store):
         finally:
             self._watchers.discard(changed)
 
-    def _rewake(self, run_id: str) -> None:
+    def _rewake(self, run_id: str, *, tell: bool = False) -> None:
         """Bring the run's wake instant up to date (see :mod:`flowtide.store.base`), and tell
-        whoever waits for a change."""
+        whoever waits for a change (``tell``: the engines of this process too)."""
         for watcher in self._watchers:
             watcher.set()
+        for engine in list(self._on_request) if tell else ():
+            engine()
         run = self._runs[run_id].record
         wake: datetime | None
         if run.lifecycle in ENDED_LIFECYCLES:

@@ -422,6 +422,10 @@ class Commit:
     """Token ids whose due entries (every purpose) are dropped; applied before ``due``."""
     due_dropped: Sequence[tuple[str, str]] = ()
     """(token id, purpose) due entries dropped; applied before ``due``."""
+    wakes: Sequence[DueEntry] = ()
+    """Due entries set on other runs, each on its own ``run_id``, as :attr:`due` sets them (a
+    child run's end wakes its parent in the same transaction). An entry of a run that has
+    ended is dropped; the run's wake instant is brought up to date, as by its own commits."""
     anchors: Sequence[NodeAnchor] = ()
     """Node anchors to store (first arrivals)."""
     anchors_released: Sequence[tuple[str, str | None]] = ()

@@ -63,6 +63,7 @@ COMMIT_QUERIES = (
     "put_park",
     "insert_answer",
     "answer_request",
+    "wake_due",
     "settle_run",
 )
 """The statements a commit is written with, named alike by every SQL store (each store's

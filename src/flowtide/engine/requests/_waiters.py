@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import ParkedToken, RunResult
+from flowtide.engine.run.children import open_parks
 from flowtide.store.base import RunRecord, Store, StoreError
 
 _Futures = defaultdict[str, list[asyncio.Future[RunResult]]]
@@ -60,10 +61,19 @@ class RunWaiters:
         if Lifecycle(run.lifecycle).terminal:
             self.ended(await stored_result(store, run))
         elif parked and run.lifecycle == Lifecycle.PARKED:
-            parks = await store.parks(run_id=run_id, open_only=True)
+            # (Its own parks, and those of the subflow children its tokens wait for.)
+            parks = await open_parks(store, run_id)
             if parks:
                 tokens = (
-                    ParkedToken(p.token_id, p.placement, p.key, p.deadline, p.payload, p.parked_at)
+                    ParkedToken(
+                        p.token_id,
+                        p.placement,
+                        p.key,
+                        p.deadline,
+                        p.payload,
+                        p.parked_at,
+                        p.run_id if p.run_id != run_id else None,
+                    )
                     for p in parks
                 )
                 state = await store.get_state(run_id)

@@ -1,9 +1,11 @@
 """Child runs: the runs a subflow placement or a scatter's flow body starts.
 
 A child is a run of its own in the store (``parent_run_id``, ``parent_token_id``), with its own
-lease: a signal to it, a takeover of it or its end may happen in any engine. So its parent
-waits for its end as any caller of :meth:`~flowtide.engine.Engine.wait` does, whichever engine
-drives it, never for one executor in memory.
+lease: a signal to it, a takeover of it or its end may happen in any engine. A parent held in
+memory waits for its end as any caller of :meth:`~flowtide.engine.Engine.wait` does, whichever
+engine drives it; a parent whose child waits parked is let go like any parked run, and the
+commit that ends a subflow's child sets a due entry on the parent (:func:`parent_wake`), so
+that whichever worker claims it rebuilds the parent, whose token finds the child ended.
 
 Its id is derived from where it was started (the parent run, the token, its visit and attempt,
 the scatter item): a parent rebuilt after a crash, or taken over by another worker, finds the
@@ -12,6 +14,7 @@ child it had started and waits for it again, instead of starting the same work t
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,8 +27,10 @@ from flowtide.engine.flows.catalog import FlowCatalog
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import RunResult
+from flowtide.engine.run.due import CHILD_ENDED
 from flowtide.engine.timing.scope import Cancellation, CancelScope
 from flowtide.store.base import (
+    DueEntry,
     ParkRecord,
     RunRecord,
     Store,
@@ -34,7 +39,7 @@ from flowtide.store.base import (
     UnknownRunError,
 )
 
-__all__ = ["ChildRuns", "StartedChild", "child_run_id", "open_parks"]
+__all__ = ["ChildRuns", "StartedChild", "child_run_id", "open_parks", "parent_wake"]
 
 _NAMESPACE = uuid.UUID("6f1c2d0e-5b7a-4c8e-9a43-0d2f6b1e7c55")
 
@@ -63,6 +68,14 @@ async def open_parks(store: Store, run_id: str) -> list[ParkRecord]:
         except UnknownRunError:
             continue  # (not a subflow's token, or its child is not stored yet)
     return found
+
+
+def parent_wake(run: RunRecord, now: datetime) -> list[DueEntry]:
+    """The due entry that the end of ``run`` sets on its parent, due ``now``: for a subflow's
+    child (none for a run that is no child, or a scatter item's)."""
+    if run.parent_run_id is None or run.parent_token_id is None:
+        return []
+    return [CHILD_ENDED.entry(now, run.parent_run_id, run.parent_token_id)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +150,14 @@ class ChildRuns:
             options=options,
         )
         await self._create(plan, run, state, scope)
+        # Once let go (parked), the child is under ``scope`` no more: a cancel reaches it through
+        # the store then (after the scope's own, which reaches it while it is held here).
+        loop = asyncio.get_running_loop()
+
+        def through_store(c: Cancellation) -> None:
+            loop.call_soon(self._cancel_child, run_id, c)
+
+        scope.on_cancel(through_store)
         return StartedChild(run, True, *self._waits(run_id))
 
     def _waits(

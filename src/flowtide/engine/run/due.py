@@ -26,6 +26,8 @@ class DueKind(StrEnum):
     """A request another engine recorded for the run (the entry's token id is the request's)."""
     DEADLINE = "deadline"
     """The run's deadline (the entry's token id is the run's)."""
+    CHILD_ENDED = "child_ended"
+    """The child run a subflow's token waits for has ended (set by the child's end)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,8 @@ RESUME = DuePurpose(DueKind.RESUME)
 TIMEOUT = DuePurpose(DueKind.TIMEOUT)
 SIGNAL = DuePurpose(DueKind.SIGNAL)
 DEADLINE = DuePurpose(DueKind.DEADLINE)
-_SIMPLE = {p.format(): p for p in (RESUME, TIMEOUT, SIGNAL, DEADLINE)}
+CHILD_ENDED = DuePurpose(DueKind.CHILD_ENDED)
+_SIMPLE = {p.format(): p for p in (RESUME, TIMEOUT, SIGNAL, DEADLINE, CHILD_ENDED)}
 
 
 def parse_purpose(text: str) -> DuePurpose | None:

@@ -274,6 +274,21 @@ async def write(
             "by_holder": by_holder,
         },
     )
+    for woken in dict.fromkeys(e.run_id for e in c.wakes):
+        # (Another run's wake: whoever holds it, or any worker, is told at once.)
+        await cursor.execute(
+            Q["settle_run"],
+            {
+                "run_id": woken,
+                "release": False,
+                "ended": _ENDED,
+                "runnable": _RUNNABLE,
+                "channel": channel,
+                "payload": woken[:200],
+                "tell": True,
+                "by_holder": False,
+            },
+        )
 
 
 async def _run(cursor: psycopg.AsyncCursor[Any], name: str, rows: list[Params]) -> None:

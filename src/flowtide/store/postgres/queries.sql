@@ -210,6 +210,16 @@ VALUES (%(run_id)s, %(token_id)s, %(purpose)s, %(due_at)s)
 ON CONFLICT (run_id, token_id, purpose) DO UPDATE SET
     due_at = EXCLUDED.due_at, set_order = EXCLUDED.set_order;
 
+-- name: wake_due
+-- A due entry set on another run than the commit's (a child's end wakes its parent), unless that
+-- run has ended.
+INSERT INTO due (run_id, token_id, purpose, due_at)
+SELECT %(run_id)s, %(token_id)s, %(purpose)s, %(due_at)s
+WHERE EXISTS (
+    SELECT 1 FROM runs WHERE id = %(run_id)s AND NOT lifecycle = ANY(%(ended)s::text[]))
+ON CONFLICT (run_id, token_id, purpose) DO UPDATE SET
+    due_at = EXCLUDED.due_at, set_order = EXCLUDED.set_order;
+
 -- name: put_anchor
 INSERT INTO node_anchors (run_id, placement, item, at)
 VALUES (%(run_id)s, %(placement)s, %(item)s, %(at)s)

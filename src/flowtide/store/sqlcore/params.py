@@ -207,6 +207,7 @@ class EncodedCommit:
     requests: list[Params] = field(default_factory=list)
     due: list[Params] = field(default_factory=list)
     due_fired: list[Params] = field(default_factory=list)
+    wakes: list[Params] = field(default_factory=list)
     anchors: list[Params] = field(default_factory=list)
     anchors_released: list[Params] = field(default_factory=list)
 
@@ -232,6 +233,7 @@ def encode_commit(c: Commit, d: Dialect) -> EncodedCommit:
         ]
         p.due = due_params(run_id, c.due, d)
         p.due_fired = due_params(run_id, c.due_fired, d)
+        p.wakes = [due_params(e.run_id, [e], d)[0] for e in c.wakes]
         p.anchors = [
             {
                 "run_id": a.run_id,

@@ -73,6 +73,7 @@ def commit_writes(
     # one another instead of deadlocking.
     add("insert_answer", sorted(p.answers, key=_key))
     add("answer_request", p.requests)
+    add("wake_due", [{**w, "ended": d.array(_ENDED)} for w in p.wakes])
     return writes
 
 

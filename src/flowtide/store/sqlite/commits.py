@@ -146,6 +146,8 @@ def _write(conn: sqlite3.Connection, p: EncodedCommit, ended: bool, last_seq: in
     due_changed = c.due_cleared or c.due_dropped or c.due_fired or c.due
     if due_changed or p.run is not None or c.release:
         conn.execute(QUERIES["settle_run"], {"id": c.run_id, "release": c.release})
+    for woken in dict.fromkeys(e.run_id for e in c.wakes):
+        conn.execute(QUERIES["settle_run"], {"id": woken, "release": False})
 
 
 def _run(conn: sqlite3.Connection, name: str, rows: list[Params]) -> None:

@@ -183,6 +183,13 @@ WHERE run_id = :run_id AND token_id = :token_id AND purpose = :purpose AND due_a
 INSERT OR REPLACE INTO due (run_id, token_id, purpose, due_at)
 VALUES (:run_id, :token_id, :purpose, :due_at);
 
+-- name: wake_due
+-- A due entry set on another run than the commit's (a child's end wakes its parent), unless that
+-- run has ended.
+INSERT OR REPLACE INTO due (run_id, token_id, purpose, due_at)
+SELECT :run_id, :token_id, :purpose, :due_at
+WHERE EXISTS (SELECT 1 FROM runs WHERE id = :run_id AND NOT ended);
+
 -- name: delete_all_due
 DELETE FROM due WHERE run_id = :run_id;
 

@@ -18,6 +18,7 @@ from flowtide.testing.storechecks.commits import (
     unknown_runs,
 )
 from flowtide.testing.storechecks.due import (
+    a_commit_wakes_another_run,
     an_ended_run_keeps_no_due_entries,
     due_entries_are_one_per_token_and_purpose,
     due_entries_are_read_earliest_first,
@@ -87,6 +88,7 @@ CHECKS: tuple[StoreCheck, ...] = (
     due_entries_are_one_per_token_and_purpose,
     fired_entries_are_removed_only_as_they_were,
     an_ended_run_keeps_no_due_entries,
+    a_commit_wakes_another_run,
     runs_wake_when_they_need_a_worker,
     claims_take_runs_whose_wake_has_come,
     claims_never_hand_a_run_to_two_owners,

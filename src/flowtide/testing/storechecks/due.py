@@ -130,3 +130,31 @@ async def an_ended_run_keeps_no_due_entries(store: Store) -> None:
     await store.commit(Commit("r", run=run, due=[DueEntry(at(20), "r", "r.2")]))
     same(list(await store.due_of("r")), [], "the due entries of a run that ended")
     same(await store.next_wake(), None, "the wake instant of a run that ended")
+
+
+async def a_commit_wakes_another_run(store: Store) -> None:
+    """``Commit.wakes`` sets a due entry on another run in the commit's transaction (a child's
+    end wakes its parent), bringing that run's wake instant up to date; a run that has ended
+    gets none."""
+    await new_run(store, "parent", lifecycle="parked")
+    await new_run(store, "child", lifecycle="parked")
+    await new_run(store, "gone", lifecycle="completed")
+    same(await store.next_wake(), None, "the wake instant before the wake (nothing due)")
+    await store.commit(
+        Commit(
+            "child",
+            due=[DueEntry(at(50), "child", "child.1")],
+            wakes=[
+                DueEntry(at(10), "parent", "parent.1", "child_ended"),
+                DueEntry(at(10), "gone", "gone.1", "child_ended"),
+            ],
+        )
+    )
+    same(
+        list(await store.due_of("parent")),
+        [DueEntry(at(10), "parent", "parent.1", "child_ended")],
+        "the entry the commit set on the other run",
+    )
+    same(list(await store.due_of("gone")), [], "the entries of an ended run woken")
+    same(await store.next_wake(), at(10), "the wake instant of the run woken")
+    same(_names(await store.due_of("child")), [("child.1", "")], "the commit's own entries")

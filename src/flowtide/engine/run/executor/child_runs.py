@@ -16,6 +16,7 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
 from flowtide.engine.run.attempts import COMPUTE, Attempt, Running
 from flowtide.engine.run.children import StartedChild, child_run_id
+from flowtide.engine.run.due import TIMEOUT
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.core import ChildWait
@@ -98,37 +99,32 @@ class ChildRuns:
         self.ex = ex
 
     async def at_subflow(self, token: TokenRecord, p: Subflow) -> TokenRecord | None:
-        """Drive ``token`` at subflow ``p``: start its child run, wait for its end, move on."""
+        """Drive ``token`` at subflow ``p``: start its child run, wait for its end, move on.
+        A token restored running here (its run rebuilt: see ``RunExecutor.resume_tokens``)
+        waits again for the child it started, with the window and timers it was armed with."""
         ex = self.ex
         settings = ex.plan.settings[p.id]
-        async with ex.steps.hold():
-            if ex.view.end is not None or token.status is S.CANCELLED:
-                return None
-            token.status = S.RUNNING
-            ex.starting.add(token.id)
-            anchors, due = ex.arming.arm(token, p.id, settings, ex.clock.now())
-            deadline = isoformat(token.deadline) if token.deadline is not None else None
-            started = ex.event(
-                token,
-                NodeStarted(visit=token.visit, kind="subflow", deadline=deadline, subflow=p.flow),
-            )
-            if not await ex.commit(
-                Commit(ex.view.run.id, tokens=[token], events=[started], anchors=anchors, due=due),
-                unless_ended=True,
-            ):
-                return None
+        rejoining = token.status is S.RUNNING
+        if not rejoining and not await self._start(token, p, settings):
+            return None
         base = dict(ex.view.state)
+        child_id = child_run_id(ex.view.run.id, token.id, token.visit, token.attempt)
         attempt, result = await self.run_child(
             p.id,
             p.flow,
             map_input(base, p.input),
             settings,
             key=token.id,
-            child_id=child_run_id(ex.view.run.id, token.id, token.visit, token.attempt),
+            child_id=child_id,
             item=None,
             token=token,
             deadline=token.deadline,
         )
+        if rejoining and result is None and attempt.kind in ("timeout", "cancelled"):
+            # Its window ended, or an interrupting timer fired, while nobody held this run: the
+            # child it started goes too, wherever it is driven.
+            why = attempt.cancellation.reason if attempt.cancellation else CancelReason.NODE_TIMEOUT
+            await ex.host.cancel_children([child_id], f"its parent's {why.value}")
         if isinstance(attempt.error, RecursionDepthError) and "error" in p.route_map():
             # The child could not start: routed like any failure of the child.
             error = ex.error_data(attempt.error)
@@ -139,6 +135,28 @@ class ChildRuns:
         if attempt.kind != "ok" or result is None:
             return await ex.after_attempt(token, p, p.flow, settings, base, attempt)
         return await self._child_ended(token, p, base, result)
+
+    async def _start(self, token: TokenRecord, p: Subflow, settings: NodeSettings) -> bool:
+        """The step that starts ``token`` at ``p``: running, its window and timers armed (each a
+        due entry of the run: they come on time with nobody holding it); False if skipped."""
+        ex = self.ex
+        async with ex.steps.hold():
+            if ex.view.end is not None or token.status is S.CANCELLED:
+                return False
+            token.status = S.RUNNING
+            ex.starting.add(token.id)
+            anchors, due = ex.arming.arm(token, p.id, settings, ex.clock.now())
+            deadline = isoformat(token.deadline) if token.deadline is not None else None
+            if token.deadline is not None:
+                due = [*due, TIMEOUT.entry(token.deadline, ex.view.run.id, token.id)]
+            started = ex.event(
+                token,
+                NodeStarted(visit=token.visit, kind="subflow", deadline=deadline, subflow=p.flow),
+            )
+            return await ex.commit(
+                Commit(ex.view.run.id, tokens=[token], events=[started], anchors=anchors, due=due),
+                unless_ended=True,
+            )
 
     async def _child_ended(
         self, token: TokenRecord, p: Subflow, base: Mapping[str, Any], result: RunResult
@@ -166,11 +184,12 @@ class ChildRuns:
                     "success",
                     event=fin,
                     update=lambda: ex.merger.apply(ex.view.state, base, {}, [], update),
+                    due_cleared=[token.id],  # (its window, timers, its child's wake)
                 )
             ).next
         if "error" in p.route_map():
             ex.view.last_placements = [p.id]
-            return (await ex.move(token, p, "error", event=fin)).next
+            return (await ex.move(token, p, "error", event=fin, due_cleared=[token.id])).next
         await ex.commit(
             Commit(ex.view.run.id, events=[ex.event(token, fin(None))]), unless_ended=True
         )
@@ -227,7 +246,7 @@ class ChildRuns:
                     ),
                     unless_ended=True,
                 )
-            result = await self._child_end(child, token)
+            result = await self._child_end(child, token, scope)
         except Exception as exc:
             return Attempt("error", error=exc), None
         finally:
@@ -240,18 +259,30 @@ class ChildRuns:
             return Attempt("cancelled", cancellation=scope.cancellation), result
         return Attempt("ok", output="success"), result
 
-    async def _child_end(self, child: StartedChild, token: TokenRecord | None) -> RunResult:
+    async def _child_end(
+        self, child: StartedChild, token: TokenRecord | None, scope: CancelScope
+    ) -> RunResult:
         """The child's end. Meanwhile, once a subflow's child waits parked, this run counts
-        the subflow's token as parked (and may settle parked itself, held: see
-        :class:`~flowtide.engine.run.executor.core.ChildWait`)."""
+        the subflow's token as parked (see
+        :class:`~flowtide.engine.run.executor.core.ChildWait`): it may settle parked and be
+        let go, this wait with it; the child's end then wakes it from the store."""
         ended = asyncio.ensure_future(child.ended())
         if token is None:  # (a scatter's item: the scatter's own token is at work)
             return await ended
         waits = self.ex.child_waits
         settled = asyncio.ensure_future(child.settled())
+
+        # Once its scope is cancelled (a timer, the window, the run's end) the token is at work
+        # again: its child is being cancelled, and the token moves on by that.
+        def at_work(_: Cancellation) -> None:
+            waits.pop(token.id, None)
+
+        scope.on_cancel(at_work)
         try:
             await asyncio.wait({ended, settled}, return_when=asyncio.FIRST_COMPLETED)
             parked = settled.result() if settled.done() and not settled.exception() else None
+            if scope.cancel_called:
+                parked = None
             if not ended.done() and parked is not None and parked.lifecycle is Lifecycle.PARKED:
                 waits[token.id] = ChildWait(
                     asyncio.current_task(),

@@ -14,6 +14,7 @@ from typing import Any
 from flowtide.clock import Clock
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import RunResult
+from flowtide.engine.run.children import parent_wake
 from flowtide.engine.run.executor.records import end_result, finish
 from flowtide.engine.run.marks import sets_outcome
 from flowtide.engine.run.view import RunEnd, RunView
@@ -65,9 +66,11 @@ class RunClosing:
             warnings=view.warnings,
         )
         run = replace(view.run)
-        c.events = [*c.events, finish(run, result, self._clock.now())]
+        now = self._clock.now()
+        c.events = [*c.events, finish(run, result, now)]
         c.run = run
         c.release = True
+        c.wakes = [*c.wakes, *parent_wake(run, now)]  # (a subflow's child: its parent)
         if run.deadline is not None:
             c.due_cleared = [*c.due_cleared, run.id]  # (the run deadline's entry)
         self.result, self.run = result, run

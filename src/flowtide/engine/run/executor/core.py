@@ -71,7 +71,8 @@ LIVE_LIFECYCLES = frozenset(lc.value for lc in Lifecycle if not lc.terminal)
 @dataclass(frozen=True, slots=True)
 class ChildWait:
     """A subflow token's task, waiting for a child run that waits parked, and the child's
-    parked tokens (each with the run it is in). The run counts that token as parked."""
+    parked tokens (each with the run it is in). The run counts that token as parked: it may
+    settle and be let go, that task with it (the child's end wakes it from the store)."""
 
     task: asyncio.Future[Any] | None
     parked: tuple[ParkedToken, ...]

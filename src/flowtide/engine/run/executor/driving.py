@@ -5,6 +5,7 @@ waits are left, and its end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
-from flowtide.engine.run.children import child_run_id
+from flowtide.engine.run.children import child_run_id, parent_wake
 from flowtide.engine.run.due import DEADLINE
 from flowtide.engine.run.executor.child_runs import ChildRuns
 from flowtide.engine.run.executor.closing import RunClosing
@@ -49,6 +50,7 @@ from flowtide.store.base import (
     RequestAnswer,
     RunRecord,
     StoreConflict,
+    StoreError,
     TokenRecord,
     TokenStatus,
 )
@@ -287,40 +289,57 @@ class Driving(Parking):
                     self.view.run.lifecycle, Lifecycle.PARKED
                 ).value
                 c.run = self.view.run
-            # (A run waiting on a parked child waits for its end here, held.)
-            let_go = self.view.run.parent_run_id is None and not self.child_waits
-            if let_go and self.view.run.deadline is not None:
+            if self.view.run.deadline is not None:
                 # Nothing holds the run's deadline timer any more: the sweeper will.
                 c.due = [DEADLINE.entry(self.view.run.deadline, self.view.run.id, self.view.run.id)]
-            if let_go:
-                # What a rebuild needs beyond the tokens, so that it reads no older history.
-                self.view.run.checkpoint = Checkpoint(
-                    self.committer.last_seq(),
-                    dict(self.view.visits),
-                    list(self.view.terminals),
-                    self.view.outcome,
-                )
-                c.run = self.view.run
-                c.release = True  # nobody holds it now: its wake instant is its next due entry
-            if c.run is not None or c.due:
-                try:
-                    await self.commit(c)
-                except (StoreConflict, StoreUnavailableError) as exc:
-                    # Another worker took the run, or the store stays down: the run is as
-                    # the store has it.
-                    self.lose_view(exc)
-                    return
+            # What a rebuild needs beyond the tokens, so that it reads no older history.
+            self.view.run.checkpoint = Checkpoint(
+                self.committer.last_seq(),
+                dict(self.view.visits),
+                list(self.view.terminals),
+                self.view.outcome,
+            )
+            c.run = self.view.run
+            c.release = True  # nobody holds it now: its wake instant is its next due entry
+            try:
+                await self.commit(c)
+            except (StoreConflict, StoreUnavailableError) as exc:
+                # Another worker took the run, or the store stays down: the run is as the
+                # store has it.
+                self.lose_view(exc)
+                return
             if not self.quiescent():
+                if not self.closed:
+                    await self._take_back()
                 return
             result = self.snapshot()
-            if let_go:
-                self.released = True
-                if self.deadline_timer is not None:
-                    self.deadline_timer.cancel()
-                    self.deadline_timer = None
-                self.root.close()
-                self.host.let_go(self)
+            self.released = True
+            if self.deadline_timer is not None:
+                self.deadline_timer.cancel()
+                self.deadline_timer = None
+            self.root.close()
+            if self.child_waits:
+                # Its subflows' tokens stay running in the store, each waiting for its child,
+                # whose end wakes this run (see flowtide.engine.run.children): their tasks go.
+                self.close()
+            self.host.let_go(self)
         self.host.settled(result)
+
+    async def _take_back(self) -> None:
+        """Something came (a cancel, a firing) while the commit that gave the run back was under
+        way: its lease is taken again, for what follows to be committed (else this view is
+        dropped)."""
+        lease, now = self.lease, self.clock.now()
+        taken = None
+        if lease is not None:
+            with contextlib.suppress(StoreError):
+                taken = await self.host.store.acquire_run(
+                    self.view.run.id, lease.owner, now, max(lease.expires, now)
+                )
+        if taken is None:
+            self.host.discard(self)
+            return
+        self.lease = taken
 
     async def hand_off(self) -> None:
         """This engine runs no nodes, and a token is ready: give the run back to the store (it
@@ -409,6 +428,7 @@ class Driving(Parking):
                     events=[finished],
                     release=True,
                     requests_answered=[RequestAnswer(i, cancelled, now) for i in asked],
+                    wakes=parent_wake(self.view.run, now),  # (a subflow's child: its parent)
                 )
             )
         except (StoreConflict, StoreUnavailableError) as exc:
@@ -419,6 +439,8 @@ class Driving(Parking):
         finally:
             self.root.close()
             self.host.forget(self)
+        if self.view.run.parent_token_id is not None:
+            self.host.wake_sweeper(now)  # (its parent is due now: this engine may take it)
         self.host.ended(result)
 
     def closing(
@@ -450,6 +472,8 @@ class Driving(Parking):
             self.deadline_timer.cancel()
         self.root.close()
         self.host.forget(self)
+        if self.view.run.parent_token_id is not None:
+            self.host.wake_sweeper(self.clock.now())  # (its parent is due now: see finalize)
         self.host.ended(result)
 
     async def _cancel_leftovers(self, end: RunEnd) -> None:

@@ -6,10 +6,10 @@ tokens (waits, retry backoffs) and parked tokens have no task at all: their due 
 wait, a backoff, a park deadline, escalation timers) are in the store, and the engine's sweeper
 hands them back here when they are due; a signal hands a parked token back too.
 
-When a run has only waiting and parked tokens left it is *quiescent*: its lifecycle becomes
-``parked`` and, unless it is a child run (its parent is waiting on it), the executor lets go of
-it: the engine forgets it, and a signal or the sweeper rebuilds an executor from the store
-(:meth:`RunExecutor.restore`).
+When a run has only waiting and parked tokens left (a subflow's token whose child waits parked
+counts as parked) it is *quiescent*: its lifecycle becomes ``parked`` and the executor lets go
+of it: the engine forgets it, and a signal, the sweeper or the end of a subflow's child rebuilds
+an executor from the store (:meth:`RunExecutor.restore`).
 
 A parked token is moved by exactly one of {signal, park timeout, interrupting timer, cancel}:
 each first claims the token in memory (synchronously, so a second claimant in this process sees
@@ -64,7 +64,12 @@ class RunExecutor(Driving):
         """Start driving restored tokens (waiting and parked ones have their due entries in the
         store: the sweeper fires them)."""
         for t in list(self.view.tokens.values()):
-            if t.status in (S.READY, S.RUNNING):
+            if t.status is S.RUNNING and self.plan.placements[t.placement].kind == "subflow":
+                # It waits for its child again (its start is not made again: a timer firing
+                # first is kept for it, as for any attempt starting).
+                self.starting.add(t.id)
+                self.spawn(t)
+            elif t.status in (S.READY, S.RUNNING):
                 t.status = S.READY
                 self.spawn(t)
         self.arm_deadline()

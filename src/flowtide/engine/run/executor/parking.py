@@ -364,6 +364,9 @@ class Parking(Tasks):
                 if not left:
                     self.committer.fired.pop(entry.token_id, None)
                 await self.commit(Commit(self.view.run.id, due_fired=[entry]), unless_ended=True)
+            elif token is None:
+                # Its token has moved on or ended (a child's end that came late): it goes.
+                await self.commit(Commit(self.view.run.id, due_fired=[entry]), unless_ended=True)
 
     async def _fire_entry(
         self, token: TokenRecord, entry: DueEntry, purpose: DuePurpose | None

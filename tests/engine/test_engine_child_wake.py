@@ -1,0 +1,196 @@
+"""A parent whose subflow child waits parked is let go like any parked run (no executor, no
+lease), and the child's end wakes it durably: a due entry the child's end commit sets on the
+parent, which any worker claims."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from flowtide.authoring import FlowBuilder
+from flowtide.clock import VirtualClock
+from flowtide.engine import Engine, Lifecycle
+from flowtide.engine.run.due import CHILD_ENDED
+from flowtide.store import TokenStatus
+from tests.engine.engine_helpers import T0, freeze, fresh_store, of_kind
+from tests.engine.test_engine_children import (
+    approval_child,
+    parent_of,
+    until_let_go,
+    until_parked,
+)
+
+pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
+
+
+async def test_a_parent_whose_child_parks_is_held_by_no_engine_and_holds_no_lease() -> None:
+    child = approval_child()
+    parent = parent_of(child)
+    clock = VirtualClock(T0, autojump=True)
+    store = fresh_store()
+    engine = Engine(clock=clock, store=store, flows=[parent, child])
+    try:
+        parked = await asyncio.wait_for(engine.run(parent, {"order": "w1"}), 60)
+        child_id = await until_parked(store, "approve:w1")
+        await until_let_go(engine)
+        leases = [await store.lease_of(r) for r in (parked.run_id, child_id)]
+        (sub,) = await store.tokens(parked.run_id)
+        # What a rebuild needs, durable: the subflow's token, running there, waiting for its
+        # child (whose id it derives).
+        stored = await store.get_run(parked.run_id)
+    finally:
+        await engine.close()
+        await clock.aclose()
+        await store.close()
+    assert parked.lifecycle is Lifecycle.PARKED and stored.lifecycle == "parked"
+    assert leases == [None, None]
+    assert (sub.placement, sub.status) == ("sub", TokenStatus.RUNNING)
+
+
+async def test_the_childs_end_wakes_the_parent_in_an_engine_that_never_held_it() -> None:
+    child = approval_child()
+    parent = parent_of(child)
+    clock = VirtualClock(T0, autojump=True)
+    store = fresh_store()
+    first = Engine(clock=clock, store=store, flows=[parent, child], owner="first")
+    client = Engine(clock=clock, store=store, executes=False)
+    second = Engine(clock=clock, store=store, owner="second")
+    try:
+        handle = await first.start(parent, {"order": "w2"})
+        child_id = await until_parked(store, "approve:w2")
+        await asyncio.wait_for(first.wait_parked(handle.run_id), 60)
+        await until_let_go(first)
+        await first.close()  # (gone: the parent and its child are in the store only)
+        second.sweeper  # noqa: B018
+        await client.signal(key="approve:w2", payload={"answer": "yes"})
+        result = await asyncio.wait_for(client.wait(handle.run_id), 60)
+        child_result = await client.wait(child_id)
+        history = await client.history(handle.run_id)
+        due = await store.due_of(handle.run_id)
+    finally:
+        await client.close()
+        await second.close()
+        await clock.aclose()
+        await store.close()
+    assert (child_result.lifecycle, result.lifecycle) == (Lifecycle.COMPLETED,) * 2
+    assert (result.outcome, result.state["answer"]) == ("done", "yes")
+    (finished,) = of_kind(history, "subflow_finished")
+    assert (finished.data["child"], finished.data["output"]) == (child_id, "success")
+    assert due == []
+
+
+async def test_a_crash_between_the_childs_end_and_the_parents_wake_loses_nothing() -> None:
+    child = approval_child()
+    parent = parent_of(child)
+    clock = VirtualClock(T0, autojump=True)
+    store = fresh_store()
+    crashing = Engine(clock=clock, store=store, flows=[parent, child], owner="crashing")
+    fresh = Engine(clock=clock, store=store, flows=[parent, child], owner="fresh")
+    try:
+        handle = await crashing.start(parent, {"order": "w3"})
+        child_id = await until_parked(store, "approve:w3")
+        await asyncio.wait_for(crashing.wait_parked(handle.run_id), 60)
+        await until_let_go(crashing)
+        # It stops looking for work, then drives the child to its end, and is gone before
+        # anyone wakes the parent.
+        await freeze(crashing)
+        await crashing.signal(key="approve:w3", payload={"answer": "late"})
+        ended = await asyncio.wait_for(crashing.wait(child_id), 60)
+        (wake,) = await store.due_of(handle.run_id)
+        await crashing.close()
+        fresh.sweeper  # noqa: B018
+        result = await asyncio.wait_for(fresh.wait(handle.run_id), 60)
+    finally:
+        await crashing.close()
+        await fresh.close()
+        await clock.aclose()
+        await store.close()
+    assert ended.lifecycle is Lifecycle.COMPLETED
+    assert (wake.token_id, wake.purpose) == (f"{handle.run_id}.1", CHILD_ENDED.format())
+    assert (result.lifecycle, result.state["answer"]) == (Lifecycle.COMPLETED, "late")
+
+
+async def test_a_subflows_window_ends_on_time_with_nobody_holding_its_parent() -> None:
+    child = approval_child()
+    parent = (
+        FlowBuilder("urn:test:flow:bounded-parent-let-go")
+        .subflow("sub", child, {"success": "end", "timeout": "late"}, timeout="PT1H")
+        .terminal("end", "done")
+        .terminal("late", "late")
+        .build()
+    )
+    clock = VirtualClock(T0)
+    store = fresh_store()
+    engine = Engine(clock=clock, store=store, flows=[parent, child])
+    try:
+        handle = await engine.start(parent, {"order": "w4"})
+        await clock.advance(timedelta(minutes=1))
+        child_id = await until_parked(store, "approve:w4")
+        await until_let_go(engine)
+        assert await store.lease_of(handle.run_id) is None
+        await clock.advance(timedelta(hours=1))
+        result = await asyncio.wait_for(engine.wait(handle.run_id), 60)
+        child_result = await asyncio.wait_for(engine.wait(child_id), 60)
+    finally:
+        await engine.close()
+        await clock.aclose()
+        await store.close()
+    assert (result.lifecycle, result.outcome) == (Lifecycle.COMPLETED, "late")
+    assert child_result.lifecycle is Lifecycle.CANCELLED  # (with its reason: its parent's)
+
+
+async def test_an_interrupting_timer_on_a_subflow_fires_with_nobody_holding_its_parent() -> None:
+    child = approval_child()
+    parent = (
+        FlowBuilder("urn:test:flow:nudged-parent")
+        .subflow(
+            "sub",
+            child,
+            {"success": "end", "nudge": "late"},
+            timers=[{"after": "PT10M", "output": "nudge", "interrupting": True}],
+        )
+        .terminal("end", "done")
+        .terminal("late", "late")
+        .build()
+    )
+    clock = VirtualClock(T0)
+    store = fresh_store()
+    engine = Engine(clock=clock, store=store, flows=[parent, child])
+    try:
+        handle = await engine.start(parent, {"order": "w5"})
+        await clock.advance(timedelta(minutes=1))
+        child_id = await until_parked(store, "approve:w5")
+        await until_let_go(engine)
+        await clock.advance(timedelta(minutes=10))
+        result = await asyncio.wait_for(engine.wait(handle.run_id), 60)
+        child_result = await asyncio.wait_for(engine.wait(child_id), 60)
+    finally:
+        await engine.close()
+        await clock.aclose()
+        await store.close()
+    assert (result.lifecycle, result.outcome) == (Lifecycle.COMPLETED, "late")
+    assert child_result.lifecycle is Lifecycle.CANCELLED
+
+
+async def test_the_deadline_of_a_parent_let_go_cancels_its_parked_child() -> None:
+    child = approval_child()
+    parent = parent_of(child)
+    clock = VirtualClock(T0)
+    store = fresh_store()
+    engine = Engine(clock=clock, store=store, flows=[parent, child])
+    try:
+        handle = await engine.start(parent, {"order": "w6"}, deadline=timedelta(hours=1))
+        await clock.advance(timedelta(minutes=1))
+        child_id = await until_parked(store, "approve:w6")
+        await until_let_go(engine)
+        await clock.advance(timedelta(hours=1))
+        result = await asyncio.wait_for(engine.wait(handle.run_id), 60)
+        child_result = await asyncio.wait_for(engine.wait(child_id), 60)
+    finally:
+        await engine.close()
+        await clock.aclose()
+        await store.close()
+    assert result.lifecycle is Lifecycle.TIMED_OUT
+    assert child_result.lifecycle is Lifecycle.CANCELLED
