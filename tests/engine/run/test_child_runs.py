@@ -4,7 +4,7 @@ child ended, when a child is not started, a child that waits parked; without an 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -17,17 +17,14 @@ from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.child_runs import ChildRuns, map_input, map_output
 from flowtide.engine.run.executor.core import ChildWait
-from flowtide.engine.run.executor.routing import Moved, MoveEvent
 from flowtide.engine.run.executor.steps import StepLock
+from flowtide.engine.run.move import Move, Moved
 from flowtide.engine.run.view import RunView
 from flowtide.engine.state.reducers import StateMerger
 from flowtide.engine.timing.scope import CancelReason, CancelScope
 from flowtide.model.placements import AnyPlacement, Subflow
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import (
-    DueEntry,
-    EventRecord,
-    RequestAnswer,
     RunRecord,
     TokenRecord,
     TokenStatus,
@@ -111,24 +108,10 @@ class Ex(RecordedSteps):
     def spawn_aux(self, coro: Coroutine[Any, Any, Any]) -> None:
         coro.close()  # (a child run's attempt starts no process here)
 
-    async def move(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        output: str,
-        *,
-        event: MoveEvent,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-        extra: Sequence[TokenRecord] = (),
-        extra_events: Sequence[EventRecord] = (),
-        due_cleared: Sequence[str] = (),
-        answers: Sequence[Any] = (),
-        requests: Sequence[RequestAnswer] = (),
-        fired: Sequence[DueEntry] = (),
-    ) -> Moved:
-        self.moves.append(output)
-        if update is not None:
-            update()
+    async def move(self, m: Move) -> Moved:
+        self.moves.append(m.output)
+        if m.update is not None:
+            m.update()
         return Moved(True)
 
     async def after_attempt(

@@ -4,25 +4,20 @@ without an engine."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import NodeContext
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.run.attempts import Running
 from flowtide.engine.run.executor.joins import Joins
-from flowtide.engine.run.executor.routing import Moved, MoveEvent
 from flowtide.engine.run.joins import expect_branches
+from flowtide.engine.run.move import Move, Moved
 from flowtide.engine.run.view import RunView
 from flowtide.engine.timing.scope import CancelReason, CancelScope
-from flowtide.model.placements import AnyPlacement, Join
+from flowtide.model.placements import Join
 from flowtide.store.base import (
-    DueEntry,
-    EventRecord,
     ParkStatus,
-    RequestAnswer,
     RunRecord,
     TokenRecord,
     TokenStatus,
@@ -77,23 +72,9 @@ class Ex(RecordedSteps):
     def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None:
         self.closed.append(token.id)
 
-    async def move(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        output: str,
-        *,
-        event: MoveEvent,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-        extra: Sequence[TokenRecord] = (),
-        extra_events: Sequence[EventRecord] = (),
-        due_cleared: Sequence[str] = (),
-        answers: Sequence[Any] = (),
-        requests: Sequence[RequestAnswer] = (),
-        fired: Sequence[DueEntry] = (),
-    ) -> Moved:
-        self.moves.append((token.id, output, [t.id for t in extra]))
-        return Moved(True, token)
+    async def move(self, m: Move) -> Moved:
+        self.moves.append((m.token.id, m.output, [t.id for t in m.extra]))
+        return Moved(True, m.token)
 
 
 def branches(ex: Ex) -> list[TokenRecord]:

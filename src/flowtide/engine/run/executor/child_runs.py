@@ -21,6 +21,7 @@ from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.routing import MovePort
 from flowtide.engine.run.executor.steps import StepLock
+from flowtide.engine.run.move import Move
 from flowtide.engine.state.paths import get_path, set_path
 from flowtide.engine.state.reducers import StateMerger, copy_state
 from flowtide.engine.timing.deadlines import attempt_deadline
@@ -134,7 +135,9 @@ class ChildRuns:
             error = ex.error_data(attempt.error)
             ex.view.last_placements = [p.id]
             return (
-                await ex.move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+                await ex.move(
+                    Move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+                )
             ).next
         if attempt.kind != "ok" or result is None:
             return await ex.after_attempt(token, p, p.flow, settings, base, attempt)
@@ -161,16 +164,18 @@ class ChildRuns:
             ex.view.last_placements = [p.id]
             return (
                 await ex.move(
-                    token,
-                    p,
-                    "success",
-                    event=fin,
-                    update=lambda: ex.merger.apply(ex.view.state, base, {}, [], update),
+                    Move(
+                        token,
+                        p,
+                        "success",
+                        event=fin,
+                        update=lambda: ex.merger.apply(ex.view.state, base, {}, [], update),
+                    )
                 )
             ).next
         if "error" in p.route_map():
             ex.view.last_placements = [p.id]
-            return (await ex.move(token, p, "error", event=fin)).next
+            return (await ex.move(Move(token, p, "error", event=fin))).next
         await ex.commit(
             Commit(ex.view.run.id, events=[ex.event(token, fin(None))]), unless_ended=True
         )

@@ -30,6 +30,7 @@ from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.parking import Parking
 from flowtide.engine.run.executor.phases import Phases
 from flowtide.engine.run.executor.records import end_reason, end_result, finish
+from flowtide.engine.run.move import Move
 from flowtide.engine.run.scatter import ScatterRun
 from flowtide.engine.run.view import RunEnd
 from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope
@@ -525,11 +526,13 @@ class Driving(Parking):
         self.view.last_placements = [p.id]
         return (
             await self.move(
-                token,
-                p,
-                output,
-                event=lambda to: runner.finished(output, to),
-                update=lambda: self.merger.apply(self.view.state, base, {}, [], update),
+                Move(
+                    token,
+                    p,
+                    output,
+                    event=lambda to: runner.finished(output, to),
+                    update=lambda: self.merger.apply(self.view.state, base, {}, [], update),
+                )
             )
         ).next
 

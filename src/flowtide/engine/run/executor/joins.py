@@ -19,6 +19,7 @@ from flowtide.engine.run.joins import (
     next_firing,
     note_moves,
 )
+from flowtide.engine.run.move import Move
 from flowtide.engine.timing.scope import CancelReason
 from flowtide.model.placements import Join
 from flowtide.store.base import (
@@ -59,10 +60,12 @@ class Joins:
         if not token.lineage:
             return (
                 await ex.move(
-                    token,
-                    p,
-                    "success",
-                    event=lambda to: JoinFired(output="success", arrived=1, branches=[], to=to),
+                    Move(
+                        token,
+                        p,
+                        "success",
+                        event=lambda to: JoinFired(output="success", arrived=1, branches=[], to=to),
+                    )
                 )
             ).next
         ev = ex.event(token, arrive(ex.view.joins, token, p.id))
@@ -108,15 +111,17 @@ class Joins:
         cont = first
         cont.lineage = tuple(f for f in cont.lineage if f[0] != group.split)
         moved = await ex.move(
-            cont,
-            p,
-            output,
-            event=lambda to: JoinFired(
-                output=output, arrived=arrived_count, branches=branches, to=to
-            ),
-            extra=[*arrived[1:], *cancelled],
-            extra_events=extra_events,
-            due_cleared=[t.id for t in cancelled],
+            Move(
+                cont,
+                p,
+                output,
+                event=lambda to: JoinFired(
+                    output=output, arrived=arrived_count, branches=branches, to=to
+                ),
+                extra=[*arrived[1:], *cancelled],
+                extra_events=extra_events,
+                due_cleared=[t.id for t in cancelled],
+            )
         )
         if moved.next is not None:
             ex.spawn(moved.next)

@@ -40,6 +40,7 @@ from flowtide.engine.run.marks import (
     timer_fired,
     wake,
 )
+from flowtide.engine.run.move import Move
 from flowtide.engine.run.parking import due_applies, signalled_token
 from flowtide.engine.timing.scope import CancelReason
 from flowtide.model.placements import (
@@ -132,14 +133,16 @@ class Parking(Tasks):
                 if output is not None:
                     self.view.last_placements = [p.id]
                     moved = await self.move(
-                        token,
-                        p,
-                        output,
-                        event=signalled,
-                        update=update,
-                        answers=answers,
-                        requests=requests,
-                        fired=fired,
+                        Move(
+                            token,
+                            p,
+                            output,
+                            event=signalled,
+                            update=update,
+                            answers=answers,
+                            requests=requests,
+                            fired=fired,
+                        )
                     )
                     if moved.next is not None:
                         self.spawn(moved.next)
@@ -411,10 +414,12 @@ class Parking(Tasks):
             self.view.last_placements = [p.id]
             nxt = (
                 await self.move(
-                    token,
-                    p,
-                    timer.output,
-                    event=lambda to: escalation(info, interrupting=True, to=to),
+                    Move(
+                        token,
+                        p,
+                        timer.output,
+                        event=lambda to: escalation(info, interrupting=True, to=to),
+                    )
                 )
             ).next
             if nxt is not None:

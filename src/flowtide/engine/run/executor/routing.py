@@ -4,14 +4,12 @@ released and due entries dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 from flowtide.engine.errors import (
     UnroutedOutputError,
 )
-from flowtide.engine.event_types import Moving
 from flowtide.engine.run.executor.core import RunCore
 from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.run.executor.records import move_token, terminal_event
@@ -21,6 +19,7 @@ from flowtide.engine.run.joins import (
     note_moves,
 )
 from flowtide.engine.run.marks import carries_marks, sets_outcome
+from flowtide.engine.run.move import NOT_MOVED, Move, Moved
 from flowtide.engine.run.routing import ending, starting, targets_of
 from flowtide.model.placements import (
     AnyPlacement,
@@ -32,68 +31,23 @@ from flowtide.store.base import (
     EventRecord,
     NodeAnchor,
     ParkStatus,
-    RequestAnswer,
     TokenRecord,
     TokenStatus,
 )
 
 S = TokenStatus
-MoveEvent = Callable[[list[str] | None], Moving]
-"""The payload of a move's event given where the token goes (None: its output routes nowhere).
-(A builder rather than a payload: the payload is made once, with ``to``, not copied.)"""
-
-
-@dataclass(frozen=True, slots=True)
-class Moved:
-    """What a move along an output came to."""
-
-    committed: bool
-    """Whether the move was committed (not: the run ended first, or the output routes nowhere)."""
-    next: TokenRecord | None = None
-    """The moved token to go on with (None: it arrived at a join, ended, or was not moved)."""
-
-
-NOT_MOVED = Moved(False)
 
 
 class MovePort(StepPort, Protocol):
     """A part that moves tokens along outputs (see :meth:`Routing.move`)."""
 
-    async def move(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        output: str,
-        *,
-        event: MoveEvent,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-        extra: Sequence[TokenRecord] = (),
-        extra_events: Sequence[EventRecord] = (),
-        due_cleared: Sequence[str] = (),
-        answers: Sequence[Any] = (),
-        requests: Sequence[RequestAnswer] = (),
-        fired: Sequence[DueEntry] = (),
-    ) -> Moved: ...
+    async def move(self, m: Move) -> Moved: ...
 
 
 class Routing(RunCore):
     """Routes."""
 
-    async def move(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        output: str,
-        *,
-        event: MoveEvent,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-        extra: Sequence[TokenRecord] = (),
-        extra_events: Sequence[EventRecord] = (),
-        due_cleared: Sequence[str] = (),
-        answers: Sequence[Any] = (),
-        requests: Sequence[RequestAnswer] = (),
-        fired: Sequence[DueEntry] = (),
-    ) -> Moved:
+    async def move(self, m: Move) -> Moved:
         """Move ``token`` along ``output`` (a split makes new tokens), committing it all: the
         first moved token is the one to go on with and the others get tasks of their own.
         ``event`` gives the move's event payload once the targets are known; it is recorded
@@ -104,10 +58,19 @@ class Routing(RunCore):
         when ``output`` is in the placement's ``release_on`` or is ``timeout``, or when the move
         leaves an anchored placement's loop. ``requests`` (answers to signal requests) and
         ``fired`` (due entries) go with the move's commit. One step, under the step lock."""
+        token, p, output, event, due_cleared = (
+            m.token,
+            m.placement,
+            m.output,
+            m.event,
+            m.due_cleared,
+        )
         async with self.steps.hold():
             targets = targets_of(p, output)
             if not targets:
-                await self._unrouted(token, p, output, self.event(token, event(None)), extra_events)
+                await self._unrouted(
+                    token, p, output, self.event(token, event(None)), m.extra_events
+                )
                 return NOT_MOVED
             moving = self.event(token, event(list(targets)))
             if carries_marks(token) or token.id in self.view.parks:
@@ -115,7 +78,7 @@ class Routing(RunCore):
                 self.close_park(token, ParkStatus.SIGNALLED, "moved")
             released = self.arming.releases(token, p, output, targets) if self.view.anchors else []
             moved, split_id = self._move(token, p, targets)
-            events = [moving, *extra_events]
+            events = [moving, *m.extra_events]
             nxt = [t for t in moved if t.status is S.READY]
             ending = self._ends_of(nxt, events)
             nxt = [t for t in nxt if t.status is S.READY]
@@ -125,19 +88,19 @@ class Routing(RunCore):
             ok = await self.commit(
                 Commit(
                     self.view.run.id,
-                    tokens=[*moved, *extra],
+                    tokens=[*moved, *m.extra],
                     events=events,
                     due_cleared=due_cleared,
                     due=due,
                     anchors=anchors,
                     anchors_released=released,
-                    signal_answers=answers,
-                    requests_answered=requests,
-                    due_fired=fired,
+                    signal_answers=m.answers,
+                    requests_answered=m.requests,
+                    due_fired=m.fired,
                 ),
                 unless_ended=True,
                 token=token,
-                update=update,
+                update=m.update,
             )
             if not ok:
                 for t_id in prestarted:

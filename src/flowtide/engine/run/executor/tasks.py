@@ -43,6 +43,7 @@ from flowtide.engine.run.marks import (
     take_interrupt,
     wait_for,
 )
+from flowtide.engine.run.move import Move
 from flowtide.engine.timing.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.timing.scope import CancelReason
 from flowtide.model.placements import (
@@ -158,10 +159,12 @@ class Tasks(Routing):
                     self.view.last_placements = [p.id]
                     return (
                         await self.move(
-                            token,
-                            p,
-                            interrupt.output,
-                            event=lambda to: escalation(interrupt, interrupting=True, to=to),
+                            Move(
+                                token,
+                                p,
+                                interrupt.output,
+                                event=lambda to: escalation(interrupt, interrupting=True, to=to),
+                            )
                         )
                     ).next
                 return None
@@ -173,11 +176,13 @@ class Tasks(Routing):
                 self.view.last_placements = [p.id]
                 return (
                     await self.move(
-                        token,
-                        p,
-                        output,
-                        event=lambda to: NodeFinished(output=output, to=to),
-                        update=lambda: self.token_attempts.state_update(base, attempt),
+                        Move(
+                            token,
+                            p,
+                            output,
+                            event=lambda to: NodeFinished(output=output, to=to),
+                            update=lambda: self.token_attempts.state_update(base, attempt),
+                        )
                     )
                 ).next
             if attempt.kind == "timeout":
@@ -209,10 +214,12 @@ class Tasks(Routing):
             self.view.last_placements = [p.id]
             return (
                 await self.move(
-                    token,
-                    p,
-                    TIMEOUT_OUTPUT,
-                    event=lambda to: timed_out(budget, deadline, routed, to),
+                    Move(
+                        token,
+                        p,
+                        TIMEOUT_OUTPUT,
+                        event=lambda to: timed_out(budget, deadline, routed, to),
+                    )
                 )
             ).next
         interrupted = InterruptedAt("timeout", p.id, deadline, (p.id,))
@@ -230,7 +237,9 @@ class Tasks(Routing):
             error = self.error_data(exc)
             self.view.last_placements = [p.id]
             return (
-                await self.move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+                await self.move(
+                    Move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+                )
             ).next
         ev = self.event(token, NodeFailed(error=self.error_data(exc)))
         retryable = not isinstance(exc, UndeclaredOutputError | OutputContractError)
@@ -376,10 +385,12 @@ class Tasks(Routing):
             self.view.last_placements = [p.id]
             return (
                 await self.move(
-                    token,
-                    p,
-                    "elapsed",
-                    event=lambda to: TimerFired(purpose="wait", output="elapsed", to=to),
+                    Move(
+                        token,
+                        p,
+                        "elapsed",
+                        event=lambda to: TimerFired(purpose="wait", output="elapsed", to=to),
+                    )
                 )
             ).next
         now = self.clock.now()
