@@ -95,7 +95,7 @@ JOIN = Join(id="j", mode="first", routes={"success": "end"})
 async def test_a_token_of_no_split_passes_the_join_on_success() -> None:
     ex = Ex()
     t = TokenRecord("r.1", "r", "j", S.READY, visit=1, created_at=T0)
-    assert await Joins(ex).at_join(t, JOIN) is t
+    assert await Joins(ex, ex).at_join(t, JOIN) is t
     assert ex.moves == [("r.1", "success", [])]
     assert ex.commits == []
 
@@ -106,7 +106,7 @@ async def test_a_first_join_fires_once_and_cancels_its_losers_and_their_code() -
     scope = CancelScope(None)
     ex.running[second.id] = ("b", scope)
     first.placement = "j"
-    assert await Joins(ex).at_join(first, JOIN) is None
+    assert await Joins(ex, ex).at_join(first, JOIN) is None
     assert len(ex.commits) == 1  # (the arrival)
     assert ex.moves == [(first.id, "success", [second.id, third.id])]
     assert ex.spawned == [first.id]
@@ -121,7 +121,7 @@ async def test_a_first_join_fires_once_and_cancels_its_losers_and_their_code() -
 async def test_an_all_join_waits_for_every_branch() -> None:
     ex = Ex("all")
     tokens = branches(ex)
-    joins = Joins(ex)
+    joins = Joins(ex, ex)
     for t in tokens[:2]:
         t.placement = "j"
         await joins.at_join(t, JOIN)

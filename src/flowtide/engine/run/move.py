@@ -53,6 +53,9 @@ class Moved:
     """Whether the move was committed (not: the run ended first, or the output routes nowhere)."""
     next: TokenRecord | None = None
     """The moved token to go on with (None: it arrived at a join, ended, or was not moved)."""
+    joins_due: bool = False
+    """A join group may fire now (a branch moved out of its reach): the run's joins are
+    evaluated next, in the same step (the router itself does not fire joins)."""
 
 
 NOT_MOVED = Moved(False)

@@ -19,7 +19,7 @@ from flowtide.engine.run.children import StartedChild, child_run_id
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.core import ChildWait
-from flowtide.engine.run.executor.routing import MovePort
+from flowtide.engine.run.executor.ports import MovePort, StepPort
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.move import Move
 from flowtide.engine.state.paths import get_path, set_path
@@ -39,7 +39,7 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class ChildRunHost(MovePort, Protocol):
+class ChildRunHost(StepPort, MovePort, Protocol):
     """What child runs need of the executor besides a step: where children start, the step
     lock, the run's windows, scopes and tasks, and how a token moves on or the run ends."""
 

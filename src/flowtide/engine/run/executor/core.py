@@ -37,8 +37,11 @@ from flowtide.engine.run.attempts import AttemptRunner, Running
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
+from flowtide.engine.run.executor.joins import Joins
+from flowtide.engine.run.executor.router import Router
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.marks import inherit
+from flowtide.engine.run.move import Move, Moved
 from flowtide.engine.run.parking import park_record
 from flowtide.engine.run.view import RunEnd, RunView
 from flowtide.engine.state.reducers import StateMerger
@@ -125,6 +128,10 @@ class RunCore(ABC):
         """Runs the run's node code (the attempts of its tokens, phases, scatter items)."""
         self.token_attempts = TokenAttempts(self)
         """What an attempt of a token needs around the runner, and merging what it changed."""
+        self.router = Router(self)
+        """Moves the run's tokens along outputs (see :meth:`move`)."""
+        self.joins = Joins(self, self.router)
+        """The run's join groups: arrivals, firings, their losers cancelled."""
         self.lease: Lease | None = None
         """The lease the run is driven under: every commit carries it (see ``Commit.lease``)."""
         self.cancels: list[str] = []
@@ -348,6 +355,16 @@ class RunCore(ABC):
         """The park as this executor knows it (open, or closed by it), else None."""
         return park_record(self.view.parks, self.view.recent_parks, park_id)
 
+    async def move(self, m: Move) -> Moved:
+        """Move a token along an output (see :meth:`Router.move
+        <flowtide.engine.run.executor.router.Router.move>`) and fire the join groups the move
+        made ready: one step, under the step lock."""
+        async with self.steps.hold():
+            moved = await self.router.move(m)
+            if moved.joins_due:
+                await self.joins.evaluate()
+        return moved
+
     # -- what the layers above provide ------------
 
     @abstractmethod
@@ -365,7 +382,3 @@ class RunCore(ABC):
     @abstractmethod
     def maybe_drained(self) -> None:
         """Settle or end the run if nothing drives it any more (the driving layer)."""
-
-    @abstractmethod
-    async def evaluate_joins(self) -> None:
-        """Fire the join groups that can fire (the joins part the driving layer holds)."""

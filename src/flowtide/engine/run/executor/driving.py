@@ -26,7 +26,6 @@ from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunRes
 from flowtide.engine.run.children import child_run_id
 from flowtide.engine.run.due import DEADLINE
 from flowtide.engine.run.executor.child_runs import ChildRuns
-from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.parking import Parking
 from flowtide.engine.run.executor.phases import Phases
 from flowtide.engine.run.executor.records import end_reason, end_result, finish
@@ -77,11 +76,6 @@ class Driving(Parking):
         """The run's child runs (a subflow's token, a scatter's flow bodies)."""
         self.phases = Phases(self)
         """The run's pre and post phases."""
-        self.joins = Joins(self)
-        """The run's join groups."""
-
-    async def evaluate_joins(self) -> None:
-        await self.joins.evaluate()
 
     def launch(self, entry: str | None) -> None:
         """Start :meth:`main` in its own task (held until it ends)."""

@@ -29,9 +29,8 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import InterruptedAt
 from flowtide.engine.run.attempts import Attempt, AttemptCall
 from flowtide.engine.run.due import RESUME, TIMEOUT
+from flowtide.engine.run.executor.core import RunCore
 from flowtide.engine.run.executor.records import escalation, timed_out
-from flowtide.engine.run.executor.routing import Routing
-from flowtide.engine.run.joins import note_moves
 from flowtide.engine.run.marks import (
     Waiting,
     drop_signal,
@@ -66,7 +65,7 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class Tasks(Routing):
+class Tasks(RunCore):
     """Placements that run a node or wait."""
 
     async def at_task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
@@ -80,8 +79,7 @@ class Tasks(Routing):
         token.status = S.DONE
         self.view.tokens.pop(token.id, None)
         await self.commit(Commit(self.view.run.id, tokens=[token]), unless_ended=True)
-        if self.view.joins and note_moves(self.view.joins, self.plan, [token], ended=True):
-            await self.evaluate_joins()
+        await self.joins.token_ended(token)
         return None
 
     async def node_step(
@@ -423,6 +421,5 @@ class Tasks(Routing):
             self.request_end(Lifecycle.FAILED, [self.error_info(FailedTerminalError(p.id))])
         elif self.view.outcome is None and sets_outcome(token):
             self.view.outcome = p.outcome
-        if self.view.joins and note_moves(self.view.joins, self.plan, [token], ended=True):
-            await self.evaluate_joins()
+        await self.joins.token_ended(token)
         return None

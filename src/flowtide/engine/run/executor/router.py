@@ -1,5 +1,8 @@
 """Moving a token along an output: one commit for the move, the next attempt's start, anchors
-released and due entries dropped.
+released and due entries dropped (where it goes decided in :mod:`flowtide.engine.run.routing`).
+A part the executor holds, calling back only through :class:`RouterHost`; it does not fire
+joins itself: it says when a join group may fire
+(:attr:`~flowtide.engine.run.move.Moved.joins_due`).
 """
 
 from __future__ import annotations
@@ -10,9 +13,14 @@ from typing import Protocol
 from flowtide.engine.errors import (
     UnroutedOutputError,
 )
-from flowtide.engine.run.executor.core import RunCore
+from flowtide.engine.flows.code import FlowCode
+from flowtide.engine.result import InterruptedAt
+from flowtide.engine.run.attempts import AttemptRunner
+from flowtide.engine.run.executor.arming import Arming
+from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.run.executor.records import move_token, terminal_event
+from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.joins import (
     expect_branches,
     judges_move,
@@ -38,14 +46,48 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class MovePort(StepPort, Protocol):
-    """A part that moves tokens along outputs (see :meth:`Routing.move`)."""
+class RouterHost(StepPort, Protocol):
+    """What moving tokens needs of the executor besides a step: the step lock, the node code and
+    its attempts, arming, token visits and splits, parks, tasks, and failing the run."""
 
-    async def move(self, m: Move) -> Moved: ...
+    @property
+    def code(self) -> FlowCode: ...
+
+    @property
+    def steps(self) -> StepLock: ...
+
+    @property
+    def attempts(self) -> AttemptRunner: ...
+
+    @property
+    def token_attempts(self) -> TokenAttempts: ...
+
+    @property
+    def arming(self) -> Arming: ...
+
+    @property
+    def prestarted(self) -> set[str]: ...
+
+    def next_visit(self, placement: str) -> int: ...
+
+    def split_tokens(
+        self, token: TokenRecord, targets: Sequence[str], split: str
+    ) -> list[TokenRecord]: ...
+
+    def spawn(self, token: TokenRecord) -> None: ...
+
+    def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None: ...
+
+    def fail_token(
+        self, token: TokenRecord, exc: BaseException, interrupted: InterruptedAt | None = None
+    ) -> None: ...
 
 
-class Routing(RunCore):
-    """Routes."""
+class Router:
+    """Moves the run's tokens along outputs, through ``ex``."""
+
+    def __init__(self, ex: RouterHost) -> None:
+        self.ex = ex
 
     async def move(self, m: Move) -> Moved:
         """Move ``token`` along ``output`` (a split makes new tokens), committing it all: the
@@ -58,25 +100,18 @@ class Routing(RunCore):
         when ``output`` is in the placement's ``release_on`` or is ``timeout``, or when the move
         leaves an anchored placement's loop. ``requests`` (answers to signal requests) and
         ``fired`` (due entries) go with the move's commit. One step, under the step lock."""
-        token, p, output, event, due_cleared = (
-            m.token,
-            m.placement,
-            m.output,
-            m.event,
-            m.due_cleared,
-        )
-        async with self.steps.hold():
+        ex, token, p, output, event = self.ex, m.token, m.placement, m.output, m.event
+        due_cleared = m.due_cleared
+        async with ex.steps.hold():
             targets = targets_of(p, output)
             if not targets:
-                await self._unrouted(
-                    token, p, output, self.event(token, event(None)), m.extra_events
-                )
+                await self._unrouted(token, p, output, ex.event(token, event(None)), m.extra_events)
                 return NOT_MOVED
-            moving = self.event(token, event(list(targets)))
-            if carries_marks(token) or token.id in self.view.parks:
+            moving = ex.event(token, event(list(targets)))
+            if carries_marks(token) or token.id in ex.view.parks:
                 due_cleared = [*due_cleared, token.id]
-                self.close_park(token, ParkStatus.SIGNALLED, "moved")
-            released = self.arming.releases(token, p, output, targets) if self.view.anchors else []
+                ex.close_park(token, ParkStatus.SIGNALLED, "moved")
+            released = ex.arming.releases(token, p, output, targets) if ex.view.anchors else []
             moved, split_id = self._move(token, p, targets)
             events = [moving, *m.extra_events]
             nxt = [t for t in moved if t.status is S.READY]
@@ -85,9 +120,9 @@ class Routing(RunCore):
             anchors: list[NodeAnchor] = []
             due: list[DueEntry] = []
             prestarted = [] if released else self._prestart(nxt, split_id, events, anchors, due)
-            ok = await self.commit(
+            ok = await ex.commit(
                 Commit(
-                    self.view.run.id,
+                    ex.view.run.id,
                     tokens=[*moved, *m.extra],
                     events=events,
                     due_cleared=due_cleared,
@@ -104,18 +139,17 @@ class Routing(RunCore):
             )
             if not ok:
                 for t_id in prestarted:
-                    self.token_attempts.not_started(t_id)
+                    ex.token_attempts.not_started(t_id)
                 for t, _ in ending:
                     t.status = S.READY
                 return NOT_MOVED
             self._apply_move(prestarted, ending, released)
             for other in nxt[1:]:
-                self.spawn(other)
-            if judges_move(self.view.joins, self.plan, targets, split_id) and note_moves(
-                self.view.joins, self.plan, nxt
-            ):
-                await self.evaluate_joins()
-            return Moved(True, nxt[0] if nxt else None)
+                ex.spawn(other)
+            joins_due = judges_move(ex.view.joins, ex.plan, targets, split_id) and note_moves(
+                ex.view.joins, ex.plan, nxt
+            )
+            return Moved(True, nxt[0] if nxt else None, joins_due)
 
     def _apply_move(
         self,
@@ -124,14 +158,15 @@ class Routing(RunCore):
         released: Sequence[tuple[str, str | None]],
     ) -> None:
         """A move is committed: its started attempts, ended tokens and released anchors."""
-        self.prestarted.update(prestarted)
+        ex = self.ex
+        ex.prestarted.update(prestarted)
         for t, q in ending:
-            self.view.tokens.pop(t.id, None)
-            self.view.terminals.append(q.id)
-            if self.view.outcome is None and sets_outcome(t):
-                self.view.outcome = q.outcome
+            ex.view.tokens.pop(t.id, None)
+            ex.view.terminals.append(q.id)
+            if ex.view.outcome is None and sets_outcome(t):
+                ex.view.outcome = q.outcome
         for key in released:
-            self.view.anchors.pop(key, None)
+            ex.view.anchors.pop(key, None)
 
     async def _unrouted(
         self,
@@ -142,35 +177,36 @@ class Routing(RunCore):
         extra_events: Sequence[EventRecord],
     ) -> None:
         """``output`` routes nowhere: its event is recorded, and the run fails."""
+        ex = self.ex
         err = UnroutedOutputError(p.id, output, list(p.route_map()))
-        await self.commit(
-            Commit(self.view.run.id, events=[event, *extra_events]), unless_ended=True
-        )
-        self.fail_token(token, err)
+        await ex.commit(Commit(ex.view.run.id, events=[event, *extra_events]), unless_ended=True)
+        ex.fail_token(token, err)
 
     def _move(
         self, token: TokenRecord, p: AnyPlacement, targets: Sequence[str]
     ) -> tuple[list[TokenRecord], str | None]:
         """The tokens a move makes or moves, and the split it opens (None: one target)."""
+        ex = self.ex
         if len(targets) == 1:
-            move_token(token, targets[0], self.next_visit(targets[0]))
+            move_token(token, targets[0], ex.next_visit(targets[0]))
             return [token], None
         token.epoch += 1
         split = f"{token.id}/{p.id}#{token.visit}"
         token.status = S.DONE
-        self.view.tokens.pop(token.id, None)
-        expect_branches(self.view.joins, self.plan, split, len(targets), token.lineage, targets)
-        return self.split_tokens(token, targets, split), split
+        ex.view.tokens.pop(token.id, None)
+        expect_branches(ex.view.joins, ex.plan, split, len(targets), token.lineage, targets)
+        return ex.split_tokens(token, targets, split), split
 
     def _ends_of(
         self, moved: Sequence[TokenRecord], events: list[EventRecord]
     ) -> list[tuple[TokenRecord, Terminal]]:
         """A move to a terminal that does not fail the run also records the terminal, in the
         move's commit (only while no join is open: a join may still count the token)."""
-        ends = ending(self.plan, self.view.joins, moved)
+        ex = self.ex
+        ends = ending(ex.plan, ex.view.joins, moved)
         for t, q in ends:
             t.status = S.DONE
-            events.append(terminal_event(self.view.run.id, self.clock.now(), t, q))
+            events.append(terminal_event(ex.view.run.id, ex.clock.now(), t, q))
         return ends
 
     def _prestart(
@@ -184,13 +220,14 @@ class Routing(RunCore):
         """One commit per step: the move also starts the next attempt of each moved token that
         arrives at a task (unless a join may still act on it: see
         :func:`~flowtide.engine.run.routing.starting`); returns their ids."""
+        ex = self.ex
         prestarted: list[str] = []
-        plan = self.plan
-        for t in starting(plan, self.view.joins, moved, split_id):
+        plan = ex.plan
+        for t in starting(plan, ex.view.joins, moved, split_id):
             q = t.placement
-            if not self.attempts.take_thread_now(t.id, self.code.impls[q]):
+            if not ex.attempts.take_thread_now(t.id, ex.code.impls[q]):
                 continue  # (it starts once a thread is free for it)
-            begun, new_anchors, new_due = self.arming.start_attempt(
+            begun, new_anchors, new_due = ex.arming.start_attempt(
                 t, q, plan.nodes[q], plan.settings[q]
             )
             events.append(begun)
