@@ -104,6 +104,7 @@ class Ex(RecordedSteps):
         self.arming = Arming(self.view, plan, self.clock, self.starting, self.commit)
         self.attempts: Any = None  # (a child run runs no node code of this run)
         self.token_attempts = TokenAttempts(self)
+        self.task_steps: Any = AfterAttempts(self.moves)
 
     def spawn_aux(self, coro: Coroutine[Any, Any, Any]) -> None:
         coro.close()  # (a child run's attempt starts no process here)
@@ -113,18 +114,6 @@ class Ex(RecordedSteps):
         if m.update is not None:
             m.update()
         return Moved(True)
-
-    async def after_attempt(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        node_id: str,
-        settings: NodeSettings,
-        base: Mapping[str, Any],
-        attempt: Attempt,
-    ) -> TokenRecord | None:
-        self.moves.append(f"after {attempt.kind}")
-        return None
 
     def request_end(
         self,
@@ -138,6 +127,25 @@ class Ex(RecordedSteps):
 
     def maybe_drained(self) -> None:
         self.drained.set()
+
+
+class AfterAttempts:
+    """The task steps a child run hands an attempt that did not end well: recorded."""
+
+    def __init__(self, moves: list[str]) -> None:
+        self.moves = moves
+
+    async def after_attempt(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        node_id: str,
+        settings: NodeSettings,
+        base: Mapping[str, Any],
+        attempt: Attempt,
+    ) -> TokenRecord | None:
+        self.moves.append(f"after {attempt.kind}")
+        return None
 
 
 def token() -> TokenRecord:

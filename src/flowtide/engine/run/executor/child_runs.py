@@ -21,6 +21,7 @@ from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.ports import MovePort, StepPort
 from flowtide.engine.run.executor.steps import StepLock
+from flowtide.engine.run.executor.tasks import TaskSteps
 from flowtide.engine.run.move import Move
 from flowtide.engine.state.paths import get_path, set_path
 from flowtide.engine.state.reducers import StateMerger, copy_state
@@ -28,7 +29,7 @@ from flowtide.engine.timing.deadlines import attempt_deadline
 from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
 from flowtide.engine.worker._host import RunHost
 from flowtide.model.flow import Flow
-from flowtide.model.placements import AnyPlacement, Subflow
+from flowtide.model.placements import Subflow
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import (
     Commit,
@@ -70,15 +71,8 @@ class ChildRunHost(StepPort, MovePort, Protocol):
     @property
     def token_attempts(self) -> TokenAttempts: ...
 
-    async def after_attempt(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        node_id: str,
-        settings: NodeSettings,
-        base: Mapping[str, Any],
-        attempt: Attempt,
-    ) -> TokenRecord | None: ...
+    @property
+    def task_steps(self) -> TaskSteps: ...
 
     def request_end(
         self,
@@ -140,7 +134,7 @@ class ChildRuns:
                 )
             ).next
         if attempt.kind != "ok" or result is None:
-            return await ex.after_attempt(token, p, p.flow, settings, base, attempt)
+            return await ex.task_steps.after_attempt(token, p, p.flow, settings, base, attempt)
         return await self._child_ended(token, p, base, result)
 
     async def _child_ended(

@@ -40,6 +40,7 @@ from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.router import Router
 from flowtide.engine.run.executor.steps import StepLock
+from flowtide.engine.run.executor.tasks import TaskSteps
 from flowtide.engine.run.marks import inherit
 from flowtide.engine.run.move import Move, Moved
 from flowtide.engine.run.parking import park_record
@@ -132,6 +133,8 @@ class RunCore(ABC):
         """Moves the run's tokens along outputs (see :meth:`move`)."""
         self.joins = Joins(self, self.router)
         """The run's join groups: arrivals, firings, their losers cancelled."""
+        self.task_steps = TaskSteps(self)
+        """What a token does at a task, wait or terminal placement (attempts, retries, parks)."""
         self.lease: Lease | None = None
         """The lease the run is driven under: every commit carries it (see ``Commit.lease``)."""
         self.cancels: list[str] = []

@@ -533,13 +533,13 @@ class Driving(Parking):
 
 _Handler = Callable[[Driving, TokenRecord, Any], Awaitable[TokenRecord | None]]
 _HANDLERS: dict[str, _Handler] = {
-    "task": Driving.at_task,
-    "wait": Driving.at_wait,
+    "task": lambda ex, token, p: ex.task_steps.at_task(token, p),
+    "wait": lambda ex, token, p: ex.task_steps.at_wait(token, p),
     "join": lambda ex, token, p: ex.joins.at_join(token, p),
     "scatter": Driving.at_scatter,
     "subflow": lambda ex, token, p: ex.children.at_subflow(token, p),
-    "terminal": Driving.at_terminal,
-    "phase": Driving.at_phase,
+    "terminal": lambda ex, token, p: ex.task_steps.at_terminal(token, p),
+    "phase": lambda ex, token, p: ex.task_steps.at_phase(token, p),
 }
 """What drives a token at each kind of placement."""
 _RUNS_CODE = frozenset({"task", "scatter", "subflow"})

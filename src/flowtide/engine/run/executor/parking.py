@@ -30,8 +30,8 @@ from flowtide.engine.run.due import (
     DuePurpose,
     parse_purpose,
 )
+from flowtide.engine.run.executor.core import RunCore
 from flowtide.engine.run.executor.records import end_reason, escalation
-from flowtide.engine.run.executor.tasks import Tasks
 from flowtide.engine.run.marks import (
     FiredTimer,
     interrupt,
@@ -80,7 +80,7 @@ def _signalled(
     return event
 
 
-class Parking(Tasks):
+class Parking(RunCore):
     """Signals and due instants."""
 
     async def signal(
@@ -375,7 +375,7 @@ class Parking(Tasks):
         settings = self.plan.settings[p.id]
         assert token.deadline is not None
         node_id = self.plan.nodes.get(p.id, p.id)
-        nxt = await self.window_ended(token, p, node_id, settings, token.deadline)
+        nxt = await self.task_steps.window_ended(token, p, node_id, settings, token.deadline)
         if nxt is not None:
             self.spawn(nxt)
 
