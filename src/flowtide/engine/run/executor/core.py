@@ -1,19 +1,18 @@
 """The executor's core: its view of the run (:class:`~flowtide.engine.run.view.RunView`), the
 commit of a step (through its :class:`~flowtide.engine.run.committer.Committer`), and its tasks.
 
-The executor is built in layers, one module each, every layer a subclass of the one below:
-core, routing, tasks (task, wait and terminal placements, parks, retries), parking (signals and
-due instants), driving (a run's start, settling, end) and the executor (resume from the store).
-
-Some of it is parts the executor holds instead, each calling back only through what it is given:
-the core holds its tokens' attempts (what the
-:class:`~flowtide.engine.run.attempts.AttemptRunner` needs around an attempt:
-:mod:`~flowtide.engine.run.executor.attempts`) and its arming (windows, timers, anchors:
-:mod:`~flowtide.engine.run.executor.arming`); the driving layer holds its child runs
-(:mod:`~flowtide.engine.run.executor.child_runs`), phases
-(:mod:`~flowtide.engine.run.executor.phases`) and join groups
-(:mod:`~flowtide.engine.run.executor.joins`). What the layers decide is decided by the parts of
-:mod:`flowtide.engine.run`; what a lower layer needs from a higher one is declared here,
+Most of the executor is parts the core holds, each calling back only through what it is given:
+its tokens' attempts (what the :class:`~flowtide.engine.run.attempts.AttemptRunner` needs around
+an attempt: :mod:`~flowtide.engine.run.executor.attempts`), its arming (windows, timers,
+anchors: :mod:`~flowtide.engine.run.executor.arming`), its router (moves along outputs:
+:mod:`~flowtide.engine.run.executor.router`), its join groups
+(:mod:`~flowtide.engine.run.executor.joins`) and its task steps (task, wait and terminal
+placements: :mod:`~flowtide.engine.run.executor.tasks`); the driving class holds its child runs
+(:mod:`~flowtide.engine.run.executor.child_runs`) and phases
+(:mod:`~flowtide.engine.run.executor.phases`). Over the core sit parking (signals and due
+instants), driving (a run's start, settling, end) and the executor (resume from the store), each
+a subclass of the one below. What they decide is decided by the parts of
+:mod:`flowtide.engine.run`; what the core needs from the classes over it is declared here,
 abstract."""
 
 from __future__ import annotations
@@ -80,7 +79,8 @@ class ChildWait:
 
 
 class RunCore(ABC):
-    """One run's view and commits; the layers above add what each placement kind does."""
+    """One run's view and commits, and the parts that move its tokens; the classes over it add
+    signals, due instants and driving."""
 
     def __init__(
         self,
@@ -368,20 +368,20 @@ class RunCore(ABC):
                 await self.joins.evaluate()
         return moved
 
-    # -- what the layers above provide ------------
+    # -- what the classes over the core provide ------------
 
     @abstractmethod
     async def drive(self, token: TokenRecord | None) -> None:
-        """Drive ``token`` placement after placement (the driving layer)."""
+        """Drive ``token`` placement after placement (driving)."""
 
     @abstractmethod
     async def finalize(self) -> None:
-        """End the run as :attr:`end` says (the driving layer)."""
+        """End the run as :attr:`end` says (driving)."""
 
     @abstractmethod
     def on_root_cancelled(self, c: Cancellation) -> None:
-        """The run's root scope was cancelled: end the run (the driving layer)."""
+        """The run's root scope was cancelled: end the run (driving)."""
 
     @abstractmethod
     def maybe_drained(self) -> None:
-        """Settle or end the run if nothing drives it any more (the driving layer)."""
+        """Settle or end the run if nothing drives it any more (driving)."""

@@ -370,7 +370,8 @@ class Parking(RunCore):
 
     async def park_timeout(self, token: TokenRecord) -> None:
         """The window of ``token`` (claimed) ended while it was parked or waiting out a backoff:
-        what a window's end does (see :meth:`window_ended`), in a step of its own."""
+        what a window's end does (see :meth:`TaskSteps.window_ended
+        <flowtide.engine.run.executor.tasks.TaskSteps.window_ended>`), in a step of its own."""
         p = self.plan.placements[token.placement]
         settings = self.plan.settings[p.id]
         assert token.deadline is not None
