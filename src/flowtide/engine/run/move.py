@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from flowtide.engine.event_types import Moving
 from flowtide.model.placements import AnyPlacement
@@ -20,10 +20,10 @@ StateUpdate = Callable[[], tuple[dict[str, Any], list[str]]]
 writes and deletes (see the executor's ``commit``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Move:
+class Move(NamedTuple):
     """Move ``token`` from ``placement`` along ``output``, and what else goes in the move's one
-    commit."""
+    commit. (A tuple, immutable like a frozen dataclass: one is made per step, and a tuple is
+    made in a third of the time.)"""
 
     token: TokenRecord
     placement: AnyPlacement

@@ -20,7 +20,6 @@ from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.run.executor.records import move_token, terminal_event
-from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.joins import (
     expect_branches,
     judges_move,
@@ -47,14 +46,11 @@ S = TokenStatus
 
 
 class RouterHost(StepPort, Protocol):
-    """What moving tokens needs of the executor besides a step: the step lock, the node code and
-    its attempts, arming, token visits and splits, parks, tasks, and failing the run."""
+    """What moving tokens needs of the executor besides a step: the node code and its attempts,
+    arming, token visits and splits, parks, tasks, and failing the run."""
 
     @property
     def code(self) -> FlowCode: ...
-
-    @property
-    def steps(self) -> StepLock: ...
 
     @property
     def attempts(self) -> AttemptRunner: ...
@@ -99,57 +95,58 @@ class Router:
         closed (as moved on, unless the caller closed it already), and node anchors are released
         when ``output`` is in the placement's ``release_on`` or is ``timeout``, or when the move
         leaves an anchored placement's loop. ``requests`` (answers to signal requests) and
-        ``fired`` (due entries) go with the move's commit. One step, under the step lock."""
+        ``fired`` (due entries) go with the move's commit. Part of a step: the caller holds the
+        step lock (the executor's ``move`` does, and fires the join groups the move made ready in
+        the same step)."""
         ex, token, p, output, event = self.ex, m.token, m.placement, m.output, m.event
         due_cleared = m.due_cleared
-        async with ex.steps.hold():
-            targets = targets_of(p, output)
-            if not targets:
-                await self._unrouted(token, p, output, ex.event(token, event(None)), m.extra_events)
-                return NOT_MOVED
-            moving = ex.event(token, event(list(targets)))
-            if carries_marks(token) or token.id in ex.view.parks:
-                due_cleared = [*due_cleared, token.id]
-                ex.close_park(token, ParkStatus.SIGNALLED, "moved")
-            released = ex.arming.releases(token, p, output, targets) if ex.view.anchors else []
-            moved, split_id = self._move(token, p, targets)
-            events = [moving, *m.extra_events]
-            nxt = [t for t in moved if t.status is S.READY]
-            ending = self._ends_of(nxt, events)
-            nxt = [t for t in nxt if t.status is S.READY]
-            anchors: list[NodeAnchor] = []
-            due: list[DueEntry] = []
-            prestarted = [] if released else self._prestart(nxt, split_id, events, anchors, due)
-            ok = await ex.commit(
-                Commit(
-                    ex.view.run.id,
-                    tokens=[*moved, *m.extra],
-                    events=events,
-                    due_cleared=due_cleared,
-                    due=due,
-                    anchors=anchors,
-                    anchors_released=released,
-                    signal_answers=m.answers,
-                    requests_answered=m.requests,
-                    due_fired=m.fired,
-                ),
-                unless_ended=True,
-                token=token,
-                update=m.update,
-            )
-            if not ok:
-                for t_id in prestarted:
-                    ex.token_attempts.not_started(t_id)
-                for t, _ in ending:
-                    t.status = S.READY
-                return NOT_MOVED
-            self._apply_move(prestarted, ending, released)
-            for other in nxt[1:]:
-                ex.spawn(other)
-            joins_due = judges_move(ex.view.joins, ex.plan, targets, split_id) and note_moves(
-                ex.view.joins, ex.plan, nxt
-            )
-            return Moved(True, nxt[0] if nxt else None, joins_due)
+        targets = targets_of(p, output)
+        if not targets:
+            await self._unrouted(token, p, output, ex.event(token, event(None)), m.extra_events)
+            return NOT_MOVED
+        moving = ex.event(token, event(list(targets)))
+        if carries_marks(token) or token.id in ex.view.parks:
+            due_cleared = [*due_cleared, token.id]
+            ex.close_park(token, ParkStatus.SIGNALLED, "moved")
+        released = ex.arming.releases(token, p, output, targets) if ex.view.anchors else []
+        moved, split_id = self._move(token, p, targets)
+        events = [moving, *m.extra_events]
+        nxt = [t for t in moved if t.status is S.READY]
+        ending = self._ends_of(nxt, events)
+        nxt = [t for t in nxt if t.status is S.READY]
+        anchors: list[NodeAnchor] = []
+        due: list[DueEntry] = []
+        prestarted = [] if released else self._prestart(nxt, split_id, events, anchors, due)
+        ok = await ex.commit(
+            Commit(
+                ex.view.run.id,
+                tokens=[*moved, *m.extra],
+                events=events,
+                due_cleared=due_cleared,
+                due=due,
+                anchors=anchors,
+                anchors_released=released,
+                signal_answers=m.answers,
+                requests_answered=m.requests,
+                due_fired=m.fired,
+            ),
+            unless_ended=True,
+            token=token,
+            update=m.update,
+        )
+        if not ok:
+            for t_id in prestarted:
+                ex.token_attempts.not_started(t_id)
+            for t, _ in ending:
+                t.status = S.READY
+            return NOT_MOVED
+        self._apply_move(prestarted, ending, released)
+        for other in nxt[1:]:
+            ex.spawn(other)
+        joins_due = judges_move(ex.view.joins, ex.plan, targets, split_id) and note_moves(
+            ex.view.joins, ex.plan, nxt
+        )
+        return Moved(True, nxt[0] if nxt else None, joins_due)
 
     def _apply_move(
         self,
