@@ -4,7 +4,7 @@ child ended, when a child is not started, a child that waits parked; without an 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -17,17 +17,14 @@ from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.child_runs import ChildRuns, map_input, map_output
 from flowtide.engine.run.executor.core import ChildWait
-from flowtide.engine.run.executor.routing import Moved, MoveEvent
 from flowtide.engine.run.executor.steps import StepLock
+from flowtide.engine.run.move import Move, Moved
 from flowtide.engine.run.view import RunView
 from flowtide.engine.state.reducers import StateMerger
 from flowtide.engine.timing.scope import CancelReason, CancelScope
 from flowtide.model.placements import AnyPlacement, Subflow
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import (
-    DueEntry,
-    EventRecord,
-    RequestAnswer,
     RunRecord,
     TokenRecord,
     TokenStatus,
@@ -107,41 +104,16 @@ class Ex(RecordedSteps):
         self.arming = Arming(self.view, plan, self.clock, self.starting, self.commit)
         self.attempts: Any = None  # (a child run runs no node code of this run)
         self.token_attempts = TokenAttempts(self)
+        self.task_steps: Any = AfterAttempts(self.moves)
 
     def spawn_aux(self, coro: Coroutine[Any, Any, Any]) -> None:
         coro.close()  # (a child run's attempt starts no process here)
 
-    async def move(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        output: str,
-        *,
-        event: MoveEvent,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-        extra: Sequence[TokenRecord] = (),
-        extra_events: Sequence[EventRecord] = (),
-        due_cleared: Sequence[str] = (),
-        answers: Sequence[Any] = (),
-        requests: Sequence[RequestAnswer] = (),
-        fired: Sequence[DueEntry] = (),
-    ) -> Moved:
-        self.moves.append(output)
-        if update is not None:
-            update()
+    async def move(self, m: Move) -> Moved:
+        self.moves.append(m.output)
+        if m.update is not None:
+            m.update()
         return Moved(True)
-
-    async def after_attempt(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        node_id: str,
-        settings: NodeSettings,
-        base: Mapping[str, Any],
-        attempt: Attempt,
-    ) -> TokenRecord | None:
-        self.moves.append(f"after {attempt.kind}")
-        return None
 
     def request_end(
         self,
@@ -155,6 +127,25 @@ class Ex(RecordedSteps):
 
     def maybe_drained(self) -> None:
         self.drained.set()
+
+
+class AfterAttempts:
+    """The task steps a child run hands an attempt that did not end well: recorded."""
+
+    def __init__(self, moves: list[str]) -> None:
+        self.moves = moves
+
+    async def after_attempt(
+        self,
+        token: TokenRecord,
+        p: AnyPlacement,
+        node_id: str,
+        settings: NodeSettings,
+        base: Mapping[str, Any],
+        attempt: Attempt,
+    ) -> TokenRecord | None:
+        self.moves.append(f"after {attempt.kind}")
+        return None
 
 
 def token() -> TokenRecord:

@@ -4,25 +4,20 @@ without an engine."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import NodeContext
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.run.attempts import Running
 from flowtide.engine.run.executor.joins import Joins
-from flowtide.engine.run.executor.routing import Moved, MoveEvent
 from flowtide.engine.run.joins import expect_branches
+from flowtide.engine.run.move import Move, Moved
 from flowtide.engine.run.view import RunView
 from flowtide.engine.timing.scope import CancelReason, CancelScope
-from flowtide.model.placements import AnyPlacement, Join
+from flowtide.model.placements import Join
 from flowtide.store.base import (
-    DueEntry,
-    EventRecord,
     ParkStatus,
-    RequestAnswer,
     RunRecord,
     TokenRecord,
     TokenStatus,
@@ -77,23 +72,9 @@ class Ex(RecordedSteps):
     def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None:
         self.closed.append(token.id)
 
-    async def move(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        output: str,
-        *,
-        event: MoveEvent,
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
-        extra: Sequence[TokenRecord] = (),
-        extra_events: Sequence[EventRecord] = (),
-        due_cleared: Sequence[str] = (),
-        answers: Sequence[Any] = (),
-        requests: Sequence[RequestAnswer] = (),
-        fired: Sequence[DueEntry] = (),
-    ) -> Moved:
-        self.moves.append((token.id, output, [t.id for t in extra]))
-        return Moved(True, token)
+    async def move(self, m: Move) -> Moved:
+        self.moves.append((m.token.id, m.output, [t.id for t in m.extra]))
+        return Moved(True, m.token)
 
 
 def branches(ex: Ex) -> list[TokenRecord]:
@@ -114,7 +95,7 @@ JOIN = Join(id="j", mode="first", routes={"success": "end"})
 async def test_a_token_of_no_split_passes_the_join_on_success() -> None:
     ex = Ex()
     t = TokenRecord("r.1", "r", "j", S.READY, visit=1, created_at=T0)
-    assert await Joins(ex).at_join(t, JOIN) is t
+    assert await Joins(ex, ex).at_join(t, JOIN) is t
     assert ex.moves == [("r.1", "success", [])]
     assert ex.commits == []
 
@@ -125,7 +106,7 @@ async def test_a_first_join_fires_once_and_cancels_its_losers_and_their_code() -
     scope = CancelScope(None)
     ex.running[second.id] = ("b", scope)
     first.placement = "j"
-    assert await Joins(ex).at_join(first, JOIN) is None
+    assert await Joins(ex, ex).at_join(first, JOIN) is None
     assert len(ex.commits) == 1  # (the arrival)
     assert ex.moves == [(first.id, "success", [second.id, third.id])]
     assert ex.spawned == [first.id]
@@ -140,7 +121,7 @@ async def test_a_first_join_fires_once_and_cancels_its_losers_and_their_code() -
 async def test_an_all_join_waits_for_every_branch() -> None:
     ex = Ex("all")
     tokens = branches(ex)
-    joins = Joins(ex)
+    joins = Joins(ex, ex)
     for t in tokens[:2]:
         t.placement = "j"
         await joins.at_join(t, JOIN)

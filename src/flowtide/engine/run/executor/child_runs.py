@@ -20,15 +20,17 @@ from flowtide.engine.run.due import TIMEOUT
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.core import ChildWait
-from flowtide.engine.run.executor.routing import MovePort
+from flowtide.engine.run.executor.ports import MovePort, StepPort
 from flowtide.engine.run.executor.steps import StepLock
+from flowtide.engine.run.executor.tasks import TaskSteps
+from flowtide.engine.run.move import Move
 from flowtide.engine.state.paths import get_path, set_path
 from flowtide.engine.state.reducers import StateMerger, copy_state
 from flowtide.engine.timing.deadlines import attempt_deadline
 from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
 from flowtide.engine.worker._host import RunHost
 from flowtide.model.flow import Flow
-from flowtide.model.placements import AnyPlacement, Subflow
+from flowtide.model.placements import Subflow
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import (
     Commit,
@@ -39,7 +41,7 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class ChildRunHost(MovePort, Protocol):
+class ChildRunHost(StepPort, MovePort, Protocol):
     """What child runs need of the executor besides a step: where children start, the step
     lock, the run's windows, scopes and tasks, and how a token moves on or the run ends."""
 
@@ -70,15 +72,8 @@ class ChildRunHost(MovePort, Protocol):
     @property
     def token_attempts(self) -> TokenAttempts: ...
 
-    async def after_attempt(
-        self,
-        token: TokenRecord,
-        p: AnyPlacement,
-        node_id: str,
-        settings: NodeSettings,
-        base: Mapping[str, Any],
-        attempt: Attempt,
-    ) -> TokenRecord | None: ...
+    @property
+    def task_steps(self) -> TaskSteps: ...
 
     def request_end(
         self,
@@ -130,10 +125,12 @@ class ChildRuns:
             error = ex.error_data(attempt.error)
             ex.view.last_placements = [p.id]
             return (
-                await ex.move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+                await ex.move(
+                    Move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+                )
             ).next
         if attempt.kind != "ok" or result is None:
-            return await ex.after_attempt(token, p, p.flow, settings, base, attempt)
+            return await ex.task_steps.after_attempt(token, p, p.flow, settings, base, attempt)
         return await self._child_ended(token, p, base, result)
 
     async def _start(self, token: TokenRecord, p: Subflow, settings: NodeSettings) -> bool:
@@ -179,17 +176,19 @@ class ChildRuns:
             ex.view.last_placements = [p.id]
             return (
                 await ex.move(
-                    token,
-                    p,
-                    "success",
-                    event=fin,
-                    update=lambda: ex.merger.apply(ex.view.state, base, {}, [], update),
-                    due_cleared=[token.id],  # (its window, timers, its child's wake)
+                    Move(
+                        token,
+                        p,
+                        "success",
+                        event=fin,
+                        update=lambda: ex.merger.apply(ex.view.state, base, {}, [], update),
+                        due_cleared=[token.id],  # (its window, timers, its child's wake)
+                    )
                 )
             ).next
         if "error" in p.route_map():
             ex.view.last_placements = [p.id]
-            return (await ex.move(token, p, "error", event=fin, due_cleared=[token.id])).next
+            return (await ex.move(Move(token, p, "error", event=fin, due_cleared=[token.id]))).next
         await ex.commit(
             Commit(ex.view.run.id, events=[ex.event(token, fin(None))]), unless_ended=True
         )

@@ -1,19 +1,18 @@
 """The executor's core: its view of the run (:class:`~flowtide.engine.run.view.RunView`), the
 commit of a step (through its :class:`~flowtide.engine.run.committer.Committer`), and its tasks.
 
-The executor is built in layers, one module each, every layer a subclass of the one below:
-core, routing, tasks (task, wait and terminal placements, parks, retries), parking (signals and
-due instants), driving (a run's start, settling, end) and the executor (resume from the store).
-
-Some of it is parts the executor holds instead, each calling back only through what it is given:
-the core holds its tokens' attempts (what the
-:class:`~flowtide.engine.run.attempts.AttemptRunner` needs around an attempt:
-:mod:`~flowtide.engine.run.executor.attempts`) and its arming (windows, timers, anchors:
-:mod:`~flowtide.engine.run.executor.arming`); the driving layer holds its child runs
-(:mod:`~flowtide.engine.run.executor.child_runs`), phases
-(:mod:`~flowtide.engine.run.executor.phases`) and join groups
-(:mod:`~flowtide.engine.run.executor.joins`). What the layers decide is decided by the parts of
-:mod:`flowtide.engine.run`; what a lower layer needs from a higher one is declared here,
+Most of the executor is parts the core holds, each calling back only through what it is given:
+its tokens' attempts (what the :class:`~flowtide.engine.run.attempts.AttemptRunner` needs around
+an attempt: :mod:`~flowtide.engine.run.executor.attempts`), its arming (windows, timers,
+anchors: :mod:`~flowtide.engine.run.executor.arming`), its router (moves along outputs:
+:mod:`~flowtide.engine.run.executor.router`), its join groups
+(:mod:`~flowtide.engine.run.executor.joins`) and its task steps (task, wait and terminal
+placements: :mod:`~flowtide.engine.run.executor.tasks`); the driving class holds its child runs
+(:mod:`~flowtide.engine.run.executor.child_runs`) and phases
+(:mod:`~flowtide.engine.run.executor.phases`). Over the core sit parking (signals and due
+instants), driving (a run's start, settling, end) and the executor (resume from the store), each
+a subclass of the one below. What they decide is decided by the parts of
+:mod:`flowtide.engine.run`; what the core needs from the classes over it is declared here,
 abstract."""
 
 from __future__ import annotations
@@ -38,8 +37,12 @@ from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.closing import RunClosing
+from flowtide.engine.run.executor.joins import Joins
+from flowtide.engine.run.executor.router import Router
 from flowtide.engine.run.executor.steps import StepLock
+from flowtide.engine.run.executor.tasks import TaskSteps
 from flowtide.engine.run.marks import inherit
+from flowtide.engine.run.move import Move, Moved
 from flowtide.engine.run.parking import park_record
 from flowtide.engine.run.view import RunEnd, RunView
 from flowtide.engine.state.reducers import StateMerger
@@ -79,7 +82,8 @@ class ChildWait:
 
 
 class RunCore(ABC):
-    """One run's view and commits; the layers above add what each placement kind does."""
+    """One run's view and commits, and the parts that move its tokens; the classes over it add
+    signals, due instants and driving."""
 
     def __init__(
         self,
@@ -128,6 +132,12 @@ class RunCore(ABC):
         """Runs the run's node code (the attempts of its tokens, phases, scatter items)."""
         self.token_attempts = TokenAttempts(self)
         """What an attempt of a token needs around the runner, and merging what it changed."""
+        self.router = Router(self)
+        """Moves the run's tokens along outputs (see :meth:`move`)."""
+        self.joins = Joins(self, self.router)
+        """The run's join groups: arrivals, firings, their losers cancelled."""
+        self.task_steps = TaskSteps(self)
+        """What a token does at a task, wait or terminal placement (attempts, retries, parks)."""
         self.lease: Lease | None = None
         """The lease the run is driven under: every commit carries it (see ``Commit.lease``)."""
         self.cancels: list[str] = []
@@ -351,23 +361,33 @@ class RunCore(ABC):
         """The park as this executor knows it (open, or closed by it), else None."""
         return park_record(self.view.parks, self.view.recent_parks, park_id)
 
-    # -- what the layers above provide ------------
+    async def move(self, m: Move) -> Moved:
+        """Move a token along an output (see :meth:`Router.move
+        <flowtide.engine.run.executor.router.Router.move>`) and fire the join groups the move
+        made ready: one step, under the step lock."""
+        async with self.steps.hold():
+            moved = await self.router.move(m)
+            if moved.joins_due:
+                await self.joins.evaluate()
+        return moved
+
+    # -- what the classes over the core provide ------------
 
     @abstractmethod
     async def drive(self, token: TokenRecord | None) -> None:
-        """Drive ``token`` placement after placement (the driving layer)."""
+        """Drive ``token`` placement after placement (driving)."""
 
     @abstractmethod
     async def finalize(self) -> None:
-        """End the run as :attr:`end` says (the driving layer)."""
+        """End the run as :attr:`end` says (driving)."""
 
     @abstractmethod
     def on_root_cancelled(self, c: Cancellation) -> None:
-        """The run's root scope was cancelled: end the run (the driving layer)."""
+        """The run's root scope was cancelled: end the run (driving)."""
 
     @abstractmethod
     def maybe_drained(self) -> None:
-        """Settle or end the run if nothing drives it any more (the driving layer)."""
+        """Settle or end the run if nothing drives it any more (driving)."""
 
     @abstractmethod
     def closing(
@@ -378,12 +398,8 @@ class RunCore(ABC):
         update: Callable[[], tuple[dict[str, Any], list[str]]] | None,
     ) -> RunClosing | None:
         """The run's end, to fold into ``c`` (a move's commit of ``ending`` to their terminals),
-        if that move ends the run (the driving layer); None: it does not, or not alone."""
+        if that move ends the run (driving); None: it does not, or not alone."""
 
     @abstractmethod
     def ended_by_step(self, closing: RunClosing) -> None:
-        """A step's commit ended the run (see :meth:`closing`; the driving layer)."""
-
-    @abstractmethod
-    async def evaluate_joins(self) -> None:
-        """Fire the join groups that can fire (the joins part the driving layer holds)."""
+        """A step's commit ended the run (see :meth:`closing`; driving)."""

@@ -28,10 +28,10 @@ from flowtide.engine.run.children import child_run_id, parent_wake
 from flowtide.engine.run.due import DEADLINE
 from flowtide.engine.run.executor.child_runs import ChildRuns
 from flowtide.engine.run.executor.closing import RunClosing
-from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.parking import Parking
 from flowtide.engine.run.executor.phases import Phases
 from flowtide.engine.run.executor.records import end_reason, end_result, finish
+from flowtide.engine.run.move import Move
 from flowtide.engine.run.scatter import ScatterRun
 from flowtide.engine.run.view import RunEnd
 from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope
@@ -80,11 +80,6 @@ class Driving(Parking):
         """The run's child runs (a subflow's token, a scatter's flow bodies)."""
         self.phases = Phases(self)
         """The run's pre and post phases."""
-        self.joins = Joins(self)
-        """The run's join groups."""
-
-    async def evaluate_joins(self) -> None:
-        await self.joins.evaluate()
 
     def launch(self, entry: str | None) -> None:
         """Start :meth:`main` in its own task (held until it ends)."""
@@ -582,24 +577,26 @@ class Driving(Parking):
         self.view.last_placements = [p.id]
         return (
             await self.move(
-                token,
-                p,
-                output,
-                event=lambda to: runner.finished(output, to),
-                update=lambda: self.merger.apply(self.view.state, base, {}, [], update),
+                Move(
+                    token,
+                    p,
+                    output,
+                    event=lambda to: runner.finished(output, to),
+                    update=lambda: self.merger.apply(self.view.state, base, {}, [], update),
+                )
             )
         ).next
 
 
 _Handler = Callable[[Driving, TokenRecord, Any], Awaitable[TokenRecord | None]]
 _HANDLERS: dict[str, _Handler] = {
-    "task": Driving.at_task,
-    "wait": Driving.at_wait,
+    "task": lambda ex, token, p: ex.task_steps.at_task(token, p),
+    "wait": lambda ex, token, p: ex.task_steps.at_wait(token, p),
     "join": lambda ex, token, p: ex.joins.at_join(token, p),
     "scatter": Driving.at_scatter,
     "subflow": lambda ex, token, p: ex.children.at_subflow(token, p),
-    "terminal": Driving.at_terminal,
-    "phase": Driving.at_phase,
+    "terminal": lambda ex, token, p: ex.task_steps.at_terminal(token, p),
+    "phase": lambda ex, token, p: ex.task_steps.at_phase(token, p),
 }
 """What drives a token at each kind of placement."""
 _RUNS_CODE = frozenset({"task", "scatter", "subflow"})

@@ -16,7 +16,8 @@ each first claims the token in memory (synchronously, so a second claimant in th
 it taken) and then commits with ``Commit.expect`` (status ``parked`` and the park's epoch; for a
 signal also "deadline still ahead"), so the store refuses the loser across processes too.
 
-The executor is built in layers (see :mod:`flowtide.engine.run.executor.core`)."""
+The executor is its core, the parts it holds and the classes over it (see
+:mod:`flowtide.engine.run.executor.core`)."""
 
 from __future__ import annotations
 

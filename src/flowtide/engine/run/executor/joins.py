@@ -9,7 +9,7 @@ from typing import Protocol
 
 from flowtide.engine.event_types import JoinFired, TokenCancelled
 from flowtide.engine.run.attempts import Running
-from flowtide.engine.run.executor.routing import MovePort
+from flowtide.engine.run.executor.ports import MovePort, StepPort
 from flowtide.engine.run.joins import (
     JoinFiring,
     arrive,
@@ -19,6 +19,7 @@ from flowtide.engine.run.joins import (
     next_firing,
     note_moves,
 )
+from flowtide.engine.run.move import Move
 from flowtide.engine.timing.scope import CancelReason
 from flowtide.model.placements import Join
 from flowtide.store.base import (
@@ -31,9 +32,9 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class JoinHost(MovePort, Protocol):
+class JoinHost(StepPort, Protocol):
     """What join groups need of the executor besides a step: the run's running scopes, new
-    tokens and their tasks, closing a park, and a move along an output."""
+    tokens and their tasks, and closing a park."""
 
     @property
     def running(self) -> Running: ...
@@ -48,23 +49,29 @@ class JoinHost(MovePort, Protocol):
 
 
 class Joins:
-    """The run's join groups, through ``ex``: arrivals, firings, their losers cancelled."""
+    """The run's join groups, through ``ex``: arrivals, firings, their losers cancelled. A join
+    that fires moves its token on through ``router`` (which never calls back here: the join
+    groups a firing makes ready are fired by :meth:`evaluate`'s own loop)."""
 
-    def __init__(self, ex: JoinHost) -> None:
+    def __init__(self, ex: JoinHost, router: MovePort) -> None:
         self.ex = ex
+        self.router = router
 
     async def at_join(self, token: TokenRecord, p: Join) -> TokenRecord | None:
         """``token`` arrives at join ``p`` (a token of no split passes straight on)."""
         ex = self.ex
         if not token.lineage:
-            return (
-                await ex.move(
+            passed = await self.router.move(
+                Move(
                     token,
                     p,
                     "success",
                     event=lambda to: JoinFired(output="success", arrived=1, branches=[], to=to),
                 )
-            ).next
+            )
+            if passed.joins_due:
+                await self.evaluate()
+            return passed.next
         ev = ex.event(token, arrive(ex.view.joins, token, p.id))
         if not await ex.commit(
             Commit(ex.view.run.id, tokens=[token], events=[ev]), unless_ended=True
@@ -72,6 +79,13 @@ class Joins:
             return None
         await self.evaluate()
         return None
+
+    async def token_ended(self, token: TokenRecord) -> None:
+        """``token`` ended away from a join (a terminal, a dead end): fire the join groups
+        that counted on it."""
+        ex = self.ex
+        if ex.view.joins and note_moves(ex.view.joins, ex.plan, [token], ended=True):
+            await self.evaluate()
 
     async def evaluate(self) -> None:
         """Fire the join groups that fire now, one after another, while the run goes on."""
@@ -107,16 +121,18 @@ class Joins:
             ex.view.tokens.pop(t.id, None)
         cont = first
         cont.lineage = tuple(f for f in cont.lineage if f[0] != group.split)
-        moved = await ex.move(
-            cont,
-            p,
-            output,
-            event=lambda to: JoinFired(
-                output=output, arrived=arrived_count, branches=branches, to=to
-            ),
-            extra=[*arrived[1:], *cancelled],
-            extra_events=extra_events,
-            due_cleared=[t.id for t in cancelled],
+        moved = await self.router.move(
+            Move(
+                cont,
+                p,
+                output,
+                event=lambda to: JoinFired(
+                    output=output, arrived=arrived_count, branches=branches, to=to
+                ),
+                extra=[*arrived[1:], *cancelled],
+                extra_events=extra_events,
+                due_cleared=[t.id for t in cancelled],
+            )
         )
         if moved.next is not None:
             ex.spawn(moved.next)

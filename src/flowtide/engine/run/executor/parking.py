@@ -30,8 +30,8 @@ from flowtide.engine.run.due import (
     DuePurpose,
     parse_purpose,
 )
+from flowtide.engine.run.executor.core import RunCore
 from flowtide.engine.run.executor.records import end_reason, escalation
-from flowtide.engine.run.executor.tasks import Tasks
 from flowtide.engine.run.marks import (
     FiredTimer,
     interrupt,
@@ -40,6 +40,7 @@ from flowtide.engine.run.marks import (
     timer_fired,
     wake,
 )
+from flowtide.engine.run.move import Move
 from flowtide.engine.run.parking import due_applies, signalled_token
 from flowtide.engine.timing.scope import CancelReason
 from flowtide.model.placements import (
@@ -79,7 +80,7 @@ def _signalled(
     return event
 
 
-class Parking(Tasks):
+class Parking(RunCore):
     """Signals and due instants."""
 
     async def signal(
@@ -132,14 +133,16 @@ class Parking(Tasks):
                 if output is not None:
                     self.view.last_placements = [p.id]
                     moved = await self.move(
-                        token,
-                        p,
-                        output,
-                        event=signalled,
-                        update=update,
-                        answers=answers,
-                        requests=requests,
-                        fired=fired,
+                        Move(
+                            token,
+                            p,
+                            output,
+                            event=signalled,
+                            update=update,
+                            answers=answers,
+                            requests=requests,
+                            fired=fired,
+                        )
                     )
                     if moved.next is not None:
                         self.spawn(moved.next)
@@ -399,12 +402,13 @@ class Parking(Tasks):
 
     async def park_timeout(self, token: TokenRecord) -> None:
         """The window of ``token`` (claimed) ended while it was parked or waiting out a backoff:
-        what a window's end does (see :meth:`window_ended`), in a step of its own."""
+        what a window's end does (see :meth:`TaskSteps.window_ended
+        <flowtide.engine.run.executor.tasks.TaskSteps.window_ended>`), in a step of its own."""
         p = self.plan.placements[token.placement]
         settings = self.plan.settings[p.id]
         assert token.deadline is not None
         node_id = self.plan.nodes.get(p.id, p.id)
-        nxt = await self.window_ended(token, p, node_id, settings, token.deadline)
+        nxt = await self.task_steps.window_ended(token, p, node_id, settings, token.deadline)
         if nxt is not None:
             self.spawn(nxt)
 
@@ -443,10 +447,12 @@ class Parking(Tasks):
             self.view.last_placements = [p.id]
             nxt = (
                 await self.move(
-                    token,
-                    p,
-                    timer.output,
-                    event=lambda to: escalation(info, interrupting=True, to=to),
+                    Move(
+                        token,
+                        p,
+                        timer.output,
+                        event=lambda to: escalation(info, interrupting=True, to=to),
+                    )
                 )
             ).next
             if nxt is not None:

@@ -1,5 +1,6 @@
 """What the executor's composed parts call back on it: its view of the run and its one way to
-commit a step (the operations every part needs; each part's own protocol adds the rest)."""
+commit a step (the operations every part needs; each part's own protocol adds the rest), and
+how a part moves a token on."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from flowtide.clock import Clock
 from flowtide.engine.event_types import ErrorData, EventPayload
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.result import ErrorInfo
+from flowtide.engine.run.move import Move, Moved
 from flowtide.engine.run.view import RunView
 from flowtide.engine.timing.scope import CancelScope
 from flowtide.store.base import Commit, EventRecord, TokenRecord
@@ -51,3 +53,12 @@ class StepPort(Protocol):
         token: TokenRecord | None = None,
         update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
     ) -> bool: ...
+
+
+class MovePort(Protocol):
+    """Moves a token along an output, one step (see :meth:`Router.move
+    <flowtide.engine.run.executor.router.Router.move>`). The executor's ``move`` also fires the
+    join groups the move made ready, in the same step; the router's own leaves that to its
+    caller (:attr:`Moved.joins_due <flowtide.engine.run.move.Moved.joins_due>`)."""
+
+    async def move(self, m: Move) -> Moved: ...

@@ -1,4 +1,4 @@
-"""Records of a run's progress that every layer of the executor builds: ends, token moves."""
+"""Records of a run's progress that the executor and its parts build: ends, token moves."""
 
 from __future__ import annotations
 

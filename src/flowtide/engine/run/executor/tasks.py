@@ -1,12 +1,13 @@
 """Task, wait and terminal placements: an attempt's start, what follows it (a move, a park, a
-retry, a timeout, a failure), waits and terminals.
+retry, a timeout, a failure), waits and terminals. A part the executor holds
+(:class:`TaskSteps`), calling back only through :class:`TaskHost`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import isoformat
@@ -24,14 +25,18 @@ from flowtide.engine.event_types import (
     TimerFired,
     WaitStarted,
 )
+from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.flows.contracts import OutputContractError
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.result import InterruptedAt
-from flowtide.engine.run.attempts import Attempt, AttemptCall
+from flowtide.engine.result import ErrorInfo, InterruptedAt
+from flowtide.engine.run.attempts import Attempt, AttemptCall, AttemptRunner
 from flowtide.engine.run.due import RESUME, TIMEOUT
+from flowtide.engine.run.executor.arming import Arming
+from flowtide.engine.run.executor.attempts import TokenAttempts
+from flowtide.engine.run.executor.joins import Joins
+from flowtide.engine.run.executor.ports import MovePort, StepPort
 from flowtide.engine.run.executor.records import escalation, timed_out
-from flowtide.engine.run.executor.routing import Routing
-from flowtide.engine.run.joins import note_moves
+from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.marks import (
     Waiting,
     drop_signal,
@@ -43,8 +48,10 @@ from flowtide.engine.run.marks import (
     take_interrupt,
     wait_for,
 )
+from flowtide.engine.run.move import Move
 from flowtide.engine.timing.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.timing.scope import CancelReason
+from flowtide.engine.worker._host import RunHost
 from flowtide.model.placements import (
     TIMEOUT_OUTPUT,
     AnyPlacement,
@@ -65,22 +72,70 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class Tasks(Routing):
-    """Placements that run a node or wait."""
+class TaskHost(StepPort, MovePort, Protocol):
+    """What task, wait and terminal placements need of the executor besides a step and a move:
+    the node code and its attempts, the step lock, arming, the join groups, the engine (its
+    sweeper and randomness), and ending the run."""
+
+    @property
+    def host(self) -> RunHost: ...
+
+    @property
+    def code(self) -> FlowCode: ...
+
+    @property
+    def steps(self) -> StepLock: ...
+
+    @property
+    def attempts(self) -> AttemptRunner: ...
+
+    @property
+    def token_attempts(self) -> TokenAttempts: ...
+
+    @property
+    def arming(self) -> Arming: ...
+
+    @property
+    def joins(self) -> Joins: ...
+
+    @property
+    def prestarted(self) -> set[str]: ...
+
+    def request_end(
+        self,
+        lifecycle: Lifecycle,
+        errors: Sequence[ErrorInfo] = (),
+        interrupted: InterruptedAt | None = None,
+        *,
+        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
+    ) -> None: ...
+
+    def fail_token(
+        self, token: TokenRecord, exc: BaseException, interrupted: InterruptedAt | None = None
+    ) -> None: ...
+
+
+class TaskSteps:
+    """What a token does at a task, wait or terminal placement, through ``ex``: an attempt's
+    start and what follows it (a move, a park, a retry, a window's end, a failure)."""
+
+    def __init__(self, ex: TaskHost) -> None:
+        self.ex = ex
 
     async def at_task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
-        impl = self.code.impls[p.id]
-        settings = self.plan.settings[p.id]
+        ex = self.ex
+        impl = ex.code.impls[p.id]
+        settings = ex.plan.settings[p.id]
         return await self.node_step(token, p, impl, settings)
 
     async def at_phase(self, token: TokenRecord, p: Phase) -> TokenRecord | None:
+        ex = self.ex
         # A phase reached by a route (validation should prevent it): run it like a dead end.
-        self.view.last_placements.append(p.id)
+        ex.view.last_placements.append(p.id)
         token.status = S.DONE
-        self.view.tokens.pop(token.id, None)
-        await self.commit(Commit(self.view.run.id, tokens=[token]), unless_ended=True)
-        if self.view.joins and note_moves(self.view.joins, self.plan, [token], ended=True):
-            await self.evaluate_joins()
+        ex.view.tokens.pop(token.id, None)
+        await ex.commit(Commit(ex.view.run.id, tokens=[token]), unless_ended=True)
+        await ex.joins.token_ended(token)
         return None
 
     async def node_step(
@@ -90,49 +145,48 @@ class Tasks(Routing):
         impl: NodeImplementation,
         settings: NodeSettings,
     ) -> TokenRecord | None:
+        ex = self.ex
         signal = signal_of(token)  # (the payload of the signal that woke it, if one did)
-        if token.id in self.prestarted:
+        if token.id in ex.prestarted:
             # The commit that moved the token here also started this attempt.
-            self.prestarted.discard(token.id)
+            ex.prestarted.discard(token.id)
         else:
             # A sync node starts once a thread is free for it: its window is its code's.
             if (
-                self.attempts.needs_thread(impl)
-                and await self.attempts.wait_for_thread(token.id, self.root) is not None
+                ex.attempts.needs_thread(impl)
+                and await ex.attempts.wait_for_thread(token.id, ex.root) is not None
             ):
                 return None  # (the run ended meanwhile)
-            async with self.steps.hold():
-                if self.view.end is not None or token.status is S.CANCELLED:
-                    self.attempts.drop_thread(token.id)
+            async with ex.steps.hold():
+                if ex.view.end is not None or token.status is S.CANCELLED:
+                    ex.attempts.drop_thread(token.id)
                     return None
                 fired = take_due(token)
                 events = []
                 if fired is Waiting.RETRY:
-                    events.append(self.event(token, TimerFired(purpose="retry")))
-                started, anchors, due = self.arming.start_attempt(token, p.id, impl.id, settings)
+                    events.append(ex.event(token, TimerFired(purpose="retry")))
+                started, anchors, due = ex.arming.start_attempt(token, p.id, impl.id, settings)
                 events.append(started)
-                if not await self.commit(
-                    Commit(
-                        self.view.run.id, tokens=[token], events=events, anchors=anchors, due=due
-                    ),
+                if not await ex.commit(
+                    Commit(ex.view.run.id, tokens=[token], events=events, anchors=anchors, due=due),
                     unless_ended=True,
                 ):
-                    self.token_attempts.not_started(token.id)
+                    ex.token_attempts.not_started(token.id)
                     return None
-        base = dict(self.view.state)
+        base = dict(ex.view.state)
         call = AttemptCall(
             impl=impl,
             settings=settings,
             placement=p.id,
             state=base,
-            parent=self.root,
+            parent=ex.root,
             key=token.id,
             attempt=token.attempt,
             visit=token.visit,
             deadline=token.deadline,
             signal=signal,
         )
-        attempt = await self.token_attempts.invoke(call, token)
+        attempt = await ex.token_attempts.invoke(call, token)
         return await self.after_attempt(token, p, impl.id, settings, base, attempt)
 
     async def after_attempt(
@@ -147,20 +201,23 @@ class Tasks(Routing):
         """What follows a finished attempt.
 
         One step, under the step lock."""
-        async with self.steps.hold():
-            if self.view.end is not None or token.status is S.CANCELLED:
+        ex = self.ex
+        async with ex.steps.hold():
+            if ex.view.end is not None or token.status is S.CANCELLED:
                 return None
             if attempt.kind == "cancelled":
                 interrupt = take_interrupt(token)
                 c = attempt.cancellation
                 if interrupt is not None and c is not None and c.reason is CancelReason.TIMER:
-                    self.view.last_placements = [p.id]
+                    ex.view.last_placements = [p.id]
                     return (
-                        await self.move(
-                            token,
-                            p,
-                            interrupt.output,
-                            event=lambda to: escalation(interrupt, interrupting=True, to=to),
+                        await ex.move(
+                            Move(
+                                token,
+                                p,
+                                interrupt.output,
+                                event=lambda to: escalation(interrupt, interrupting=True, to=to),
+                            )
                         )
                     ).next
                 return None
@@ -169,14 +226,16 @@ class Tasks(Routing):
             if attempt.kind == "ok":
                 output = attempt.output
                 assert output is not None
-                self.view.last_placements = [p.id]
+                ex.view.last_placements = [p.id]
                 return (
-                    await self.move(
-                        token,
-                        p,
-                        output,
-                        event=lambda to: NodeFinished(output=output, to=to),
-                        update=lambda: self.token_attempts.state_update(base, attempt),
+                    await ex.move(
+                        Move(
+                            token,
+                            p,
+                            output,
+                            event=lambda to: NodeFinished(output=output, to=to),
+                            update=lambda: ex.token_attempts.state_update(base, attempt),
+                        )
                     )
                 ).next
             if attempt.kind == "timeout":
@@ -194,28 +253,31 @@ class Tasks(Routing):
     ) -> TokenRecord | None:
         """The token's window ended at ``deadline`` (its attempt's, or its park's): a retry (if
         asked for), the ``timeout`` route, or the run fails. Under the step lock."""
+        ex = self.ex
         budget = settings.timeout
         assert budget is not None
         timeout_err = NodeTimeoutError(node_id, p.id, budget)
         routed = TIMEOUT_OUTPUT in p.route_map()
         late = timed_out(budget, deadline, routed)
-        rearmed = self.arming.fixed_window_end(p.id, settings, self.clock.now()) is None
+        rearmed = ex.arming.fixed_window_end(p.id, settings, ex.clock.now()) is None
         # (A window that does not rearm is over for every later attempt too.)
         if rearmed and self.retry_allowed(token, settings, timeout_err, explicit_only=True):
-            await self.schedule_retry(token, settings, timeout_err, self.event(token, late))
+            await self.schedule_retry(token, settings, timeout_err, ex.event(token, late))
             return None
         if routed:
-            self.view.last_placements = [p.id]
+            ex.view.last_placements = [p.id]
             return (
-                await self.move(
-                    token,
-                    p,
-                    TIMEOUT_OUTPUT,
-                    event=lambda to: timed_out(budget, deadline, routed, to),
+                await ex.move(
+                    Move(
+                        token,
+                        p,
+                        TIMEOUT_OUTPUT,
+                        event=lambda to: timed_out(budget, deadline, routed, to),
+                    )
                 )
             ).next
         interrupted = InterruptedAt("timeout", p.id, deadline, (p.id,))
-        await self._fail(token, self.event(token, late), timeout_err, interrupted)
+        await self._fail(token, ex.event(token, late), timeout_err, interrupted)
         return None
 
     async def _failed(
@@ -223,15 +285,18 @@ class Tasks(Routing):
     ) -> TokenRecord | None:
         """The attempt raised: the ``error`` route for a broken output contract, a retry, or the
         run fails."""
+        ex = self.ex
         exc = attempt.error
         assert exc is not None
         if isinstance(exc, OutputContractError) and "error" in p.route_map():
-            error = self.error_data(exc)
-            self.view.last_placements = [p.id]
+            error = ex.error_data(exc)
+            ex.view.last_placements = [p.id]
             return (
-                await self.move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+                await ex.move(
+                    Move(token, p, "error", event=lambda to: NodeFailed(error=error, to=to))
+                )
             ).next
-        ev = self.event(token, NodeFailed(error=self.error_data(exc)))
+        ev = ex.event(token, NodeFailed(error=ex.error_data(exc)))
         retryable = not isinstance(exc, UndeclaredOutputError | OutputContractError)
         if retryable and self.retry_allowed(token, settings, exc):
             await self.schedule_retry(token, settings, exc, ev)
@@ -247,10 +312,11 @@ class Tasks(Routing):
         interrupted: InterruptedAt | None = None,
     ) -> None:
         """Record the token's failure (its due entries dropped), then fail the run."""
+        ex = self.ex
         token.status = S.FAILED
-        failed = Commit(self.view.run.id, tokens=[token], events=[event], due_cleared=[token.id])
-        if await self.commit(failed, unless_ended=True):
-            self.fail_token(token, exc, interrupted)
+        failed = Commit(ex.view.run.id, tokens=[token], events=[event], due_cleared=[token.id])
+        if await ex.commit(failed, unless_ended=True):
+            ex.fail_token(token, exc, interrupted)
 
     async def park(
         self,
@@ -261,11 +327,12 @@ class Tasks(Routing):
         base: Mapping[str, Any],
         attempt: Attempt,
     ) -> TokenRecord | None:
+        ex = self.ex
         request = attempt.park
         assert request is not None
-        now = self.clock.now()
+        now = ex.clock.now()
         drop_signal(token)
-        anchors, due = self.arming.arm(token, p.id, settings, now)
+        anchors, due = ex.arming.arm(token, p.id, settings, now)
         if token.deadline is not None and token.deadline <= now:
             # (Its window is over before it could park: what the park's timeout would do.)
             return await self.window_ended(token, p, node_id, settings, token.deadline)
@@ -273,7 +340,7 @@ class Tasks(Routing):
         token.epoch += 1
         park = ParkRecord(
             f"{token.id}#{token.epoch}",
-            self.view.run.id,
+            ex.view.run.id,
             token.id,
             p.id,
             token.visit,
@@ -285,8 +352,8 @@ class Tasks(Routing):
         )
         if token.deadline is not None:
             # First in the commit: at the same instant as a timer, the timeout is claimed first.
-            due.insert(0, TIMEOUT.entry(token.deadline, self.view.run.id, token.id))
-        ev = self.event(
+            due.insert(0, TIMEOUT.entry(token.deadline, ex.view.run.id, token.id))
+        ev = ex.event(
             token,
             Parked(
                 key=request.key,
@@ -294,10 +361,10 @@ class Tasks(Routing):
                 park=park.id,
             ),
         )
-        self.view.parks[token.id] = park
-        ok = await self.commit(
+        ex.view.parks[token.id] = park
+        ok = await ex.commit(
             Commit(
-                self.view.run.id,
+                ex.view.run.id,
                 tokens=[token],
                 events=[ev],
                 due=due,
@@ -305,11 +372,11 @@ class Tasks(Routing):
                 parks=[park],
             ),
             unless_ended=True,
-            update=lambda: self.token_attempts.state_update(base, attempt),
+            update=lambda: ex.token_attempts.state_update(base, attempt),
             token=token,
         )
         if not ok:
-            self.view.parks.pop(token.id, None)
+            ex.view.parks.pop(token.id, None)
         return None
 
     def retry_allowed(
@@ -329,27 +396,28 @@ class Tasks(Routing):
     async def schedule_retry(
         self, token: TokenRecord, settings: NodeSettings, exc: BaseException, ev: EventRecord
     ) -> None:
+        ex = self.ex
         policy = settings.retry
         assert policy is not None
 
         delay = backoff_delay(
-            policy, token.attempt, previous=last_backoff(token), rng=self.host.random
+            policy, token.attempt, previous=last_backoff(token), rng=ex.host.random
         )
-        now = self.clock.now()
+        now = ex.clock.now()
         due = now + delay
         # A window anchored at the run's start or the first arrival does not wait for the next
         # attempt: it ends when it ends, also during the backoff.
-        window_end = self.arming.fixed_window_end(token.placement, settings, now)
+        window_end = ex.arming.fixed_window_end(token.placement, settings, now)
         failed_attempt = token.attempt
         token.attempt += 1
         token.status = S.WAITING
         token.due = due
         token.deadline = window_end
         wait_for(token, Waiting.RETRY, delay)
-        dues = [RESUME.entry(due, self.view.run.id, token.id)]
+        dues = [RESUME.entry(due, ex.view.run.id, token.id)]
         if window_end is not None and window_end < due:
-            dues.insert(0, TIMEOUT.entry(window_end, self.view.run.id, token.id))
-        retried = self.event(
+            dues.insert(0, TIMEOUT.entry(window_end, ex.view.run.id, token.id))
+        retried = ex.event(
             token,
             NodeRetried(
                 due=isoformat(due),
@@ -359,58 +427,61 @@ class Tasks(Routing):
             ),
             attempt=failed_attempt,
         )
-        if await self.commit(
+        if await ex.commit(
             Commit(
-                self.view.run.id,
+                ex.view.run.id,
                 tokens=[token],
                 events=[ev, retried],
                 due=dues,
             ),
             unless_ended=True,
         ):
-            self.host.wake_sweeper(dues[0].when)
+            ex.host.wake_sweeper(dues[0].when)
 
     async def at_wait(self, token: TokenRecord, p: Wait) -> TokenRecord | None:
+        ex = self.ex
         if is_due(token, Waiting.WAIT):
-            self.view.last_placements = [p.id]
+            ex.view.last_placements = [p.id]
             return (
-                await self.move(
-                    token,
-                    p,
-                    "elapsed",
-                    event=lambda to: TimerFired(purpose="wait", output="elapsed", to=to),
+                await ex.move(
+                    Move(
+                        token,
+                        p,
+                        "elapsed",
+                        event=lambda to: TimerFired(purpose="wait", output="elapsed", to=to),
+                    )
                 )
             ).next
-        now = self.clock.now()
+        now = ex.clock.now()
         due = p.until if p.until is not None else now + (p.duration or (now - now))
         token.status = S.WAITING
         token.due = due
         wait_for(token, Waiting.WAIT)
-        if await self.commit(
+        if await ex.commit(
             Commit(
-                self.view.run.id,
+                ex.view.run.id,
                 tokens=[token],
-                events=[self.event(token, WaitStarted(due=isoformat(due)))],
-                due=[RESUME.entry(due, self.view.run.id, token.id)],
+                events=[ex.event(token, WaitStarted(due=isoformat(due)))],
+                due=[RESUME.entry(due, ex.view.run.id, token.id)],
             ),
             unless_ended=True,
         ):
-            self.host.wake_sweeper(due)
+            ex.host.wake_sweeper(due)
         return None
 
     async def at_terminal(self, token: TokenRecord, p: Terminal) -> TokenRecord | None:
+        ex = self.ex
         token.status = S.DONE
-        self.view.tokens.pop(token.id, None)
-        ev = self.event(token, TerminalReached(outcome=p.outcome))
-        if not await self.commit(
-            Commit(self.view.run.id, tokens=[token], events=[ev]), unless_ended=True
+        ex.view.tokens.pop(token.id, None)
+        ev = ex.event(token, TerminalReached(outcome=p.outcome))
+        if not await ex.commit(
+            Commit(ex.view.run.id, tokens=[token], events=[ev]), unless_ended=True
         ):
             return None
-        self.view.terminals.append(p.id)
+        ex.view.terminals.append(p.id)
         if p.fails:
-            self.request_end(Lifecycle.FAILED, [self.error_info(FailedTerminalError(p.id))])
-        elif self.view.outcome is None and sets_outcome(token):
-            self.view.outcome = p.outcome
-        if self.view.joins and note_moves(self.view.joins, self.plan, [token], ended=True):
-            await self.evaluate_joins()
+            ex.request_end(Lifecycle.FAILED, [ex.error_info(FailedTerminalError(p.id))])
+        elif ex.view.outcome is None and sets_outcome(token):
+            ex.view.outcome = p.outcome
+        await ex.joins.token_ended(token)
         return None
