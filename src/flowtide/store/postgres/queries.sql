@@ -356,24 +356,26 @@ WHERE runs.id = held.id
 RETURNING runs.id, runs.owner, runs.epoch, runs.lease_expires;
 
 -- name: release_runs
--- Given back: each run's wake is then that of a run nobody holds.
+-- Given back: each run's wake is then that of a run nobody holds. The store's channel is told
+-- (once: one payload, the first id released) that runs wait for a worker.
 WITH held AS (
     SELECT id FROM runs WHERE owner = %(owner)s ORDER BY id FOR UPDATE
+), released AS (
+    UPDATE runs SET
+        owner = NULL,
+        lease_expires = NULL,
+        wake_at = CASE
+            WHEN runs.lifecycle = ANY(%(ended)s::text[]) THEN NULL
+            WHEN runs.lifecycle = ANY(%(runnable)s::text[]) THEN runs.created_at
+            ELSE (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id)
+        END
+    FROM held
+    WHERE runs.id = held.id
+    RETURNING runs.id
 )
-UPDATE runs SET
-    owner = NULL,
-    lease_expires = NULL,
-    wake_at = CASE
-        WHEN runs.lifecycle = ANY(%(ended)s::text[]) THEN NULL
-        WHEN runs.lifecycle = ANY(%(runnable)s::text[]) THEN runs.created_at
-        ELSE (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id)
-    END
-FROM held
-WHERE runs.id = held.id
-RETURNING runs.id;
-
--- name: notify
-SELECT pg_notify(%(channel)s, %(payload)s);
+SELECT released.id, pg_notify(%(channel)s, left(first.id, 200))::text
+FROM released, (SELECT min(id) AS id FROM released) AS first
+ORDER BY released.id;
 
 -- name: lease_of
 SELECT id, owner, epoch, lease_expires FROM runs WHERE id = %(run_id)s;

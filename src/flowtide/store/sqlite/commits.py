@@ -26,7 +26,6 @@ from flowtide.store.checks import RunFacts, check_commit
 from flowtide.store.sqlcore.params import EncodedCommit, Params, run_params, state_params
 from flowtide.store.sqlcore.params import encode_commit as _encode
 from flowtide.store.sqlcore.writes import commit_writes
-from flowtide.store.sqlite.requests import request_before, unanswerable
 from flowtide.store.sqlite.rows import DIALECT, maybe_instant, micros
 from flowtide.store.sqlite.sql import QUERIES
 
@@ -60,7 +59,7 @@ def encode_commit(c: Commit) -> EncodedCommit:
 def apply_commit(conn: sqlite3.Connection, c: Commit, encoded: EncodedCommit) -> int:
     """Apply ``c`` (raising, before or after writing part of it, if it must not apply: the
     caller rolls its savepoint back); returns the ``seq`` of its first event."""
-    row = conn.execute(QUERIES["advance_run"], {"id": c.run_id}).fetchone()
+    row = conn.execute(QUERIES["advance_run"], {"run_id": c.run_id}).fetchone()
     if row is None:
         raise UnknownRunError(c.run_id)
     facts = _facts(conn, c, row["lifecycle"])
@@ -79,7 +78,7 @@ def create_run(
 ) -> int:
     """Insert ``run`` and apply its first commit (``step``) with it, whole or not at all;
     returns the ``seq`` of the commit's first event."""
-    if conn.execute(QUERIES["run_exists"], {"id": run.id}).fetchone() is not None:
+    if conn.execute(QUERIES["run_exists"], {"run_id": run.id}).fetchone()[0]:
         raise StoreError(f"run {run.id!r} already exists")
     if step is not None and step[0].run_id != run.id:
         raise ValueError(f"a commit of run {step[0].run_id!r} cannot create run {run.id!r}")
@@ -104,7 +103,7 @@ def create_run(
     _run(conn, "put_state", new.state)
     if step is not None:
         _write(conn, step[1], bool(new.run["ended"]), 0)
-    conn.execute(QUERIES["settle_run"], {"id": run.id, "release": False})
+    conn.execute(QUERIES["settle_run"], {"run_id": run.id, "release": False})
     return 1
 
 
@@ -112,24 +111,33 @@ def _facts(conn: sqlite3.Connection, c: Commit, lifecycle: str | None) -> RunFac
     """What ``c`` is checked against, its run's ``lifecycle`` as stored (None: the commit
     creates it)."""
     run_id = c.run_id
+    array = DIALECT.array
     tokens = {}
-    for token_id in c.expect:
-        found = conn.execute(QUERIES["expected_token"], {"run_id": run_id, "id": token_id})
-        if (row := found.fetchone()) is not None:
-            tokens[token_id] = (row["status"], row["epoch"], maybe_instant(row["deadline"]))
-    answered = {
-        a.key
-        for a in c.signal_answers
-        if conn.execute(QUERIES["answered"], {"key": a.key}).fetchone() is not None
-    }
+    if c.expect:
+        found = conn.execute(
+            QUERIES["expected_tokens"], {"run_id": run_id, "ids": array(list(c.expect))}
+        )
+        tokens = {r[0]: (r[1], r[2], maybe_instant(r[3])) for r in found}
+    answered: set[str] = set()
+    if c.signal_answers:
+        keys = array([a.key for a in c.signal_answers])
+        answered = {r[0] for r in conn.execute(QUERIES["answered_keys"], {"keys": keys})}
+    unanswerable: dict[str, str] = {}
+    if c.requests_answered:
+        ids = [a.request_id for a in c.requests_answered]
+        params = {"ids": array(ids), "run_id": run_id}
+        why = {r[0]: r[1] for r in conn.execute(QUERIES["unanswered_requests"], params)}
+        refused = {request_id: why.get(request_id, "unknown") for request_id in ids}
+        unanswerable = {key: no for key, no in refused.items() if no is not None}
     before = None
     if c.fires_deadline is not None and lifecycle is not None:
-        before = request_before(conn, run_id, c.fires_deadline)
+        at = {"run_id": run_id, "at": micros(c.fires_deadline)}
+        before = conn.execute(QUERIES["deadline_check"], at).fetchone()[1]
     return RunFacts(
         lifecycle,
         tokens=tokens,
         answered=answered,
-        unanswerable=unanswerable(conn, run_id, c.requests_answered),
+        unanswerable=unanswerable,
         request_before=before,
     )
 
@@ -142,10 +150,10 @@ def _write(conn: sqlite3.Connection, p: EncodedCommit, ended: bool, last_seq: in
         _run(conn, name, rows)
     if c.fires_deadline is not None:
         at = {"run_id": c.run_id, "at": micros(c.fires_deadline)}
-        conn.execute(QUERIES["deadline_fired"], at)
+        conn.execute(QUERIES["note_deadline_fired"], at)
     due_changed = c.due_cleared or c.due_dropped or c.due_fired or c.due
     if due_changed or p.run is not None or c.release:
-        conn.execute(QUERIES["settle_run"], {"id": c.run_id, "release": c.release})
+        conn.execute(QUERIES["settle_run"], {"run_id": c.run_id, "release": c.release})
 
 
 def _run(conn: sqlite3.Connection, name: str, rows: list[Params]) -> None:
