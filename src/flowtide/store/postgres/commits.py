@@ -19,8 +19,7 @@ can be sent whole, two when its run must be read first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -29,12 +28,8 @@ from flowtide.store.base import (
     ENDED_LIFECYCLES,
     RUNNABLE_LIFECYCLES,
     Commit,
-    Lease,
-    LeaseLost,
-    RunRecord,
 )
 from flowtide.store.checks import RunFacts, check_commit
-from flowtide.store.jsonvalues import NotJSONError
 from flowtide.store.multirow import batches, many_rows, row_params
 from flowtide.store.postgres.queries import Q
 from flowtide.store.postgres.rows import DIALECT
@@ -42,14 +37,11 @@ from flowtide.store.sqlcore.params import (
     EncodedCommit,
     Params,
     encode_commit,
-    run_params,
-    state_params,
 )
 from flowtide.store.sqlcore.writes import MANY_ROWS, commit_writes
 
 __all__ = [
     "GUARD_FAILED",
-    "Creation",
     "Facts",
     "Prepared",
     "check",
@@ -75,74 +67,6 @@ Prepared = EncodedCommit
 def prepare(c: Commit) -> Prepared:
     """``c`` encoded (:func:`flowtide.store.sqlcore.params.encode_commit`)."""
     return encode_commit(c, DIALECT)
-
-
-@dataclass(slots=True)
-class Creation:
-    """A run to create, with its first commit (``step``), encoded; and what waits for its turn
-    to be raised, in the memory store's order (after the run's id was found free)."""
-
-    run: RunRecord
-    lease: Lease | None
-    step: Prepared
-    row: Params = field(default_factory=dict)
-    """The run's row: its record and who holds it."""
-    state: list[Params] = field(default_factory=list)
-    invalid: ValueError | None = None
-    not_json: NotJSONError | None = None
-    lease_lost: LeaseLost | None = None
-
-    @classmethod
-    def of(
-        cls, run: RunRecord, state: Mapping[str, Any], commit: Commit | None, lease: Lease | None
-    ) -> Creation:
-        made = cls(run, lease, prepare(commit if commit is not None else Commit(run.id)))
-        if commit is not None and commit.run_id != run.id:
-            made.invalid = ValueError(
-                f"a commit of run {commit.run_id!r} cannot create run {run.id!r}"
-            )
-        elif lease is not None and lease.run_id != run.id:
-            made.invalid = ValueError(
-                f"a lease on run {lease.run_id!r} cannot create run {run.id!r}"
-            )
-        try:
-            made.row = run_params(run, "run", DIALECT)
-            made.state = state_params(run.id, state, DIALECT)
-        except NotJSONError as error:
-            made.not_json = error
-        if commit is not None and commit.lease is not None and commit.lease != lease:
-            made.lease_lost = LeaseLost(
-                f"run {run.id!r} is created without the lease its commit carries"
-            )
-        held = (lease.owner, lease.epoch, lease.expires) if lease is not None else (None, 0, None)
-        made.row.update(zip(("owner", "epoch", "lease_expires"), held, strict=True))
-        made.row["lease_term"] = None  # (the store sets it when its own clock decides)
-        made.row["last_seq"] = len(made.step.commit.events)
-        return made
-
-    @property
-    def may_be_refused(self) -> bool:
-        """Whether anything but an id taken already may refuse it (else no check is needed
-        before writing: a taken id fails the insert)."""
-        c = self.step.commit
-        return bool(
-            self.invalid
-            or self.not_json
-            or self.lease_lost
-            or self.step.invalid
-            or self.step.not_json
-            or c.run_lifecycles is not None
-            or c.expect
-            or c.signal_answers
-            or c.requests_answered
-        )
-
-    def check(self, facts: Facts) -> None:
-        """Raise what keeps the run from being created, in the memory store's order."""
-        for error in (self.invalid, self.not_json, self.lease_lost):
-            if error is not None:
-                raise error
-        check(self.step, facts, creating=True)
 
 
 @dataclass(slots=True)

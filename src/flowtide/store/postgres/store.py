@@ -56,8 +56,6 @@ from flowtide.store.base import (
 )
 from flowtide.store.postgres.commits import (
     GUARD_FAILED,
-    Creation,
-    Facts,
     Prepared,
     check,
     prepare,
@@ -73,9 +71,10 @@ from flowtide.store.postgres.notify import ChangeListener
 from flowtide.store.postgres.outage import POOL_PREFIX, Outage, quiet_pool_warnings
 from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, with_schema
 from flowtide.store.postgres.requests import request_signal
-from flowtide.store.postgres.rows import Params, json_text
+from flowtide.store.postgres.rows import DIALECT, Params, json_text
 from flowtide.store.postgres.schema import migrate
 from flowtide.store.postgres.workers import WORKER_QUERIES, worker_of_row, worker_params
+from flowtide.store.sqlcore.creation import Creation
 from flowtide.store.sqlcore.flows import SQLFlows
 from flowtide.store.sqlcore.leases import SQLLeases
 from flowtide.store.sqlcore.reads import SQLReads
@@ -296,20 +295,16 @@ class PostgresStore(Store):
         *,
         lease: Lease | None = None,
     ) -> Sequence[EventRecord]:
-        creation = Creation.of(run, state, commit, lease)
+        creation = Creation.of(run, state, commit, lease, DIALECT)
         if lease is not None and self.own_clock:
             # (Held from the database's clock, for the term asked from the run's creation.)
             creation.row["lease_term"] = lease.expires - run.created_at
         async with self._transaction() as conn:
-            facts = Facts(None)
             if creation.may_be_refused:
                 exists = await conn.execute(Q["run_exists"], {"run_id": run.id})
-                found = await read_facts(conn, creation.step.commit, creating=True)
-                if (row := await exists.fetchone()) is not None and row[0]:
-                    raise StoreError(f"run {run.id!r} already exists")
-                assert found is not None
-                facts = found
-                creation.check(facts)
+                facts = await read_facts(conn, creation.step.commit, creating=True)
+                assert facts is not None
+                creation.check(bool((await exists.fetchone() or (False,))[0]), facts)
             await conn.execute(Q["insert_run"], creation.row)
             if creation.state:
                 await conn.cursor().executemany(Q["put_state"], creation.state)

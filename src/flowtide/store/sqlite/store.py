@@ -231,11 +231,10 @@ class SQLiteStore(Store):
         *,
         lease: Lease | None = None,
     ) -> Sequence[EventRecord]:
-        new = commits.encode_run(run, state)
-        step = (commit, commits.encode_commit(commit)) if commit is not None else None
-        first = await self._write(lambda conn: commits.create_run(conn, run, new, step, lease))
+        creation = commits.new_run(run, state, commit, lease)
+        await self._write(lambda conn: commits.create_run(conn, creation))
         self._written += 1
-        return _numbered(commit.events, first) if commit is not None else []
+        return _numbered(commit.events, 1) if commit is not None else []
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         encoded = commits.encode_commit(commit)
