@@ -22,6 +22,7 @@ from flowtide.store.base import (
     TokenStatus,
     UnknownRunError,
     UnknownStoredFlow,
+    WorkerRecord,
 )
 from flowtide.store.postgres.queries import OWN_QUERIES as POSTGRES_OWN
 from flowtide.store.postgres.queries import Q as POSTGRES_QUERIES
@@ -31,6 +32,7 @@ from flowtide.store.sqlcore.flows import SQLFlows
 from flowtide.store.sqlcore.leases import SQLLeases
 from flowtide.store.sqlcore.params import Dialect, Params
 from flowtide.store.sqlcore.reads import SQLReads
+from flowtide.store.sqlcore.workers import SQLWorkers
 from flowtide.store.sqlcore.rows import (
     anchor_of_row,
     event_of_row,
@@ -99,10 +101,13 @@ ARGS: dict[str, Any] = {
     "digest": "d",
     "flow": StoredFlow("f", "1", "d", {}),
     "stored_at": None,
+    "ended_before": T0,
+    "worker": WorkerRecord("w", "h", 1, T0, T0, 5.0, 0),
+    "worker_id": "w",
 }
 
 
-@pytest.mark.parametrize("part", [SQLReads, SQLLeases, SQLFlows])
+@pytest.mark.parametrize("part", [SQLReads, SQLLeases, SQLFlows, SQLWorkers])
 async def test_every_statement_the_core_runs_is_in_both_backends(part: type) -> None:
     db = Recording(SQLITE)
     core = part(db)

@@ -33,7 +33,6 @@ from flowtide.store.sqlite import SQLiteStore
 from flowtide.store.sqlite import store as sqlite_store
 from flowtide.store.sqlite.schema import CODE_VERSION, MIGRATIONS, open_database, statements
 from flowtide.store.sqlite.sql import QUERIES, store_error
-from flowtide.store.sqlite.workers import QUERIES as WORKER_QUERIES
 from flowtide.testing import StoreCheck, StoreFactory, run_store_check, store_checks
 from flowtide.testing.storechecks.support import (
     T0,
@@ -269,7 +268,7 @@ def test_the_migrations_make_exactly_the_schema_the_store_uses(tmp_path: Path) -
         ("table", "workers"),
     ]
     tables = {name for kind, name in made if kind == "table"}
-    queries = [*QUERIES.values(), *WORKER_QUERIES.values()]
+    queries = list(QUERIES.values())
     named = {
         name for query in queries for name in re.findall(r"(\w+) AS (?:MATERIALIZED )?\(", query)
     }

@@ -581,3 +581,20 @@ DELETE FROM scatter_items WHERE run_id = ANY(%(ids)s::text[]);
 
 -- name: prune_runs
 DELETE FROM runs WHERE id = ANY(%(ids)s::text[]);
+
+-- -- workers' heartbeats ------------
+
+-- name: record_worker
+INSERT INTO workers (worker_id, host, pid, started_at, last_seen, lease_ttl, runs_held, nodes, waiting)
+VALUES (%(worker_id)s, %(host)s, %(pid)s, %(started_at)s, %(last_seen)s, %(lease_ttl)s, %(runs_held)s, %(nodes)s, %(waiting)s)
+ON CONFLICT (worker_id) DO UPDATE SET
+    host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,
+    last_seen = excluded.last_seen, lease_ttl = excluded.lease_ttl,
+    runs_held = excluded.runs_held, nodes = excluded.nodes, waiting = excluded.waiting;
+
+-- name: workers
+SELECT worker_id, host, pid, started_at, last_seen, lease_ttl, runs_held, nodes, waiting
+FROM workers ORDER BY worker_id;
+
+-- name: forget_worker
+DELETE FROM workers WHERE worker_id = %(worker_id)s RETURNING worker_id;

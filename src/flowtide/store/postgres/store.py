@@ -73,11 +73,11 @@ from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, 
 from flowtide.store.postgres.requests import request_signal
 from flowtide.store.postgres.rows import DIALECT, Params, json_text
 from flowtide.store.postgres.schema import migrate
-from flowtide.store.postgres.workers import WORKER_QUERIES, worker_of_row, worker_params
 from flowtide.store.sqlcore.creation import Creation
 from flowtide.store.sqlcore.flows import SQLFlows
 from flowtide.store.sqlcore.leases import SQLLeases
 from flowtide.store.sqlcore.reads import SQLReads
+from flowtide.store.sqlcore.workers import SQLWorkers
 from flowtide.store.sqlfiles import PRUNED_TABLES
 
 __all__ = ["PostgresStore"]
@@ -121,10 +121,11 @@ class PostgresStore(Store):
         self._outage = Outage(self._target.name)
         self._groups = CommitGroups(self._alone, self._together)
         """Commits sent whole that come while one is in flight share a transaction."""
-        connector = PostgresConnector(self._statement_rows, self._channel)
+        connector = PostgresConnector(self._rows, self._channel)
         self._reads = SQLReads(connector)
         self._leases = SQLLeases(connector)
         self._flows = SQLFlows(connector)
+        self._workers = SQLWorkers(connector)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._target.name}, schema={self._schema!r})"
@@ -264,14 +265,8 @@ class PostgresStore(Store):
             self._outage.failed(str(failure))
         return failure
 
-    async def _rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
-        """The rows of one statement, run on its own (autocommit)."""
-        return await self._statement_rows(Q[name], params)
-
-    async def _statement_rows(
-        self, statement: str, params: Params | None = None
-    ) -> list[tuple[Any, ...]]:
-        """:meth:`_rows` of a statement given by its text."""
+    async def _rows(self, statement: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+        """The rows of one statement (its text), run on its own (autocommit)."""
         try:
             with self.busy():
                 pool = await self._connections()
@@ -434,7 +429,7 @@ class PostgresStore(Store):
             "ended": _ENDED,
         }
         if dry_run:
-            return [str(row[0]) for row in await self._rows("prunable_runs", params)]
+            return await self._reads.prunable_runs(ended_before, limit, after)
         async with self._transaction() as conn:
             found = await (await conn.execute(Q["prunable_runs"], params)).fetchall()
             locked = await conn.execute(Q["lock_pruned"], {"ids": [row[0] for row in found]})
@@ -492,15 +487,13 @@ class PostgresStore(Store):
     # -- workers ------------
 
     async def record_worker(self, worker: WorkerRecord) -> None:
-        await self._statement_rows(WORKER_QUERIES["record_worker"], worker_params(worker))
+        await self._workers.record_worker(worker)
 
     async def workers(self) -> Sequence[WorkerRecord]:
-        rows = await self._statement_rows(WORKER_QUERIES["workers"])
-        return [worker_of_row(row) for row in rows]
+        return await self._workers.workers()
 
     async def forget_worker(self, worker_id: str) -> bool:
-        rows = await self._statement_rows(WORKER_QUERIES["forget_worker"], {"worker_id": worker_id})
-        return bool(rows)
+        return await self._workers.forget_worker(worker_id)
 
 
 def _numbered(events: Sequence[EventRecord], first: int) -> list[EventRecord]:

@@ -73,6 +73,16 @@ class SQLReads:
         name = "run_ids_between" if end is not None else "run_ids_from"
         return [str(row[0]) for row in await self._db.read(name, params)]
 
+    async def prunable_runs(self, ended_before: datetime, limit: int, after: str) -> list[str]:
+        """Up to ``limit`` ids of runs a prune would delete now, after ``after``."""
+        params = {
+            "ended_before": self._d.instant(ended_before),
+            "limit": max(limit, 0),
+            "after": after,
+            "ended": self._d.array(_ENDED),
+        }
+        return [str(row[0]) for row in await self._db.read("prunable_runs", params)]
+
     async def get_state(self, run_id: str) -> dict[str, Any]:
         rows = await run_rows(self._db, "get_state", {"run_id": run_id})
         return {key: decode_json(value) for key, value in rows}

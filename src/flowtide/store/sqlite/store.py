@@ -57,7 +57,8 @@ from flowtide.store.base import (
 from flowtide.store.sqlcore.flows import SQLFlows
 from flowtide.store.sqlcore.leases import SQLLeases
 from flowtide.store.sqlcore.reads import SQLReads
-from flowtide.store.sqlite import commits, pruning, requests, workers
+from flowtide.store.sqlcore.workers import SQLWorkers
+from flowtide.store.sqlite import commits, pruning, requests
 from flowtide.store.sqlite.connector import SQLiteConnector
 from flowtide.store.sqlite.group import Write, WriteQueue, apply_group
 from flowtide.store.sqlite.rows import micros
@@ -103,6 +104,7 @@ class SQLiteStore(Store):
         self._reads = SQLReads(connector)
         self._leases = SQLLeases(connector)
         self._flows = SQLFlows(connector)
+        self._workers = SQLWorkers(connector)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
@@ -314,9 +316,9 @@ class SQLiteStore(Store):
         after: str = "",
         dry_run: bool = False,
     ) -> Sequence[str]:
-        before = micros(ended_before)
         if dry_run:
-            return await self._call(lambda conn: pruning.prunable_runs(conn, before, limit, after))
+            return await self._reads.prunable_runs(ended_before, limit, after)
+        before = micros(ended_before)
         pruned = await self._write(lambda conn: pruning.prune_runs(conn, before, limit, after))
         self._written += 1
         return pruned
@@ -369,14 +371,13 @@ class SQLiteStore(Store):
     # -- workers ------------
 
     async def record_worker(self, worker: WorkerRecord) -> None:
-        params = workers.worker_params(worker)
-        await self._write(lambda conn: workers.record_worker(conn, params))
+        await self._workers.record_worker(worker)
 
     async def workers(self) -> Sequence[WorkerRecord]:
-        return await self._call(workers.workers)
+        return await self._workers.workers()
 
     async def forget_worker(self, worker_id: str) -> bool:
-        return await self._write(lambda conn: workers.forget_worker(conn, worker_id))
+        return await self._workers.forget_worker(worker_id)
 
 
 def _nothing(conn: sqlite3.Connection) -> None:
