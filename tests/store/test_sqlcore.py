@@ -12,11 +12,14 @@ from typing import Any
 import pytest
 
 from flowtide.store.base import (
+    Commit,
     EventRecord,
     Lease,
     ParkRecord,
     ParkStatus,
+    RequestAnswer,
     RunRecord,
+    SignalAnswer,
     StoredFlow,
     TokenRecord,
     TokenStatus,
@@ -24,15 +27,16 @@ from flowtide.store.base import (
     UnknownStoredFlow,
     WorkerRecord,
 )
+from flowtide.store.checks import RunFacts
 from flowtide.store.postgres.queries import OWN_QUERIES as POSTGRES_OWN
 from flowtide.store.postgres.queries import Q as POSTGRES_QUERIES
 from flowtide.store.postgres.rows import DIALECT as POSTGRES
 from flowtide.store.sqlcore.connector import Row, run_rows
+from flowtide.store.sqlcore.facts import fact_reads, fill_facts
 from flowtide.store.sqlcore.flows import SQLFlows
 from flowtide.store.sqlcore.leases import SQLLeases
 from flowtide.store.sqlcore.params import Dialect, Params
 from flowtide.store.sqlcore.reads import SQLReads
-from flowtide.store.sqlcore.workers import SQLWorkers
 from flowtide.store.sqlcore.rows import (
     anchor_of_row,
     event_of_row,
@@ -41,6 +45,7 @@ from flowtide.store.sqlcore.rows import (
     run_of_row,
     token_of_row,
 )
+from flowtide.store.sqlcore.workers import SQLWorkers
 from flowtide.store.sqlfiles import COMMIT_QUERIES
 from flowtide.store.sqlite.rows import DIALECT as SQLITE
 from flowtide.store.sqlite.sql import OWN_QUERIES as SQLITE_OWN
@@ -174,3 +179,29 @@ async def test_a_read_of_a_runs_rows_tells_an_unknown_run_from_one_without_rows(
     assert await run_rows(Recording(SQLITE, [(None,) * 11]), "tokens", {"run_id": "r"}) == []
     rows = [("r.1",), ("r.2",)]
     assert await run_rows(Recording(SQLITE, rows), "tokens", {"run_id": "r"}) == rows
+
+
+def test_a_plain_step_reads_no_facts_and_a_checked_commit_reads_them_by_shared_names() -> None:
+    assert fact_reads(Commit("r"), SQLITE, creating=False) == {}
+    c = Commit(
+        "r",
+        expect={"r.1": TokenStatus.READY},
+        signal_answers=[SignalAnswer("k", "r", {})],
+        requests_answered=[RequestAnswer("q1", {}, T0), RequestAnswer("q2", {}, T0)],
+        fires_deadline=T0,
+    )
+    reads = fact_reads(c, POSTGRES, creating=False)
+    assert set(reads) <= SHARED
+    assert set(fact_reads(c, SQLITE, creating=True)) == {"answered_keys", "unanswered_requests"}
+    facts = RunFacts("running")
+    found: dict[str, Sequence[Row]] = {
+        "expected_tokens": [("r.1", "ready", 2, sqlite_us(T0))],
+        "answered_keys": [("k",)],
+        "unanswered_requests": [("q1", "answered")],
+        "deadline_check": [(None, "q0")],
+    }
+    fill_facts(facts, c, found, SQLITE)
+    assert facts.tokens == {"r.1": ("ready", 2, T0)}
+    assert set(facts.answered) == {"k"}
+    assert facts.unanswerable == {"q1": "answered", "q2": "unknown"}
+    assert (facts.clock, facts.request_before) == (None, "q0")

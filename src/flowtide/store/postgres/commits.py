@@ -33,6 +33,7 @@ from flowtide.store.checks import RunFacts, check_commit
 from flowtide.store.multirow import batches, many_rows, row_params
 from flowtide.store.postgres.queries import Q
 from flowtide.store.postgres.rows import DIALECT
+from flowtide.store.sqlcore.facts import fact_reads, fill_facts
 from flowtide.store.sqlcore.params import (
     EncodedCommit,
     Params,
@@ -82,22 +83,10 @@ async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> 
     no such run); ``creating``: the run does not exist yet (only its signal keys are read)."""
     advance = {"run_id": c.run_id, "events": len(c.events)}
     run = None if creating else await conn.execute(Q["advance_run"], advance)
-    tokens = None
-    if c.expect and not creating:
-        ids = list(c.expect)
-        tokens = await conn.execute(Q["expected_tokens"], {"run_id": c.run_id, "ids": ids})
-    answers = None
-    if c.signal_answers:
-        keys = [a.key for a in c.signal_answers]
-        answers = await conn.execute(Q["answered_keys"], {"keys": keys})
-    requests = None
-    if c.requests_answered:
-        ids = [a.request_id for a in c.requests_answered]
-        requests = await conn.execute(Q["unanswered_requests"], {"ids": ids, "run_id": c.run_id})
-    deadline = None
-    if c.fires_deadline is not None and not creating:
-        at = {"run_id": c.run_id, "at": c.fires_deadline}
-        deadline = await conn.execute(Q["deadline_check"], at)
+    sent = {
+        name: await conn.execute(Q[name], params)
+        for name, params in fact_reads(c, DIALECT, creating=creating).items()
+    }
     facts = Facts(None)
     if run is not None:
         row = await run.fetchone()
@@ -105,18 +94,7 @@ async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> 
             return None
         lifecycle, owner, epoch, last_seq = row
         facts = Facts(lifecycle, owner, epoch, last_seq=last_seq)
-    if tokens is not None:
-        facts.tokens = {r[0]: (r[1], r[2], r[3]) for r in await tokens.fetchall()}
-    if answers is not None:
-        facts.answered = {r[0] for r in await answers.fetchall()}
-    if requests is not None:
-        why: dict[str, str | None] = {r[0]: r[1] for r in await requests.fetchall()}
-        refused = {a.request_id: why.get(a.request_id, "unknown") for a in c.requests_answered}
-        facts.unanswerable = {key: no for key, no in refused.items() if no is not None}
-    if deadline is not None:
-        clock = await deadline.fetchone()
-        assert clock is not None
-        facts.clock, facts.request_before = clock
+    fill_facts(facts, c, {name: await rows.fetchall() for name, rows in sent.items()}, DIALECT)
     return facts
 
 

@@ -21,10 +21,11 @@ from flowtide.store.base import (
 )
 from flowtide.store.checks import RunFacts, check_commit
 from flowtide.store.sqlcore.creation import Creation
+from flowtide.store.sqlcore.facts import fact_reads, fill_facts
 from flowtide.store.sqlcore.params import EncodedCommit, Params
 from flowtide.store.sqlcore.params import encode_commit as _encode
 from flowtide.store.sqlcore.writes import commit_writes
-from flowtide.store.sqlite.rows import DIALECT, maybe_instant, micros
+from flowtide.store.sqlite.rows import DIALECT, micros
 from flowtide.store.sqlite.sql import QUERIES
 
 __all__ = ["apply_commit", "create_run", "encode_commit", "new_run"]
@@ -75,36 +76,12 @@ def create_run(conn: sqlite3.Connection, creation: Creation) -> int:
 def _facts(conn: sqlite3.Connection, c: Commit, lifecycle: str | None) -> RunFacts:
     """What ``c`` is checked against, its run's ``lifecycle`` as stored (None: the commit
     creates it)."""
-    run_id = c.run_id
-    array = DIALECT.array
-    tokens = {}
-    if c.expect:
-        found = conn.execute(
-            QUERIES["expected_tokens"], {"run_id": run_id, "ids": array(list(c.expect))}
-        )
-        tokens = {r[0]: (r[1], r[2], maybe_instant(r[3])) for r in found}
-    answered: set[str] = set()
-    if c.signal_answers:
-        keys = array([a.key for a in c.signal_answers])
-        answered = {r[0] for r in conn.execute(QUERIES["answered_keys"], {"keys": keys})}
-    unanswerable: dict[str, str] = {}
-    if c.requests_answered:
-        ids = [a.request_id for a in c.requests_answered]
-        params = {"ids": array(ids), "run_id": run_id}
-        why = {r[0]: r[1] for r in conn.execute(QUERIES["unanswered_requests"], params)}
-        refused = {request_id: why.get(request_id, "unknown") for request_id in ids}
-        unanswerable = {key: no for key, no in refused.items() if no is not None}
-    before = None
-    if c.fires_deadline is not None and lifecycle is not None:
-        at = {"run_id": run_id, "at": micros(c.fires_deadline)}
-        before = conn.execute(QUERIES["deadline_check"], at).fetchone()[1]
-    return RunFacts(
-        lifecycle,
-        tokens=tokens,
-        answered=answered,
-        unanswerable=unanswerable,
-        request_before=before,
-    )
+    facts = RunFacts(lifecycle)
+    reads = fact_reads(c, DIALECT, creating=lifecycle is None)
+    if reads:
+        found = {name: conn.execute(QUERIES[name], p).fetchall() for name, p in reads.items()}
+        fill_facts(facts, c, found, DIALECT)
+    return facts
 
 
 def _write(conn: sqlite3.Connection, p: EncodedCommit, ended: bool, last_seq: int) -> None:
