@@ -20,8 +20,7 @@ can be sent whole, two when its run must be read first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -31,27 +30,21 @@ from flowtide.store.base import (
     RUNNABLE_LIFECYCLES,
     Commit,
     Expect,
-    Lease,
-    LeaseLost,
-    RunRecord,
 )
 from flowtide.store.checks import RunFacts, check_commit
-from flowtide.store.jsonvalues import NotJSONError
 from flowtide.store.multirow import batches, many_rows, row_params
 from flowtide.store.postgres.queries import Q
 from flowtide.store.postgres.rows import DIALECT
+from flowtide.store.sqlcore.facts import fact_reads, fill_facts
 from flowtide.store.sqlcore.params import (
     EncodedCommit,
     Params,
     encode_commit,
-    run_params,
-    state_params,
 )
 from flowtide.store.sqlcore.writes import MANY_ROWS, commit_writes
 
 __all__ = [
     "GUARD_FAILED",
-    "Creation",
     "Facts",
     "Prepared",
     "check",
@@ -80,74 +73,6 @@ def prepare(c: Commit) -> Prepared:
 
 
 @dataclass(slots=True)
-class Creation:
-    """A run to create, with its first commit (``step``), encoded; and what waits for its turn
-    to be raised, in the memory store's order (after the run's id was found free)."""
-
-    run: RunRecord
-    lease: Lease | None
-    step: Prepared
-    row: Params = field(default_factory=dict)
-    """The run's row: its record and who holds it."""
-    state: list[Params] = field(default_factory=list)
-    invalid: ValueError | None = None
-    not_json: NotJSONError | None = None
-    lease_lost: LeaseLost | None = None
-
-    @classmethod
-    def of(
-        cls, run: RunRecord, state: Mapping[str, Any], commit: Commit | None, lease: Lease | None
-    ) -> Creation:
-        made = cls(run, lease, prepare(commit if commit is not None else Commit(run.id)))
-        if commit is not None and commit.run_id != run.id:
-            made.invalid = ValueError(
-                f"a commit of run {commit.run_id!r} cannot create run {run.id!r}"
-            )
-        elif lease is not None and lease.run_id != run.id:
-            made.invalid = ValueError(
-                f"a lease on run {lease.run_id!r} cannot create run {run.id!r}"
-            )
-        try:
-            made.row = run_params(run, "run", DIALECT)
-            made.state = state_params(run.id, state, DIALECT)
-        except NotJSONError as error:
-            made.not_json = error
-        if commit is not None and commit.lease is not None and commit.lease != lease:
-            made.lease_lost = LeaseLost(
-                f"run {run.id!r} is created without the lease its commit carries"
-            )
-        held = (lease.owner, lease.epoch, lease.expires) if lease is not None else (None, 0, None)
-        made.row.update(zip(("owner", "epoch", "lease_expires"), held, strict=True))
-        made.row["lease_term"] = None  # (the store sets it when its own clock decides)
-        made.row["last_seq"] = len(made.step.commit.events)
-        return made
-
-    @property
-    def may_be_refused(self) -> bool:
-        """Whether anything but an id taken already may refuse it (else no check is needed
-        before writing: a taken id fails the insert)."""
-        c = self.step.commit
-        return bool(
-            self.invalid
-            or self.not_json
-            or self.lease_lost
-            or self.step.invalid
-            or self.step.not_json
-            or c.run_lifecycles is not None
-            or c.expect
-            or c.signal_answers
-            or c.requests_answered
-        )
-
-    def check(self, facts: Facts) -> None:
-        """Raise what keeps the run from being created, in the memory store's order."""
-        for error in (self.invalid, self.not_json, self.lease_lost):
-            if error is not None:
-                raise error
-        check(self.step, facts, creating=True)
-
-
-@dataclass(slots=True)
 class Facts(RunFacts):
     """What the checks and writes of one commit need to know of its run, as stored."""
 
@@ -160,22 +85,10 @@ async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> 
     no such run); ``creating``: the run does not exist yet (only its signal keys are read)."""
     advance = {"run_id": c.run_id, "events": len(c.events)}
     run = None if creating else await conn.execute(Q["advance_run"], advance)
-    tokens = None
-    if c.expect and not creating:
-        ids = list(c.expect)
-        tokens = await conn.execute(Q["expected_tokens"], {"run_id": c.run_id, "ids": ids})
-    answers = None
-    if c.signal_answers:
-        keys = [a.key for a in c.signal_answers]
-        answers = await conn.execute(Q["answered_keys"], {"keys": keys})
-    requests = None
-    if c.requests_answered:
-        ids = [a.request_id for a in c.requests_answered]
-        requests = await conn.execute(Q["unanswered_requests"], {"ids": ids, "run_id": c.run_id})
-    deadline = None
-    if c.fires_deadline is not None and not creating:
-        at = {"run_id": c.run_id, "at": c.fires_deadline}
-        deadline = await conn.execute(Q["deadline_check"], at)
+    sent = {
+        name: await conn.execute(Q[name], params)
+        for name, params in fact_reads(c, DIALECT, creating=creating).items()
+    }
     facts = Facts(None)
     if run is not None:
         row = await run.fetchone()
@@ -183,18 +96,7 @@ async def read_facts(conn: Connection, c: Commit, *, creating: bool = False) -> 
             return None
         lifecycle, owner, epoch, last_seq = row
         facts = Facts(lifecycle, owner, epoch, last_seq=last_seq)
-    if tokens is not None:
-        facts.tokens = {r[0]: (r[1], r[2], r[3]) for r in await tokens.fetchall()}
-    if answers is not None:
-        facts.answered = {r[0] for r in await answers.fetchall()}
-    if requests is not None:
-        why: dict[str, str | None] = {r[0]: r[1] for r in await requests.fetchall()}
-        refused = {a.request_id: why.get(a.request_id, "unknown") for a in c.requests_answered}
-        facts.unanswerable = {key: no for key, no in refused.items() if no is not None}
-    if deadline is not None:
-        clock = await deadline.fetchone()
-        assert clock is not None
-        facts.clock, facts.request_before = clock
+    fill_facts(facts, c, {name: await rows.fetchall() for name, rows in sent.items()}, DIALECT)
     return facts
 
 

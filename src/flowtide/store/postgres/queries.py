@@ -11,10 +11,40 @@ from psycopg import sql
 
 from flowtide.store.sqlfiles import load_queries
 
-__all__ = ["Q", "advisory_key", "channel_name", "check_schema_name", "with_channel", "with_schema"]
+__all__ = [
+    "OWN_QUERIES",
+    "Q",
+    "advisory_key",
+    "channel_name",
+    "check_schema_name",
+    "with_channel",
+    "with_schema",
+]
 
 Q: Final[dict[str, str]] = load_queries("flowtide.store.postgres", "queries.sql")
 """Statement text by name."""
+
+OWN_QUERIES: Final = frozenset(
+    {
+        "set_search_path",
+        "set_time_zone",
+        "create_schema",
+        "lock_schema",
+        "listen",
+        "clock_now",
+        "begin",
+        "commit",
+        "advance_run_guarded",
+        "expect_tokens_guarded",
+        "answers_guarded",
+        "snapshot_transaction",
+        "lock_pruned",
+    }
+)
+"""The statements only PostgreSQL has (every other name is SQLite's too, for the same job): its
+schema and connections' settings, notices, its clock, explicit transactions (connections are
+in autocommit mode), a commit sent whole behind guards, a read-only snapshot's transaction, and
+the row locks of a prune."""
 
 _NAME_BYTES = 63
 """PostgreSQL's longest identifier (a longer one would be cut short, silently)."""

@@ -391,24 +391,26 @@ WHERE runs.id = held.id
 RETURNING runs.id, runs.owner, runs.epoch, runs.lease_expires;
 
 -- name: release_runs
--- Given back: each run's wake is then that of a run nobody holds.
+-- Given back: each run's wake is then that of a run nobody holds. The store's channel is told
+-- (once: one payload, the first id released) that runs wait for a worker.
 WITH held AS (
     SELECT id FROM runs WHERE owner = %(owner)s ORDER BY id FOR UPDATE
+), released AS (
+    UPDATE runs SET
+        owner = NULL,
+        lease_expires = NULL,
+        wake_at = CASE
+            WHEN runs.lifecycle = ANY(%(ended)s::text[]) THEN NULL
+            WHEN runs.lifecycle = ANY(%(runnable)s::text[]) THEN runs.created_at
+            ELSE (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id)
+        END
+    FROM held
+    WHERE runs.id = held.id
+    RETURNING runs.id
 )
-UPDATE runs SET
-    owner = NULL,
-    lease_expires = NULL,
-    wake_at = CASE
-        WHEN runs.lifecycle = ANY(%(ended)s::text[]) THEN NULL
-        WHEN runs.lifecycle = ANY(%(runnable)s::text[]) THEN runs.created_at
-        ELSE (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id)
-    END
-FROM held
-WHERE runs.id = held.id
-RETURNING runs.id;
-
--- name: notify
-SELECT pg_notify(%(channel)s, %(payload)s);
+SELECT released.id, pg_notify(%(channel)s, left(first.id, 200))::text
+FROM released, (SELECT min(id) AS id FROM released) AS first
+ORDER BY released.id;
 
 -- name: lease_of
 SELECT id, owner, epoch, lease_expires FROM runs WHERE id = %(run_id)s;
@@ -629,3 +631,19 @@ FROM runs r LEFT JOIN events e
     ON e.run_id = r.id AND e.seq > COALESCE((r.checkpoint ->> 'seq')::bigint, 0)
 WHERE r.id = %(run_id)s
 ORDER BY e.seq;
+-- -- workers' heartbeats ------------
+
+-- name: record_worker
+INSERT INTO workers (worker_id, host, pid, started_at, last_seen, lease_ttl, runs_held, nodes, waiting)
+VALUES (%(worker_id)s, %(host)s, %(pid)s, %(started_at)s, %(last_seen)s, %(lease_ttl)s, %(runs_held)s, %(nodes)s, %(waiting)s)
+ON CONFLICT (worker_id) DO UPDATE SET
+    host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,
+    last_seen = excluded.last_seen, lease_ttl = excluded.lease_ttl,
+    runs_held = excluded.runs_held, nodes = excluded.nodes, waiting = excluded.waiting;
+
+-- name: workers
+SELECT worker_id, host, pid, started_at, last_seen, lease_ttl, runs_held, nodes, waiting
+FROM workers ORDER BY worker_id;
+
+-- name: forget_worker
+DELETE FROM workers WHERE worker_id = %(worker_id)s RETURNING worker_id;

@@ -1,9 +1,9 @@
 """Signal requests in the PostgreSQL store: stored with their due entry in one transaction
-(which notifies the other processes, the run's holder among them), and read back."""
+(which notifies the other processes, the run's holder among them); read back by the shared
+core (:mod:`flowtide.store.sqlcore.reads`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -21,7 +21,7 @@ from flowtide.store.jsonvalues import decode_json
 from flowtide.store.postgres.commits import read_facts
 from flowtide.store.postgres.queries import Q
 
-__all__ = ["read_request", "request_signal"]
+__all__ = ["request_signal"]
 
 _ENDED = sorted(ENDED_LIFECYCLES)
 _RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
@@ -72,15 +72,3 @@ async def request_signal(
         },
     )
     return SignalRequest(request.id, run_id, requested_at, decode_json(request_text))
-
-
-def read_request(row: Sequence[Any]) -> SignalRequest:
-    request_id, run_id, requested_at, request, answer, answered_at = row
-    return SignalRequest(
-        request_id,
-        run_id,
-        requested_at,
-        decode_json(request),
-        decode_json(answer) if answer is not None else None,
-        answered_at,
-    )

@@ -39,7 +39,6 @@ from flowtide.store.base import (
     Lease,
     NodeAnchor,
     ParkRecord,
-    ParkStatus,
     RunRecord,
     RunSnapshot,
     ScatterItemRecord,
@@ -54,15 +53,10 @@ from flowtide.store.base import (
     TokenRecord,
     TokenStatus,
     UnknownRunError,
-    UnknownStoredFlow,
     WorkerRecord,
-    prefix_end,
 )
-from flowtide.store.jsonvalues import decode_json
 from flowtide.store.postgres.commits import (
     GUARD_FAILED,
-    Creation,
-    Facts,
     Prepared,
     check,
     prepare,
@@ -71,25 +65,21 @@ from flowtide.store.postgres.commits import (
     sends_whole,
     write,
 )
+from flowtide.store.postgres.connector import PostgresConnector
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
 from flowtide.store.postgres.group import CommitGroups
 from flowtide.store.postgres.notify import ChangeListener
 from flowtide.store.postgres.outage import POOL_PREFIX, Outage, quiet_pool_warnings
 from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, with_schema
-from flowtide.store.postgres.requests import read_request, request_signal
-from flowtide.store.postgres.rows import (
-    Params,
-    event_of_row,
-    json_text,
-    lease_of_row,
-    park_of_row,
-    run_of_row,
-    scatter_of_row,
-    token_of_row,
-)
+from flowtide.store.postgres.requests import request_signal
+from flowtide.store.postgres.rows import DIALECT, Params, json_text
 from flowtide.store.postgres.schema import migrate
-from flowtide.store.postgres.snapshot import read_snapshot, send_snapshot
-from flowtide.store.postgres.workers import WORKER_QUERIES, worker_of_row, worker_params
+from flowtide.store.sqlcore.connector import Row
+from flowtide.store.sqlcore.creation import Creation
+from flowtide.store.sqlcore.flows import SQLFlows
+from flowtide.store.sqlcore.leases import SQLLeases
+from flowtide.store.sqlcore.reads import SQLReads
+from flowtide.store.sqlcore.workers import SQLWorkers
 from flowtide.store.sqlfiles import PRUNED_TABLES
 
 __all__ = ["PostgresStore"]
@@ -133,6 +123,11 @@ class PostgresStore(Store):
         self._outage = Outage(self._target.name)
         self._groups = CommitGroups(self._alone, self._together)
         """Commits sent whole that come while one is in flight share a transaction."""
+        connector = PostgresConnector(self._rows, self._rows_together, self._channel)
+        self._reads = SQLReads(connector)
+        self._leases = SQLLeases(connector)
+        self._flows = SQLFlows(connector)
+        self._workers = SQLWorkers(connector)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._target.name}, schema={self._schema!r})"
@@ -272,14 +267,16 @@ class PostgresStore(Store):
             self._outage.failed(str(failure))
         return failure
 
-    async def _rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
-        """The rows of one statement, run on its own (autocommit)."""
-        return await self._statement_rows(Q[name], params)
+    async def _rows_together(self, statements: Sequence[tuple[str, Params]]) -> list[Sequence[Row]]:
+        """The rows of each statement (its text and parameters), at one snapshot of the
+        database: sent together in one read-only transaction, answered in one round trip."""
+        async with self._transaction() as conn:
+            await conn.execute(Q["snapshot_transaction"])
+            cursors = [await conn.execute(statement, params) for statement, params in statements]
+        return [await cursor.fetchall() for cursor in cursors]
 
-    async def _statement_rows(
-        self, statement: str, params: Params | None = None
-    ) -> list[tuple[Any, ...]]:
-        """:meth:`_rows` of a statement given by its text."""
+    async def _rows(self, statement: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+        """The rows of one statement (its text), run on its own (autocommit)."""
         try:
             with self.busy():
                 pool = await self._connections()
@@ -293,17 +290,6 @@ class PostgresStore(Store):
         except UnicodeEncodeError as error:
             raise unencodable(error) from error
 
-    async def _run_rows(self, name: str, params: Params) -> list[tuple[Any, ...]]:
-        """The rows of a read of one run's rows joined to the run (``params["run_id"]``):
-        raises :class:`UnknownRunError` if the run does not exist, and gives no rows for a
-        run that has none (the statement's one row of NULLs)."""
-        rows = await self._rows(name, params)
-        if not rows:
-            raise UnknownRunError(params["run_id"])
-        if rows[0][0] is None:
-            return []
-        return rows
-
     # -- writes ------------
 
     async def create_run(
@@ -314,20 +300,16 @@ class PostgresStore(Store):
         *,
         lease: Lease | None = None,
     ) -> Sequence[EventRecord]:
-        creation = Creation.of(run, state, commit, lease)
+        creation = Creation.of(run, state, commit, lease, DIALECT)
         if lease is not None and self.own_clock:
             # (Held from the database's clock, for the term asked from the run's creation.)
             creation.row["lease_term"] = lease.expires - run.created_at
         async with self._transaction() as conn:
-            facts = Facts(None)
             if creation.may_be_refused:
                 exists = await conn.execute(Q["run_exists"], {"run_id": run.id})
-                found = await read_facts(conn, creation.step.commit, creating=True)
-                if (row := await exists.fetchone()) is not None and row[0]:
-                    raise StoreError(f"run {run.id!r} already exists")
-                assert found is not None
-                facts = found
-                creation.check(facts)
+                facts = await read_facts(conn, creation.step.commit, creating=True)
+                assert facts is not None
+                creation.check(bool((await exists.fetchone() or (False,))[0]), facts)
             await conn.execute(Q["insert_run"], creation.row)
             if creation.state:
                 await conn.cursor().executemany(Q["put_state"], creation.state)
@@ -392,124 +374,58 @@ class PostgresStore(Store):
     # -- leases and wake instants ------------
 
     async def next_wake(self) -> datetime | None:
-        rows = await self._rows("next_wake")
-        wake: datetime | None = rows[0][0]
-        return wake
-
-    def _lease_clock(self, now: datetime | None, expires: datetime) -> Params:
-        """How a lease's statement judges "now" and sets the expiry: with :attr:`own_clock`,
-        on the database's clock, for the term the caller asked (``expires - now``), so that no
-        machine's clock can take a live run or claim one early; else at the instants given."""
-        term = None if now is None else expires - now
-        return {"now": None if self.own_clock else now, "term": term, "expires": expires}
+        return await self._leases.next_wake()
 
     async def claim_runs(
         self, owner: str, now: datetime, expires: datetime, limit: int = 100
     ) -> Sequence[Lease]:
-        if limit <= 0:
-            return []
-        params = {"owner": owner, "limit": limit, "ended": _ENDED}
-        rows = await self._rows("claim_runs", params | self._lease_clock(now, expires))
-        return [Lease(*row) for row in rows]
+        return await self._leases.claim_runs(owner, now, expires, limit, own_clock=self.own_clock)
 
     async def acquire_run(
         self, run_id: str, owner: str, now: datetime, expires: datetime, *, force: bool = False
     ) -> Lease | None:
-        params = {"run_id": run_id, "owner": owner, "force": force, "ended": _ENDED}
-        rows = await self._rows("acquire_run", params | self._lease_clock(now, expires))
-        if rows:
-            return Lease(*rows[0])
-        if not (await self._rows("run_exists", {"run_id": run_id}))[0][0]:
-            raise UnknownRunError(run_id)
-        return None
+        return await self._leases.acquire_run(
+            run_id, owner, now, expires, force=force, own_clock=self.own_clock
+        )
 
     async def renew_leases(
         self, owner: str, expires: datetime, *, now: datetime | None = None
     ) -> Sequence[Lease]:
-        params = {"owner": owner, "ended": _ENDED}
-        rows = await self._rows("renew_leases", params | self._lease_clock(now, expires))
-        return sorted((Lease(*row) for row in rows), key=lambda lease: lease.run_id)
+        return await self._leases.renew_leases(owner, expires, now, own_clock=self.own_clock)
 
     async def release_runs(self, owner: str) -> Sequence[str]:
-        async with self._transaction() as conn:
-            cursor = await conn.execute(
-                Q["release_runs"], {"owner": owner, "ended": _ENDED, "runnable": _RUNNABLE}
-            )
-            released = sorted(str(row[0]) for row in await cursor.fetchall())
-            if released:
-                notice = {"channel": self._channel, "payload": released[0][:200]}
-                await conn.execute(Q["notify"], notice)
-        return released
+        return await self._leases.release_runs(owner)
 
     async def lease_of(self, run_id: str) -> Lease | None:
-        rows = await self._rows("lease_of", {"run_id": run_id})
-        if not rows:
-            raise UnknownRunError(run_id)
-        return lease_of_row(rows[0])
+        return await self._leases.lease_of(run_id)
 
     # -- flows ------------
 
     async def put_flow(self, flow: StoredFlow, *, stored_at: datetime | None = None) -> bool:
-        document = json_text(flow.document, "document")
-        async with self._transaction() as conn:
-            cursor = await conn.execute(
-                Q["put_flow"],
-                {
-                    "flow_id": flow.flow_id,
-                    "digest": flow.digest,
-                    "version": flow.version,
-                    "document": document,
-                    "stored_at": stored_at,
-                },
-            )
-            return await cursor.fetchone() is not None  # (a row: it was new)
+        return await self._flows.put_flow(flow, stored_at)
 
     async def get_flow(self, flow_id: str, digest: str) -> StoredFlow:
-        rows = await self._rows("get_flow", {"flow_id": flow_id, "digest": digest})
-        if not rows:
-            raise UnknownStoredFlow(flow_id, digest)
-        version, document = rows[0]
-        return StoredFlow(flow_id, version, digest, decode_json(document))
+        return await self._flows.get_flow(flow_id, digest)
 
     async def latest_flow(self, flow_id: str) -> StoredFlow:
-        rows = await self._rows("latest_flow", {"flow_id": flow_id})
-        if not rows:
-            raise UnknownStoredFlow(flow_id)
-        version, digest, document = rows[0]
-        return StoredFlow(flow_id, version, digest, decode_json(document))
+        return await self._flows.latest_flow(flow_id)
 
     async def flow_versions(self, flow_id: str | None = None) -> Sequence[StoredFlowVersion]:
-        rows = await self._rows("flow_versions", {"flow_id": flow_id})
-        return [
-            StoredFlowVersion(fid, version, digest, stored_at, runs, latest)
-            for fid, version, digest, stored_at, runs, latest in rows
-        ]
+        return await self._flows.flow_versions(flow_id)
 
     # -- reads ------------
 
     async def get_run(self, run_id: str) -> RunRecord:
-        rows = await self._rows("get_run", {"run_id": run_id})
-        if not rows:
-            raise UnknownRunError(run_id)
-        return run_of_row(rows[0])
+        return await self._reads.get_run(run_id)
 
     async def load_run(self, run_id: str) -> RunSnapshot:
-        async with self._transaction() as conn:
-            cursors = await send_snapshot(conn, run_id)
-        return await read_snapshot(cursors, run_id)
+        return await self._reads.load_run(run_id)
 
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
-        if lifecycle is None:
-            rows = await self._rows("list_runs")
-        else:
-            rows = await self._rows("list_runs_by_lifecycle", {"lifecycle": lifecycle})
-        return [run_of_row(row) for row in rows]
+        return await self._reads.list_runs(lifecycle)
 
     async def run_ids(self, prefix: str, limit: int = 10) -> Sequence[str]:
-        end = prefix_end(prefix)
-        params = {"prefix": prefix, "end": end, "limit": max(limit, 0)}
-        rows = await self._rows("run_ids_between" if end is not None else "run_ids_from", params)
-        return [str(row[0]) for row in rows]
+        return await self._reads.run_ids(prefix, limit)
 
     async def prune_runs(
         self,
@@ -526,7 +442,7 @@ class PostgresStore(Store):
             "ended": _ENDED,
         }
         if dry_run:
-            return [str(row[0]) for row in await self._rows("prunable_runs", params)]
+            return await self._reads.prunable_runs(ended_before, limit, after)
         async with self._transaction() as conn:
             found = await (await conn.execute(Q["prunable_runs"], params)).fetchall()
             locked = await conn.execute(Q["lock_pruned"], {"ids": [row[0] for row in found]})
@@ -537,41 +453,27 @@ class PostgresStore(Store):
         return ids["ids"]
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
-        rows = await self._run_rows("get_state", {"run_id": run_id})
-        return {key: decode_json(value) for key, value in rows}
+        return await self._reads.get_state(run_id)
 
     async def tokens(
         self, run_id: str, statuses: Sequence[TokenStatus] | None = None
     ) -> Sequence[TokenRecord]:
-        if statuses is None:
-            rows = await self._run_rows("tokens", {"run_id": run_id})
-        else:
-            wanted = [str(status) for status in statuses]
-            rows = await self._run_rows("tokens_by_status", {"run_id": run_id, "statuses": wanted})
-        return [token_of_row(run_id, row) for row in rows]
+        return await self._reads.tokens(run_id, statuses)
 
     async def token(self, run_id: str, token_id: str) -> TokenRecord | None:
-        rows = await self._run_rows("token", {"run_id": run_id, "token_id": token_id})
-        return token_of_row(run_id, rows[0]) if rows else None
+        return await self._reads.token(run_id, token_id)
 
     async def history(self, run_id: str, after: int = 0) -> Sequence[EventRecord]:
-        rows = await self._run_rows("history", {"run_id": run_id, "after": after})
-        return [event_of_row(run_id, row) for row in rows]
+        return await self._reads.history(run_id, after)
 
     async def due_of(self, run_id: str) -> Sequence[DueEntry]:
-        rows = await self._run_rows("due_of", {"run_id": run_id})
-        return [DueEntry(when, run_id, token_id, purpose) for when, token_id, purpose in rows]
+        return await self._reads.due_of(run_id)
 
     async def node_anchor(self, run_id: str, placement: str, item: str | None) -> datetime | None:
-        rows = await self._rows(
-            "node_anchor", {"run_id": run_id, "placement": placement, "item": item}
-        )
-        anchor: datetime | None = rows[0][0] if rows else None
-        return anchor
+        return await self._reads.node_anchor(run_id, placement, item)
 
     async def node_anchors(self, run_id: str) -> Sequence[NodeAnchor]:
-        rows = await self._rows("node_anchors", {"run_id": run_id})
-        return [NodeAnchor(run_id, placement, item, at) for placement, item, at in rows]
+        return await self._reads.node_anchors(run_id)
 
     async def parks(
         self,
@@ -581,49 +483,30 @@ class PostgresStore(Store):
         placement: str | None = None,
         open_only: bool = False,
     ) -> Sequence[ParkRecord]:
-        if key is None and run_id is None:
-            raise StoreError("parks() needs a run_id or a key")
-        params = {
-            "run_id": run_id,
-            "key": key,
-            "placement": placement,
-            "open_only": open_only,
-            "parked": str(ParkStatus.PARKED),
-        }
-        rows = await self._rows("parks_by_key" if key is not None else "parks_by_run", params)
-        return [park_of_row(row) for row in rows]
+        return await self._reads.parks(run_id, key, placement, open_only)
 
     async def signal_answer(self, key: str) -> SignalAnswer | None:
-        rows = await self._rows("signal_answer", {"key": key})
-        if not rows:
-            return None
-        key, run_id, answer = rows[0]
-        return SignalAnswer(key, run_id, decode_json(answer))
+        return await self._reads.signal_answer(key)
 
     async def pending_requests(self, run_id: str) -> Sequence[SignalRequest]:
-        rows = await self._rows("pending_requests", {"run_id": run_id, "ended": _ENDED})
-        return [read_request(row) for row in rows]
+        return await self._reads.pending_requests(run_id)
 
     async def signal_request(self, request_id: str) -> SignalRequest | None:
-        rows = await self._rows("signal_request", {"id": request_id})
-        return read_request(rows[0]) if rows else None
+        return await self._reads.signal_request(request_id)
 
     async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
-        rows = await self._rows("scatter_items", {"run_id": run_id, "progress": progress})
-        return [scatter_of_row(row) for row in rows]
+        return await self._reads.scatter_items(run_id, progress)
 
     # -- workers ------------
 
     async def record_worker(self, worker: WorkerRecord) -> None:
-        await self._statement_rows(WORKER_QUERIES["record_worker"], worker_params(worker))
+        await self._workers.record_worker(worker)
 
     async def workers(self) -> Sequence[WorkerRecord]:
-        rows = await self._statement_rows(WORKER_QUERIES["workers"])
-        return [worker_of_row(row) for row in rows]
+        return await self._workers.workers()
 
     async def forget_worker(self, worker_id: str) -> bool:
-        rows = await self._statement_rows(WORKER_QUERIES["forget_worker"], {"worker_id": worker_id})
-        return bool(rows)
+        return await self._workers.forget_worker(worker_id)
 
 
 def _numbered(events: Sequence[EventRecord], first: int) -> list[EventRecord]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.store.base import ENDED_LIFECYCLES, RUNNABLE_LIFECYCLES
@@ -64,9 +64,18 @@ class Dialect:
     """A list of strings, as one parameter."""
     anchor_item: Callable[[str | None], Any]
     """A node anchor's item, as its key."""
+    duration: Callable[[timedelta], Any]
+    """A span of time (a lease's term)."""
+    read_instant: Callable[[Any], datetime]
+    """An instant as a row holds it, read back."""
+    read_anchor_item: Callable[[Any], str | None]
+    """A node anchor's item as a row holds it, read back."""
 
     def maybe_instant(self, when: datetime | None) -> Any:
         return None if when is None else self.instant(when)
+
+    def maybe_read_instant(self, value: Any) -> datetime | None:
+        return None if value is None else self.read_instant(value)
 
 
 def run_params(run: RunRecord, where: str, d: Dialect) -> Params:

@@ -11,42 +11,31 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from flowtide.store.base import (
     Commit,
     Lease,
-    LeaseLost,
     RunRecord,
-    StoreError,
     UnknownRunError,
 )
 from flowtide.store.checks import RunFacts, check_commit
-from flowtide.store.sqlcore.params import EncodedCommit, Params, run_params, state_params
+from flowtide.store.sqlcore.creation import Creation
+from flowtide.store.sqlcore.facts import fact_reads, fill_facts
+from flowtide.store.sqlcore.params import EncodedCommit, Params
 from flowtide.store.sqlcore.params import encode_commit as _encode
 from flowtide.store.sqlcore.writes import commit_writes
-from flowtide.store.sqlite.requests import request_before, unanswerable
-from flowtide.store.sqlite.rows import DIALECT, maybe_instant, micros
+from flowtide.store.sqlite.rows import DIALECT, micros
 from flowtide.store.sqlite.sql import QUERIES
 
-__all__ = ["NewRun", "apply_commit", "create_run", "encode_commit", "encode_run"]
+__all__ = ["apply_commit", "create_run", "encode_commit", "new_run"]
 
 
-@dataclass(slots=True)
-class NewRun:
-    """A new run's record and initial state as parameters (or why they could not be encoded)."""
-
-    run: Params | None = None
-    state: list[Params] = field(default_factory=list)
-    error: Exception | None = None
-
-
-def encode_run(run: RunRecord, state: Mapping[str, Any]) -> NewRun:
-    try:
-        return NewRun(run_params(run, "run", DIALECT), state_params(run.id, state, DIALECT))
-    except Exception as error:  # (reported after the run's own checks, as the memory store does)
-        return NewRun(error=error)
+def new_run(
+    run: RunRecord, state: Mapping[str, Any], commit: Commit | None, lease: Lease | None
+) -> Creation:
+    """A new run and its first commit as parameters (:class:`Creation`)."""
+    return Creation.of(run, state, commit, lease, DIALECT)
 
 
 def encode_commit(c: Commit) -> EncodedCommit:
@@ -60,7 +49,7 @@ def encode_commit(c: Commit) -> EncodedCommit:
 def apply_commit(conn: sqlite3.Connection, c: Commit, encoded: EncodedCommit) -> int:
     """Apply ``c`` (raising, before or after writing part of it, if it must not apply: the
     caller rolls its savepoint back); returns the ``seq`` of its first event."""
-    row = conn.execute(QUERIES["advance_run"], {"id": c.run_id}).fetchone()
+    row = conn.execute(QUERIES["advance_run"], {"run_id": c.run_id}).fetchone()
     if row is None:
         raise UnknownRunError(c.run_id)
     facts = _facts(conn, c, row["lifecycle"])
@@ -70,68 +59,29 @@ def apply_commit(conn: sqlite3.Connection, c: Commit, encoded: EncodedCommit) ->
     return int(row["last_seq"]) + 1
 
 
-def create_run(
-    conn: sqlite3.Connection,
-    run: RunRecord,
-    new: NewRun,
-    step: tuple[Commit, EncodedCommit] | None,
-    lease: Lease | None,
-) -> int:
-    """Insert ``run`` and apply its first commit (``step``) with it, whole or not at all;
-    returns the ``seq`` of the commit's first event."""
-    if conn.execute(QUERIES["run_exists"], {"id": run.id}).fetchone() is not None:
-        raise StoreError(f"run {run.id!r} already exists")
-    if step is not None and step[0].run_id != run.id:
-        raise ValueError(f"a commit of run {step[0].run_id!r} cannot create run {run.id!r}")
-    if lease is not None and lease.run_id != run.id:
-        raise ValueError(f"a lease on run {lease.run_id!r} cannot create run {run.id!r}")
-    if new.error is not None or new.run is None:
-        raise new.error or ValueError(f"run {run.id!r} was not encoded")
-    if step is not None:
-        c, encoded = step
-        if c.lease is not None and c.lease != lease:
-            raise LeaseLost(f"run {run.id!r} is created without the lease its commit carries")
-        # (The run is not stored yet: it has no lifecycle, no tokens.)
-        check_commit(c, _facts(conn, c, None), creating=True, not_json=encoded.not_json)
-    held: Params = {"owner": None, "epoch": 0, "lease_expires": None}
-    if lease is not None:
-        held = {
-            "owner": lease.owner,
-            "epoch": lease.epoch,
-            "lease_expires": micros(lease.expires),
-        }
-    conn.execute(QUERIES["insert_run"], {**new.run, **held})
-    _run(conn, "put_state", new.state)
-    if step is not None:
-        _write(conn, step[1], bool(new.run["ended"]), 0)
-    conn.execute(QUERIES["settle_run"], {"id": run.id, "release": False})
+def create_run(conn: sqlite3.Connection, creation: Creation) -> int:
+    """Insert a new run and apply its first commit with it, whole or not at all; returns the
+    ``seq`` of the commit's first event."""
+    run_id = creation.run.id
+    exists = bool(conn.execute(QUERIES["run_exists"], {"run_id": run_id}).fetchone()[0])
+    # (The run is not stored yet: it has no lifecycle, no tokens.)
+    creation.check(exists, _facts(conn, creation.step.commit, None))
+    conn.execute(QUERIES["insert_run"], creation.row)
+    _run(conn, "put_state", creation.state)
+    _write(conn, creation.step, creation.ended, 0)
+    conn.execute(QUERIES["settle_run"], {"run_id": run_id, "release": False})
     return 1
 
 
 def _facts(conn: sqlite3.Connection, c: Commit, lifecycle: str | None) -> RunFacts:
     """What ``c`` is checked against, its run's ``lifecycle`` as stored (None: the commit
     creates it)."""
-    run_id = c.run_id
-    tokens = {}
-    for token_id in c.expect:
-        found = conn.execute(QUERIES["expected_token"], {"run_id": run_id, "id": token_id})
-        if (row := found.fetchone()) is not None:
-            tokens[token_id] = (row["status"], row["epoch"], maybe_instant(row["deadline"]))
-    answered = {
-        a.key
-        for a in c.signal_answers
-        if conn.execute(QUERIES["answered"], {"key": a.key}).fetchone() is not None
-    }
-    before = None
-    if c.fires_deadline is not None and lifecycle is not None:
-        before = request_before(conn, run_id, c.fires_deadline)
-    return RunFacts(
-        lifecycle,
-        tokens=tokens,
-        answered=answered,
-        unanswerable=unanswerable(conn, run_id, c.requests_answered),
-        request_before=before,
-    )
+    facts = RunFacts(lifecycle)
+    reads = fact_reads(c, DIALECT, creating=lifecycle is None)
+    if reads:
+        found = {name: conn.execute(QUERIES[name], p).fetchall() for name, p in reads.items()}
+        fill_facts(facts, c, found, DIALECT)
+    return facts
 
 
 def _write(conn: sqlite3.Connection, p: EncodedCommit, ended: bool, last_seq: int) -> None:
@@ -142,12 +92,12 @@ def _write(conn: sqlite3.Connection, p: EncodedCommit, ended: bool, last_seq: in
         _run(conn, name, rows)
     if c.fires_deadline is not None:
         at = {"run_id": c.run_id, "at": micros(c.fires_deadline)}
-        conn.execute(QUERIES["deadline_fired"], at)
+        conn.execute(QUERIES["note_deadline_fired"], at)
     due_changed = c.due_cleared or c.due_dropped or c.due_fired or c.due
     if due_changed or p.run is not None or c.release:
-        conn.execute(QUERIES["settle_run"], {"id": c.run_id, "release": c.release})
+        conn.execute(QUERIES["settle_run"], {"run_id": c.run_id, "release": c.release})
     for woken in dict.fromkeys(e.run_id for e in c.wakes):
-        conn.execute(QUERIES["settle_run"], {"id": woken, "release": False})
+        conn.execute(QUERIES["settle_run"], {"run_id": woken, "release": False})
 
 
 def _run(conn: sqlite3.Connection, name: str, rows: list[Params]) -> None:

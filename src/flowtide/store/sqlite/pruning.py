@@ -1,22 +1,15 @@
-"""Finding runs by the start of their id, and pruning ended runs, in the SQLite store's thread."""
+"""Pruning ended runs, in the SQLite store's thread (inside its write transaction, which holds
+the database's write lock: no other prune or commit comes between)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 
-from flowtide.store.base import prefix_end
 from flowtide.store.sqlfiles import PRUNED_TABLES
 from flowtide.store.sqlite.sql import QUERIES
 
-__all__ = ["prunable_runs", "prune_runs", "run_ids"]
-
-
-def run_ids(conn: sqlite3.Connection, prefix: str, limit: int) -> list[str]:
-    end = prefix_end(prefix)
-    params = {"prefix": prefix, "end": end, "limit": max(limit, 0)}
-    query = QUERIES["run_ids_between"] if end is not None else QUERIES["run_ids_from"]
-    return [row["id"] for row in conn.execute(query, params)]
+__all__ = ["prunable_runs", "prune_runs"]
 
 
 def prunable_runs(conn: sqlite3.Connection, ended_before: int, limit: int, after: str) -> list[str]:

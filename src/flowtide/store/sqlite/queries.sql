@@ -8,7 +8,7 @@
 
 -- -- opening ------------
 
--- name: tables
+-- name: schema_tables
 -- The database's own tables (what tells an empty database, a Flowtide one and another one apart).
 SELECT name FROM sqlite_master
 WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'
@@ -25,7 +25,7 @@ VALUES (:version, :name, :min_reader_version, strftime('%Y-%m-%dT%H:%M:%fZ', 'no
 -- -- runs ------------
 
 -- name: run_exists
-SELECT 1 FROM runs WHERE id = :id;
+SELECT EXISTS (SELECT 1 FROM runs WHERE id = :run_id);
 
 -- name: insert_run
 INSERT INTO runs (
@@ -48,9 +48,10 @@ SET flow_id = :flow_id, flow_version = :flow_version, lifecycle = :lifecycle, en
     options = :options, checkpoint = :checkpoint
 WHERE id = :id;
 
--- name: run_for_commit
+-- name: run_for_request
 -- What a signal request is checked against: the run's lifecycle and latest deadline fired.
-SELECT lifecycle, ended, deadline_fired FROM runs WHERE id = :id;
+-- (SQLite only: PostgreSQL records a request at its own clock, under the run's lock.)
+SELECT lifecycle, ended, deadline_fired FROM runs WHERE id = :run_id;
 
 -- name: advance_run
 -- The first statement of a commit: what it is checked against (the run's lifecycle and lease),
@@ -58,14 +59,14 @@ SELECT lifecycle, ended, deadline_fired FROM runs WHERE id = :id;
 -- last seq is read from the history's key, rather than kept on the run's row: writing the row
 -- on every step was measured to cost more. PostgreSQL keeps the counter.)
 SELECT lifecycle, ended, owner, epoch,
-    (SELECT coalesce(max(seq), 0) FROM history WHERE run_id = :id) AS last_seq
-FROM runs WHERE id = :id;
+    (SELECT coalesce(max(seq), 0) FROM history WHERE run_id = :run_id) AS last_seq
+FROM runs WHERE id = :run_id;
 
 -- name: get_run
 SELECT
     id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
     parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint
-FROM runs WHERE id = :id;
+FROM runs WHERE id = :run_id;
 
 -- name: list_runs
 SELECT
@@ -96,7 +97,7 @@ SET owner = CASE WHEN :release THEN NULL ELSE owner END,
         WHEN runnable THEN created_at
         ELSE (SELECT due_at FROM due WHERE due.run_id = runs.id ORDER BY due_at LIMIT 1)
     END
-WHERE id = :id;
+WHERE id = :run_id;
 
 -- -- state ------------
 
@@ -110,7 +111,10 @@ ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value;
 DELETE FROM run_state WHERE run_id = :run_id AND key IN (SELECT value FROM json_each(:keys));
 
 -- name: get_state
-SELECT key, value FROM run_state WHERE run_id = :run_id ORDER BY rowid;
+SELECT s.key, s.value
+FROM runs r LEFT JOIN run_state s ON s.run_id = r.id
+WHERE r.id = :run_id
+ORDER BY s.rowid;
 
 -- -- tokens ------------
 
@@ -129,27 +133,35 @@ SET placement = excluded.placement, status = excluded.status, attempt = excluded
     due = excluded.due, created_at = excluded.created_at, data = excluded.data,
     epoch = excluded.epoch;
 
--- name: expected_token
--- What a commit's expectation of a token is checked against.
-SELECT status, epoch, deadline FROM tokens WHERE run_id = :run_id AND id = :id;
+-- name: expected_tokens
+-- What a commit's expectations of tokens are checked against. :ids is a JSON array.
+SELECT id, status, epoch, deadline FROM tokens
+WHERE run_id = :run_id AND id IN (SELECT value FROM json_each(:ids));
 
 -- name: tokens
 SELECT
-    run_id, id, placement, status, attempt, visit, lineage, deadline, due, created_at, data, epoch
-FROM tokens WHERE run_id = :run_id ORDER BY rowid;
+    t.id, t.placement, t.status, t.attempt, t.visit, t.lineage, t.deadline, t.due, t.created_at,
+    t.data, t.epoch
+FROM runs r LEFT JOIN tokens t ON t.run_id = r.id
+WHERE r.id = :run_id
+ORDER BY t.rowid;
 
 -- name: tokens_by_status
 -- :statuses is a JSON array of status values.
 SELECT
-    run_id, id, placement, status, attempt, visit, lineage, deadline, due, created_at, data, epoch
-FROM tokens
-WHERE run_id = :run_id AND status IN (SELECT value FROM json_each(:statuses))
-ORDER BY rowid;
+    t.id, t.placement, t.status, t.attempt, t.visit, t.lineage, t.deadline, t.due, t.created_at,
+    t.data, t.epoch
+FROM runs r LEFT JOIN tokens t
+    ON t.run_id = r.id AND t.status IN (SELECT value FROM json_each(:statuses))
+WHERE r.id = :run_id
+ORDER BY t.rowid;
 
 -- name: token
 SELECT
-    run_id, id, placement, status, attempt, visit, lineage, deadline, due, created_at, data, epoch
-FROM tokens WHERE run_id = :run_id AND id = :id;
+    t.id, t.placement, t.status, t.attempt, t.visit, t.lineage, t.deadline, t.due, t.created_at,
+    t.data, t.epoch
+FROM runs r LEFT JOIN tokens t ON t.run_id = r.id AND t.id = :token_id
+WHERE r.id = :run_id;
 
 -- -- history ------------
 
@@ -160,8 +172,18 @@ INSERT INTO history (run_id, seq, kind, at, placement, attempt, token_id, data)
 VALUES (:run_id, :seq, :kind, :at, :placement, :attempt, :token_id, :data);
 
 -- name: history
-SELECT run_id, seq, kind, at, placement, attempt, token_id, data
-FROM history WHERE run_id = :run_id AND seq > :after ORDER BY seq;
+SELECT e.seq, e.kind, e.at, e.placement, e.attempt, e.token_id, e.data
+FROM runs r LEFT JOIN history e ON e.run_id = r.id AND e.seq > :after
+WHERE r.id = :run_id
+ORDER BY e.seq;
+
+-- name: history_after_checkpoint
+-- The history after the run's resume checkpoint (all of it without one).
+SELECT e.seq, e.kind, e.at, e.placement, e.attempt, e.token_id, e.data
+FROM runs r LEFT JOIN history e
+    ON e.run_id = r.id AND e.seq > COALESCE(json_extract(r.checkpoint, '$.seq'), 0)
+WHERE r.id = :run_id
+ORDER BY e.seq;
 
 -- -- due entries ------------
 
@@ -200,7 +222,10 @@ DELETE FROM due
 WHERE run_id = :run_id AND EXISTS (SELECT 1 FROM runs WHERE id = :run_id AND ended);
 
 -- name: due_of
-SELECT token_id, purpose, due_at FROM due WHERE run_id = :run_id ORDER BY due_at, set_order;
+SELECT d.due_at, d.token_id, d.purpose
+FROM runs r LEFT JOIN due d ON d.run_id = r.id
+WHERE r.id = :run_id
+ORDER BY d.due_at, d.set_order;
 
 -- -- node anchors ------------
 
@@ -215,7 +240,7 @@ DELETE FROM anchors WHERE run_id = :run_id AND placement = :placement AND item =
 SELECT at FROM anchors WHERE run_id = :run_id AND placement = :placement AND item = :item;
 
 -- name: node_anchors
-SELECT run_id, placement, item, at FROM anchors WHERE run_id = :run_id;
+SELECT placement, item, at FROM anchors WHERE run_id = :run_id;
 
 -- -- scatter items ------------
 
@@ -268,8 +293,9 @@ ORDER BY rowid;
 
 -- -- signal answers ------------
 
--- name: answered
-SELECT 1 FROM signal_answers WHERE key = :key;
+-- name: answered_keys
+-- Which of :keys (a JSON array) are answered already.
+SELECT key FROM signal_answers WHERE key IN (SELECT value FROM json_each(:keys));
 
 -- name: insert_answer
 INSERT INTO signal_answers (key, run_id, answer) VALUES (:key, :run_id, :answer);
@@ -280,15 +306,17 @@ SELECT key, run_id, answer FROM signal_answers WHERE key = :key;
 -- -- signal requests ------------
 
 -- name: insert_request
+-- A request whose id is taken already inserts nothing (and is refused).
 INSERT INTO signal_requests (id, run_id, requested_at, request, answer, answered_at)
-VALUES (:id, :run_id, :requested_at, :request, NULL, NULL);
+VALUES (:id, :run_id, :requested_at, :request, NULL, NULL)
+ON CONFLICT (id) DO NOTHING
+RETURNING requested_at;
 
--- name: request_exists
-SELECT 1 FROM signal_requests WHERE id = :id;
-
--- name: unanswered_request
--- What a commit answering a request is checked against: the request is its run's, unanswered.
-SELECT 1 FROM signal_requests WHERE id = :id AND run_id = :run_id AND answer IS NULL;
+-- name: unanswered_requests
+-- The requests a commit answers (:ids, a JSON array), each with why it may not be (NULL: it is
+-- the run's and still unanswered); one not found is unknown.
+SELECT id, CASE WHEN run_id <> :run_id THEN 'unknown' WHEN answer IS NOT NULL THEN 'answered' END
+FROM signal_requests WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: answer_request
 UPDATE signal_requests SET answer = :answer, answered_at = :answered_at WHERE id = :id;
@@ -303,14 +331,18 @@ FROM signal_requests AS r JOIN runs ON runs.id = r.run_id
 WHERE r.run_id = :run_id AND r.answer IS NULL AND NOT runs.ended
 ORDER BY r.requested_at, r.rowid;
 
--- name: request_before
--- What a commit firing a deadline is checked against: an unanswered request of the run
--- recorded before the deadline.
-SELECT id FROM signal_requests
-WHERE run_id = :run_id AND answer IS NULL AND requested_at < :at
-ORDER BY requested_at LIMIT 1;
+-- name: deadline_check
+-- What a commit firing a deadline is checked against: the store's clock (none: SQLite keeps
+-- the engine's), and an unanswered request of the run recorded before the deadline.
+SELECT NULL, (
+    SELECT id FROM signal_requests
+    WHERE run_id = :run_id AND answer IS NULL AND requested_at < :at
+    ORDER BY requested_at LIMIT 1
+);
 
--- name: deadline_fired
+-- name: note_deadline_fired
+-- (SQLite only) The latest deadline of the run fired: a signal request is recorded no earlier
+-- (see run_for_request). PostgreSQL orders the two by the run's lock and its own clock.
 UPDATE runs SET deadline_fired = max(coalesce(deadline_fired, :at), :at) WHERE id = :run_id;
 
 -- -- leases and wake instants ------------
@@ -318,17 +350,17 @@ UPDATE runs SET deadline_fired = max(coalesce(deadline_fired, :at), :at) WHERE i
 -- name: next_wake
 SELECT wake_at FROM runs WHERE wake_at IS NOT NULL ORDER BY wake_at LIMIT 1;
 
--- name: claimable_runs
--- Up to :limit runs whose wake has come and that no other owner holds alive, earliest wake
--- first, with whoever holds them now (read in the claim's write transaction, before it).
-SELECT id, owner FROM runs
-WHERE wake_at <= :now AND (owner IS NULL OR owner = :owner OR lease_expires <= :now)
-ORDER BY wake_at, id
-LIMIT :limit;
-
 -- name: claim_runs
--- The runs :ids (claimable_runs' answer) taken by :owner until :expires (the next epoch unless
--- :owner held it already).
+-- Up to :limit runs whose wake has come and that no other owner holds alive, earliest wake
+-- first, taken by :owner until :expires (the next epoch unless :owner held it already), each
+-- with the other owner it was taken from, if any. The runs claimable are read once, before the
+-- update (MATERIALIZED), and the write lock held since BEGIN IMMEDIATE keeps them so.
+WITH claimable AS MATERIALIZED (
+    SELECT id, owner AS held_by FROM runs
+    WHERE wake_at <= :now AND (owner IS NULL OR owner = :owner OR lease_expires <= :now)
+    ORDER BY wake_at, id
+    LIMIT :limit
+)
 UPDATE runs
 SET owner = :owner,
     epoch = CASE WHEN owner = :owner THEN epoch ELSE epoch + 1 END,
@@ -340,12 +372,15 @@ SET owner = :owner,
             :expires
         )
     )
-WHERE id IN (SELECT value FROM json_each(:ids))
-    AND (owner IS NULL OR owner = :owner OR lease_expires <= :now)
-RETURNING id, owner, epoch, lease_expires;
+WHERE id IN (SELECT id FROM claimable)
+RETURNING id, owner, epoch, lease_expires,
+    (SELECT nullif(c.held_by, :owner) FROM claimable AS c WHERE c.id = runs.id) AS taken_from;
 
--- name: take_run
--- One run taken by :owner, unless it has ended or (without :force) another owner holds it alive.
+-- name: acquire_run
+-- One run taken by :owner, unless it has ended or (without :force) another owner holds it
+-- alive; with the other owner it was taken from, if any (read before the update, as for
+-- claim_runs: the WHERE clause reads the CTE first).
+WITH held AS MATERIALIZED (SELECT id, owner AS held_by FROM runs WHERE id = :run_id)
 UPDATE runs
 SET owner = :owner,
     epoch = CASE WHEN owner = :owner THEN epoch ELSE epoch + 1 END,
@@ -357,10 +392,11 @@ SET owner = :owner,
             :expires
         )
     )
-WHERE id = :id
+WHERE id IN (SELECT id FROM held)
     AND NOT ended
     AND (:force OR owner IS NULL OR owner = :owner OR lease_expires <= :now)
-RETURNING id, owner, epoch, lease_expires;
+RETURNING id, owner, epoch, lease_expires,
+    (SELECT nullif(h.held_by, :owner) FROM held AS h) AS taken_from;
 
 -- name: renew_leases
 UPDATE runs
@@ -391,24 +427,26 @@ WHERE owner = :owner
 RETURNING id;
 
 -- name: lease_of
-SELECT owner, epoch, lease_expires FROM runs WHERE id = :id;
+SELECT id, owner, epoch, lease_expires FROM runs WHERE id = :run_id;
 
 -- -- flows ------------
 
 -- name: put_flow
+-- A row back: the flow was new.
 INSERT INTO flows (flow_id, digest, version, document, stored_at, stored_order)
 VALUES (
     :flow_id, :digest, :version, :document, :stored_at,
     (SELECT coalesce(max(stored_order), 0) + 1 FROM flows)
 )
-ON CONFLICT (flow_id, digest) DO NOTHING;
+ON CONFLICT (flow_id, digest) DO NOTHING
+RETURNING digest;
 
 -- name: get_flow
-SELECT flow_id, version, digest, document FROM flows WHERE flow_id = :flow_id AND digest = :digest;
+SELECT version, document FROM flows WHERE flow_id = :flow_id AND digest = :digest;
 
 -- name: latest_flow
 -- The document of a flow id stored last.
-SELECT flow_id, version, digest, document FROM flows WHERE flow_id = :flow_id
+SELECT version, digest, document FROM flows WHERE flow_id = :flow_id
 ORDER BY stored_order DESC LIMIT 1;
 
 -- name: flow_versions
@@ -474,3 +512,20 @@ DELETE FROM scatter_items WHERE run_id IN (SELECT value FROM json_each(:ids));
 -- name: prune_runs
 -- Last: the other tables' rows refer to their run.
 DELETE FROM runs WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- -- workers' heartbeats ------------
+
+-- name: record_worker
+INSERT INTO workers (worker_id, host, pid, started_at, last_seen, lease_ttl, runs_held, nodes, waiting)
+VALUES (:worker_id, :host, :pid, :started_at, :last_seen, :lease_ttl, :runs_held, :nodes, :waiting)
+ON CONFLICT (worker_id) DO UPDATE SET
+    host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,
+    last_seen = excluded.last_seen, lease_ttl = excluded.lease_ttl,
+    runs_held = excluded.runs_held, nodes = excluded.nodes, waiting = excluded.waiting;
+
+-- name: workers
+SELECT worker_id, host, pid, started_at, last_seen, lease_ttl, runs_held, nodes, waiting
+FROM workers ORDER BY worker_id;
+
+-- name: forget_worker
+DELETE FROM workers WHERE worker_id = :worker_id RETURNING worker_id;

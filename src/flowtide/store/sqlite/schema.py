@@ -120,7 +120,7 @@ def _why_not(path: str, error: sqlite3.Error) -> str:
 def _migrate(conn: sqlite3.Connection, path: str) -> None:
     """Apply the migrations the database lacks, in one transaction (or refuse the database)."""
     with immediate(conn):
-        tables = [row["name"] for row in conn.execute(QUERIES["tables"])]
+        tables = [row["name"] for row in conn.execute(QUERIES["schema_tables"])]
         version, min_reader = 0, 0
         if "flowtide_schema" in tables:
             row = conn.execute(QUERIES["schema_version"]).fetchone()

@@ -55,17 +55,12 @@ from flowtide.store.base import (
     TokenStatus,
     WorkerRecord,
 )
-from flowtide.store.jsonvalues import encode_json
-from flowtide.store.sqlite import (
-    commits,
-    flows,
-    leases,
-    pruning,
-    reads,
-    requests,
-    snapshot,
-    workers,
-)
+from flowtide.store.sqlcore.flows import SQLFlows
+from flowtide.store.sqlcore.leases import SQLLeases
+from flowtide.store.sqlcore.reads import SQLReads
+from flowtide.store.sqlcore.workers import SQLWorkers
+from flowtide.store.sqlite import commits, pruning, requests
+from flowtide.store.sqlite.connector import SQLiteConnector
 from flowtide.store.sqlite.group import Write, WriteQueue, apply_group
 from flowtide.store.sqlite.rows import micros
 from flowtide.store.sqlite.schema import SYNCHRONOUS, open_database
@@ -106,6 +101,11 @@ class SQLiteStore(Store):
         """How many commits this store object has made (seen by :meth:`wait_changed`)."""
         self._file: tuple[int, int] | None = None
         """The device and inode of the file the connection opened."""
+        connector = SQLiteConnector(self._call, self._write, self._changed)
+        self._reads = SQLReads(connector)
+        self._leases = SQLLeases(connector)
+        self._flows = SQLFlows(connector)
+        self._workers = SQLWorkers(connector)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
@@ -141,6 +141,10 @@ class SQLiteStore(Store):
         with self.busy():
             self._thread.submit(self._apply_waiting)
             return await asyncio.wrap_future(write.future)
+
+    def _changed(self) -> None:
+        """Count a change this store made that :meth:`wait_changed` tells its waiters of."""
+        self._written += 1
 
     def _apply_waiting(self) -> None:
         group = self._writes.take()
@@ -230,11 +234,10 @@ class SQLiteStore(Store):
         *,
         lease: Lease | None = None,
     ) -> Sequence[EventRecord]:
-        new = commits.encode_run(run, state)
-        step = (commit, commits.encode_commit(commit)) if commit is not None else None
-        first = await self._write(lambda conn: commits.create_run(conn, run, new, step, lease))
+        creation = commits.new_run(run, state, commit, lease)
+        await self._write(lambda conn: commits.create_run(conn, creation))
         self._written += 1
-        return _numbered(commit.events, first) if commit is not None else []
+        return _numbered(commit.events, 1) if commit is not None else []
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         encoded = commits.encode_commit(commit)
@@ -251,11 +254,8 @@ class SQLiteStore(Store):
     # -- leases and wake instants ------------
 
     async def next_wake(self) -> datetime | None:
-        return await self._call(self._next_wake)
-
-    def _next_wake(self, conn: sqlite3.Connection) -> datetime | None:
-        self._check_file()
-        return leases.next_wake(conn)
+        self._check_file()  # (one stat, not worth a trip to the store's thread)
+        return await self._leases.next_wake()
 
     def _version_of_file(self, conn: sqlite3.Connection) -> int:
         self._check_file()
@@ -264,58 +264,53 @@ class SQLiteStore(Store):
     async def claim_runs(
         self, owner: str, now: datetime, expires: datetime, limit: int = 100
     ) -> Sequence[Lease]:
-        taken = await self._write(lambda conn: leases.claim_runs(conn, owner, now, expires, limit))
-        self._written += 1
-        return taken
+        return await self._leases.claim_runs(owner, now, expires, limit, own_clock=False)
 
     async def acquire_run(
         self, run_id: str, owner: str, now: datetime, expires: datetime, *, force: bool = False
     ) -> Lease | None:
-        return await self._write(
-            lambda conn: leases.acquire_run(conn, run_id, owner, now, expires, force)
+        return await self._leases.acquire_run(
+            run_id, owner, now, expires, force=force, own_clock=False
         )
 
     async def renew_leases(
         self, owner: str, expires: datetime, *, now: datetime | None = None
     ) -> Sequence[Lease]:
-        return await self._write(lambda conn: leases.renew_leases(conn, owner, expires))
+        return await self._leases.renew_leases(owner, expires, now, own_clock=False)
 
     async def release_runs(self, owner: str) -> Sequence[str]:
-        released = await self._write(lambda conn: leases.release_runs(conn, owner))
-        self._written += 1
-        return released
+        return await self._leases.release_runs(owner)
 
     async def lease_of(self, run_id: str) -> Lease | None:
-        return await self._call(lambda conn: leases.lease_of(conn, run_id))
+        return await self._leases.lease_of(run_id)
 
     # -- flows ------------
 
     async def put_flow(self, flow: StoredFlow, *, stored_at: datetime | None = None) -> bool:
-        document = encode_json(flow.document, "document")
-        return await self._write(lambda conn: flows.put_flow(conn, flow, document, stored_at))
+        return await self._flows.put_flow(flow, stored_at)
 
     async def get_flow(self, flow_id: str, digest: str) -> StoredFlow:
-        return await self._call(lambda conn: flows.get_flow(conn, flow_id, digest))
+        return await self._flows.get_flow(flow_id, digest)
 
     async def latest_flow(self, flow_id: str) -> StoredFlow:
-        return await self._call(lambda conn: flows.latest_flow(conn, flow_id))
+        return await self._flows.latest_flow(flow_id)
 
     async def flow_versions(self, flow_id: str | None = None) -> Sequence[StoredFlowVersion]:
-        return await self._call(lambda conn: flows.flow_versions(conn, flow_id))
+        return await self._flows.flow_versions(flow_id)
 
     # -- reads ------------
 
     async def get_run(self, run_id: str) -> RunRecord:
-        return await self._call(lambda conn: reads.get_run(conn, run_id))
+        return await self._reads.get_run(run_id)
 
     async def load_run(self, run_id: str) -> RunSnapshot:
-        return await self._call(lambda conn: snapshot.load_run(conn, run_id))
+        return await self._reads.load_run(run_id)
 
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
-        return await self._call(lambda conn: reads.list_runs(conn, lifecycle))
+        return await self._reads.list_runs(lifecycle)
 
     async def run_ids(self, prefix: str, limit: int = 10) -> Sequence[str]:
-        return await self._call(lambda conn: pruning.run_ids(conn, prefix, limit))
+        return await self._reads.run_ids(prefix, limit)
 
     async def prune_runs(
         self,
@@ -325,36 +320,35 @@ class SQLiteStore(Store):
         after: str = "",
         dry_run: bool = False,
     ) -> Sequence[str]:
-        before = micros(ended_before)
         if dry_run:
-            return await self._call(lambda conn: pruning.prunable_runs(conn, before, limit, after))
+            return await self._reads.prunable_runs(ended_before, limit, after)
+        before = micros(ended_before)
         pruned = await self._write(lambda conn: pruning.prune_runs(conn, before, limit, after))
         self._written += 1
         return pruned
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
-        return await self._call(lambda conn: reads.get_state(conn, run_id))
+        return await self._reads.get_state(run_id)
 
     async def tokens(
         self, run_id: str, statuses: Sequence[TokenStatus] | None = None
     ) -> Sequence[TokenRecord]:
-        wanted = list(statuses) if statuses is not None else None
-        return await self._call(lambda conn: reads.tokens(conn, run_id, wanted))
+        return await self._reads.tokens(run_id, statuses)
 
     async def token(self, run_id: str, token_id: str) -> TokenRecord | None:
-        return await self._call(lambda conn: reads.token(conn, run_id, token_id))
+        return await self._reads.token(run_id, token_id)
 
     async def history(self, run_id: str, after: int = 0) -> Sequence[EventRecord]:
-        return await self._call(lambda conn: reads.history(conn, run_id, after))
+        return await self._reads.history(run_id, after)
 
     async def due_of(self, run_id: str) -> Sequence[DueEntry]:
-        return await self._call(lambda conn: reads.due_of(conn, run_id))
+        return await self._reads.due_of(run_id)
 
     async def node_anchor(self, run_id: str, placement: str, item: str | None) -> datetime | None:
-        return await self._call(lambda conn: reads.node_anchor(conn, run_id, placement, item))
+        return await self._reads.node_anchor(run_id, placement, item)
 
     async def node_anchors(self, run_id: str) -> Sequence[NodeAnchor]:
-        return await self._call(lambda conn: reads.node_anchors(conn, run_id))
+        return await self._reads.node_anchors(run_id)
 
     async def parks(
         self,
@@ -364,33 +358,30 @@ class SQLiteStore(Store):
         placement: str | None = None,
         open_only: bool = False,
     ) -> Sequence[ParkRecord]:
-        if run_id is None and key is None:
-            raise StoreError("parks() needs a run_id or a key")
-        return await self._call(lambda conn: reads.parks(conn, run_id, key, placement, open_only))
+        return await self._reads.parks(run_id, key, placement, open_only)
 
     async def signal_answer(self, key: str) -> SignalAnswer | None:
-        return await self._call(lambda conn: reads.signal_answer(conn, key))
+        return await self._reads.signal_answer(key)
 
     async def signal_request(self, request_id: str) -> SignalRequest | None:
-        return await self._call(lambda conn: requests.read_request(conn, request_id))
+        return await self._reads.signal_request(request_id)
 
     async def pending_requests(self, run_id: str) -> Sequence[SignalRequest]:
-        return await self._call(lambda conn: requests.pending_requests(conn, run_id))
+        return await self._reads.pending_requests(run_id)
 
     async def scatter_items(self, run_id: str, progress: str) -> Sequence[ScatterItemRecord]:
-        return await self._call(lambda conn: reads.scatter_items(conn, run_id, progress))
+        return await self._reads.scatter_items(run_id, progress)
 
     # -- workers ------------
 
     async def record_worker(self, worker: WorkerRecord) -> None:
-        params = workers.worker_params(worker)
-        await self._write(lambda conn: workers.record_worker(conn, params))
+        await self._workers.record_worker(worker)
 
     async def workers(self) -> Sequence[WorkerRecord]:
-        return await self._call(workers.workers)
+        return await self._workers.workers()
 
     async def forget_worker(self, worker_id: str) -> bool:
-        return await self._write(lambda conn: workers.forget_worker(conn, worker_id))
+        return await self._workers.forget_worker(worker_id)
 
 
 def _nothing(conn: sqlite3.Connection) -> None:
