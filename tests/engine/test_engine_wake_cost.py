@@ -110,9 +110,7 @@ async def slow_answer(ctx: NodeContext) -> Any:
     return "approved"
 
 
-async def test_a_worker_lost_after_a_wake_leaves_its_attempt_to_run_again_with_the_signal() -> (
-    None
-):
+async def test_a_worker_lost_after_a_wake_leaves_its_attempt_to_run_again_with_the_signal() -> None:
     attempts.clear()
     flow = FlowBuilder("urn:test:flow:wake-lost").task("ask", slow_answer, {"approved": "end"})
     built = flow.terminal("end").build()
