@@ -5,10 +5,11 @@ can be sent whole, two when its run must be read first.
    that is not JSON is not raised yet: the memory store, the reference, refuses a commit for a
    conflict before it looks at its values, so the error waits for its turn.
 2. **Sent whole** (:func:`sends_whole`, :func:`send_whole`): a commit whose checks are only its
-   run's existence, lease and lifecycle (an engine's step) is sent with its writes and the
-   ``COMMIT`` in one pipeline, behind a guard statement that fails the transaction if they do
-   not hold. Then the commit is taken the careful way, to tell why (or to apply it if the run
-   changed back in between).
+   run's existence, lease and lifecycle, its token expectations, signal keys and requests (an
+   engine's step, a signal's wake: all but a deadline's firing) is sent with its writes and
+   the ``COMMIT`` in one pipeline, behind guard statements that fail the transaction if they
+   do not hold. Then the commit is taken the careful way, to tell why (or to apply it if the
+   run changed back in between).
 3. **The careful way**: the facts (first round trip): the run's row locked and its history
    counter advanced, the tokens the commit expects, which of its signal keys are answered
    already (:func:`read_facts`); the checks (:func:`flowtide.store.checks.check_commit`, as
@@ -204,14 +205,17 @@ def check(p: Prepared, facts: Facts, *, creating: bool = False) -> None:
 
 
 def sends_whole(p: Prepared) -> bool:
-    """Whether ``p`` may be sent whole: nothing but its run's existence, lease, lifecycle and
-    token expectations can refuse it (the guards of :func:`send_whole` check those)."""
+    """Whether ``p`` may be sent whole: nothing but its run's existence, lease, lifecycle,
+    token expectations, signal keys and requests answered can refuse it (the guards of
+    :func:`send_whole` check those); not a commit that fires a deadline."""
     c = p.commit
+    keys = [a.key for a in c.signal_answers]
+    ids = [a.request_id for a in c.requests_answered]
     return not (
         p.invalid
         or p.not_json
-        or c.signal_answers
-        or c.requests_answered
+        or len(set(keys)) < len(keys)  # (refused: the careful way tells why)
+        or len(set(ids)) < len(ids)
         or c.fires_deadline is not None
     )
 
@@ -232,6 +236,13 @@ async def send_whole(conn: Connection, p: Prepared, channel: str) -> psycopg.Asy
     advanced = await conn.execute(Q["advance_run_guarded"], guard)
     if c.expect:
         await conn.execute(Q["expect_tokens_guarded"], _expected(c))
+    if c.signal_answers or c.requests_answered:
+        answers = {
+            "run_id": c.run_id,
+            "keys": [a.key for a in c.signal_answers],
+            "ids": [a.request_id for a in c.requests_answered],
+        }
+        await conn.execute(Q["answers_guarded"], answers)
     live = lifecycles is not None and ENDED_LIFECYCLES.isdisjoint(lifecycles)
     await write(conn, p, channel, by_holder=c.lease is not None, ended=False if live else None)
     return advanced

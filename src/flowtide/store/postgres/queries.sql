@@ -88,6 +88,18 @@ WHERE t.status = ANY(string_to_array(e.statuses, ','))
     AND (e.epoch IS NULL OR t.epoch = e.epoch)
     AND (e.alive_at IS NULL OR t.deadline IS NULL OR t.deadline > e.alive_at);
 
+-- name: answers_guarded
+-- A commit sent whole that answers signals or requests, after advance_run_guarded: fails (see
+-- flowtide_commit_guard) if one of its signal keys %(keys)s is answered already, or one of the
+-- requests %(ids)s is not the run's or is answered already (as the careful checks).
+SELECT flowtide_commit_guard(
+    NOT EXISTS (SELECT 1 FROM signal_answers WHERE key = ANY(%(keys)s::text[]))
+    AND (
+        SELECT count(*) FROM signal_requests
+        WHERE id = ANY(%(ids)s::text[]) AND run_id = %(run_id)s AND answer IS NULL
+    ) = cardinality(%(ids)s::text[])
+);
+
 -- name: run_exists
 SELECT EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s);
 
