@@ -135,13 +135,9 @@ class Routing(RunCore):
                 due_fired=fired,
             )
             closing = self.closing(c, ending, released, update) if ending else None
+            step = closing.update if closing is not None else update
             try:
-                ok = await self.commit(
-                    c,
-                    unless_ended=True,
-                    token=token,
-                    update=closing.update if closing is not None else update,
-                )
+                ok = await self.commit(c, unless_ended=True, token=token, update=step)
             except BaseException:
                 if closing is not None:
                     closing.failed()
