@@ -37,8 +37,10 @@ from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.closing import RunClosing
+from flowtide.engine.run.executor.firing import DueFiring
 from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.router import Router
+from flowtide.engine.run.executor.signals import Signals
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.executor.tasks import TaskSteps
 from flowtide.engine.run.marks import inherit
@@ -149,6 +151,10 @@ class RunCore(ABC):
         worker once the step is done (see ``RunHost.executes``)."""
         self.handing: asyncio.Task[None] | None = None
         """The step that hands the run back (see ``handed_off``)."""
+        self.signals = Signals(self)
+        """Signals to the run's parked tokens, and requests recorded for the run."""
+        self.due_firing = DueFiring(self)
+        """The run's due entries fired (waits, backoffs, park deadlines, timers, requests)."""
 
     @property
     def run(self) -> RunRecord:

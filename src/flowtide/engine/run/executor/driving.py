@@ -28,7 +28,7 @@ from flowtide.engine.run.children import child_run_id, parent_wake
 from flowtide.engine.run.due import DEADLINE
 from flowtide.engine.run.executor.child_runs import ChildRuns
 from flowtide.engine.run.executor.closing import RunClosing
-from flowtide.engine.run.executor.parking import Parking
+from flowtide.engine.run.executor.core import RunCore
 from flowtide.engine.run.executor.phases import Phases
 from flowtide.engine.run.executor.records import end_reason, end_result, finish
 from flowtide.engine.run.move import Move
@@ -62,7 +62,7 @@ YIELD_EVERY = 16
 """A token's task gives the event loop a turn after this many steps in a row."""
 
 
-class Driving(Parking):
+class Driving(RunCore):
     """A run from its start to its end."""
 
     def __init__(

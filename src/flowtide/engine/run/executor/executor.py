@@ -56,7 +56,7 @@ class RunExecutor(Driving):
         fired = 0
         if come and self.pin():
             try:
-                fired = self.fire_all(come)
+                fired = self.due_firing.fire_all(come)
             finally:
                 self.unpin()
         return fired
