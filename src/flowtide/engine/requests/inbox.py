@@ -174,7 +174,7 @@ class Signaller:
         sender: str | None = None,
     ) -> SignalReceipt | None:
         """The signal applied by this engine, which holds the run (None: look again)."""
-        if not ex.pin():
+        if not ex.settler.pin():
             return None
         try:
             answer = await ex.signals.signal(
@@ -195,7 +195,7 @@ class Signaller:
             self._discard(ex)
             return None
         finally:
-            ex.unpin()
+            ex.settler.unpin()
 
     async def _refusal(self, park: ParkRecord) -> SignalRefused:
         """Why a signal for ``park`` of a run that has ended is refused."""
