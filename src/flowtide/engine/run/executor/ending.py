@@ -11,13 +11,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from flowtide.engine.errors import (
-    StoreUnavailableError,
-)
-from flowtide.engine.event_types import (
-    RunWarning,
-    TokenCancelled,
-)
+from flowtide.engine.errors import StoreUnavailableError
+from flowtide.engine.event_types import RunWarning, TokenCancelled
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import ErrorInfo, InterruptedAt
 from flowtide.engine.run.attempts import Running
@@ -33,10 +28,7 @@ from flowtide.engine.run.view import RunEnd
 from flowtide.engine.timing.scope import Cancellation, CancelReason
 from flowtide.engine.worker._host import RunHost
 from flowtide.model.flow import Flow
-from flowtide.model.placements import (
-    PhaseKind,
-    Terminal,
-)
+from flowtide.model.placements import PhaseKind, Terminal
 from flowtide.store.base import (
     Commit,
     ParkStatus,

@@ -34,12 +34,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from flowtide.engine.errors import (
-    StoreUnavailableError,
-)
-from flowtide.engine.event_types import (
-    NodeStarted,
-)
+from flowtide.engine.errors import StoreUnavailableError
+from flowtide.engine.event_types import NodeStarted
 from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle
@@ -55,10 +51,7 @@ from flowtide.engine.run.restoring import restore_view
 from flowtide.engine.run.scatter import ScatterRun
 from flowtide.engine.timing.scope import Cancellation, CancelScope
 from flowtide.engine.worker._host import RunHost
-from flowtide.model.placements import (
-    Scatter,
-    Terminal,
-)
+from flowtide.model.placements import Scatter, Terminal
 from flowtide.store.base import (
     Commit,
     DueEntry,

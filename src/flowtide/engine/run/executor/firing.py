@@ -10,39 +10,22 @@ from collections.abc import Coroutine, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from flowtide.engine.errors import (
-    UnroutedOutputError,
-)
+from flowtide.engine.errors import UnroutedOutputError
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import ErrorInfo, InterruptedAt
 from flowtide.engine.run.attempts import Running
 from flowtide.engine.run.committer import Committer
-from flowtide.engine.run.due import (
-    DEADLINE,
-    RESUME,
-    SIGNAL,
-    TIMEOUT,
-    DuePurpose,
-    parse_purpose,
-)
+from flowtide.engine.run.due import DEADLINE, RESUME, SIGNAL, TIMEOUT, DuePurpose, parse_purpose
 from flowtide.engine.run.executor.ports import MovePort, StepPort
 from flowtide.engine.run.executor.records import escalation
 from flowtide.engine.run.executor.signals import Signals
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.executor.tasks import TaskSteps
-from flowtide.engine.run.marks import (
-    FiredTimer,
-    interrupt,
-    mark_due,
-    mark_side,
-    timer_fired,
-)
+from flowtide.engine.run.marks import FiredTimer, interrupt, mark_due, mark_side, timer_fired
 from flowtide.engine.run.move import Move
 from flowtide.engine.run.parking import due_applies
 from flowtide.engine.timing.scope import CancelReason
-from flowtide.model.placements import (
-    AnyPlacement,
-)
+from flowtide.model.placements import AnyPlacement
 from flowtide.store.base import (
     Commit,
     DueEntry,

@@ -11,9 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from flowtide.clock import isoformat
-from flowtide.engine.event_types import (
-    RunStarted,
-)
+from flowtide.engine.event_types import RunStarted
 from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt
@@ -24,16 +22,8 @@ from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.run.executor.settling import Settling
 from flowtide.engine.timing.scope import CancelReason
 from flowtide.model.flow import Flow
-from flowtide.model.placements import (
-    PhaseKind,
-)
-from flowtide.store.base import (
-    Commit,
-    DueEntry,
-    NodeAnchor,
-    TokenRecord,
-    TokenStatus,
-)
+from flowtide.model.placements import PhaseKind
+from flowtide.store.base import Commit, DueEntry, NodeAnchor, TokenRecord, TokenStatus
 
 S = TokenStatus
 

@@ -12,10 +12,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from flowtide.engine.errors import (
-    DrainedWithoutTerminal,
-    StoreUnavailableError,
-)
+from flowtide.engine.errors import DrainedWithoutTerminal, StoreUnavailableError
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.run.committer import Committer
@@ -25,14 +22,7 @@ from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.timing.scope import CancelReason
 from flowtide.engine.worker._host import RunHost
-from flowtide.store.base import (
-    Checkpoint,
-    Commit,
-    Lease,
-    StoreConflict,
-    StoreError,
-    TokenStatus,
-)
+from flowtide.store.base import Checkpoint, Commit, Lease, StoreConflict, StoreError, TokenStatus
 
 S = TokenStatus
 

@@ -11,31 +11,20 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from flowtide.engine.errors import (
-    SignalRefused,
-)
+from flowtide.engine.errors import SignalRefused
 from flowtide.engine.event_types import Signalled
 from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.requests._addressing import find_park
-from flowtide.engine.requests._signals import (
-    accepted_reply,
-    refusal,
-    refused_reply,
-    signal_answer,
-)
+from flowtide.engine.requests._signals import accepted_reply, refusal, refused_reply, signal_answer
 from flowtide.engine.run.attempts import AttemptRunner
 from flowtide.engine.run.committer import Committer
-from flowtide.engine.run.due import (
-    TIMEOUT,
-)
+from flowtide.engine.run.due import TIMEOUT
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.ports import MovePort, StepPort
 from flowtide.engine.run.executor.records import end_reason
 from flowtide.engine.run.executor.steps import StepLock
-from flowtide.engine.run.marks import (
-    wake,
-)
+from flowtide.engine.run.marks import wake
 from flowtide.engine.run.move import Move
 from flowtide.engine.run.parking import signalled_token
 from flowtide.engine.state.reducers import StateMerger
