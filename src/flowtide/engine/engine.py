@@ -297,7 +297,7 @@ class Engine:
         if held is None:
             # Not held here (let go, or ended): what the store holds is the whole story.
             await self._waiters.from_store(self.store, run_id, parked=True)
-        elif (now := held.parked_now()) is not None:
+        elif (now := held.settler.parked_now()) is not None:
             self._waiters.settled(now)  # (held, and parked already)
         return await self._answer(fut, run_id, parked=True)
 
@@ -367,13 +367,13 @@ class Engine:
             await self._store_run(run, state, held=False)
             return
         ex = await self._create(self.plan(run.flow_id), run, state, None)
-        ex.launch(entrypoint)
+        ex.run_start.launch(entrypoint)
 
     async def _create_child(
         self, plan: FlowPlan, run: RunRecord, state: dict[str, Any], scope: CancelScope
     ) -> RunExecutor:
         ex = await self._create(plan, run, state, scope, stored=True)
-        ex.launch(None)
+        ex.run_start.launch(None)
         return ex
 
     async def _create(
@@ -475,7 +475,7 @@ class Engine:
         self._hold(run_id, ex)
         self._presence.took(run_id, run.flow_id)
         if run.lifecycle == Lifecycle.PENDING:
-            ex.launch(run.options.get("entrypoint"))
+            ex.run_start.launch(run.options.get("entrypoint"))
             return ex
         try:
             ex.restore(snapshot)
@@ -598,14 +598,14 @@ class Engine:
         await self._ready()
         ex = await self._signaller.adopt(run_id)
         if ex is not None:
-            return ex.cancel(reason, sender)
+            return ex.ending.cancel(reason, sender)
         return await self._signaller.cancel(run_id, reason, wait, sender)
 
     def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:
         """Cancel a run at once if this worker holds it, else record it (True: asked)."""
         ex = self._signaller.holding(run_id)
         if ex is not None:
-            return ex.cancel(reason)
+            return ex.ending.cancel(reason)
         task = asyncio.get_running_loop().create_task(self.cancel(run_id, reason, wait=0))
         task.add_done_callback(consumed)
         return True

@@ -1,9 +1,12 @@
 """What the composed parts of the executor call back on it, as stand-ins for the parts' own
 tests: every part's step (``StepPort``: events made on a virtual clock, commits recorded, not
-sent), and the rest of a run that the router and the task steps need (:class:`RecordedRun`)."""
+sent), the rest of a run that the router, the task steps, signals and due firings need
+(:class:`RecordedRun`), and what its start, settling and end need besides
+(:class:`DrivenRun`)."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -13,28 +16,40 @@ from typing import Any
 
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import VirtualClock
+from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import ErrorData, EventPayload, error_data
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.result import ErrorInfo, InterruptedAt
+from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
 from flowtide.engine.run.attempts import NO_HOOKS, Attempt, AttemptCall, Running, StartHooks
+from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.closing import RunClosing, StateUpdate
+from flowtide.engine.run.executor.ending import RunEnding
 from flowtide.engine.run.executor.joins import Joins
+from flowtide.engine.run.executor.launching import RunStart
 from flowtide.engine.run.executor.router import Router
+from flowtide.engine.run.executor.settling import Settling
+from flowtide.engine.run.executor.signals import Signals
 from flowtide.engine.run.executor.steps import StepLock
+from flowtide.engine.run.executor.tasks import TaskSteps
 from flowtide.engine.run.move import Move, Moved
-from flowtide.engine.run.view import RunView
+from flowtide.engine.run.parking import park_record
+from flowtide.engine.run.view import RunEnd, RunView
 from flowtide.engine.state.reducers import StateMerger
 from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope
 from flowtide.model.placements import Terminal
 from flowtide.store.base import (
     Commit,
+    DueEntry,
     EventRecord,
+    Lease,
+    ParkRecord,
     ParkStatus,
     RunRecord,
+    StoreConflict,
     TokenRecord,
     TokenStatus,
 )
@@ -139,6 +154,19 @@ class RecordedRun(RecordedSteps):
         self.closed_parks: list[tuple[str, ParkStatus]] = []
         self.ends: list[tuple[Lifecycle, list[ErrorInfo]]] = []
         self.refusing = False
+        self.committer = Committer(self.host)
+        self.cancels: list[str] = []
+        self.firing: set[DueEntry] = set()
+        self.closed = False
+        self.task_steps = TaskSteps(self)
+        self.signals = Signals(self)
+
+    @property
+    def tokens(self) -> dict[str, TokenRecord]:
+        return self.view.tokens
+
+    def park_record(self, park_id: str) -> ParkRecord | None:
+        return park_record(self.view.parks, self.view.recent_parks, park_id)
 
     async def commit(
         self,
@@ -227,3 +255,95 @@ class RecordedRun(RecordedSteps):
         token.status = TokenStatus.FAILED
         self.view.tokens.pop(token.id, None)
         self.request_end(Lifecycle.FAILED, [self.error_info(exc, token.placement)], interrupted)
+
+
+class RecordingHost:
+    """The engine as a run's start, settling and end see it: what they tell it is recorded."""
+
+    def __init__(self) -> None:
+        self.random = random.Random(7)
+        self.woken: list[datetime] = []
+        self.told: list[tuple[str, object]] = []
+        self.cancelled_children: list[str] = []
+
+    def wake_sweeper(self, at: datetime) -> None:
+        self.woken.append(at)
+
+    def let_go(self, executor: object) -> None:
+        self.told.append(("let_go", executor))
+
+    def discard(self, executor: object) -> None:
+        self.told.append(("discard", executor))
+
+    def forget(self, executor: object) -> None:
+        self.told.append(("forget", executor))
+
+    def settled(self, result: RunResult) -> None:
+        self.told.append(("settled", result))
+
+    def ended(self, result: RunResult) -> None:
+        self.told.append(("ended", result))
+
+    async def cancel_children(self, run_ids: Sequence[str], reason: str) -> None:
+        self.cancelled_children.extend(run_ids)
+
+    def said(self) -> list[str]:
+        return [what for what, _ in self.told]
+
+
+class DrivenRun(RecordedRun):
+    """A :class:`RecordedRun` with what a run's start, settling and end need besides: its tasks,
+    child waits, lease, timers and flags, a :class:`RecordingHost`, and the parts themselves
+    (:attr:`settler`, :attr:`ending`, :attr:`run_start`); tokens it is asked to drive are
+    recorded, not driven."""
+
+    def __init__(
+        self, plan: FlowPlan, impls: Mapping[str, NodeImplementation], now: datetime
+    ) -> None:
+        super().__init__(plan, impls, now)
+        self.recording = RecordingHost()
+        self.host = self.recording
+        self.flow = plan.flow
+        self.tasks: set[asyncio.Future[Any]] = set()
+        self.child_waits: dict[str, Any] = {}
+        self.handing: asyncio.Task[None] | None = None
+        self.settling: asyncio.Task[None] | None = None
+        self.released = False
+        self.pins = 0
+        self.lease: Lease | None = None
+        self.deadline_timer: Any = None
+        self.started = True
+        self.handed_off = False
+        self.driven: list[str] = []
+        self.closes = 0
+        self.lost: list[BaseException] = []
+        self.phases: Any = None  # (no phase here)
+        self.settler = Settling(self)
+        self.ending = RunEnding(self)
+        self.run_start = RunStart(self)
+
+    def working(self) -> bool:
+        return bool(self.tasks)
+
+    def close(self, notify: bool = True) -> None:
+        self.closed = True
+        self.closes += 1
+
+    def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None:
+        self.lost.append(exc)
+
+    async def drive(self, token: TokenRecord | None) -> None:
+        if token is not None:
+            self.driven.append(token.id)
+
+    def request_end(
+        self,
+        lifecycle: Lifecycle,
+        errors: Sequence[ErrorInfo] = (),
+        interrupted: InterruptedAt | None = None,
+        *,
+        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
+    ) -> None:
+        super().request_end(lifecycle, errors, interrupted, cancel_reason=cancel_reason)
+        if self.view.end is None:
+            self.view.end = RunEnd(lifecycle, list(errors), interrupted)

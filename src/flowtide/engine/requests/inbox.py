@@ -10,8 +10,8 @@ its holder: it writes a
 :class:`~flowtide.store.SignalRequest` (``kind`` ``signal`` or ``cancel``) with
 :meth:`Store.request_signal <flowtide.store.Store.request_signal>`, which stores it with a due
 entry (purpose ``signal``) that makes the run due at once: its holder claims it again and
-applies the request (see :meth:`Parking.answer_request
-<flowtide.engine.run.executor.parking.Parking.answer_request>`); a run nobody holds is taken by
+applies the request (see :meth:`Signals.answer_request
+<flowtide.engine.run.executor.signals.Signals.answer_request>`); a run nobody holds is taken by
 the next worker that claims it (a worker waiting for an answer takes the run once nobody holds
 it alive). The sender waits up to ``wait`` seconds for the answer
 and returns it (or raises the same :class:`SignalRefused`); unanswered by then, it raises
@@ -174,10 +174,10 @@ class Signaller:
         sender: str | None = None,
     ) -> SignalReceipt | None:
         """The signal applied by this engine, which holds the run (None: look again)."""
-        if not ex.pin():
+        if not ex.settler.pin():
             return None
         try:
-            answer = await ex.signal(
+            answer = await ex.signals.signal(
                 park,
                 payload=payload,
                 output=output,
@@ -195,7 +195,7 @@ class Signaller:
             self._discard(ex)
             return None
         finally:
-            ex.unpin()
+            ex.settler.unpin()
 
     async def _refusal(self, park: ParkRecord) -> SignalRefused:
         """Why a signal for ``park`` of a run that has ended is refused."""

@@ -75,7 +75,7 @@ from flowtide.store.jsonvalues import check_json
 if TYPE_CHECKING:
     from flowtide.clock import Clock, TimerHandle
     from flowtide.engine.run.executor.child_runs import ChildRuns
-    from flowtide.engine.run.executor.parking import Parking
+    from flowtide.engine.run.executor.core import RunCore
 
 _END = object()
 _MISSING = object()
@@ -190,7 +190,7 @@ class BatchMarks:
 
 
 class ScatterRun:
-    def __init__(self, ex: Parking, children: ChildRuns, token: TokenRecord, p: Scatter) -> None:
+    def __init__(self, ex: RunCore, children: ChildRuns, token: TokenRecord, p: Scatter) -> None:
         self.ex = ex
         self.children = children
         self.token = token

@@ -7,13 +7,12 @@ an attempt: :mod:`~flowtide.engine.run.executor.attempts`), its arming (windows,
 anchors: :mod:`~flowtide.engine.run.executor.arming`), its router (moves along outputs:
 :mod:`~flowtide.engine.run.executor.router`), its join groups
 (:mod:`~flowtide.engine.run.executor.joins`) and its task steps (task, wait and terminal
-placements: :mod:`~flowtide.engine.run.executor.tasks`); the driving class holds its child runs
-(:mod:`~flowtide.engine.run.executor.child_runs`) and phases
-(:mod:`~flowtide.engine.run.executor.phases`). Over the core sit parking (signals and due
-instants), driving (a run's start, settling, end) and the executor (resume from the store), each
-a subclass of the one below. What they decide is decided by the parts of
-:mod:`flowtide.engine.run`; what the core needs from the classes over it is declared here,
-abstract."""
+placements: :mod:`~flowtide.engine.run.executor.tasks`), its signals
+(:mod:`~flowtide.engine.run.executor.signals`) and its due firings
+(:mod:`~flowtide.engine.run.executor.firing`). The executor over it
+(:mod:`~flowtide.engine.run.executor.executor`) holds the rest: child runs, phases, the run's
+start, settling and end. What they decide is decided by the parts of :mod:`flowtide.engine.run`;
+what the core needs from the executor over it is declared here, abstract."""
 
 from __future__ import annotations
 
@@ -37,8 +36,10 @@ from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.closing import RunClosing
+from flowtide.engine.run.executor.firing import DueFiring
 from flowtide.engine.run.executor.joins import Joins
 from flowtide.engine.run.executor.router import Router
+from flowtide.engine.run.executor.signals import Signals
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.executor.tasks import TaskSteps
 from flowtide.engine.run.marks import inherit
@@ -82,8 +83,8 @@ class ChildWait:
 
 
 class RunCore(ABC):
-    """One run's view and commits, and the parts that move its tokens; the classes over it add
-    signals, due instants and driving."""
+    """One run's view and commits, and the parts that move its tokens; the executor over it
+    drives them."""
 
     def __init__(
         self,
@@ -149,6 +150,10 @@ class RunCore(ABC):
         worker once the step is done (see ``RunHost.executes``)."""
         self.handing: asyncio.Task[None] | None = None
         """The step that hands the run back (see ``handed_off``)."""
+        self.signals = Signals(self)
+        """Signals to the run's parked tokens, and requests recorded for the run."""
+        self.due_firing = DueFiring(self)
+        """The run's due entries fired (waits, backoffs, park deadlines, timers, requests)."""
 
     @property
     def run(self) -> RunRecord:
@@ -371,23 +376,23 @@ class RunCore(ABC):
                 await self.joins.evaluate()
         return moved
 
-    # -- what the classes over the core provide ------------
+    # -- what the executor over the core provides ------------
 
     @abstractmethod
     async def drive(self, token: TokenRecord | None) -> None:
-        """Drive ``token`` placement after placement (driving)."""
+        """Drive ``token`` placement after placement."""
 
     @abstractmethod
     async def finalize(self) -> None:
-        """End the run as :attr:`end` says (driving)."""
+        """End the run as :attr:`end` says (its ending)."""
 
     @abstractmethod
     def on_root_cancelled(self, c: Cancellation) -> None:
-        """The run's root scope was cancelled: end the run (driving)."""
+        """The run's root scope was cancelled: end the run (its ending)."""
 
     @abstractmethod
     def maybe_drained(self) -> None:
-        """Settle or end the run if nothing drives it any more (driving)."""
+        """Settle or end the run if nothing drives it any more (its settler)."""
 
     @abstractmethod
     def closing(
@@ -398,8 +403,8 @@ class RunCore(ABC):
         update: Callable[[], tuple[dict[str, Any], list[str]]] | None,
     ) -> RunClosing | None:
         """The run's end, to fold into ``c`` (a move's commit of ``ending`` to their terminals),
-        if that move ends the run (driving); None: it does not, or not alone."""
+        if that move ends the run (its ending); None: it does not, or not alone."""
 
     @abstractmethod
     def ended_by_step(self, closing: RunClosing) -> None:
-        """A step's commit ended the run (see :meth:`closing`; driving)."""
+        """A step's commit ended the run (see :meth:`closing`; its ending)."""

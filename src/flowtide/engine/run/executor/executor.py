@@ -16,24 +16,84 @@ each first claims the token in memory (synchronously, so a second claimant in th
 it taken) and then commits with ``Commit.expect`` (status ``parked`` and the park's epoch; for a
 signal also "deadline still ahead"), so the store refuses the loser across processes too.
 
-The executor is its core, the parts it holds and the classes over it (see
-:mod:`flowtide.engine.run.executor.core`)."""
+The executor is its core (:mod:`~flowtide.engine.run.executor.core`: the view, the commit of a
+step, the tasks) and the parts it holds, each behind a protocol of what it needs: the run's
+start (:mod:`~flowtide.engine.run.executor.launching`), signals
+(:mod:`~flowtide.engine.run.executor.signals`), due entries fired
+(:mod:`~flowtide.engine.run.executor.firing`), settling and letting go
+(:mod:`~flowtide.engine.run.executor.settling`) and the run's end
+(:mod:`~flowtide.engine.run.executor.ending`), besides the token parts of the core. What is left
+here is the driver: each token's task, placement after placement, handing each kind of
+placement to the part that does it."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from typing import Any
 
-from flowtide.engine.run.executor.driving import Driving
+from flowtide.engine.errors import StoreUnavailableError
+from flowtide.engine.event_types import NodeStarted
+from flowtide.engine.flows.code import FlowCode
+from flowtide.engine.flows.plan import FlowPlan
+from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.run.executor.child_runs import ChildRuns
+from flowtide.engine.run.executor.closing import RunClosing
+from flowtide.engine.run.executor.core import RunCore
+from flowtide.engine.run.executor.ending import RunEnding
+from flowtide.engine.run.executor.launching import RunStart
+from flowtide.engine.run.executor.phases import Phases
+from flowtide.engine.run.executor.settling import Settling
+from flowtide.engine.run.move import Move
 from flowtide.engine.run.restoring import restore_view
-from flowtide.store.base import DueEntry, RunSnapshot, TokenStatus
+from flowtide.engine.run.scatter import ScatterRun
+from flowtide.engine.timing.scope import Cancellation, CancelScope
+from flowtide.engine.worker._host import RunHost
+from flowtide.model.placements import Scatter, Terminal
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    RunRecord,
+    RunSnapshot,
+    StoreConflict,
+    TokenRecord,
+    TokenStatus,
+)
 
 S = TokenStatus
 
 
-class RunExecutor(Driving):
-    """One run, driven from its start or rebuilt from the store."""
+YIELD_EVERY = 16
+"""A token's task gives the event loop a turn after this many steps in a row."""
+
+
+class RunExecutor(RunCore):
+    """One run, driven from its start or rebuilt from the store: the parts it holds, and each
+    token's task."""
+
+    def __init__(
+        self,
+        host: RunHost,
+        plan: FlowPlan,
+        run: RunRecord,
+        state: dict[str, Any],
+        *,
+        code: FlowCode,
+        parent_scope: CancelScope | None = None,
+    ) -> None:
+        super().__init__(host, plan, run, state, code=code, parent_scope=parent_scope)
+        self.children = ChildRuns(self)
+        """The run's child runs (a subflow's token, a scatter's flow bodies)."""
+        self.phases = Phases(self)
+        """The run's pre and post phases."""
+        self.run_start = RunStart(self)
+        """The run's start and its deadline."""
+        self.settler = Settling(self)
+        """Settling the run (or handing it back) when nothing drives it any more."""
+        self.ending = RunEnding(self)
+        """The run's end (and the caller's cancel)."""
 
     def restore(self, snapshot: RunSnapshot) -> None:
         """Rebuild in-memory bookkeeping from the run's snapshot (before resuming): its tokens,
@@ -54,11 +114,11 @@ class RunExecutor(Driving):
         here); how many were not being fired already."""
         come = [e for e in due if e.when <= now]
         fired = 0
-        if come and self.pin():
+        if come and self.settler.pin():
             try:
-                fired = self.fire_all(come)
+                fired = self.due_firing.fire_all(come)
             finally:
-                self.unpin()
+                self.settler.unpin()
         return fired
 
     def resume_tokens(self) -> None:
@@ -73,4 +133,124 @@ class RunExecutor(Driving):
             elif t.status in (S.READY, S.RUNNING):
                 t.status = S.READY
                 self.spawn(t)
-        self.arm_deadline()
+        self.run_start.arm_deadline()
+
+    async def finalize(self) -> None:
+        await self.ending.finalize()
+
+    def on_root_cancelled(self, c: Cancellation) -> None:
+        self.ending.on_root_cancelled(c)
+
+    def maybe_drained(self) -> None:
+        self.settler.maybe_drained()
+
+    def closing(
+        self,
+        c: Commit,
+        ending: Sequence[tuple[TokenRecord, Terminal]],
+        released: Sequence[tuple[str, str | None]],
+        update: Callable[[], tuple[dict[str, Any], list[str]]] | None,
+    ) -> RunClosing | None:
+        return self.ending.closing(c, ending, released, update)
+
+    def ended_by_step(self, closing: RunClosing) -> None:
+        self.ending.ended_by_step(closing)
+
+    def close(self, notify: bool = True) -> None:
+        """Stop driving this run without recording anything (the engine is closing)."""
+        self.closed = True
+        if self.deadline_timer is not None:
+            self.deadline_timer.cancel()
+        for task in list(self.tasks):
+            task.cancel()
+        if self.finalizer is not None:
+            self.finalizer.cancel()
+
+    async def drive(self, token: TokenRecord | None) -> None:
+        """Drive ``token`` placement after placement."""
+        placements = self.plan.placements
+        steps = 0
+        own = token.id if token is not None else None
+        try:
+            while token is not None:
+                if self.view.end is not None or token.status is S.CANCELLED:
+                    return
+                steps += 1
+                if steps % YIELD_EVERY == 0:
+                    # A node that never awaits (a hot loop back to itself), on a store that
+                    # answers at once, must not starve the run's deadline, other runs or the
+                    # sweeper.
+                    await asyncio.sleep(0)
+                p = placements[token.placement]
+                if p.kind in _RUNS_CODE:
+                    token = await _HANDLERS[p.kind](self, token, p)
+                else:
+                    async with self.steps.hold():  # the whole placement is one step
+                        if self.view.end is not None or token.status is S.CANCELLED:
+                            return  # (decided by the step that held the lock before)
+                        token = await _HANDLERS[p.kind](self, token, p)
+        except asyncio.CancelledError:
+            if not self.closed:
+                raise
+        except (StoreConflict, StoreUnavailableError) as exc:
+            self.lose_view(exc)
+        except Exception as exc:
+            placement = token.placement if token is not None else None
+            self.request_end(Lifecycle.FAILED, [self.error_info(exc, placement)])
+        finally:
+            if own is not None:
+                self.attempts.drop_thread(own)  # (a slot taken for an attempt that never ran)
+            self.tasks.discard(asyncio.current_task())
+            if not self.working():  # else _maybe_drained has nothing to do
+                self.maybe_drained()
+
+    async def at_scatter(self, token: TokenRecord, p: Scatter) -> TokenRecord | None:
+
+        body = self.plan.nodes.get(p.id)
+        async with self.steps.hold():
+            if self.view.end is not None or token.status is S.CANCELLED:
+                return None
+            token.status = S.RUNNING
+            started = self.event(
+                token,
+                NodeStarted(
+                    visit=token.visit, kind="scatter", deadline=None, node=body, subflow=p.body.flow
+                ),
+            )
+            if not await self.commit(
+                Commit(self.view.run.id, tokens=[token], events=[started]), unless_ended=True
+            ):
+                return None
+        base = dict(self.view.state)
+        runner = ScatterRun(self, self.children, token, p)
+        output, update = await runner.run(base)
+        if output is None or self.view.end is not None or token.status is S.CANCELLED:
+            return None
+        self.view.last_placements = [p.id]
+        return (
+            await self.move(
+                Move(
+                    token,
+                    p,
+                    output,
+                    event=lambda to: runner.finished(output, to),
+                    update=lambda: self.merger.apply(self.view.state, base, {}, [], update),
+                )
+            )
+        ).next
+
+
+_Handler = Callable[[RunExecutor, TokenRecord, Any], Awaitable[TokenRecord | None]]
+_HANDLERS: dict[str, _Handler] = {
+    "task": lambda ex, token, p: ex.task_steps.at_task(token, p),
+    "wait": lambda ex, token, p: ex.task_steps.at_wait(token, p),
+    "join": lambda ex, token, p: ex.joins.at_join(token, p),
+    "scatter": RunExecutor.at_scatter,
+    "subflow": lambda ex, token, p: ex.children.at_subflow(token, p),
+    "terminal": lambda ex, token, p: ex.task_steps.at_terminal(token, p),
+    "phase": lambda ex, token, p: ex.task_steps.at_phase(token, p),
+}
+"""What drives a token at each kind of placement."""
+_RUNS_CODE = frozenset({"task", "scatter", "subflow"})
+"""The kinds whose handler runs code (a node, items, a child run): it takes the step lock only
+for its steps, never while that code runs."""

@@ -1,0 +1,281 @@
+"""Settling a run: when nothing drives it any more, it ends (completed, or failed if a token is
+stuck), or it is quiescent (only waits and parks left) and given back to the store (lifecycle
+``parked``), or handed back for a worker when this engine runs no nodes; pins keep it held
+while a signal or a firing works on it. A part the executor holds (:class:`Settling`), calling
+back only through :class:`SettlingHost`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from flowtide.engine.errors import DrainedWithoutTerminal, StoreUnavailableError
+from flowtide.engine.lifecycle import Lifecycle, transition
+from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
+from flowtide.engine.run.committer import Committer
+from flowtide.engine.run.due import DEADLINE
+from flowtide.engine.run.executor.core import ChildWait
+from flowtide.engine.run.executor.ports import StepPort
+from flowtide.engine.run.executor.steps import StepLock
+from flowtide.engine.timing.scope import CancelReason
+from flowtide.engine.worker._host import RunHost
+from flowtide.store.base import Checkpoint, Commit, Lease, StoreConflict, StoreError, TokenStatus
+
+S = TokenStatus
+
+
+class SettlingHost(StepPort, Protocol):
+    """What settling needs of the executor besides a step: the engine, the step lock, the
+    committer, the run's tasks and child waits, its lease and timers, whether it started, is
+    handed off or let go, and how it ends, closes or drops its view."""
+
+    handing: asyncio.Task[None] | None
+    settling: asyncio.Task[None] | None
+    released: bool
+    pins: int
+    lease: Lease | None
+    deadline_timer: Any
+
+    @property
+    def host(self) -> RunHost: ...
+
+    @property
+    def steps(self) -> StepLock: ...
+
+    @property
+    def committer(self) -> Committer: ...
+
+    @property
+    def child_waits(self) -> dict[str, ChildWait]: ...
+
+    @property
+    def tasks(self) -> set[asyncio.Future[Any]]: ...
+
+    @property
+    def started(self) -> bool: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def handed_off(self) -> bool: ...
+
+    def working(self) -> bool: ...
+
+    def close(self, notify: bool = True) -> None: ...
+
+    def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None: ...
+
+    def request_end(
+        self,
+        lifecycle: Lifecycle,
+        errors: Sequence[ErrorInfo] = (),
+        interrupted: InterruptedAt | None = None,
+        *,
+        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
+    ) -> None: ...
+
+
+class Settling:
+    """Settles the run, or hands it back, when nothing drives it any more, through ``ex``."""
+
+    def __init__(self, ex: SettlingHost) -> None:
+        self.ex = ex
+
+    def maybe_drained(self) -> None:
+        if (
+            self.ex.view.end is not None
+            or self.ex.closed
+            or self.ex.working()
+            or not self.ex.started
+        ):
+            return
+        if self.ex.released:
+            return
+        if self.ex.pins:
+            return
+        if self.ex.handed_off:
+            if self.ex.handing is None:
+                self.ex.handing = asyncio.get_running_loop().create_task(self.hand_off())
+            return
+        if self.ex.child_waits or any(
+            t.status in (S.WAITING, S.PARKED) for t in self.ex.view.tokens.values()
+        ):
+            settling = self.ex.settling is not None and not self.ex.settling.done()
+            if not settling and self.quiescent():
+                self.ex.settling = asyncio.get_running_loop().create_task(self.settle())
+            return
+        if self.ex.view.tokens:
+            stuck = sorted({t.placement for t in self.ex.view.tokens.values()})
+            self.ex.request_end(
+                Lifecycle.FAILED, [self.ex.error_info(DrainedWithoutTerminal(stuck))]
+            )
+        elif self.ex.view.terminals:
+            self.ex.request_end(Lifecycle.COMPLETED)
+        else:
+            self.ex.request_end(
+                Lifecycle.FAILED,
+                [self.ex.error_info(DrainedWithoutTerminal(self.ex.view.last_placements))],
+            )
+
+    def quiescent(self) -> bool:
+        """Only waiting/parked (and join-arrived) tokens are left, and nothing runs."""
+        if self.ex.view.end is not None or self.ex.closed or self.ex.working() or self.ex.pins:
+            return False
+        # (A subflow token whose child waits parked counts as parked.)
+        statuses = {
+            t.status for t in self.ex.view.tokens.values() if t.id not in self.ex.child_waits
+        }
+        if self.ex.child_waits:
+            statuses.add(S.PARKED)
+        return bool(statuses & {S.WAITING, S.PARKED}) and not statuses & {S.READY, S.RUNNING}
+
+    def parked_now(self) -> RunResult | None:
+        """The run as it is, if it waits parked now (settled, nothing at work); else None."""
+        if self.ex.view.run.lifecycle != Lifecycle.PARKED.value or not self.quiescent():
+            return None
+        result = self.snapshot()
+        return result if result.parked else None
+
+    def parked_tokens(self) -> tuple[ParkedToken, ...]:
+        out = []
+        for t in self.ex.view.tokens.values():
+            park = self.ex.view.parks.get(t.id)
+            if t.status is S.PARKED and park is not None:
+                out.append(
+                    ParkedToken(
+                        t.id, t.placement, park.key, t.deadline, park.payload, park.parked_at
+                    )
+                )
+        for wait in self.ex.child_waits.values():
+            out.extend(wait.parked)
+        return tuple(out)
+
+    def snapshot(self) -> RunResult:
+        """The run as it is now (lifecycle ``parked`` at a quiescent point)."""
+        return RunResult(
+            run_id=self.ex.view.run.id,
+            lifecycle=Lifecycle(self.ex.view.run.lifecycle),
+            outcome=None,
+            state=dict(self.ex.view.state),
+            parked=self.parked_tokens(),
+            warnings=tuple(self.ex.view.warnings),
+            terminals=tuple(self.ex.view.terminals),
+        )
+
+    async def settle(self) -> None:
+        """The run is quiescent: lifecycle ``parked``, tell who waits, and let go of it."""
+        await asyncio.sleep(0)
+        async with self.ex.steps.hold():
+            if not self.quiescent():
+                return
+            c = Commit(self.ex.view.run.id)
+            if self.ex.view.run.lifecycle != Lifecycle.PARKED.value:
+                self.ex.view.run.lifecycle = transition(
+                    self.ex.view.run.lifecycle, Lifecycle.PARKED
+                ).value
+                c.run = self.ex.view.run
+            if self.ex.view.run.deadline is not None:
+                # Nothing holds the run's deadline timer any more: the sweeper will.
+                c.due = [
+                    DEADLINE.entry(
+                        self.ex.view.run.deadline, self.ex.view.run.id, self.ex.view.run.id
+                    )
+                ]
+            # What a rebuild needs beyond the tokens, so that it reads no older history.
+            self.ex.view.run.checkpoint = Checkpoint(
+                self.ex.committer.last_seq(),
+                dict(self.ex.view.visits),
+                list(self.ex.view.terminals),
+                self.ex.view.outcome,
+            )
+            c.run = self.ex.view.run
+            c.release = True  # nobody holds it now: its wake instant is its next due entry
+            try:
+                await self.ex.commit(c)
+            except (StoreConflict, StoreUnavailableError) as exc:
+                # Another worker took the run, or the store stays down: the run is as the
+                # store has it.
+                self.ex.lose_view(exc)
+                return
+            if not self.quiescent():
+                if not self.ex.closed:
+                    await self._take_back()
+                return
+            result = self.snapshot()
+            self.ex.released = True
+            if self.ex.deadline_timer is not None:
+                self.ex.deadline_timer.cancel()
+                self.ex.deadline_timer = None
+            self.ex.root.close()
+            if self.ex.child_waits:
+                # Its subflows' tokens stay running in the store, each waiting for its child,
+                # whose end wakes this run (see flowtide.engine.run.children): their tasks go.
+                self.ex.close()
+            self.ex.host.let_go(self.ex)
+        self.ex.host.settled(result)
+
+    async def _take_back(self) -> None:
+        """Something came (a cancel, a firing) while the commit that gave the run back was under
+        way: its lease is taken again, for what follows to be committed (else this view is
+        dropped)."""
+        lease, now = self.ex.lease, self.ex.clock.now()
+        taken = None
+        if lease is not None:
+            with contextlib.suppress(StoreError):
+                taken = await self.ex.host.store.acquire_run(
+                    self.ex.view.run.id, lease.owner, now, max(lease.expires, now)
+                )
+        if taken is None:
+            self.ex.host.discard(self.ex)
+            return
+        self.ex.lease = taken
+
+    async def hand_off(self) -> None:
+        """This engine runs no nodes, and a token is ready: give the run back to the store (it
+        needs a worker at once) and let go of it."""
+        await asyncio.sleep(0)
+        async with self.ex.steps.hold():
+            if (
+                self.ex.view.end is not None
+                or self.ex.closed
+                or self.ex.released
+                or self.ex.tasks
+                or self.ex.pins
+            ):
+                return
+            self.ex.view.run.checkpoint = Checkpoint(
+                self.ex.committer.last_seq(),
+                dict(self.ex.view.visits),
+                list(self.ex.view.terminals),
+                self.ex.view.outcome,
+            )
+            try:
+                await self.ex.commit(
+                    Commit(self.ex.view.run.id, run=self.ex.view.run, release=True)
+                )
+            except (StoreConflict, StoreUnavailableError) as exc:
+                self.ex.lose_view(exc)
+                return
+            self.ex.released = True
+            if self.ex.deadline_timer is not None:
+                self.ex.deadline_timer.cancel()
+                self.ex.deadline_timer = None
+            self.ex.root.close()
+            self.ex.host.let_go(self.ex)
+        self.ex.host.settled(self.snapshot())
+
+    def pin(self) -> bool:
+        """Keep the executor from being let go while a signal or a firing works on it; False if
+        it has already been let go (rebuild one from the store)."""
+        if self.ex.released or self.ex.closed:
+            return False
+        self.ex.pins += 1
+        return True
+
+    def unpin(self) -> None:
+        self.ex.pins -= 1
+        self.maybe_drained()
