@@ -4,7 +4,7 @@ scatter's items whose body is a flow), each in a child scope bounded by its wind
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -13,14 +13,14 @@ from flowtide.clock import isoformat
 from flowtide.engine.errors import RecursionDepthError, SubflowFailedError
 from flowtide.engine.event_types import NodeFailed, NodeStarted, SubflowFinished, SubflowStarted
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
+from flowtide.engine.result import RunResult
 from flowtide.engine.run.attempts import COMPUTE, Attempt, Running
 from flowtide.engine.run.children import StartedChild, child_run_id
 from flowtide.engine.run.due import TIMEOUT
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.core import ChildWait
-from flowtide.engine.run.executor.ports import MovePort, StepPort
+from flowtide.engine.run.executor.ports import EndPort, MovePort, StepPort
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.executor.tasks import TaskSteps
 from flowtide.engine.run.move import Move
@@ -41,7 +41,7 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class ChildRunHost(StepPort, MovePort, Protocol):
+class ChildRunHost(StepPort, MovePort, EndPort, Protocol):
     """What child runs need of the executor besides a step: where children start, the step
     lock, the run's windows, scopes and tasks, and how a token moves on or the run ends."""
 
@@ -74,15 +74,6 @@ class ChildRunHost(StepPort, MovePort, Protocol):
 
     @property
     def task_steps(self) -> TaskSteps: ...
-
-    def request_end(
-        self,
-        lifecycle: Lifecycle,
-        errors: Sequence[ErrorInfo] = (),
-        interrupted: InterruptedAt | None = None,
-        *,
-        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
-    ) -> None: ...
 
     def maybe_drained(self) -> None: ...
 

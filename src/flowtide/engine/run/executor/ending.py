@@ -21,7 +21,7 @@ from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.closing import RunClosing
 from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.phases import Phases
-from flowtide.engine.run.executor.ports import StepPort
+from flowtide.engine.run.executor.ports import EndPort, StepPort
 from flowtide.engine.run.executor.records import end_reason, end_result, finish
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.view import RunEnd
@@ -41,7 +41,7 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class EndingHost(StepPort, Protocol):
+class EndingHost(StepPort, EndPort, Protocol):
     """What a run's end needs of the executor besides a step: the engine, the flow and its
     phases, the step lock, the committer, the run's tasks, running nodes, child waits, cancel
     requests and deadline timer, whether it started or is handed off, and closing its parks."""
@@ -87,15 +87,6 @@ class EndingHost(StepPort, Protocol):
     def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None: ...
 
     def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None: ...
-
-    def request_end(
-        self,
-        lifecycle: Lifecycle,
-        errors: Sequence[ErrorInfo] = (),
-        interrupted: InterruptedAt | None = None,
-        *,
-        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
-    ) -> None: ...
 
 
 class RunEnding:

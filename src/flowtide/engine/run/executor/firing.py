@@ -12,11 +12,10 @@ from typing import Any, Protocol
 
 from flowtide.engine.errors import UnroutedOutputError
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.result import ErrorInfo, InterruptedAt
 from flowtide.engine.run.attempts import Running
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.due import DEADLINE, RESUME, SIGNAL, TIMEOUT, DuePurpose, parse_purpose
-from flowtide.engine.run.executor.ports import MovePort, StepPort
+from flowtide.engine.run.executor.ports import EndPort, MovePort, StepPort
 from flowtide.engine.run.executor.records import escalation
 from flowtide.engine.run.executor.signals import Signals
 from flowtide.engine.run.executor.steps import StepLock
@@ -40,7 +39,7 @@ S = TokenStatus
 log = logging.getLogger("flowtide.engine")
 
 
-class FiringHost(StepPort, MovePort, Protocol):
+class FiringHost(StepPort, MovePort, EndPort, Protocol):
     """What firing due entries needs of the executor besides a step and a move: the step lock,
     the committer (what the next commits expect and fire), the entries being fired, the running
     and starting attempts, its signals and task steps, new tokens and their tasks, and ending
@@ -79,15 +78,6 @@ class FiringHost(StepPort, MovePort, Protocol):
     def spawn_aux(self, coro: Coroutine[Any, Any, Any]) -> None: ...
 
     def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None: ...
-
-    def request_end(
-        self,
-        lifecycle: Lifecycle,
-        errors: Sequence[ErrorInfo] = (),
-        interrupted: InterruptedAt | None = None,
-        *,
-        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
-    ) -> None: ...
 
 
 class DueFiring:

@@ -7,18 +7,16 @@ run's deadline armed. A part the executor holds (:class:`RunStart`), calling bac
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 from flowtide.clock import isoformat
 from flowtide.engine.event_types import RunStarted
 from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.lifecycle import Lifecycle, transition
-from flowtide.engine.result import ErrorInfo, InterruptedAt
 from flowtide.engine.run.attempts import AttemptRunner
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.phases import Phases
-from flowtide.engine.run.executor.ports import StepPort
+from flowtide.engine.run.executor.ports import EndPort, StepPort
 from flowtide.engine.run.executor.settling import Settling
 from flowtide.engine.timing.scope import CancelReason
 from flowtide.model.flow import Flow
@@ -28,7 +26,7 @@ from flowtide.store.base import Commit, DueEntry, NodeAnchor, TokenRecord, Token
 S = TokenStatus
 
 
-class StartHost(StepPort, Protocol):
+class StartHost(StepPort, EndPort, Protocol):
     """What a run's start needs of the executor besides a step: the flow, its node code and
     phases, the attempts and arming, new tokens and their tasks, the run's tasks and deadline
     timer, settling, and ending the run."""
@@ -67,15 +65,6 @@ class StartHost(StepPort, Protocol):
     def spawn(self, token: TokenRecord) -> None: ...
 
     async def drive(self, token: TokenRecord | None) -> None: ...
-
-    def request_end(
-        self,
-        lifecycle: Lifecycle,
-        errors: Sequence[ErrorInfo] = (),
-        interrupted: InterruptedAt | None = None,
-        *,
-        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
-    ) -> None: ...
 
 
 class RunStart:

@@ -4,16 +4,17 @@ how a part moves a token on."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from flowtide.clock import Clock
 from flowtide.engine.event_types import ErrorData, EventPayload
 from flowtide.engine.flows.plan import FlowPlan
-from flowtide.engine.result import ErrorInfo
+from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.result import ErrorInfo, InterruptedAt
 from flowtide.engine.run.move import Move, Moved
 from flowtide.engine.run.view import RunView
-from flowtide.engine.timing.scope import CancelScope
+from flowtide.engine.timing.scope import CancelReason, CancelScope
 from flowtide.store.base import Commit, EventRecord, TokenRecord
 
 
@@ -62,3 +63,18 @@ class MovePort(Protocol):
     caller (:attr:`Moved.joins_due <flowtide.engine.run.move.Moved.joins_due>`)."""
 
     async def move(self, m: Move) -> Moved: ...
+
+
+class EndPort(Protocol):
+    """Ends the run (see :meth:`RunCore.request_end
+    <flowtide.engine.run.executor.core.RunCore.request_end>`): a part that fails a token or
+    finds the run over asks for its end, which the executor's driver carries out."""
+
+    def request_end(
+        self,
+        lifecycle: Lifecycle,
+        errors: Sequence[ErrorInfo] = (),
+        interrupted: InterruptedAt | None = None,
+        *,
+        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
+    ) -> None: ...

@@ -9,25 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 from flowtide.engine.errors import DrainedWithoutTerminal, StoreUnavailableError
 from flowtide.engine.lifecycle import Lifecycle, transition
-from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
+from flowtide.engine.result import ParkedToken, RunResult
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.due import DEADLINE
 from flowtide.engine.run.executor.core import ChildWait
-from flowtide.engine.run.executor.ports import StepPort
+from flowtide.engine.run.executor.ports import EndPort, StepPort
 from flowtide.engine.run.executor.steps import StepLock
-from flowtide.engine.timing.scope import CancelReason
 from flowtide.engine.worker._host import RunHost
 from flowtide.store.base import Checkpoint, Commit, Lease, StoreConflict, StoreError, TokenStatus
 
 S = TokenStatus
 
 
-class SettlingHost(StepPort, Protocol):
+class SettlingHost(StepPort, EndPort, Protocol):
     """What settling needs of the executor besides a step: the engine, the step lock, the
     committer, the run's tasks and child waits, its lease and timers, whether it started, is
     handed off or let go, and how it ends, closes or drops its view."""
@@ -68,15 +66,6 @@ class SettlingHost(StepPort, Protocol):
     def close(self, notify: bool = True) -> None: ...
 
     def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None: ...
-
-    def request_end(
-        self,
-        lifecycle: Lifecycle,
-        errors: Sequence[ErrorInfo] = (),
-        interrupted: InterruptedAt | None = None,
-        *,
-        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
-    ) -> None: ...
 
 
 class Settling:

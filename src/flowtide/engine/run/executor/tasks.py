@@ -5,7 +5,7 @@ retry, a timeout, a failure), waits and terminals. A part the executor holds
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -28,13 +28,13 @@ from flowtide.engine.event_types import (
 from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.flows.contracts import OutputContractError
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.result import ErrorInfo, InterruptedAt
+from flowtide.engine.result import InterruptedAt
 from flowtide.engine.run.attempts import Attempt, AttemptCall, AttemptRunner
 from flowtide.engine.run.due import RESUME, TIMEOUT
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.joins import Joins
-from flowtide.engine.run.executor.ports import MovePort, StepPort
+from flowtide.engine.run.executor.ports import EndPort, MovePort, StepPort
 from flowtide.engine.run.executor.records import escalation, timed_out
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.marks import (
@@ -72,7 +72,7 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
-class TaskHost(StepPort, MovePort, Protocol):
+class TaskHost(StepPort, MovePort, EndPort, Protocol):
     """What task, wait and terminal placements need of the executor besides a step and a move:
     the node code and its attempts, the step lock, arming, the join groups, the engine (its
     sweeper and randomness), and ending the run."""
@@ -100,15 +100,6 @@ class TaskHost(StepPort, MovePort, Protocol):
 
     @property
     def prestarted(self) -> set[str]: ...
-
-    def request_end(
-        self,
-        lifecycle: Lifecycle,
-        errors: Sequence[ErrorInfo] = (),
-        interrupted: InterruptedAt | None = None,
-        *,
-        cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
-    ) -> None: ...
 
     def fail_token(
         self, token: TokenRecord, exc: BaseException, interrupted: InterruptedAt | None = None
