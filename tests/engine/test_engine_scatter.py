@@ -586,3 +586,63 @@ async def test_a_waiting_run_is_resumed_by_another_engine_and_fires_on_time() ->
     await store.close()
     assert result.lifecycle is Lifecycle.COMPLETED
     assert [e.at for e in of_kind(history, "timer_fired")] == [at(3600)]
+
+
+all_started: list[asyncio.Event] = []  # (made by the test, in its own loop)
+started_items: set[int] = set()
+
+
+@node(outputs=["done"])
+async def square_at_once(ctx: NodeContext) -> str:
+    """Ends once all 20 items have started: the items end together."""
+    started_items.add(ctx.item)
+    if len(started_items) == 20:
+        all_started[0].set()
+    await all_started[0].wait()
+    ctx.state["square"] = ctx.item * ctx.item
+    return "done"
+
+
+async def test_items_that_finish_together_are_stored_together_each_once() -> None:
+    """Items that finish while one item's commit is on its way are stored by the next commit,
+    together: fewer commits than items, each item stored once, with its event, in order."""
+    store = fresh_store()
+    stored_per_commit: list[int] = []
+    commit = store.commit
+
+    async def counted(c: Any, *args: Any, **kwargs: Any) -> Any:
+        if c.scatter:
+            stored_per_commit.append(len(c.scatter))
+        await asyncio.sleep(0)  # (a commit takes a while, as a database's does)
+        return await commit(c, *args, **kwargs)
+
+    store.commit = counted  # type: ignore[method-assign]
+    started_items.clear()
+    all_started[:] = [asyncio.Event()]
+    flow = (
+        FlowBuilder("urn:test:flow:scatter-together")
+        .scatter(
+            "each",
+            "numbers",
+            square_at_once,
+            {"all-success": "end"},
+            concurrency=20,
+            gather={"strategy": "append", "field": "square"},
+        )
+        .terminal("end")
+        .build()
+    )
+    try:
+        async with running(store=store) as (engine, _clock):
+            result = await engine.run(flow, {"numbers": list(range(20))})
+            records = await store.scatter_items(result.run_id, progress_key("each", 1))
+            history = await engine.history(result.run_id)
+    finally:
+        await store.close()
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert result.state["results"] == [i * i for i in range(20)]
+    assert sorted(r.index for r in records) == list(range(20))
+    assert sorted(r.order for r in records) == list(range(1, 21))
+    assert len(of_kind(history, "scatter_item_finished")) == 20
+    assert sum(stored_per_commit) == 20
+    assert len(stored_per_commit) < 20

@@ -69,7 +69,13 @@ from flowtide.engine.state.reducers import copy_state
 from flowtide.engine.timing.deadlines import needs_node_anchor, resolve_window
 from flowtide.engine.timing.scope import CancelScope
 from flowtide.model.placements import FailurePolicy, GatherStrategy, KeyedBatches, Scatter
-from flowtide.store.base import Commit, ScatterItemRecord, StoreConflict, TokenRecord
+from flowtide.store.base import (
+    Commit,
+    EventRecord,
+    ScatterItemRecord,
+    StoreConflict,
+    TokenRecord,
+)
 from flowtide.store.jsonvalues import check_json
 
 if TYPE_CHECKING:
@@ -204,6 +210,10 @@ class ScatterRun:
         self.scope: CancelScope = ex.root.child(p.id)
         self.progress_id = progress_key(p.id, token.visit)
         self.marks = BatchMarks()
+        # Finished items not yet stored, and the lock of the commit that stores them: items that
+        # finish while one commit is on its way are stored together by the next.
+        self._unsaved: list[tuple[ScatterItemRecord, EventRecord]] = []
+        self._saving = asyncio.Lock()
 
     def finished(self, output: str, to: list[str] | None) -> NodeFinished:
         """The scatter's ``node_finished`` payload: its output, where it went, its counts."""
@@ -506,7 +516,22 @@ class ScatterRun:
             ScatterItemFinished(index=index, output=output, status=record.status),
             placement=p.id,
         )
-        await ex.commit(Commit(ex.run.id, scatter=[record], events=[ev]), unless_ended=True)
+        self._unsaved.append((record, ev))
+        await self._save()
+
+    async def _save(self) -> None:
+        """Store the finished items not yet stored, in one commit (returns once this task's
+        item is stored: by this commit, or by the one before it, which took it along)."""
+        async with self._saving:
+            batch, self._unsaved = self._unsaved, []
+            if not batch:
+                return  # (the commit before this one stored it)
+            c = Commit(self.ex.run.id, scatter=[r for r, _ in batch], events=[e for _, e in batch])
+            try:
+                await self.ex.commit(c, unless_ended=True)
+            except BaseException:
+                self._unsaved[:0] = batch  # (not stored: the next one tries them again)
+                raise
 
     # -- gathering ------------
 
