@@ -616,7 +616,7 @@ async def test_items_that_finish_together_are_stored_together_each_once() -> Non
         await asyncio.sleep(0)  # (a commit takes a while, as a database's does)
         return await commit(c, *args, **kwargs)
 
-    store.commit = counted  # type: ignore[method-assign]
+    store.commit = counted  # type: ignore[method-assign,assignment]
     started_items.clear()
     all_started[:] = [asyncio.Event()]
     flow = (
