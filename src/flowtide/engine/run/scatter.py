@@ -529,8 +529,10 @@ class ScatterRun:
             c = Commit(self.ex.run.id, scatter=[r for r, _ in batch], events=[e for _, e in batch])
             try:
                 await self.ex.commit(c, unless_ended=True)
-            except BaseException:
-                self._unsaved[:0] = batch  # (not stored: the next one tries them again)
+            except Exception:
+                # Not stored: the next item's commit tries them again. (A cancelled one is the
+                # scatter's end: its items are all cancelled with it.)
+                self._unsaved[:0] = batch
                 raise
 
     # -- gathering ------------
