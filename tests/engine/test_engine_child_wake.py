@@ -112,35 +112,6 @@ async def test_a_crash_between_the_childs_end_and_the_parents_wake_loses_nothing
     assert (result.lifecycle, result.state["answer"]) == (Lifecycle.COMPLETED, "late")
 
 
-async def test_a_subflows_window_ends_on_time_with_nobody_holding_its_parent() -> None:
-    child = approval_child()
-    parent = (
-        FlowBuilder("urn:test:flow:bounded-parent-let-go")
-        .subflow("sub", child, {"success": "end", "timeout": "late"}, timeout="PT1H")
-        .terminal("end", "done")
-        .terminal("late", "late")
-        .build()
-    )
-    clock = VirtualClock(T0)
-    store = fresh_store()
-    engine = Engine(clock=clock, store=store, flows=[parent, child])
-    try:
-        handle = await engine.start(parent, {"order": "w4"})
-        await clock.advance(timedelta(minutes=1))
-        child_id = await until_parked(store, "approve:w4")
-        await until_let_go(engine)
-        assert await store.lease_of(handle.run_id) is None
-        await clock.advance(timedelta(hours=1))
-        result = await asyncio.wait_for(engine.wait(handle.run_id), 60)
-        child_result = await asyncio.wait_for(engine.wait(child_id), 60)
-    finally:
-        await engine.close()
-        await clock.aclose()
-        await store.close()
-    assert (result.lifecycle, result.outcome) == (Lifecycle.COMPLETED, "late")
-    assert child_result.lifecycle is Lifecycle.CANCELLED  # (with its reason: its parent's)
-
-
 async def test_an_interrupting_timer_on_a_subflow_fires_with_nobody_holding_its_parent() -> None:
     child = approval_child()
     parent = (
