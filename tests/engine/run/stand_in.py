@@ -14,8 +14,10 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
+from flowtide.authoring import FlowBuilder, node
 from flowtide.authoring.nodes import NodeImplementation
 from flowtide.clock import VirtualClock
+from flowtide.engine.context import NodeContext
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import ErrorData, EventPayload, error_data
@@ -347,3 +349,17 @@ class DrivenRun(RecordedRun):
         super().request_end(lifecycle, errors, interrupted, cancel_reason=cancel_reason)
         if self.view.end is None:
             self.view.end = RunEnd(lifecycle, list(errors), interrupted)
+
+
+@node(outputs=["done"], register=False)
+def ask(ctx: NodeContext) -> str:
+    return "done"
+
+
+def one_task_run(flow_id: str, now: datetime) -> DrivenRun:
+    """A driven run of a flow with one task, ``ask`` (its node returns ``done``), and its
+    terminal, ``end``."""
+    b = FlowBuilder(flow_id)
+    b.task("ask", ask, {"done": "end"})
+    b.terminal("end")
+    return DrivenRun(FlowPlan.build(b.build(), lambda ref: None), {"ask": ask}, now)

@@ -7,30 +7,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from flowtide.authoring import FlowBuilder, node
-from flowtide.engine import NodeContext
-from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.run.view import RunEnd
 from flowtide.engine.timing.scope import CancelReason
 from flowtide.model.placements import Terminal
 from flowtide.store.base import Commit, ParkRecord, ParkStatus, TokenStatus
-from tests.engine.run.stand_in import DrivenRun
+from tests.engine.run.stand_in import DrivenRun, one_task_run
 
 S = TokenStatus
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@node(outputs=["done"], register=False)
-def ask(ctx: NodeContext) -> str:
-    return "done"
-
-
 def run() -> DrivenRun:
-    b = FlowBuilder("urn:test:flow:ending")
-    b.task("ask", ask, {"done": "end"})
-    b.terminal("end")
-    return DrivenRun(FlowPlan.build(b.build(), lambda ref: None), {"ask": ask}, T0)
+    return one_task_run("urn:test:flow:ending", T0)
 
 
 def test_the_run_deadline_times_the_run_out_where_its_tokens_are() -> None:

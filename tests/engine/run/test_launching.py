@@ -7,27 +7,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from flowtide.authoring import FlowBuilder, node
-from flowtide.engine import NodeContext
-from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.timing.scope import CancelReason
 from flowtide.store.base import TokenStatus
-from tests.engine.run.stand_in import DrivenRun
+from tests.engine.run.stand_in import DrivenRun, one_task_run
 
 S = TokenStatus
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@node(outputs=["done"], register=False)
-def ask(ctx: NodeContext) -> str:
-    return "done"
-
-
 def run() -> DrivenRun:
-    b = FlowBuilder("urn:test:flow:launching")
-    b.task("ask", ask, {"done": "end"})
-    b.terminal("end")
-    ex = DrivenRun(FlowPlan.build(b.build(), lambda ref: None), {"ask": ask}, T0)
+    ex = one_task_run("urn:test:flow:launching", T0)
     ex.started = False
     ex.view.run.lifecycle = "pending"
     return ex

@@ -7,27 +7,16 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from flowtide.authoring import FlowBuilder, node
-from flowtide.engine import NodeContext
-from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.store.base import ParkRecord, TokenStatus
-from tests.engine.run.stand_in import DrivenRun
+from tests.engine.run.stand_in import DrivenRun, one_task_run
 
 S = TokenStatus
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@node(outputs=["done"], register=False)
-def ask(ctx: NodeContext) -> str:
-    return "done"
-
-
 def run() -> DrivenRun:
-    b = FlowBuilder("urn:test:flow:settling")
-    b.task("ask", ask, {"done": "end"})
-    b.terminal("end")
-    return DrivenRun(FlowPlan.build(b.build(), lambda ref: None), {"ask": ask}, T0)
+    return one_task_run("urn:test:flow:settling", T0)
 
 
 def test_a_run_nothing_drives_ends_by_the_terminals_it_reached() -> None:
