@@ -23,11 +23,12 @@ from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import ErrorData, EventPayload, error_data
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
+from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken, RunResult
 from flowtide.engine.run.attempts import NO_HOOKS, Attempt, AttemptCall, Running, StartHooks
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
+from flowtide.engine.run.executor.child_runs import ChildWait
 from flowtide.engine.run.executor.closing import RunClosing, StateUpdate
 from flowtide.engine.run.executor.ending import RunEnding
 from flowtide.engine.run.executor.joins import Joins
@@ -293,6 +294,16 @@ class RecordingHost:
         return [what for what, _ in self.told]
 
 
+class NoChildWaits:
+    """No subflow token of the run waits for a child that waits parked."""
+
+    def __init__(self) -> None:
+        self.waits: dict[str, ChildWait] = {}
+
+    def parked(self) -> list[ParkedToken]:
+        return []
+
+
 class DrivenRun(RecordedRun):
     """A :class:`RecordedRun` with what a run's start, settling and end need besides: its tasks,
     child waits, lease, timers and flags, a :class:`RecordingHost`, and the parts themselves
@@ -307,7 +318,7 @@ class DrivenRun(RecordedRun):
         self.host = self.recording
         self.flow = plan.flow
         self.tasks: set[asyncio.Future[Any]] = set()
-        self.child_waits: dict[str, Any] = {}
+        self.children = NoChildWaits()
         self.handing: asyncio.Task[None] | None = None
         self.settling: asyncio.Task[None] | None = None
         self.released = False

@@ -16,7 +16,6 @@ from flowtide.engine.run.attempts import Attempt, Running
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.child_runs import ChildRuns, map_input, map_output
-from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.move import Move, Moved
 from flowtide.engine.run.view import RunView
@@ -96,7 +95,6 @@ class Ex(RecordedSteps):
         self.steps = StepLock()
         self.starting: set[str] = set()
         self.running: Running = {}
-        self.child_waits: dict[str, ChildWait] = {}
         self.moves: list[str] = []
         self.ends: list[Lifecycle] = []
         self.drained = asyncio.Event()
@@ -152,10 +150,13 @@ def token() -> TokenRecord:
     return TokenRecord("r.1", "r", "sub", TokenStatus.READY, visit=1, created_at=T0)
 
 
-async def subflow(ex: Ex, p: Subflow, end: RunResult, parked: bool = False) -> None:
+async def subflow(ex: Ex, p: Subflow, end: RunResult, parked: bool = False) -> ChildRuns:
+    """``ex``'s child runs, once the subflow ``p``'s token has moved on by how its child
+    ended (``end``), having waited parked first if ``parked``."""
     t = token()
     ex.view.tokens[t.id] = t
-    task = asyncio.ensure_future(ChildRuns(ex).at_subflow(t, p))
+    children = ChildRuns(ex)
+    task = asyncio.ensure_future(children.at_subflow(t, p))
     await ex.starter.started.wait()
     assert ex.starter.child is not None
     if parked:
@@ -169,9 +170,11 @@ async def subflow(ex: Ex, p: Subflow, end: RunResult, parked: bool = False) -> N
         ex.starter.child.settle.set_result(waiting)
         await ex.drained.wait()  # (told once the token counts as parked)
         # (each parked token says the run it is in: the child)
-        assert ex.child_waits[t.id].parked[0].run_id == ex.starter.starts[0][1]
+        assert children.waits[t.id].parked[0].run_id == ex.starter.starts[0][1]
+        assert children.parked() == [children.waits[t.id].parked[0]]
     ex.starter.child.end.set_result(end)
     await task
+    return children
 
 
 async def test_a_completed_child_moves_the_token_on_success_with_its_mapped_output() -> None:
@@ -203,8 +206,9 @@ async def test_a_failed_child_with_an_error_route_moves_the_token_on_error() -> 
 
 async def test_a_child_that_waits_parked_counts_its_token_parked_until_it_ends() -> None:
     ex = Ex()
-    await subflow(ex, Subflow(id="sub", flow="child"), result(Lifecycle.COMPLETED), parked=True)
-    assert ex.child_waits == {}
+    p = Subflow(id="sub", flow="child")
+    children = await subflow(ex, p, result(Lifecycle.COMPLETED), parked=True)
+    assert children.waits == {}
     assert ex.moves == ["success"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -13,13 +13,12 @@ from flowtide.clock import isoformat
 from flowtide.engine.errors import RecursionDepthError, SubflowFailedError
 from flowtide.engine.event_types import NodeFailed, NodeStarted, SubflowFinished, SubflowStarted
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.result import RunResult
+from flowtide.engine.result import ParkedToken, RunResult
 from flowtide.engine.run.attempts import COMPUTE, Attempt, Running
 from flowtide.engine.run.children import StartedChild, child_run_id
 from flowtide.engine.run.due import TIMEOUT
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
-from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.ports import EndPort, MovePort, StepPort
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.executor.tasks import TaskSteps
@@ -39,6 +38,25 @@ from flowtide.store.base import (
 )
 
 S = TokenStatus
+
+
+@dataclass(frozen=True, slots=True)
+class ChildWait:
+    """A subflow token's task, waiting for a child run that waits parked, and the child's
+    parked tokens (each with the run it is in). The run counts that token as parked: it may
+    settle and be let go, that task with it (the child's end wakes it from the store)."""
+
+    task: asyncio.Future[Any] | None
+    parked: tuple[ParkedToken, ...]
+
+
+class ChildWaits(Protocol):
+    """The subflow tokens whose child waits parked, as settling and the run's end see them."""
+
+    @property
+    def waits(self) -> Mapping[str, ChildWait]: ...
+
+    def parked(self) -> list[ParkedToken]: ...
 
 
 class ChildRunHost(StepPort, MovePort, EndPort, Protocol):
@@ -64,9 +82,6 @@ class ChildRunHost(StepPort, MovePort, EndPort, Protocol):
     def running(self) -> Running: ...
 
     @property
-    def child_waits(self) -> dict[str, ChildWait]: ...
-
-    @property
     def arming(self) -> Arming: ...
 
     @property
@@ -83,6 +98,16 @@ class ChildRuns:
 
     def __init__(self, ex: ChildRunHost) -> None:
         self.ex = ex
+        self.waits: dict[str, ChildWait] = {}
+        """By subflow token id: the tokens whose child waits parked (see :class:`ChildWait`)."""
+
+    def waiting_tasks(self) -> set[asyncio.Future[Any] | None]:
+        """The tasks that only wait for a child that waits parked."""
+        return {w.task for w in self.waits.values()}
+
+    def parked(self) -> list[ParkedToken]:
+        """The parked tokens of the children that wait parked (each with the run it is in)."""
+        return [p for w in self.waits.values() for p in w.parked]
 
     async def at_subflow(self, token: TokenRecord, p: Subflow) -> TokenRecord | None:
         """Drive ``token`` at subflow ``p``: start its child run, wait for its end, move on.
@@ -254,12 +279,12 @@ class ChildRuns:
     ) -> RunResult:
         """The child's end. Meanwhile, once a subflow's child waits parked, this run counts
         the subflow's token as parked (see
-        :class:`~flowtide.engine.run.executor.core.ChildWait`): it may settle parked and be
+        :class:`ChildWait`): it may settle parked and be
         let go, this wait with it; the child's end then wakes it from the store."""
         ended = asyncio.ensure_future(child.ended())
         if token is None:  # (a scatter's item: the scatter's own token is at work)
             return await ended
-        waits = self.ex.child_waits
+        waits = self.waits
         settled = asyncio.ensure_future(child.settled())
 
         # Once its scope is cancelled (a timer, the window, the run's end) the token is at work

@@ -21,7 +21,6 @@ import itertools
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from flowtide.engine.errors import StoreUnavailableError
@@ -30,11 +29,12 @@ from flowtide.engine.event_types import ErrorData, EventPayload, error_data
 from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle, transition
-from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
+from flowtide.engine.result import ErrorInfo, InterruptedAt
 from flowtide.engine.run.attempts import AttemptRunner, Running
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
+from flowtide.engine.run.executor.child_runs import ChildRuns
 from flowtide.engine.run.executor.closing import RunClosing
 from flowtide.engine.run.executor.firing import DueFiring
 from flowtide.engine.run.executor.joins import Joins
@@ -72,16 +72,6 @@ LIVE_LIFECYCLES = frozenset(lc.value for lc in Lifecycle if not lc.terminal)
 """What a run's stored lifecycle must be for a step of its executor to commit."""
 
 
-@dataclass(frozen=True, slots=True)
-class ChildWait:
-    """A subflow token's task, waiting for a child run that waits parked, and the child's
-    parked tokens (each with the run it is in). The run counts that token as parked: it may
-    settle and be let go, that task with it (the child's end wakes it from the store)."""
-
-    task: asyncio.Future[Any] | None
-    parked: tuple[ParkedToken, ...]
-
-
 class RunCore(ABC):
     """One run's view and commits, and the parts that move its tokens; the executor over it
     drives them."""
@@ -108,7 +98,6 @@ class RunCore(ABC):
         self.root.on_cancel(self.on_root_cancelled)
         self.tasks: set[asyncio.Future[Any]] = set()
         """The tasks that drive the run's tokens (and side steps: firings, a scatter's items)."""
-        self.child_waits: dict[str, ChildWait] = {}  # by subflow token id: see ChildWait
         self.running: Running = {}
         self.starting: set[str] = set()
         """Tokens whose attempt start is committed (or being committed) but whose cancel scope
@@ -154,6 +143,9 @@ class RunCore(ABC):
         """Signals to the run's parked tokens, and requests recorded for the run."""
         self.due_firing = DueFiring(self)
         """The run's due entries fired (waits, backoffs, park deadlines, timers, requests)."""
+        self.children = ChildRuns(self)
+        """The run's child runs (a subflow's token, a scatter's flow bodies), and the subflow
+        tokens waiting for a child that waits parked."""
 
     @property
     def run(self) -> RunRecord:
@@ -312,9 +304,9 @@ class RunCore(ABC):
 
     def working(self) -> bool:
         """Whether a task of the run is at work (not only waiting for a parked child run)."""
-        if not self.child_waits:
+        if not self.children.waits:
             return bool(self.tasks)
-        waiting = {w.task for w in self.child_waits.values()}
+        waiting = self.children.waiting_tasks()
         return any(t not in waiting for t in self.tasks)
 
     def track(self, task: asyncio.Task[Any]) -> None:

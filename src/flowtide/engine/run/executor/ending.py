@@ -18,8 +18,8 @@ from flowtide.engine.result import ErrorInfo, InterruptedAt
 from flowtide.engine.run.attempts import Running
 from flowtide.engine.run.children import child_run_id, parent_wake
 from flowtide.engine.run.committer import Committer
+from flowtide.engine.run.executor.child_runs import ChildWaits
 from flowtide.engine.run.executor.closing import RunClosing
-from flowtide.engine.run.executor.core import ChildWait
 from flowtide.engine.run.executor.phases import Phases
 from flowtide.engine.run.executor.ports import EndPort, StepPort
 from flowtide.engine.run.executor.records import end_reason, end_result, finish
@@ -70,7 +70,7 @@ class EndingHost(StepPort, EndPort, Protocol):
     def running(self) -> Running: ...
 
     @property
-    def child_waits(self) -> dict[str, ChildWait]: ...
+    def children(self) -> ChildWaits: ...
 
     @property
     def cancels(self) -> list[str]: ...
@@ -231,7 +231,7 @@ class RunEnding:
             return None  # (other tokens go on)
         if not set(self.ex.view.anchors) <= set(released):
             return None  # (the end's own step releases them)
-        if self.ex.child_waits or self.ex.cancels or self.ex.handed_off or self.ex.plan.post:
+        if self.ex.children.waits or self.ex.cancels or self.ex.handed_off or self.ex.plan.post:
             return None
         if self.ex.root.cancellation is not None:
             return None

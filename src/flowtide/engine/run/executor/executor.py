@@ -39,7 +39,6 @@ from flowtide.engine.event_types import NodeStarted
 from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.run.executor.child_runs import ChildRuns
 from flowtide.engine.run.executor.closing import RunClosing
 from flowtide.engine.run.executor.core import RunCore
 from flowtide.engine.run.executor.ending import RunEnding
@@ -84,8 +83,6 @@ class RunExecutor(RunCore):
         parent_scope: CancelScope | None = None,
     ) -> None:
         super().__init__(host, plan, run, state, code=code, parent_scope=parent_scope)
-        self.children = ChildRuns(self)
-        """The run's child runs (a subflow's token, a scatter's flow bodies)."""
         self.phases = Phases(self)
         """The run's pre and post phases."""
         self.run_start = RunStart(self)

@@ -16,7 +16,7 @@ from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ParkedToken, RunResult
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.due import DEADLINE
-from flowtide.engine.run.executor.core import ChildWait
+from flowtide.engine.run.executor.child_runs import ChildWaits
 from flowtide.engine.run.executor.ports import EndPort, StepPort
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.worker._host import RunHost
@@ -47,7 +47,7 @@ class SettlingHost(StepPort, EndPort, Protocol):
     def committer(self) -> Committer: ...
 
     @property
-    def child_waits(self) -> dict[str, ChildWait]: ...
+    def children(self) -> ChildWaits: ...
 
     @property
     def tasks(self) -> set[asyncio.Future[Any]]: ...
@@ -90,7 +90,7 @@ class Settling:
             if self.ex.handing is None:
                 self.ex.handing = asyncio.get_running_loop().create_task(self.hand_off())
             return
-        if self.ex.child_waits or any(
+        if self.ex.children.waits or any(
             t.status in (S.WAITING, S.PARKED) for t in self.ex.view.tokens.values()
         ):
             settling = self.ex.settling is not None and not self.ex.settling.done()
@@ -116,9 +116,9 @@ class Settling:
             return False
         # (A subflow token whose child waits parked counts as parked.)
         statuses = {
-            t.status for t in self.ex.view.tokens.values() if t.id not in self.ex.child_waits
+            t.status for t in self.ex.view.tokens.values() if t.id not in self.ex.children.waits
         }
-        if self.ex.child_waits:
+        if self.ex.children.waits:
             statuses.add(S.PARKED)
         return bool(statuses & {S.WAITING, S.PARKED}) and not statuses & {S.READY, S.RUNNING}
 
@@ -139,8 +139,7 @@ class Settling:
                         t.id, t.placement, park.key, t.deadline, park.payload, park.parked_at
                     )
                 )
-        for wait in self.ex.child_waits.values():
-            out.extend(wait.parked)
+        out.extend(self.ex.children.parked())
         return tuple(out)
 
     def snapshot(self) -> RunResult:
@@ -200,7 +199,7 @@ class Settling:
                 self.ex.deadline_timer.cancel()
                 self.ex.deadline_timer = None
             self.ex.root.close()
-            if self.ex.child_waits:
+            if self.ex.children.waits:
                 # Its subflows' tokens stay running in the store, each waiting for its child,
                 # whose end wakes this run (see flowtide.engine.run.children): their tasks go.
                 self.ex.close()
