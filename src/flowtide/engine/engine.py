@@ -485,7 +485,7 @@ class Engine:
             self._forget(ex)  # (its lease is given back by the caller)
             ex.close(notify=False)
             raise
-        ex.maybe_drained()
+        ex.settler.maybe_drained()
         return ex
 
     async def _fire_due(self, ex: RunExecutor, now: datetime) -> int:

@@ -149,7 +149,7 @@ class RecordedRun(RecordedSteps):
         self.attempts: Any = self.runner
         self.arming = Arming(self.view, plan, self.clock, self.starting, self.commit)
         self.token_attempts = TokenAttempts(self)
-        self.router = Router(self)
+        self.router = Router(self, self)
         self.joins = Joins(self, self.router)
         self.ids = itertools.count(1)
         self.moves: list[Move] = []

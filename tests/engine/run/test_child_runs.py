@@ -97,7 +97,7 @@ class Ex(RecordedSteps):
         self.running: Running = {}
         self.moves: list[str] = []
         self.ends: list[Lifecycle] = []
-        self.drained = asyncio.Event()
+        self.settler = DrainSeen()
         plan: Any = self.plan  # (arming a subflow's token reads only its settings here)
         self.arming = Arming(self.view, plan, self.clock, self.starting, self.commit)
         self.attempts: Any = None  # (a child run runs no node code of this run)
@@ -122,6 +122,13 @@ class Ex(RecordedSteps):
         cancel_reason: CancelReason | None = CancelReason.RUN_ENDED,
     ) -> None:
         self.ends.append(lifecycle)
+
+
+class DrainSeen:
+    """Settling as child runs see it: told when the run may have drained."""
+
+    def __init__(self) -> None:
+        self.drained = asyncio.Event()
 
     def maybe_drained(self) -> None:
         self.drained.set()
@@ -168,7 +175,7 @@ async def subflow(ex: Ex, p: Subflow, end: RunResult, parked: bool = False) -> C
             parked=(ParkedToken("t", "ask", "k", None),),
         )
         ex.starter.child.settle.set_result(waiting)
-        await ex.drained.wait()  # (told once the token counts as parked)
+        await ex.settler.drained.wait()  # (told once the token counts as parked)
         # (each parked token says the run it is in: the child)
         assert children.waits[t.id].parked[0].run_id == ex.starter.starts[0][1]
         assert children.parked() == [children.waits[t.id].parked[0]]

@@ -56,7 +56,7 @@ def finished(output: str) -> MoveEvent:
 async def test_a_move_commits_the_token_at_its_target_with_its_next_attempt_started() -> None:
     ex = run()
     t = ex.token("first", S.RUNNING)
-    moved = await Router(ex).move(Move(t, ex.plan.placements["first"], "next", finished("next")))
+    moved = await Router(ex, ex).move(Move(t, ex.plan.placements["first"], "next", finished("next")))
     assert moved.committed and moved.next is t and not moved.joins_due
     assert (t.placement, t.status, t.visit) == ("second", S.RUNNING, 1)
     assert ex.prestarted == {t.id}  # (its task goes on with the attempt the move started)
@@ -69,7 +69,7 @@ async def test_a_move_commits_the_token_at_its_target_with_its_next_attempt_star
 async def test_a_split_goes_on_with_its_first_branch_and_spawns_the_others() -> None:
     ex = run()
     t = ex.token("first", S.RUNNING)
-    moved = await Router(ex).move(Move(t, ex.plan.placements["first"], "go", finished("go")))
+    moved = await Router(ex, ex).move(Move(t, ex.plan.placements["first"], "go", finished("go")))
     assert t.status is S.DONE and t.id not in ex.view.tokens
     branches = list(ex.view.tokens.values())
     assert [b.placement for b in branches] == ["a", "b", "c"]
@@ -83,7 +83,7 @@ async def test_a_split_goes_on_with_its_first_branch_and_spawns_the_others() -> 
 async def test_a_move_to_a_terminal_ends_the_token_in_the_same_commit() -> None:
     ex = run()
     t = ex.token("first", S.RUNNING)
-    moved = await Router(ex).move(Move(t, ex.plan.placements["first"], "fin", finished("fin")))
+    moved = await Router(ex, ex).move(Move(t, ex.plan.placements["first"], "fin", finished("fin")))
     assert moved == type(moved)(True, None)
     assert t.status is S.DONE and t.id not in ex.view.tokens
     assert (ex.view.terminals, ex.view.outcome) == (["end"], "shipped")
@@ -94,7 +94,7 @@ async def test_a_move_to_a_terminal_ends_the_token_in_the_same_commit() -> None:
 async def test_an_output_that_routes_nowhere_records_its_event_and_fails_the_run() -> None:
     ex = run()
     t = ex.token("first", S.RUNNING)
-    moved = await Router(ex).move(Move(t, ex.plan.placements["first"], "lost", finished("lost")))
+    moved = await Router(ex, ex).move(Move(t, ex.plan.placements["first"], "lost", finished("lost")))
     assert moved is NOT_MOVED
     (c,) = ex.commits
     assert [e.kind for e in c.events] == ["node_finished"] and "to" not in c.events[0].data
@@ -107,19 +107,19 @@ async def test_a_move_the_run_refuses_leaves_no_attempt_started_and_no_terminal(
     ex = run()
     ex.refusing = True  # (the run ended before the move could commit)
     t = ex.token("first", S.RUNNING)
-    moved = await Router(ex).move(Move(t, ex.plan.placements["first"], "next", finished("next")))
+    moved = await Router(ex, ex).move(Move(t, ex.plan.placements["first"], "next", finished("next")))
     assert moved is NOT_MOVED
     assert ex.prestarted == set() and ex.starting == set()
     t2 = ex.token("first", S.RUNNING)
     p = ex.plan.placements["first"]
-    assert not (await Router(ex).move(Move(t2, p, "fin", finished("fin")))).committed
+    assert not (await Router(ex, ex).move(Move(t2, p, "fin", finished("fin")))).committed
     assert t2.status is S.READY and ex.view.terminals == []
 
 
 async def test_a_branch_that_leaves_a_joins_reach_makes_the_join_due_without_firing_it() -> None:
     ex = run()
     t = ex.token("first", S.RUNNING)
-    router = Router(ex)
+    router = Router(ex, ex)
     await router.move(Move(t, ex.plan.placements["first"], "go", finished("go")))
     branch: TokenRecord = next(iter(ex.view.tokens.values()))
     at = ex.plan.placements[branch.placement]

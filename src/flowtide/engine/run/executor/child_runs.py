@@ -19,7 +19,7 @@ from flowtide.engine.run.children import StartedChild, child_run_id
 from flowtide.engine.run.due import TIMEOUT
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
-from flowtide.engine.run.executor.ports import EndPort, MovePort, StepPort
+from flowtide.engine.run.executor.ports import DrainPort, EndPort, MovePort, StepPort
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.executor.tasks import TaskSteps
 from flowtide.engine.run.move import Move
@@ -61,7 +61,8 @@ class ChildWaits(Protocol):
 
 class ChildRunHost(StepPort, MovePort, EndPort, Protocol):
     """What child runs need of the executor besides a step: where children start, the step
-    lock, the run's windows, scopes and tasks, and how a token moves on or the run ends."""
+    lock, the run's windows, scopes and tasks, and how a token moves on, the run settles or
+    ends."""
 
     @property
     def host(self) -> RunHost: ...
@@ -90,7 +91,8 @@ class ChildRunHost(StepPort, MovePort, EndPort, Protocol):
     @property
     def task_steps(self) -> TaskSteps: ...
 
-    def maybe_drained(self) -> None: ...
+    @property
+    def settler(self) -> DrainPort: ...
 
 
 class ChildRuns:
@@ -303,7 +305,7 @@ class ChildRuns:
                     asyncio.current_task(),
                     tuple(replace(p, run_id=p.run_id or child.run.id) for p in parked.parked),
                 )
-                self.ex.maybe_drained()
+                self.ex.settler.maybe_drained()
             return await ended
         finally:
             waits.pop(token.id, None)

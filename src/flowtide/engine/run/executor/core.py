@@ -35,10 +35,13 @@ from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.child_runs import ChildRuns
-from flowtide.engine.run.executor.closing import RunClosing
+from flowtide.engine.run.executor.ending import RunEnding
 from flowtide.engine.run.executor.firing import DueFiring
 from flowtide.engine.run.executor.joins import Joins
+from flowtide.engine.run.executor.launching import RunStart
+from flowtide.engine.run.executor.phases import Phases
 from flowtide.engine.run.executor.router import Router
+from flowtide.engine.run.executor.settling import Settling
 from flowtide.engine.run.executor.signals import Signals
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.executor.tasks import TaskSteps
@@ -47,10 +50,9 @@ from flowtide.engine.run.move import Move, Moved
 from flowtide.engine.run.parking import park_record
 from flowtide.engine.run.view import RunEnd, RunView
 from flowtide.engine.state.reducers import StateMerger
-from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope
+from flowtide.engine.timing.scope import CancelReason, CancelScope
 from flowtide.engine.worker._host import RunHost
 from flowtide.engine.worker.background import task_awaiting
-from flowtide.model.placements import Terminal
 from flowtide.store.base import (
     Commit,
     DeadlineAhead,
@@ -95,7 +97,6 @@ class RunCore(ABC):
         self.clock = host.clock
         self.merger = StateMerger(self.flow.reducers, self.code.reducers)
         self.root = CancelScope(parent_scope)
-        self.root.on_cancel(self.on_root_cancelled)
         self.tasks: set[asyncio.Future[Any]] = set()
         """The tasks that drive the run's tokens (and side steps: firings, a scatter's items)."""
         self.running: Running = {}
@@ -122,7 +123,10 @@ class RunCore(ABC):
         """Runs the run's node code (the attempts of its tokens, phases, scatter items)."""
         self.token_attempts = TokenAttempts(self)
         """What an attempt of a token needs around the runner, and merging what it changed."""
-        self.router = Router(self)
+        self.ending = RunEnding(self)
+        """The run's end (and the caller's cancel)."""
+        self.root.on_cancel(self.ending.on_root_cancelled)
+        self.router = Router(self, self.ending)
         """Moves the run's tokens along outputs (see :meth:`move`)."""
         self.joins = Joins(self, self.router)
         """The run's join groups: arrivals, firings, their losers cancelled."""
@@ -146,6 +150,12 @@ class RunCore(ABC):
         self.children = ChildRuns(self)
         """The run's child runs (a subflow's token, a scatter's flow bodies), and the subflow
         tokens waiting for a child that waits parked."""
+        self.phases = Phases(self)
+        """The run's pre and post phases."""
+        self.run_start = RunStart(self)
+        """The run's start and its deadline."""
+        self.settler = Settling(self)
+        """Settling the run (or handing it back) when nothing drives it any more."""
 
     @property
     def run(self) -> RunRecord:
@@ -316,7 +326,7 @@ class RunCore(ABC):
 
         def done(t: asyncio.Task[Any]) -> None:
             self.tasks.discard(t)
-            self.maybe_drained()
+            self.settler.maybe_drained()
 
         task.add_done_callback(done)
 
@@ -335,7 +345,7 @@ class RunCore(ABC):
             self.deadline_timer.cancel()
         if cancel_reason is not None:
             self.root.cancel(cancel_reason, self.clock.now())
-        self.finalizer = asyncio.get_running_loop().create_task(self.finalize())
+        self.finalizer = asyncio.get_running_loop().create_task(self.ending.finalize())
 
     def fail_token(
         self, token: TokenRecord, exc: BaseException, interrupted: InterruptedAt | None = None
@@ -343,6 +353,16 @@ class RunCore(ABC):
         token.status = S.FAILED
         self.view.tokens.pop(token.id, None)
         self.request_end(Lifecycle.FAILED, [self.error_info(exc, token.placement)], interrupted)
+
+    def close(self, notify: bool = True) -> None:
+        """Stop driving this run without recording anything (the engine is closing)."""
+        self.closed = True
+        if self.deadline_timer is not None:
+            self.deadline_timer.cancel()
+        for task in list(self.tasks):
+            task.cancel()
+        if self.finalizer is not None:
+            self.finalizer.cancel()
 
     def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None:
         park = self.view.parks.pop(token.id, None)
@@ -373,30 +393,3 @@ class RunCore(ABC):
     @abstractmethod
     async def drive(self, token: TokenRecord | None) -> None:
         """Drive ``token`` placement after placement."""
-
-    @abstractmethod
-    async def finalize(self) -> None:
-        """End the run as :attr:`end` says (its ending)."""
-
-    @abstractmethod
-    def on_root_cancelled(self, c: Cancellation) -> None:
-        """The run's root scope was cancelled: end the run (its ending)."""
-
-    @abstractmethod
-    def maybe_drained(self) -> None:
-        """Settle or end the run if nothing drives it any more (its settler)."""
-
-    @abstractmethod
-    def closing(
-        self,
-        c: Commit,
-        ending: Sequence[tuple[TokenRecord, Terminal]],
-        released: Sequence[tuple[str, str | None]],
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None,
-    ) -> RunClosing | None:
-        """The run's end, to fold into ``c`` (a move's commit of ``ending`` to their terminals),
-        if that move ends the run (its ending); None: it does not, or not alone."""
-
-    @abstractmethod
-    def ended_by_step(self, closing: RunClosing) -> None:
-        """A step's commit ended the run (see :meth:`closing`; its ending)."""

@@ -39,18 +39,13 @@ from flowtide.engine.event_types import NodeStarted
 from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.run.executor.closing import RunClosing
 from flowtide.engine.run.executor.core import RunCore
-from flowtide.engine.run.executor.ending import RunEnding
-from flowtide.engine.run.executor.launching import RunStart
-from flowtide.engine.run.executor.phases import Phases
-from flowtide.engine.run.executor.settling import Settling
 from flowtide.engine.run.move import Move
 from flowtide.engine.run.restoring import restore_view
 from flowtide.engine.run.scatter import ScatterRun
-from flowtide.engine.timing.scope import Cancellation, CancelScope
+from flowtide.engine.timing.scope import CancelScope
 from flowtide.engine.worker._host import RunHost
-from flowtide.model.placements import Scatter, Terminal
+from flowtide.model.placements import Scatter
 from flowtide.store.base import (
     Commit,
     DueEntry,
@@ -83,14 +78,6 @@ class RunExecutor(RunCore):
         parent_scope: CancelScope | None = None,
     ) -> None:
         super().__init__(host, plan, run, state, code=code, parent_scope=parent_scope)
-        self.phases = Phases(self)
-        """The run's pre and post phases."""
-        self.run_start = RunStart(self)
-        """The run's start and its deadline."""
-        self.settler = Settling(self)
-        """Settling the run (or handing it back) when nothing drives it any more."""
-        self.ending = RunEnding(self)
-        """The run's end (and the caller's cancel)."""
 
     def restore(self, snapshot: RunSnapshot) -> None:
         """Rebuild in-memory bookkeeping from the run's snapshot (before resuming): its tokens,
@@ -132,37 +119,6 @@ class RunExecutor(RunCore):
                 self.spawn(t)
         self.run_start.arm_deadline()
 
-    async def finalize(self) -> None:
-        await self.ending.finalize()
-
-    def on_root_cancelled(self, c: Cancellation) -> None:
-        self.ending.on_root_cancelled(c)
-
-    def maybe_drained(self) -> None:
-        self.settler.maybe_drained()
-
-    def closing(
-        self,
-        c: Commit,
-        ending: Sequence[tuple[TokenRecord, Terminal]],
-        released: Sequence[tuple[str, str | None]],
-        update: Callable[[], tuple[dict[str, Any], list[str]]] | None,
-    ) -> RunClosing | None:
-        return self.ending.closing(c, ending, released, update)
-
-    def ended_by_step(self, closing: RunClosing) -> None:
-        self.ending.ended_by_step(closing)
-
-    def close(self, notify: bool = True) -> None:
-        """Stop driving this run without recording anything (the engine is closing)."""
-        self.closed = True
-        if self.deadline_timer is not None:
-            self.deadline_timer.cancel()
-        for task in list(self.tasks):
-            task.cancel()
-        if self.finalizer is not None:
-            self.finalizer.cancel()
-
     async def drive(self, token: TokenRecord | None) -> None:
         """Drive ``token`` placement after placement."""
         placements = self.plan.placements
@@ -198,8 +154,8 @@ class RunExecutor(RunCore):
             if own is not None:
                 self.attempts.drop_thread(own)  # (a slot taken for an attempt that never ran)
             self.tasks.discard(asyncio.current_task())
-            if not self.working():  # else _maybe_drained has nothing to do
-                self.maybe_drained()
+            if not self.working():  # else maybe_drained has nothing to do
+                self.settler.maybe_drained()
 
     async def at_scatter(self, token: TokenRecord, p: Scatter) -> TokenRecord | None:
 

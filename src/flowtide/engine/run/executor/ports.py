@@ -65,6 +65,14 @@ class MovePort(Protocol):
     async def move(self, m: Move) -> Moved: ...
 
 
+class DrainPort(Protocol):
+    """Settles or ends the run if nothing drives it any more (see :meth:`Settling.maybe_drained
+    <flowtide.engine.run.executor.settling.Settling.maybe_drained>`): a part whose token stops
+    being at work says so."""
+
+    def maybe_drained(self) -> None: ...
+
+
 class EndPort(Protocol):
     """Ends the run (see :meth:`RunCore.request_end
     <flowtide.engine.run.executor.core.RunCore.request_end>`): a part that fails a token or

@@ -79,22 +79,33 @@ class RouterHost(StepPort, Protocol):
         self, token: TokenRecord, exc: BaseException, interrupted: InterruptedAt | None = None
     ) -> None: ...
 
+
+class StepEnding(Protocol):
+    """The run's end as a move sees it: folded into the move's commit when the move takes the
+    run's last tokens to terminals (see :meth:`RunEnding.closing
+    <flowtide.engine.run.executor.ending.RunEnding.closing>`)."""
+
     def closing(
         self,
         c: Commit,
         ending: Sequence[tuple[TokenRecord, Terminal]],
         released: Sequence[tuple[str, str | None]],
         update: StateUpdate | None,
-    ) -> RunClosing | None: ...
+    ) -> RunClosing | None:
+        """The run's end, to fold into ``c`` (a move's commit of ``ending`` to their
+        terminals), if that move ends the run; None: it does not, or not alone."""
 
-    def ended_by_step(self, closing: RunClosing) -> None: ...
+    def ended_by_step(self, closing: RunClosing) -> None:
+        """A step's commit ended the run (see :meth:`closing`)."""
 
 
 class Router:
-    """Moves the run's tokens along outputs, through ``ex``."""
+    """Moves the run's tokens along outputs, through ``ex``; a move that ends the run folds
+    the end into its commit, through ``ending``."""
 
-    def __init__(self, ex: RouterHost) -> None:
+    def __init__(self, ex: RouterHost, ending: StepEnding) -> None:
         self.ex = ex
+        self.ending = ending
 
     async def move(self, m: Move) -> Moved:
         """Move ``token`` along ``output`` (a split makes new tokens), committing it all: the
@@ -140,7 +151,7 @@ class Router:
             requests_answered=m.requests,
             due_fired=m.fired,
         )
-        closing = ex.closing(c, ending, released, m.update) if ending else None
+        closing = self.ending.closing(c, ending, released, m.update) if ending else None
         step = closing.update if closing is not None else m.update
         try:
             ok = await ex.commit(c, unless_ended=True, token=token, update=step)
@@ -156,7 +167,7 @@ class Router:
             return NOT_MOVED
         self._apply_move(prestarted, ending, released)
         if closing is not None:
-            ex.ended_by_step(closing)
+            self.ending.ended_by_step(closing)
         for other in nxt[1:]:
             ex.spawn(other)
         joins_due = judges_move(ex.view.joins, ex.plan, targets, split_id) and note_moves(
