@@ -345,6 +345,11 @@ class DrivenRun(RecordedRun):
     def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None:
         self.lost.append(exc)
 
+    @property
+    def driver(self) -> DrivenRun:
+        """Its own driver: what it is asked to drive is recorded (:meth:`drive`)."""
+        return self
+
     async def drive(self, token: TokenRecord | None) -> None:
         if token is not None:
             self.driven.append(token.id)

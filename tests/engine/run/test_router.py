@@ -56,7 +56,9 @@ def finished(output: str) -> MoveEvent:
 async def test_a_move_commits_the_token_at_its_target_with_its_next_attempt_started() -> None:
     ex = run()
     t = ex.token("first", S.RUNNING)
-    moved = await Router(ex, ex).move(Move(t, ex.plan.placements["first"], "next", finished("next")))
+    moved = await Router(ex, ex).move(
+        Move(t, ex.plan.placements["first"], "next", finished("next"))
+    )
     assert moved.committed and moved.next is t and not moved.joins_due
     assert (t.placement, t.status, t.visit) == ("second", S.RUNNING, 1)
     assert ex.prestarted == {t.id}  # (its task goes on with the attempt the move started)
@@ -94,7 +96,9 @@ async def test_a_move_to_a_terminal_ends_the_token_in_the_same_commit() -> None:
 async def test_an_output_that_routes_nowhere_records_its_event_and_fails_the_run() -> None:
     ex = run()
     t = ex.token("first", S.RUNNING)
-    moved = await Router(ex, ex).move(Move(t, ex.plan.placements["first"], "lost", finished("lost")))
+    moved = await Router(ex, ex).move(
+        Move(t, ex.plan.placements["first"], "lost", finished("lost"))
+    )
     assert moved is NOT_MOVED
     (c,) = ex.commits
     assert [e.kind for e in c.events] == ["node_finished"] and "to" not in c.events[0].data
@@ -107,7 +111,9 @@ async def test_a_move_the_run_refuses_leaves_no_attempt_started_and_no_terminal(
     ex = run()
     ex.refusing = True  # (the run ended before the move could commit)
     t = ex.token("first", S.RUNNING)
-    moved = await Router(ex, ex).move(Move(t, ex.plan.placements["first"], "next", finished("next")))
+    moved = await Router(ex, ex).move(
+        Move(t, ex.plan.placements["first"], "next", finished("next"))
+    )
     assert moved is NOT_MOVED
     assert ex.prestarted == set() and ex.starting == set()
     t2 = ex.token("first", S.RUNNING)

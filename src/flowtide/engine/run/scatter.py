@@ -56,13 +56,14 @@ import itertools
 from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flowtide.engine.context import SourceContext
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_types import NodeFinished, ScatterItemFinished
 from flowtide.engine.run.attempts import COMPUTE, AttemptCall
 from flowtide.engine.run.children import child_run_id
+from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.state.nodestate import NodeState, copy_value
 from flowtide.engine.state.paths import get_path, set_path
 from flowtide.engine.state.reducers import copy_state
@@ -80,8 +81,38 @@ from flowtide.store.jsonvalues import check_json
 
 if TYPE_CHECKING:
     from flowtide.clock import Clock, TimerHandle
+    from flowtide.engine.flows.code import FlowCode
+    from flowtide.engine.run.attempts import Running
+    from flowtide.engine.run.executor.arming import Arming
+    from flowtide.engine.run.executor.attempts import TokenAttempts
     from flowtide.engine.run.executor.child_runs import ChildRuns
-    from flowtide.engine.run.executor.core import RunCore
+    from flowtide.engine.worker._host import RunHost
+
+
+class ScatterHost(StepPort, Protocol):
+    """What a scatter needs of the executor besides a step: the engine (its store), the
+    node code, arming (items' anchors), the running scopes and attempts, the run's tasks,
+    and dropping its view."""
+
+    @property
+    def host(self) -> RunHost: ...
+
+    @property
+    def code(self) -> FlowCode: ...
+
+    @property
+    def arming(self) -> Arming: ...
+
+    @property
+    def running(self) -> Running: ...
+
+    @property
+    def token_attempts(self) -> TokenAttempts: ...
+
+    def track(self, task: asyncio.Task[Any]) -> None: ...
+
+    def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None: ...
+
 
 _END = object()
 _MISSING = object()
@@ -196,7 +227,9 @@ class BatchMarks:
 
 
 class ScatterRun:
-    def __init__(self, ex: RunCore, children: ChildRuns, token: TokenRecord, p: Scatter) -> None:
+    def __init__(
+        self, ex: ScatterHost, children: ChildRuns, token: TokenRecord, p: Scatter
+    ) -> None:
         self.ex = ex
         self.children = children
         self.token = token
@@ -230,7 +263,7 @@ class ScatterRun:
     async def run(self, base: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
         ex, p = self.ex, self.p
         top = 0
-        for r in await ex.host.store.scatter_items(ex.run.id, self.progress_id):
+        for r in await ex.host.store.scatter_items(ex.view.run.id, self.progress_id):
             if not self.marks.read(r):
                 self.records[r.index] = r
                 top = max(top, r.order)
@@ -269,7 +302,7 @@ class ScatterRun:
         assert p.source_fn is not None
         fn = self.ex.code.source_fns[p.id]
         view = MappingProxyType(copy_state(base))
-        made = fn(SourceContext(view, self.ex.run.id, p.id, self.token.visit, self.ex.clock))
+        made = fn(SourceContext(view, self.ex.view.run.id, p.id, self.token.visit, self.ex.clock))
         if inspect.isawaitable(made):
             made = await made
         return _Source(made, p.source_fn)
@@ -362,8 +395,8 @@ class ScatterRun:
         if positions[0] in self.marks.released:
             return True  # (released before a crash: marked already)
         ex = self.ex
-        marks = BatchMarks.records(ex.run.id, self.progress_id, positions, key)
-        if not await ex.commit(Commit(ex.run.id, scatter=marks), unless_ended=True):
+        marks = BatchMarks.records(ex.view.run.id, self.progress_id, positions, key)
+        if not await ex.commit(Commit(ex.view.run.id, scatter=marks), unless_ended=True):
             return False
         self.marks.released[positions[0]] = positions
         return True
@@ -394,7 +427,7 @@ class ScatterRun:
         else:
             # (A child run changes the state it is given in place: ``state`` stays the start.)
             ended = await self._run_flow(dict(state), item, index, run_key)
-        if ended is None or self.scope.cancellation is not None or self.ex.ended:
+        if ended is None or self.scope.cancellation is not None or self.ex.view.end is not None:
             return
         output, final, error = ended
         await self._record(index, item, key, output, final, error, state)
@@ -414,7 +447,7 @@ class ScatterRun:
             deadline = resolve_window(
                 settings,
                 now=ex.clock.now(),
-                run_created_at=ex.run.created_at,
+                run_created_at=ex.view.run.created_at,
                 node_anchor=anchor_at,
             ).deadline
         call = AttemptCall(
@@ -460,7 +493,7 @@ class ScatterRun:
             ex.plan.settings[p.id],
             key=run_key,
             child_id=child_run_id(
-                ex.run.id, self.token.id, self.token.visit, self.token.attempt, index
+                ex.view.run.id, self.token.id, self.token.visit, self.token.attempt, index
             ),
             item=item,
             token=None,
@@ -501,7 +534,7 @@ class ScatterRun:
             if p.on_failure is FailurePolicy.FAIL_FAST:
                 self._stop = True
         record = ScatterItemRecord(
-            ex.run.id,
+            ex.view.run.id,
             self.progress_id,
             index,
             status,
@@ -526,7 +559,9 @@ class ScatterRun:
             batch, self._unsaved = self._unsaved, []
             if not batch:
                 return  # (the commit before this one stored it)
-            c = Commit(self.ex.run.id, scatter=[r for r, _ in batch], events=[e for _, e in batch])
+            c = Commit(
+                self.ex.view.run.id, scatter=[r for r, _ in batch], events=[e for _, e in batch]
+            )
             try:
                 await self.ex.commit(c, unless_ended=True)
             except Exception:

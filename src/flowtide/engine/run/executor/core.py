@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -35,6 +34,7 @@ from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
 from flowtide.engine.run.executor.child_runs import ChildRuns
+from flowtide.engine.run.executor.driver import Driver
 from flowtide.engine.run.executor.ending import RunEnding
 from flowtide.engine.run.executor.firing import DueFiring
 from flowtide.engine.run.executor.joins import Joins
@@ -74,7 +74,7 @@ LIVE_LIFECYCLES = frozenset(lc.value for lc in Lifecycle if not lc.terminal)
 """What a run's stored lifecycle must be for a step of its executor to commit."""
 
 
-class RunCore(ABC):
+class RunCore:
     """One run's view and commits, and the parts that move its tokens; the executor over it
     drives them."""
 
@@ -156,6 +156,8 @@ class RunCore(ABC):
         """The run's start and its deadline."""
         self.settler = Settling(self)
         """Settling the run (or handing it back) when nothing drives it any more."""
+        self.driver = Driver(self)
+        """Each token's task, placement after placement."""
 
     @property
     def run(self) -> RunRecord:
@@ -295,7 +297,7 @@ class RunCore(ABC):
             # Nodes run on workers: the token is left ready, in the store, for one of them.
             self.handed_off = True
             return
-        task = asyncio.get_running_loop().create_task(self.drive(token))
+        task = asyncio.get_running_loop().create_task(self.driver.drive(token))
         self.tasks.add(task)
 
     def spawn_aux(self, coro: Coroutine[Any, Any, Any]) -> None:
@@ -387,9 +389,3 @@ class RunCore(ABC):
             if moved.joins_due:
                 await self.joins.evaluate()
         return moved
-
-    # -- what the executor over the core provides ------------
-
-    @abstractmethod
-    async def drive(self, token: TokenRecord | None) -> None:
-        """Drive ``token`` placement after placement."""

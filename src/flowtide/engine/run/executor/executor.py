@@ -28,31 +28,21 @@ placement to the part that does it."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from flowtide.engine.errors import StoreUnavailableError
-from flowtide.engine.event_types import NodeStarted
 from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.flows.plan import FlowPlan
-from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.run.executor.core import RunCore
-from flowtide.engine.run.move import Move
 from flowtide.engine.run.restoring import restore_view
-from flowtide.engine.run.scatter import ScatterRun
 from flowtide.engine.timing.scope import CancelScope
 from flowtide.engine.worker._host import RunHost
-from flowtide.model.placements import Scatter
 from flowtide.store.base import (
-    Commit,
     DueEntry,
     RunRecord,
     RunSnapshot,
-    StoreConflict,
-    TokenRecord,
     TokenStatus,
 )
 
@@ -118,92 +108,3 @@ class RunExecutor(RunCore):
                 t.status = S.READY
                 self.spawn(t)
         self.run_start.arm_deadline()
-
-    async def drive(self, token: TokenRecord | None) -> None:
-        """Drive ``token`` placement after placement."""
-        placements = self.plan.placements
-        steps = 0
-        own = token.id if token is not None else None
-        try:
-            while token is not None:
-                if self.view.end is not None or token.status is S.CANCELLED:
-                    return
-                steps += 1
-                if steps % YIELD_EVERY == 0:
-                    # A node that never awaits (a hot loop back to itself), on a store that
-                    # answers at once, must not starve the run's deadline, other runs or the
-                    # sweeper.
-                    await asyncio.sleep(0)
-                p = placements[token.placement]
-                if p.kind in _RUNS_CODE:
-                    token = await _HANDLERS[p.kind](self, token, p)
-                else:
-                    async with self.steps.hold():  # the whole placement is one step
-                        if self.view.end is not None or token.status is S.CANCELLED:
-                            return  # (decided by the step that held the lock before)
-                        token = await _HANDLERS[p.kind](self, token, p)
-        except asyncio.CancelledError:
-            if not self.closed:
-                raise
-        except (StoreConflict, StoreUnavailableError) as exc:
-            self.lose_view(exc)
-        except Exception as exc:
-            placement = token.placement if token is not None else None
-            self.request_end(Lifecycle.FAILED, [self.error_info(exc, placement)])
-        finally:
-            if own is not None:
-                self.attempts.drop_thread(own)  # (a slot taken for an attempt that never ran)
-            self.tasks.discard(asyncio.current_task())
-            if not self.working():  # else maybe_drained has nothing to do
-                self.settler.maybe_drained()
-
-    async def at_scatter(self, token: TokenRecord, p: Scatter) -> TokenRecord | None:
-
-        body = self.plan.nodes.get(p.id)
-        async with self.steps.hold():
-            if self.view.end is not None or token.status is S.CANCELLED:
-                return None
-            token.status = S.RUNNING
-            started = self.event(
-                token,
-                NodeStarted(
-                    visit=token.visit, kind="scatter", deadline=None, node=body, subflow=p.body.flow
-                ),
-            )
-            if not await self.commit(
-                Commit(self.view.run.id, tokens=[token], events=[started]), unless_ended=True
-            ):
-                return None
-        base = dict(self.view.state)
-        runner = ScatterRun(self, self.children, token, p)
-        output, update = await runner.run(base)
-        if output is None or self.view.end is not None or token.status is S.CANCELLED:
-            return None
-        self.view.last_placements = [p.id]
-        return (
-            await self.move(
-                Move(
-                    token,
-                    p,
-                    output,
-                    event=lambda to: runner.finished(output, to),
-                    update=lambda: self.merger.apply(self.view.state, base, {}, [], update),
-                )
-            )
-        ).next
-
-
-_Handler = Callable[[RunExecutor, TokenRecord, Any], Awaitable[TokenRecord | None]]
-_HANDLERS: dict[str, _Handler] = {
-    "task": lambda ex, token, p: ex.task_steps.at_task(token, p),
-    "wait": lambda ex, token, p: ex.task_steps.at_wait(token, p),
-    "join": lambda ex, token, p: ex.joins.at_join(token, p),
-    "scatter": RunExecutor.at_scatter,
-    "subflow": lambda ex, token, p: ex.children.at_subflow(token, p),
-    "terminal": lambda ex, token, p: ex.task_steps.at_terminal(token, p),
-    "phase": lambda ex, token, p: ex.task_steps.at_phase(token, p),
-}
-"""What drives a token at each kind of placement."""
-_RUNS_CODE = frozenset({"task", "scatter", "subflow"})
-"""The kinds whose handler runs code (a node, items, a child run): it takes the step lock only
-for its steps, never while that code runs."""

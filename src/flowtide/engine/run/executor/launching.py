@@ -26,6 +26,13 @@ from flowtide.store.base import Commit, DueEntry, NodeAnchor, TokenRecord, Token
 S = TokenStatus
 
 
+class Driving(Protocol):
+    """Drives a token placement after placement (see :meth:`Driver.drive
+    <flowtide.engine.run.executor.driver.Driver.drive>`)."""
+
+    async def drive(self, token: TokenRecord | None) -> None: ...
+
+
 class StartHost(StepPort, EndPort, Protocol):
     """What a run's start needs of the executor besides a step: the flow, its node code and
     phases, the attempts and arming, new tokens and their tasks, the run's tasks and deadline
@@ -62,9 +69,10 @@ class StartHost(StepPort, EndPort, Protocol):
         self, placement: str, lineage: tuple[tuple[str, int, int], ...]
     ) -> TokenRecord: ...
 
-    def spawn(self, token: TokenRecord) -> None: ...
+    @property
+    def driver(self) -> Driving: ...
 
-    async def drive(self, token: TokenRecord | None) -> None: ...
+    def spawn(self, token: TokenRecord) -> None: ...
 
 
 class RunStart:
@@ -135,7 +143,7 @@ class RunStart:
             if self.ex.view.end is not None:
                 return
             if first:
-                await self.ex.drive(first[0])  # in this task: no task of its own
+                await self.ex.driver.drive(first[0])  # in this task: no task of its own
                 return
             for phase in pre:
                 err = await self.ex.phases.run(phase)
