@@ -5,6 +5,7 @@ retry, a timeout, a failure), waits and terminals. A part the executor holds
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
@@ -51,7 +52,6 @@ from flowtide.engine.run.marks import (
 from flowtide.engine.run.move import Move
 from flowtide.engine.timing.retry import backoff_delay, matches_retry_on, should_retry
 from flowtide.engine.timing.scope import CancelReason
-from flowtide.engine.worker._host import RunHost
 from flowtide.model.placements import (
     TIMEOUT_OUTPUT,
     AnyPlacement,
@@ -72,13 +72,23 @@ from flowtide.store.base import (
 S = TokenStatus
 
 
+class TaskEngine(Protocol):
+    """What task steps need of the engine: the random source of a retry's jittered backoff,
+    and the sweeper to wake for a wait's or a backoff's due instant."""
+
+    @property
+    def random(self) -> random.Random | None: ...
+
+    def wake_sweeper(self, when: datetime | None = None) -> None: ...
+
+
 class TaskHost(StepPort, MovePort, EndPort, Protocol):
     """What task, wait and terminal placements need of the executor besides a step and a move:
     the node code and its attempts, the step lock, arming, the join groups, the engine (its
     sweeper and randomness), and ending the run."""
 
     @property
-    def host(self) -> RunHost: ...
+    def host(self) -> TaskEngine: ...
 
     @property
     def code(self) -> FlowCode: ...
