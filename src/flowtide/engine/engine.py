@@ -620,7 +620,7 @@ class Engine:
         has ended: the last visit of ``placement`` (or of token ``token_id``), from the history,
         with how it ended."""
         held = self._runs.get(run_id)
-        live = held.tokens if held is not None else None
+        live = held.view.tokens if held is not None else None
         plan_of = self._catalog.plan_of_run
         return await explain_stored(
             self.store, plan_of, run_id, placement=placement, token_id=token_id, live=live

@@ -39,7 +39,6 @@ from flowtide.engine.run.executor.signals import Signals
 from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.executor.tasks import TaskSteps
 from flowtide.engine.run.move import Move, Moved
-from flowtide.engine.run.parking import park_record
 from flowtide.engine.run.view import RunEnd, RunView
 from flowtide.engine.state.reducers import StateMerger
 from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope
@@ -49,7 +48,6 @@ from flowtide.store.base import (
     DueEntry,
     EventRecord,
     Lease,
-    ParkRecord,
     ParkStatus,
     RunRecord,
     StoreConflict,
@@ -163,13 +161,6 @@ class RecordedRun(RecordedSteps):
         self.closed = False
         self.task_steps = TaskSteps(self)
         self.signals = Signals(self)
-
-    @property
-    def tokens(self) -> dict[str, TokenRecord]:
-        return self.view.tokens
-
-    def park_record(self, park_id: str) -> ParkRecord | None:
-        return park_record(self.view.parks, self.view.recent_parks, park_id)
 
     async def commit(
         self,

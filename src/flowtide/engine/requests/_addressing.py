@@ -3,29 +3,20 @@ why no park can take it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from flowtide.engine.errors import EngineError, RefusalReason, SignalRefused
 from flowtide.engine.requests._signals import refusal
+from flowtide.engine.run.parking import park_record
+from flowtide.engine.run.view import RunView
 from flowtide.store.base import (
     LIVE_TOKEN_STATUSES,
     ParkRecord,
     ParkStatus,
     Store,
-    TokenRecord,
     TokenStatus,
 )
-
-
-class RunView(Protocol):
-    """What a signal's addressing needs of a run's executor held in memory."""
-
-    @property
-    def tokens(self) -> Mapping[str, TokenRecord]: ...
-
-    def park_record(self, park_id: str) -> ParkRecord | None: ...
 
 
 async def find_park(
@@ -37,8 +28,8 @@ async def find_park(
     key: str | None,
     token_id: str | None,
 ) -> ParkRecord:
-    """The park a signal addresses, or the refusal (``held``: the run's executor, if this
-    engine holds it)."""
+    """The park a signal addresses, or the refusal (``held``: the run's view, if this engine
+    holds the run)."""
     if key is None and run_id is None:
         raise EngineError("signal needs a run_id (with placement or token_id) or a key")
     if key is None and placement is None and token_id is None:
@@ -64,7 +55,7 @@ async def find_park(
         parks = [p for p in parks if p.token_id == token_id]
     if ex is not None:
         # What this process knows is fresher than the store (a claim not yet committed).
-        parks = [ex.park_record(p.id) or p for p in parks]
+        parks = [park_record(ex.parks, ex.recent_parks, p.id) or p for p in parks]
     where = _where(run_id, placement, token_id, key)
     open_ = [p for p in parks if p.status == "parked"]
     if len(open_) > 1:

@@ -121,7 +121,8 @@ class Signaller:
         check_size(payload, "signal payload", self._host.max_value_bytes)
         for _ in range(5):
             held = self.holding(run_id) if run_id is not None else None
-            park = await find_park(store, held, clock.now(), run_id, placement, key, token_id)
+            view = held.view if held is not None else None
+            park = await find_park(store, view, clock.now(), run_id, placement, key, token_id)
             ex = await self.adopt(park.run_id)
             if ex is None:
                 asked = {

@@ -47,7 +47,6 @@ from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.executor.tasks import TaskSteps
 from flowtide.engine.run.marks import inherit
 from flowtide.engine.run.move import Move, Moved
-from flowtide.engine.run.parking import park_record
 from flowtide.engine.run.view import RunEnd, RunView
 from flowtide.engine.state.reducers import StateMerger
 from flowtide.engine.timing.scope import CancelReason, CancelScope
@@ -59,7 +58,6 @@ from flowtide.store.base import (
     DueEntry,
     EventRecord,
     Lease,
-    ParkRecord,
     ParkStatus,
     RunRecord,
     StoreConflict,
@@ -163,19 +161,6 @@ class RunCore:
     def run(self) -> RunRecord:
         """The run's record (see :attr:`view`)."""
         return self.view.run
-
-    @property
-    def tokens(self) -> dict[str, TokenRecord]:
-        """The run's live tokens by id (see :attr:`view`)."""
-        return self.view.tokens
-
-    @property
-    def run_id(self) -> str:
-        return self.view.run.id
-
-    @property
-    def ended(self) -> bool:
-        return self.view.end is not None
 
     def event(
         self,
@@ -375,10 +360,6 @@ class RunCore:
         park.closed_by = by
         self.view.recent_parks[park.id] = park
         self.committer.closing_parks.append(park)
-
-    def park_record(self, park_id: str) -> ParkRecord | None:
-        """The park as this executor knows it (open, or closed by it), else None."""
-        return park_record(self.view.parks, self.view.recent_parks, park_id)
 
     async def move(self, m: Move) -> Moved:
         """Move a token along an output (see :meth:`Router.move

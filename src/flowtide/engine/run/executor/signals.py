@@ -66,8 +66,8 @@ def _signalled(
 
 class SignalHost(StepPort, MovePort, Protocol):
     """What signals need of the executor besides a step and a move: the engine, the node code
-    and its attempts, the step lock, arming, the committer (what the next commits expect), the
-    run's parks and tokens, its cancel requests, and spawning a token's task."""
+    and its attempts, the step lock, arming, the committer (what the next commits expect), closing
+    a park, its cancel requests, and spawning a token's task."""
 
     @property
     def host(self) -> RunHost: ...
@@ -98,11 +98,6 @@ class SignalHost(StepPort, MovePort, Protocol):
 
     @property
     def cancels(self) -> list[str]: ...
-
-    @property
-    def tokens(self) -> Mapping[str, TokenRecord]: ...
-
-    def park_record(self, park_id: str) -> ParkRecord | None: ...
 
     def close_park(self, token: TokenRecord, status: ParkStatus, by: str) -> None: ...
 
@@ -335,7 +330,7 @@ class Signals:
         try:
             park = await find_park(
                 store,
-                self.ex,
+                self.ex.view,
                 request.requested_at,
                 self.ex.view.run.id,
                 asked.get("placement"),
