@@ -14,7 +14,7 @@ from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, Lifecycle
 from flowtide.engine.run.due import CHILD_ENDED
 from flowtide.store import TokenStatus
-from tests.engine.engine_helpers import T0, freeze, fresh_store, of_kind
+from tests.engine.engine_helpers import T0, freeze, fresh_store, of_kind, running
 from tests.engine.test_engine_children import (
     approval_child,
     parent_of,
@@ -28,10 +28,8 @@ pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreS
 async def test_a_parent_whose_child_parks_is_held_by_no_engine_and_holds_no_lease() -> None:
     child = approval_child()
     parent = parent_of(child)
-    clock = VirtualClock(T0, autojump=True)
-    store = fresh_store()
-    engine = Engine(clock=clock, store=store, flows=[parent, child])
-    try:
+    async with running(flows=[parent, child]) as (engine, _):
+        store = engine.store
         parked = await asyncio.wait_for(engine.run(parent, {"order": "w1"}), 60)
         child_id = await until_parked(store, "approve:w1")
         await until_let_go(engine)
@@ -40,10 +38,6 @@ async def test_a_parent_whose_child_parks_is_held_by_no_engine_and_holds_no_leas
         # What a rebuild needs, durable: the subflow's token, running there, waiting for its
         # child (whose id it derives).
         stored = await store.get_run(parked.run_id)
-    finally:
-        await engine.close()
-        await clock.aclose()
-        await store.close()
     assert parked.lifecycle is Lifecycle.PARKED and stored.lifecycle == "parked"
     assert leases == [None, None]
     assert (sub.placement, sub.status) == ("sub", TokenStatus.RUNNING)
@@ -126,21 +120,14 @@ async def test_an_interrupting_timer_on_a_subflow_fires_with_nobody_holding_its_
         .terminal("late", "late")
         .build()
     )
-    clock = VirtualClock(T0)
-    store = fresh_store()
-    engine = Engine(clock=clock, store=store, flows=[parent, child])
-    try:
+    async with running(False, flows=[parent, child]) as (engine, clock):
         handle = await engine.start(parent, {"order": "w5"})
         await clock.advance(timedelta(minutes=1))
-        child_id = await until_parked(store, "approve:w5")
+        child_id = await until_parked(engine.store, "approve:w5")
         await until_let_go(engine)
         await clock.advance(timedelta(minutes=10))
         result = await asyncio.wait_for(engine.wait(handle.run_id), 60)
         child_result = await asyncio.wait_for(engine.wait(child_id), 60)
-    finally:
-        await engine.close()
-        await clock.aclose()
-        await store.close()
     assert (result.lifecycle, result.outcome) == (Lifecycle.COMPLETED, "late")
     assert child_result.lifecycle is Lifecycle.CANCELLED
 
@@ -148,20 +135,13 @@ async def test_an_interrupting_timer_on_a_subflow_fires_with_nobody_holding_its_
 async def test_the_deadline_of_a_parent_let_go_cancels_its_parked_child() -> None:
     child = approval_child()
     parent = parent_of(child)
-    clock = VirtualClock(T0)
-    store = fresh_store()
-    engine = Engine(clock=clock, store=store, flows=[parent, child])
-    try:
+    async with running(False, flows=[parent, child]) as (engine, clock):
         handle = await engine.start(parent, {"order": "w6"}, deadline=timedelta(hours=1))
         await clock.advance(timedelta(minutes=1))
-        child_id = await until_parked(store, "approve:w6")
+        child_id = await until_parked(engine.store, "approve:w6")
         await until_let_go(engine)
         await clock.advance(timedelta(hours=1))
         result = await asyncio.wait_for(engine.wait(handle.run_id), 60)
         child_result = await asyncio.wait_for(engine.wait(child_id), 60)
-    finally:
-        await engine.close()
-        await clock.aclose()
-        await store.close()
     assert result.lifecycle is Lifecycle.TIMED_OUT
     assert child_result.lifecycle is Lifecycle.CANCELLED
