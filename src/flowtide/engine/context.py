@@ -21,7 +21,6 @@ class NodeContext:
     is cancelled (timeout, run deadline, abort, a lost ``first`` join) has its changes discarded.
     """
 
-    # RunExecutor._fast_task sets every slot itself (no __init__ call): keep it in step.
     __slots__ = (
         "_scope",
         "attempt",

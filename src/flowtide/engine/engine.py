@@ -33,7 +33,7 @@ from flowtide.engine.requests.inbox import Signaller
 from flowtide.engine.result import RunResult
 from flowtide.engine.run._commit import commit_step
 from flowtide.engine.run.children import ChildRuns
-from flowtide.engine.run.executor.executor import RunExecutor
+from flowtide.engine.run.executor.core import RunExecutor
 from flowtide.engine.run.starting import new_run
 from flowtide.engine.state.limits import DEFAULT_MAX_VALUE_BYTES, check_signal, check_start
 from flowtide.engine.timing.deadlines import run_deadline

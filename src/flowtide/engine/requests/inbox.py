@@ -40,7 +40,7 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.requests._addressing import find_park
 from flowtide.engine.requests._signals import receipt_of, refusal
 from flowtide.engine.requests.answers import AnswerWatch
-from flowtide.engine.run.executor.executor import RunExecutor
+from flowtide.engine.run.executor.core import RunExecutor
 from flowtide.engine.state.limits import check_size
 from flowtide.store.base import (
     DuplicateSignal,

@@ -1,18 +1,37 @@
-"""The executor's core: its view of the run (:class:`~flowtide.engine.run.view.RunView`), the
-commit of a step (through its :class:`~flowtide.engine.run.committer.Committer`), and its tasks.
+"""The run executor: drives one run's tokens through its flow on the event loop.
 
-Most of the executor is parts the core holds, each calling back only through what it is given:
-its tokens' attempts (what the :class:`~flowtide.engine.run.attempts.AttemptRunner` needs around
-an attempt: :mod:`~flowtide.engine.run.executor.attempts`), its arming (windows, timers,
-anchors: :mod:`~flowtide.engine.run.executor.arming`), its router (moves along outputs:
-:mod:`~flowtide.engine.run.executor.router`), its join groups
-(:mod:`~flowtide.engine.run.executor.joins`) and its task steps (task, wait and terminal
-placements: :mod:`~flowtide.engine.run.executor.tasks`), its signals
-(:mod:`~flowtide.engine.run.executor.signals`) and its due firings
-(:mod:`~flowtide.engine.run.executor.firing`). The executor over it
-(:mod:`~flowtide.engine.run.executor.executor`) holds the rest: child runs, phases, the run's
-start, settling and end. What they decide is decided by the parts of :mod:`flowtide.engine.run`;
-what the core needs from the executor over it is declared here, abstract."""
+Each live token is driven by one asyncio task, placement after placement; a parallel split
+gives each new branch a task of its own, so independent branches run at the same time. Waiting
+tokens (waits, retry backoffs) and parked tokens have no task at all: their due instants (a
+wait, a backoff, a park deadline, escalation timers) are in the store, and the engine's sweeper
+hands them back here when they are due; a signal hands a parked token back too.
+
+When a run has only waiting and parked tokens left (a subflow's token whose child waits parked
+counts as parked) it is *quiescent*: its lifecycle becomes ``parked`` and the executor lets go
+of it: the engine forgets it, and a signal, the sweeper or the end of a subflow's child rebuilds
+an executor from the store (:meth:`RunExecutor.restore`).
+
+A parked token is moved by exactly one of {signal, park timeout, interrupting timer, cancel}:
+each first claims the token in memory (synchronously, so a second claimant in this process sees
+it taken) and then commits with ``Commit.expect`` (status ``parked`` and the park's epoch; for a
+signal also "deadline still ahead"), so the store refuses the loser across processes too.
+
+The executor holds its view of the run (:class:`~flowtide.engine.run.view.RunView`), the commit
+of a step (through its :class:`~flowtide.engine.run.committer.Committer`) and its tasks. The rest
+is parts it holds and calls, each calling back only through a protocol of what it needs: each
+token's task (:mod:`~flowtide.engine.run.executor.driver`), its tokens' attempts
+(:mod:`~flowtide.engine.run.executor.attempts`), arming (windows, timers, anchors:
+:mod:`~flowtide.engine.run.executor.arming`), the router (moves along outputs:
+:mod:`~flowtide.engine.run.executor.router`), join groups
+(:mod:`~flowtide.engine.run.executor.joins`), task steps (task, wait and terminal placements:
+:mod:`~flowtide.engine.run.executor.tasks`), signals (:mod:`~flowtide.engine.run.executor.signals`),
+due firings (:mod:`~flowtide.engine.run.executor.firing`), child runs
+(:mod:`~flowtide.engine.run.executor.child_runs`), phases
+(:mod:`~flowtide.engine.run.executor.phases`), the run's start
+(:mod:`~flowtide.engine.run.executor.launching`), settling and letting go
+(:mod:`~flowtide.engine.run.executor.settling`) and the run's end
+(:mod:`~flowtide.engine.run.executor.ending`). What they decide is decided by the parts of
+:mod:`flowtide.engine.run`."""
 
 from __future__ import annotations
 
@@ -20,6 +39,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Coroutine, Sequence
+from datetime import datetime
 from typing import Any
 
 from flowtide.engine.errors import StoreUnavailableError
@@ -47,6 +67,7 @@ from flowtide.engine.run.executor.steps import StepLock
 from flowtide.engine.run.executor.tasks import TaskSteps
 from flowtide.engine.run.marks import inherit
 from flowtide.engine.run.move import Move, Moved
+from flowtide.engine.run.restoring import restore_view
 from flowtide.engine.run.view import RunEnd, RunView
 from flowtide.engine.state.reducers import StateMerger
 from flowtide.engine.timing.scope import CancelReason, CancelScope
@@ -60,6 +81,7 @@ from flowtide.store.base import (
     Lease,
     ParkStatus,
     RunRecord,
+    RunSnapshot,
     StoreConflict,
     TokenRecord,
     TokenStatus,
@@ -72,9 +94,9 @@ LIVE_LIFECYCLES = frozenset(lc.value for lc in Lifecycle if not lc.terminal)
 """What a run's stored lifecycle must be for a step of its executor to commit."""
 
 
-class RunCore:
-    """One run's view and commits, and the parts that move its tokens; the executor over it
-    drives them."""
+class RunExecutor:
+    """One run, driven from its start or rebuilt from the store: its view, its commits and
+    tasks, and the parts that move its tokens."""
 
     def __init__(
         self,
@@ -156,6 +178,46 @@ class RunCore:
         """Settling the run (or handing it back) when nothing drives it any more."""
         self.driver = Driver(self)
         """Each token's task, placement after placement."""
+
+    def restore(self, snapshot: RunSnapshot) -> None:
+        """Rebuild in-memory bookkeeping from the run's snapshot (before resuming): its tokens,
+        the history after its resume checkpoint, its node anchors and open parks."""
+        self.started = True
+        restored = restore_view(self.view, self.plan, snapshot.tokens, snapshot.history)
+        self.committer.restored(restored.seq)
+        self.ids = itertools.count(restored.next_id)
+        for anchor in snapshot.anchors:
+            self.view.anchors[(anchor.placement, anchor.item)] = anchor.at
+        for park in snapshot.parks:
+            token = self.view.tokens.get(park.token_id)
+            if token is not None and token.status is S.PARKED and token.epoch == park.epoch:
+                self.view.parks[park.token_id] = park
+
+    def fire_come(self, due: Sequence[DueEntry], now: datetime) -> int:
+        """Fire the run's due entries whose instant has come by ``now`` (its lease is held
+        here); how many were not being fired already."""
+        come = [e for e in due if e.when <= now]
+        fired = 0
+        if come and self.settler.pin():
+            try:
+                fired = self.due_firing.fire_all(come)
+            finally:
+                self.settler.unpin()
+        return fired
+
+    def resume_tokens(self) -> None:
+        """Start driving restored tokens (waiting and parked ones have their due entries in the
+        store: the sweeper fires them)."""
+        for t in list(self.view.tokens.values()):
+            if t.status is S.RUNNING and self.plan.placements[t.placement].kind == "subflow":
+                # It waits for its child again (its start is not made again: a timer firing
+                # first is kept for it, as for any attempt starting).
+                self.starting.add(t.id)
+                self.spawn(t)
+            elif t.status in (S.READY, S.RUNNING):
+                t.status = S.READY
+                self.spawn(t)
+        self.run_start.arm_deadline()
 
     @property
     def run(self) -> RunRecord:

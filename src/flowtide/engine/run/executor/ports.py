@@ -74,8 +74,8 @@ class DrainPort(Protocol):
 
 
 class EndPort(Protocol):
-    """Ends the run (see :meth:`RunCore.request_end
-    <flowtide.engine.run.executor.core.RunCore.request_end>`): a part that fails a token or
+    """Ends the run (see :meth:`RunExecutor.request_end
+    <flowtide.engine.run.executor.core.RunExecutor.request_end>`): a part that fails a token or
     finds the run over asks for its end, which the executor's driver carries out."""
 
     def request_end(
