@@ -45,7 +45,6 @@ from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope
 from flowtide.model.placements import Terminal
 from flowtide.store.base import (
     Commit,
-    DueEntry,
     EventRecord,
     Lease,
     ParkStatus,
@@ -157,7 +156,6 @@ class RecordedRun(RecordedSteps):
         self.refusing = False
         self.committer = Committer(self.host)
         self.cancels: list[str] = []
-        self.firing: set[DueEntry] = set()
         self.closed = False
         self.task_steps = TaskSteps(self)
         self.signals = Signals(self)
@@ -310,10 +308,7 @@ class DrivenRun(RecordedRun):
         self.flow = plan.flow
         self.tasks: set[asyncio.Future[Any]] = set()
         self.children = NoChildWaits()
-        self.handing: asyncio.Task[None] | None = None
-        self.settling: asyncio.Task[None] | None = None
         self.released = False
-        self.pins = 0
         self.lease: Lease | None = None
         self.deadline_timer: Any = None
         self.started = True

@@ -57,7 +57,7 @@ async def test_a_waits_end_hands_its_token_to_a_task_and_commits_nothing_alone()
     assert t.status is S.READY and ex.spawned == [t.id]
     assert ex.committer.expect[t.id] == Expect(S.WAITING, t.epoch)
     assert ex.committer.fired[t.id] == [entry]  # (the token's next commit removes it)
-    assert ex.commits == [] and ex.firing == set()
+    assert ex.commits == [] and ex.due_firing.firing == set()
 
 
 async def test_a_stale_entry_is_removed_on_its_own() -> None:

@@ -36,8 +36,8 @@ async def test_a_run_left_parked_is_given_back_to_the_store_and_let_go() -> None
     ex.view.parks[t.id] = ParkRecord("p1", "r", t.id, "ask", t.visit, 0, T0, key="k")
     assert ex.settler.quiescent()
     ex.settler.maybe_drained()
-    assert ex.settling is not None
-    await ex.settling
+    assert ex.settler.settling is not None
+    await ex.settler.settling
     (given,) = ex.commits
     assert given.release and given.run is ex.view.run
     assert ex.view.run.lifecycle == "parked" and ex.view.run.checkpoint is not None
@@ -53,8 +53,8 @@ async def test_a_pin_holds_the_run_until_it_is_taken_out() -> None:
     ex.token("ask", S.PARKED)
     assert ex.settler.pin()
     ex.settler.maybe_drained()
-    assert ex.settling is None and not ex.settler.quiescent()
+    assert ex.settler.settling is None and not ex.settler.quiescent()
     ex.settler.unpin()
-    assert ex.settling is not None
-    ex.settling.cancel()
-    await asyncio.gather(ex.settling, return_exceptions=True)
+    assert ex.settler.settling is not None
+    ex.settler.settling.cancel()
+    await asyncio.gather(ex.settler.settling, return_exceptions=True)

@@ -131,8 +131,6 @@ class RunExecutor:
         self.closed = False
         self.deadline_timer: Any = None
         self.finalizer: asyncio.Task[None] | None = None
-        self.settling: asyncio.Task[None] | None = None
-        self.pins = 0
         self.committer = Committer(host)
         """The one way to the store (and what the next commits carry for their tokens)."""
         self.released = False
@@ -156,13 +154,9 @@ class RunExecutor:
         """The lease the run is driven under: every commit carries it (see ``Commit.lease``)."""
         self.cancels: list[str] = []
         """The cancel requests the run applied: the commit of its end answers them."""
-        self.firing: set[DueEntry] = set()
-        """Due entries being fired (not fired twice if the run is claimed again meanwhile)."""
         self.handed_off = False
         """A token is ready but this engine runs no nodes: the run goes back to the store for a
         worker once the step is done (see ``RunHost.executes``)."""
-        self.handing: asyncio.Task[None] | None = None
-        """The step that hands the run back (see ``handed_off``)."""
         self.signals = Signals(self)
         """Signals to the run's parked tokens, and requests recorded for the run."""
         self.due_firing = DueFiring(self)

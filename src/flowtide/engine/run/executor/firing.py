@@ -41,9 +41,8 @@ log = logging.getLogger("flowtide.engine")
 
 class FiringHost(StepPort, MovePort, EndPort, Protocol):
     """What firing due entries needs of the executor besides a step and a move: the step lock,
-    the committer (what the next commits expect and fire), the entries being fired, the running
-    and starting attempts, its signals and task steps, new tokens and their tasks, and ending
-    the run."""
+    the committer (what the next commits expect and fire), the running and starting attempts,
+    its signals and task steps, new tokens and their tasks, and ending the run."""
 
     @property
     def closed(self) -> bool: ...
@@ -53,9 +52,6 @@ class FiringHost(StepPort, MovePort, EndPort, Protocol):
 
     @property
     def committer(self) -> Committer: ...
-
-    @property
-    def firing(self) -> set[DueEntry]: ...
 
     @property
     def running(self) -> Running: ...
@@ -85,6 +81,8 @@ class DueFiring:
 
     def __init__(self, ex: FiringHost) -> None:
         self.ex = ex
+        self.firing: set[DueEntry] = set()
+        """Due entries being fired (not fired twice if the run is claimed again meanwhile)."""
 
     def fire_all(self, entries: Sequence[DueEntry]) -> int:
         """The sweeper says these due entries have come: requests first (the store lets no
@@ -98,9 +96,9 @@ class DueFiring:
         """This due entry has come (see :class:`~flowtide.store.DueEntry`), ``purpose`` read
         from it: a step of its own, under the step lock. False if it is being fired already (or
         the run is ending, which removes it)."""
-        if self.ex.view.end is not None or self.ex.closed or entry in self.ex.firing:
+        if self.ex.view.end is not None or self.ex.closed or entry in self.firing:
             return False
-        self.ex.firing.add(entry)
+        self.firing.add(entry)
         if purpose == SIGNAL:
             self.ex.spawn_aux(self._fire_request(entry))
             return True
@@ -115,13 +113,13 @@ class DueFiring:
         try:
             await self._fire_once(entry, purpose)
         finally:
-            self.ex.firing.discard(entry)
+            self.firing.discard(entry)
 
     async def _fire_request(self, entry: DueEntry) -> None:
         try:
             await self.ex.signals.answer_request(entry)
         finally:
-            self.ex.firing.discard(entry)
+            self.firing.discard(entry)
 
     async def _fire_once(self, entry: DueEntry, purpose: DuePurpose | None) -> None:
         async with self.ex.steps.hold():

@@ -30,10 +30,7 @@ class SettlingHost(StepPort, EndPort, Protocol):
     committer, the run's tasks and child waits, its lease and timers, whether it started, is
     handed off or let go, and how it ends, closes or drops its view."""
 
-    handing: asyncio.Task[None] | None
-    settling: asyncio.Task[None] | None
     released: bool
-    pins: int
     lease: Lease | None
     deadline_timer: Any
 
@@ -73,6 +70,12 @@ class Settling:
 
     def __init__(self, ex: SettlingHost) -> None:
         self.ex = ex
+        self.pins = 0
+        """Signals and firings working on the run: it is not let go meanwhile (see :meth:`pin`)."""
+        self.settling: asyncio.Task[None] | None = None
+        """The task that settles the run (see :meth:`settle`)."""
+        self.handing: asyncio.Task[None] | None = None
+        """The task that hands the run back (see :meth:`hand_off`)."""
 
     def maybe_drained(self) -> None:
         if (
@@ -84,18 +87,18 @@ class Settling:
             return
         if self.ex.released:
             return
-        if self.ex.pins:
+        if self.pins:
             return
         if self.ex.handed_off:
-            if self.ex.handing is None:
-                self.ex.handing = asyncio.get_running_loop().create_task(self.hand_off())
+            if self.handing is None:
+                self.handing = asyncio.get_running_loop().create_task(self.hand_off())
             return
         if self.ex.children.waits or any(
             t.status in (S.WAITING, S.PARKED) for t in self.ex.view.tokens.values()
         ):
-            settling = self.ex.settling is not None and not self.ex.settling.done()
+            settling = self.settling is not None and not self.settling.done()
             if not settling and self.quiescent():
-                self.ex.settling = asyncio.get_running_loop().create_task(self.settle())
+                self.settling = asyncio.get_running_loop().create_task(self.settle())
             return
         if self.ex.view.tokens:
             stuck = sorted({t.placement for t in self.ex.view.tokens.values()})
@@ -112,7 +115,7 @@ class Settling:
 
     def quiescent(self) -> bool:
         """Only waiting/parked (and join-arrived) tokens are left, and nothing runs."""
-        if self.ex.view.end is not None or self.ex.closed or self.ex.working() or self.ex.pins:
+        if self.ex.view.end is not None or self.ex.closed or self.ex.working() or self.pins:
             return False
         # (A subflow token whose child waits parked counts as parked.)
         statuses = {
@@ -232,7 +235,7 @@ class Settling:
                 or self.ex.closed
                 or self.ex.released
                 or self.ex.tasks
-                or self.ex.pins
+                or self.pins
             ):
                 return
             self.ex.view.run.checkpoint = Checkpoint(
@@ -261,9 +264,9 @@ class Settling:
         it has already been let go (rebuild one from the store)."""
         if self.ex.released or self.ex.closed:
             return False
-        self.ex.pins += 1
+        self.pins += 1
         return True
 
     def unpin(self) -> None:
-        self.ex.pins -= 1
+        self.pins -= 1
         self.maybe_drained()
