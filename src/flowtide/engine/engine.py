@@ -42,13 +42,12 @@ from flowtide.engine.timing.scope import CancelScope
 from flowtide.engine.timing.timekeeping import Timekeeper
 from flowtide.engine.worker._hooks import HookDelivery, hook_failure
 from flowtide.engine.worker.background import consumed
+from flowtide.engine.worker.holding import HeldRuns
 from flowtide.engine.worker.hosting import Bookkeeping, EngineHost
 from flowtide.engine.worker.instruments import NO_INSTRUMENTS, EngineInstruments
 from flowtide.engine.worker.leases import (
     LEASE_TTL,
-    LeaseRenewer,
     count_takeovers,
-    give_back,
     worker_id,
 )
 from flowtide.engine.worker.presence import Presence
@@ -161,21 +160,20 @@ class Engine:
             cancel=self.cancel_nowait,
             deadline=run_deadline,
         )
-        self._renewer = LeaseRenewer(
-            self.store, self.clock, self.owner, lease_ttl, lambda: self._runs, self._discard
-        )
-        self._runs: dict[str, RunExecutor] = {}
+        self._waiters = RunWaiters()
+        self._held = HeldRuns(self, self._presence, self._waiters, lambda: self._scheduler)
+        self._runs = self._held.runs  # (the held runs themselves, by run id)
+        self._renewer = self._held.renewer
         self._max_threads = max_threads
         self._contracts = OutputContracts() if validate_outputs else None
         self._threads: ThreadPoolExecutor | None = None
         self._thread_slots = ThreadSlots(max_threads)
         self._scheduler: Sweeper | None = None
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
-        self._waiters = RunWaiters()
         self._hooks = HookDelivery(self.hooks, self._hook_failed)
         self._host = EngineHost(self, self._bookkeeping())
         self._signaller = Signaller(
-            self, held=self._runs.get, discard=self._discard, take=self._take_unheld
+            self, held=self._runs.get, discard=self._held.discard, take=self._take_unheld
         )
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
@@ -239,7 +237,7 @@ class Engine:
         if self._scheduler is None:
             most = self.max_runs
             # (A held run that waits parked, about to be let go, takes no room.)
-            room = None if most is None else (lambda: most - self._at_work())
+            room = None if most is None else (lambda: most - self._held.at_work())
             self._scheduler = Sweeper(
                 self.store,
                 self.clock,
@@ -393,7 +391,7 @@ class Engine:
         lease = await self._store_run(run, state, held=True)
         ex = RunExecutor(self._host, plan, run, state, code=code, parent_scope=parent_scope)
         ex.lease = lease
-        self._hold(run.id, ex)
+        self._held.hold(run.id, ex)
         return ex
 
     async def _store_run(
@@ -450,7 +448,7 @@ class Engine:
                 try:
                     ex = await self._load(run_id, lease, now or self.clock.now())
                 except (EngineError, StoreError, NodeResolutionError):
-                    await self._give_back(lease)  # (this engine cannot drive it: untouched)
+                    await self._held.give_back(lease)  # (this engine cannot drive it: untouched)
                     raise
         except BaseException as exc:
             fut.set_exception(exc)
@@ -472,7 +470,7 @@ class Engine:
         code = self.code(plan)  # (refused before anything of the run is run)
         ex = RunExecutor(self._host, plan, run, snapshot.state, code=code)
         ex.lease = lease
-        self._hold(run_id, ex)
+        self._held.hold(run_id, ex)
         self._presence.took(run_id, run.flow_id)
         if run.lifecycle == Lifecycle.PENDING:
             ex.run_start.launch(run.options.get("entrypoint"))
@@ -482,7 +480,7 @@ class Engine:
             ex.resume_tokens()
             ex.fire_come(snapshot.due, now)
         except BaseException:
-            self._forget(ex)  # (its lease is given back by the caller)
+            self._held.forget(ex)  # (its lease is given back by the caller)
             ex.close(notify=False)
             raise
         ex.maybe_drained()
@@ -509,7 +507,7 @@ class Engine:
                     continue
                 # Taken by another engine meanwhile (a signal, a cancel) and given back: what
                 # is held here is out of date. Rebuilt below.
-                self._discard(held)
+                self._held.discard(held)
             try:
                 await self._executor(lease.run_id, lease, now)
                 done += 1
@@ -536,11 +534,6 @@ class Engine:
             log.warning("cannot take run %s: %s", printable(run_id), exc)
         ex = self._runs.get(run_id)
         return ex if ex is not None and not ex.released else None
-
-    def _hold(self, run_id: str, ex: RunExecutor) -> None:
-        """Hold the run's executor (and keep its lease renewed while any is held)."""
-        self._runs[run_id] = ex
-        self._renewer.start()
 
     # -- signals, cancel, explain ------------
 
@@ -676,7 +669,7 @@ class Engine:
             await self._scheduler.close()
             self._scheduler = None
         for ex in [ex for ex in self._runs.values() if ex.run.lifecycle == Lifecycle.PARKED]:
-            self._discard(ex)
+            self._held.discard(ex)
         busy = await self._presence.drained(within, lambda: self._runs)
         await self.close()
         return busy
@@ -694,94 +687,22 @@ class Engine:
         if self.executes and not self._draining:  # (a client takes no runs: workers do)
             _ = self.sweeper
 
-    def _at_work(self) -> int:
-        return sum(ex.run.lifecycle != Lifecycle.PARKED for ex in self._runs.values())
-
-    def _forget(self, ex: object) -> None:
-        for run_id, held in list(self._runs.items()):
-            if held is ex:
-                del self._runs[run_id]
-        self._presence.changed.set()
-        if self.max_runs is not None:
-            self._wake_sweeper()  # (room for another run)
-
     def _bookkeeping(self) -> Bookkeeping:
         """What this engine does when one of its executors tells it something."""
         return Bookkeeping(
             thread_slots=self._thread_slots,
             output_contracts=self._contracts,
-            wake_sweeper=self._wake_sweeper,
+            wake_sweeper=self._held.wake_sweeper,
             publish=self._hooks.publish,
             start_child=self._children.start,
-            let_go=self._let_go,
-            discard=self._discard,
-            defer=self._defer,
-            forget=self._forget_ended,
-            unavailable=self._unavailable,
-            settled=self._settled,
+            let_go=self._held.let_go,
+            discard=self._held.discard,
+            defer=self._held.defer,
+            forget=self._held.forget_ended,
+            unavailable=self._held.unavailable,
+            settled=self._held.settled,
             ended=self._waiters.ended,
         )
-
-    def _let_go(self, ex: object) -> None:
-        """The run is quiescent: nothing of it stays in memory."""
-        if isinstance(ex, RunExecutor):
-            self._presence.let_go(ex.run)
-        self._forget(ex)
-
-    def _forget_ended(self, ex: object) -> None:
-        """The run has ended: this engine stops holding it."""
-        if isinstance(ex, RunExecutor) and self._runs.get(ex.run.id) is ex:
-            self._presence.ended(ex.run)
-        self._forget(ex)
-
-    def _settled(self, result: RunResult) -> None:
-        self._waiters.settled(result)
-        self._presence.changed.set()
-        if self.max_runs is not None:
-            self._wake_sweeper()  # (a run held parked takes no room)
-
-    def _unavailable(self, ex: object, error: Exception) -> None:
-        """The store kept failing under this executor: drop it and tell who waits on its run."""
-        self._discard(ex)
-        if isinstance(ex, RunExecutor):
-            self._waiters.fail(ex.run.id, error)
-
-    def _discard(self, ex: object) -> None:
-        """What this executor knows is stale (another process moved the run): drop it. If its
-        lease is still this engine's, the run is given back, for a fresh view to go on with."""
-        self._forget(ex)
-        if isinstance(ex, RunExecutor):
-            ex.close(notify=False)
-            run_id = ex.run.id
-            if ex.lease is not None and ex.lease.owner == self.owner:
-                self._presence.gave_back([run_id], "out of date here")
-                task = asyncio.get_running_loop().create_task(self._give_back(ex.lease))
-                task.add_done_callback(consumed)
-            if self._waiters.waiting(run_id):
-                # Whoever waits here learns the run's end from the store, if another actor
-                # has ended it.
-                task = asyncio.get_running_loop().create_task(
-                    self._waiters.from_store(self.store, run_id)
-                )
-                task.add_done_callback(consumed)
-
-    def _defer(self, ex: object, delay: timedelta) -> None:
-        """Drop this executor; nobody takes its run for ``delay`` (a deadline not come yet)."""
-        self._forget(ex)
-        if isinstance(ex, RunExecutor):
-            ex.close(notify=False)
-            task = asyncio.get_running_loop().create_task(
-                self._presence.aside.defer(ex.run.id, delay)
-            )
-            task.add_done_callback(consumed)
-
-    async def _give_back(self, lease: Lease) -> None:
-        await give_back(self.store, self.clock, lease)
-        self._wake_sweeper()
-
-    def _wake_sweeper(self, when: datetime | None = None) -> None:
-        if self._scheduler is not None:  # (none in a client, or once closed)
-            self._scheduler.wake(when)
 
     async def _hook_failed(self, hook: Hook, event: EventRecord, exc: Exception) -> None:
         """Record a hook's failure in the run's history (it is not delivered to hooks)."""
