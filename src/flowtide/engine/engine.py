@@ -47,15 +47,13 @@ from flowtide.engine.worker.hosting import Bookkeeping, EngineHost
 from flowtide.engine.worker.instruments import NO_INSTRUMENTS, EngineInstruments
 from flowtide.engine.worker.leases import (
     LEASE_TTL,
-    count_takeovers,
     worker_id,
 )
 from flowtide.engine.worker.presence import Presence
 from flowtide.engine.worker.scheduler import Sweeper
+from flowtide.engine.worker.taking import RunTaking
 from flowtide.engine.worker.threadslots import DEFAULT_THREADS, ThreadSlots
-from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
-from flowtide.printable import printable
 from flowtide.store.base import (
     Commit,
     EventRecord,
@@ -64,8 +62,6 @@ from flowtide.store.base import (
     RunRecord,
     Store,
     StoreError,
-    UnknownRunError,
-    UnknownStoredFlow,
 )
 from flowtide.store.memory import MemoryStore
 from flowtide.store.urls import a_store
@@ -73,9 +69,6 @@ from flowtide.store.urls import a_store
 __all__ = ["DEFER_UNFIREABLE", "Engine"]
 
 log = logging.getLogger("flowtide.engine")
-
-FIRE_SLICE = 50
-"""How many claimed runs the engine takes before it lets the loop run other work."""
 
 DEFER_UNFIREABLE = timedelta(seconds=30)
 """How long a run this engine cannot drive (its nodes do not resolve here) is set aside."""
@@ -169,11 +162,12 @@ class Engine:
         self._threads: ThreadPoolExecutor | None = None
         self._thread_slots = ThreadSlots(max_threads)
         self._scheduler: Sweeper | None = None
-        self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
         self._hooks = HookDelivery(self.hooks, self._hook_failed)
         self._host = EngineHost(self, self._bookkeeping())
+        self._taking = RunTaking(self, self._held, self._catalog, self._host, self._presence)
+        self._take = self._taking.take  # (the sweeper's: the runs it claimed)
         self._signaller = Signaller(
-            self, held=self._runs.get, discard=self._held.discard, take=self._take_unheld
+            self, held=self._runs.get, discard=self._held.discard, take=self._taking.take_unheld
         )
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
@@ -415,125 +409,10 @@ class Engine:
         end = self._waiters.end(run_id)
         if run_id in self._runs:
             return RunHandle(self, run_id, end)
-        ex = await self._executor(run_id)
+        ex = await self._taking.executor(run_id)
         if ex is None and not end.done():
             await self._waiters.from_store(self.store, run_id)
         return RunHandle(self, run_id, end)
-
-    async def _executor(
-        self, run_id: str, lease: Lease | None = None, now: datetime | None = None
-    ) -> RunExecutor | None:
-        """The run's executor: in memory, or rebuilt from the store under ``lease`` (a claim's)
-        or one taken now from whoever held it (None: the run ended). A live worker that held it
-        lets go of it at its next commit (see :meth:`Store.acquire_run`), and its nodes in
-        flight run again. A rebuilt run fires its due entries whose instant has come by ``now``
-        (default: the clock's now)."""
-        ex = self._runs.get(run_id)
-        if ex is not None and not ex.released:
-            return ex
-        loading = self._loading.get(run_id)
-        if loading is not None:
-            return await asyncio.shield(loading)
-        fut: asyncio.Future[RunExecutor | None] = asyncio.get_running_loop().create_future()
-        self._loading[run_id] = fut
-        try:
-            if lease is None:
-                now = self.clock.now()
-                lease = await self.store.acquire_run(
-                    run_id, self.owner, now, now + self.lease_ttl, force=True
-                )
-                count_takeovers(self.instruments, [lease])
-            ex = None
-            if lease is not None:
-                try:
-                    ex = await self._load(run_id, lease, now or self.clock.now())
-                except (EngineError, StoreError, NodeResolutionError):
-                    await self._held.give_back(lease)  # (this engine cannot drive it: untouched)
-                    raise
-        except BaseException as exc:
-            fut.set_exception(exc)
-            fut.exception()
-            raise
-        finally:
-            del self._loading[run_id]
-        fut.set_result(ex)
-        return ex
-
-    async def _load(self, run_id: str, lease: Lease, now: datetime) -> RunExecutor | None:
-        """Rebuild the run's executor from the store (one read: its snapshot), under ``lease``,
-        and fire what is due by ``now``."""
-        snapshot = await self.store.load_run(run_id)
-        run = snapshot.run
-        if Lifecycle(run.lifecycle).terminal:
-            return None
-        plan = await self._catalog.plan_of_run(run)
-        code = self.code(plan)  # (refused before anything of the run is run)
-        ex = RunExecutor(self._host, plan, run, snapshot.state, code=code)
-        ex.lease = lease
-        self._held.hold(run_id, ex)
-        self._presence.took(run_id, run.flow_id)
-        if run.lifecycle == Lifecycle.PENDING:
-            ex.run_start.launch(run.options.get("entrypoint"))
-            return ex
-        try:
-            ex.restore(snapshot)
-            ex.resume_tokens()
-            ex.fire_come(snapshot.due, now)
-        except BaseException:
-            self._held.forget(ex)  # (its lease is given back by the caller)
-            ex.close(notify=False)
-            raise
-        ex.maybe_drained()
-        return ex
-
-    async def _fire_due(self, ex: RunExecutor, now: datetime) -> int:
-        """Fire the due entries of a run held here whose instant has come by ``now``."""
-        return ex.fire_come(await self.store.due_of(ex.run.id), now)
-
-    async def _take(self, leases: Sequence[Lease], now: datetime) -> int:
-        """Runs the sweeper claimed at ``now``: each is found here, or rebuilt from the store,
-        and its due entries fired; how many runs were rebuilt and entries fired (0: all under
-        way already). Every :data:`FIRE_SLICE` runs the loop gets a turn."""
-        count_takeovers(self.instruments, leases)
-        done = 0
-        for n, lease in enumerate(leases, 1):
-            if n % FIRE_SLICE == 0:
-                await asyncio.sleep(0)
-            held = self._runs.get(lease.run_id)
-            if held is not None and not held.released:
-                if held.lease is None or held.lease.epoch == lease.epoch:
-                    held.lease = lease
-                    done += await self._fire_due(held, now)
-                    continue
-                # Taken by another engine meanwhile (a signal, a cancel) and given back: what
-                # is held here is out of date. Rebuilt below.
-                self._held.discard(held)
-            try:
-                await self._executor(lease.run_id, lease, now)
-                done += 1
-            except UnknownRunError:
-                continue  # the run is gone: nothing to fire
-            except (EngineError, NodeResolutionError, UnknownStoredFlow) as exc:
-                # This engine cannot drive the run (its flow or nodes cannot be resolved here):
-                # it waits for a worker that can.
-                await self._presence.cannot_drive(lease.run_id, exc)
-                continue
-            except StoreError as exc:
-                log.warning("cannot take run %s: %s", printable(lease.run_id), exc)
-        return done
-
-    async def _take_unheld(self, run_id: str) -> RunExecutor | None:
-        """Claim a run nobody holds alive and fire what is due, as the sweeper would; its
-        executor if held here now (a run another worker holds is left to it)."""
-        now = self.clock.now()
-        try:
-            lease = await self.store.acquire_run(run_id, self.owner, now, now + self.lease_ttl)
-            if lease is not None:
-                await self._take([lease], now)
-        except StoreError as exc:
-            log.warning("cannot take run %s: %s", printable(run_id), exc)
-        ex = self._runs.get(run_id)
-        return ex if ex is not None and not ex.released else None
 
     # -- signals, cancel, explain ------------
 
