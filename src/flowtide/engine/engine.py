@@ -33,12 +33,10 @@ from flowtide.engine.requests.inbox import Signaller
 from flowtide.engine.result import RunResult
 from flowtide.engine.run._commit import commit_step
 from flowtide.engine.run.children import ChildRuns
-from flowtide.engine.run.executor.executor import RunExecutor
-from flowtide.engine.run.starting import new_run
-from flowtide.engine.state.limits import DEFAULT_MAX_VALUE_BYTES, check_signal, check_start
+from flowtide.engine.run.creation import RunCreation
+from flowtide.engine.state.limits import DEFAULT_MAX_VALUE_BYTES, check_signal
 from flowtide.engine.timing.deadlines import run_deadline
 from flowtide.engine.timing.explain import Explanation, explain_stored, explain_stored_run
-from flowtide.engine.timing.scope import CancelScope
 from flowtide.engine.timing.timekeeping import Timekeeper
 from flowtide.engine.worker._hooks import HookDelivery, hook_failure
 from flowtide.engine.worker.background import consumed
@@ -57,9 +55,7 @@ from flowtide.model.flow import Flow
 from flowtide.store.base import (
     Commit,
     EventRecord,
-    Lease,
     ParkRecord,
-    RunRecord,
     Store,
     StoreError,
 )
@@ -147,7 +143,7 @@ class Engine:
             store=self.store,
             clock=self.clock,
             catalog=self._catalog,
-            create=self._create_child,
+            create=lambda *child: self._creation.create_child(*child),  # (made below)
             wait=self.wait,
             wait_parked=self.wait_parked,
             cancel=self.cancel_nowait,
@@ -164,6 +160,7 @@ class Engine:
         self._scheduler: Sweeper | None = None
         self._hooks = HookDelivery(self.hooks, self._hook_failed)
         self._host = EngineHost(self, self._bookkeeping())
+        self._creation = RunCreation(self, self._catalog, self._host, self._held)
         self._taking = RunTaking(self, self._held, self._catalog, self._host, self._presence)
         self._take = self._taking.take  # (the sweeper's: the runs it claimed)
         self._signaller = Signaller(
@@ -266,9 +263,9 @@ class Engine:
         await self._ready()
         if isinstance(flow, str):
             await self.learn_flow(flow)
-        run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
+        run, state = self._creation.new_run(flow, input, deadline, run_id, entrypoint)
         fut = self._waiters.settle(run.id)
-        await self._launch(run, state, entrypoint)
+        await self._creation.launch(run, state, entrypoint)
         return await self._answer(fut, run.id, parked=True)
 
     async def wait(self, run_id: str) -> RunResult:
@@ -323,79 +320,10 @@ class Engine:
         await self._ready()
         if isinstance(flow, str):
             await self.learn_flow(flow)
-        run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
+        run, state = self._creation.new_run(flow, input, deadline, run_id, entrypoint)
         end = self._waiters.end(run.id)
-        await self._launch(run, state, entrypoint)
+        await self._creation.launch(run, state, entrypoint)
         return RunHandle(self, run.id, end)
-
-    def _new_run(
-        self,
-        flow: Flow | str,
-        input: Mapping[str, Any] | None,
-        deadline: timedelta | datetime | str | int | None,
-        run_id: str | None,
-        entrypoint: str | None,
-    ) -> tuple[RunRecord, dict[str, Any]]:
-        """A new run's record (lifecycle ``pending``, not stored yet) and state."""
-        texts = check_start(input or {}, run_id, self.max_value_bytes)
-        flow_id = self.register_flow(flow).id if isinstance(flow, Flow) else flow
-        if self.executes:
-            self.code(self.plan(flow_id))  # (its code is registered here, or nothing is stored)
-        return new_run(
-            self.flow(flow_id),
-            self._catalog.digest(flow_id),
-            self._catalog.children(flow_id),
-            self.clock.now(),
-            texts,
-            deadline,
-            run_id,
-            entrypoint,
-        )
-
-    async def _launch(self, run: RunRecord, state: dict[str, Any], entrypoint: str | None) -> None:
-        """Store the new run and start its executor (a client leaves it to a worker)."""
-        if not self.executes:
-            await self._catalog.keep_document(run.flow_id)
-            await self._store_run(run, state, held=False)
-            return
-        ex = await self._create(self.plan(run.flow_id), run, state, None)
-        ex.run_start.launch(entrypoint)
-
-    async def _create_child(
-        self, plan: FlowPlan, run: RunRecord, state: dict[str, Any], scope: CancelScope
-    ) -> RunExecutor:
-        ex = await self._create(plan, run, state, scope, stored=True)
-        ex.run_start.launch(None)
-        return ex
-
-    async def _create(
-        self,
-        plan: FlowPlan,
-        run: RunRecord,
-        state: dict[str, Any],
-        parent_scope: CancelScope | None,
-        *,
-        stored: bool = False,
-    ) -> RunExecutor:
-        """A run created in the store, held by this engine, which drives it: its executor held
-        here (``stored``: its flow document is in the store already)."""
-        code = self.code(plan)  # (its code is registered here, or nothing is stored)
-        if not stored:
-            await self._catalog.keep_document(run.flow_id)
-        lease = await self._store_run(run, state, held=True)
-        ex = RunExecutor(self._host, plan, run, state, code=code, parent_scope=parent_scope)
-        ex.lease = lease
-        self._held.hold(run.id, ex)
-        return ex
-
-    async def _store_run(
-        self, run: RunRecord, state: dict[str, Any], *, held: bool
-    ) -> Lease | None:
-        """The one place a run is created in the store: ``held`` by this engine (its lease), or
-        by nobody (a worker will claim it)."""
-        lease = Lease(run.id, self.owner, 1, self.clock.now() + self.lease_ttl) if held else None
-        await self.store.create_run(run, state, lease=lease)
-        return lease
 
     async def resume(self, run_id: str) -> RunHandle:
         """Continue a run from the store (after a crash, or a closed engine), taking it over
