@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +29,7 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.redaction import Redact
 from flowtide.engine.requests._waiters import RunWaiters
 from flowtide.engine.requests.inbox import Signaller
+from flowtide.engine.requests.waiting import ResultWaiting
 from flowtide.engine.result import RunResult
 from flowtide.engine.run._commit import commit_step
 from flowtide.engine.run.children import ChildRuns
@@ -41,12 +41,9 @@ from flowtide.engine.timing.timekeeping import Timekeeper
 from flowtide.engine.worker._hooks import HookDelivery, hook_failure
 from flowtide.engine.worker.background import consumed
 from flowtide.engine.worker.holding import HeldRuns
-from flowtide.engine.worker.hosting import Bookkeeping, EngineHost
+from flowtide.engine.worker.hosting import EngineHost
 from flowtide.engine.worker.instruments import NO_INSTRUMENTS, EngineInstruments
-from flowtide.engine.worker.leases import (
-    LEASE_TTL,
-    worker_id,
-)
+from flowtide.engine.worker.leases import LEASE_TTL, worker_id
 from flowtide.engine.worker.presence import Presence
 from flowtide.engine.worker.scheduler import Sweeper
 from flowtide.engine.worker.taking import RunTaking
@@ -63,8 +60,6 @@ from flowtide.store.memory import MemoryStore
 from flowtide.store.urls import a_store
 
 __all__ = ["DEFER_UNFIREABLE", "Engine"]
-
-log = logging.getLogger("flowtide.engine")
 
 DEFER_UNFIREABLE = timedelta(seconds=30)
 """How long a run this engine cannot drive (its nodes do not resolve here) is set aside."""
@@ -159,7 +154,15 @@ class Engine:
         self._thread_slots = ThreadSlots(max_threads)
         self._scheduler: Sweeper | None = None
         self._hooks = HookDelivery(self.hooks, self._hook_failed)
-        self._host = EngineHost(self, self._bookkeeping())
+        books = self._held.bookkeeping(
+            thread_slots=self._thread_slots,
+            output_contracts=self._contracts,
+            publish=self._hooks.publish,
+            start_child=self._children.start,
+            ended=self._waiters.ended,
+        )
+        self._host = EngineHost(self, books)
+        self._results = ResultWaiting(self, self._waiters, self._runs, self._hooks.caught_up)
         self._creation = RunCreation(self, self._catalog, self._host, self._held)
         self._taking = RunTaking(self, self._held, self._catalog, self._host, self._presence)
         self._take = self._taking.take  # (the sweeper's: the runs it claimed)
@@ -266,39 +269,18 @@ class Engine:
         run, state = self._creation.new_run(flow, input, deadline, run_id, entrypoint)
         fut = self._waiters.settle(run.id)
         await self._creation.launch(run, state, entrypoint)
-        return await self._answer(fut, run.id, parked=True)
+        return await self._results.answer(fut, run.id, parked=True)
 
     async def wait(self, run_id: str) -> RunResult:
         """The run's result once it has ended (at once if it already has), whichever engine
         drives it."""
         await self._ready()
-        fut = self._waiters.end(run_id)
-        held = self._runs.get(run_id)
-        if held is None or held.released:  # (else its executor here answers, at its end)
-            await self._waiters.from_store(self.store, run_id)
-        return await self._answer(fut, run_id, parked=False)
+        return await self._results.end(run_id)
 
     async def wait_parked(self, run_id: str) -> RunResult:
         """The run at its next quiescent point parked on the outside world, or its end."""
         await self._ready()
-        fut = self._waiters.settle(run_id)
-        held = self._runs.get(run_id)
-        if held is None:
-            # Not held here (let go, or ended): what the store holds is the whole story.
-            await self._waiters.from_store(self.store, run_id, parked=True)
-        elif (now := held.settler.parked_now()) is not None:
-            self._waiters.settled(now)  # (held, and parked already)
-        return await self._answer(fut, run_id, parked=True)
-
-    async def _answer(
-        self, fut: asyncio.Future[RunResult], run_id: str, *, parked: bool
-    ) -> RunResult:
-        """``fut``'s result; while another worker drives the run, answered from the store."""
-        result = await self._waiters.answer(
-            fut, run_id, self.store, lambda: run_id in self._runs, self.poll, parked=parked
-        )
-        await self._hooks.caught_up()
-        return result
+        return await self._results.parked(run_id)
 
     async def start(
         self,
@@ -448,10 +430,7 @@ class Engine:
         if self._scheduler is not None:  # (first: it takes no run from now on)
             await self._scheduler.close()
             self._scheduler = None
-        for ex in list(self._runs.values()):
-            ex.close()
-        self._runs.clear()
-        self._renewer.close()
+        self._held.close()
         with contextlib.suppress(StoreError):
             # Given back: another worker takes them at once (nodes in flight run again there).
             self._presence.gave_back(await self.store.release_runs(self.owner), "closing")
@@ -493,23 +472,6 @@ class Engine:
         await self._time.ready()
         if self.executes and not self._draining:  # (a client takes no runs: workers do)
             _ = self.sweeper
-
-    def _bookkeeping(self) -> Bookkeeping:
-        """What this engine does when one of its executors tells it something."""
-        return Bookkeeping(
-            thread_slots=self._thread_slots,
-            output_contracts=self._contracts,
-            wake_sweeper=self._held.wake_sweeper,
-            publish=self._hooks.publish,
-            start_child=self._children.start,
-            let_go=self._held.let_go,
-            discard=self._held.discard,
-            defer=self._held.defer,
-            forget=self._held.forget_ended,
-            unavailable=self._held.unavailable,
-            settled=self._held.settled,
-            ended=self._waiters.ended,
-        )
 
     async def _hook_failed(self, hook: Hook, event: EventRecord, exc: Exception) -> None:
         """Record a hook's failure in the run's history (it is not delivered to hooks)."""

@@ -8,19 +8,22 @@ executor, and makes room for the sweeper to take another run when the engine has
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from flowtide.clock import Clock
+from flowtide.engine.flows.contracts import OutputContracts
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import RunResult
 from flowtide.engine.run.executor.executor import RunExecutor
 from flowtide.engine.worker.background import consumed
+from flowtide.engine.worker.hosting import Bookkeeping, StartChild
 from flowtide.engine.worker.leases import LeaseRenewer, give_back
 from flowtide.engine.worker.presence import Presence
 from flowtide.engine.worker.scheduler import Sweeper
-from flowtide.store.base import Lease, Store
+from flowtide.engine.worker.threadslots import ThreadSlots
+from flowtide.store.base import EventRecord, Lease, Store
 
 __all__ = ["HeldRuns", "HoldingEngine", "RunWaiting"]
 
@@ -91,6 +94,41 @@ class HeldRuns:
         """Hold the run's executor (and keep its lease renewed while any is held)."""
         self.runs[run_id] = ex
         self.renewer.start()
+
+    def close(self) -> None:
+        """Drop every executor held (their runs stay in the store as they are) and stop
+        renewing."""
+        for ex in list(self.runs.values()):
+            ex.close()
+        self.runs.clear()
+        self.renewer.close()
+
+    def bookkeeping(
+        self,
+        *,
+        thread_slots: ThreadSlots,
+        output_contracts: OutputContracts | None,
+        publish: Callable[[Sequence[EventRecord]], None],
+        start_child: StartChild,
+        ended: Callable[[RunResult], None],
+    ) -> Bookkeeping:
+        """What the engine does when one of its executors tells it something: these held runs'
+        part, with the engine's own (``publish`` events, ``start_child``, tell who waits that a
+        run ``ended``)."""
+        return Bookkeeping(
+            thread_slots=thread_slots,
+            output_contracts=output_contracts,
+            wake_sweeper=self.wake_sweeper,
+            publish=publish,
+            start_child=start_child,
+            let_go=self.let_go,
+            discard=self.discard,
+            defer=self.defer,
+            forget=self.forget_ended,
+            unavailable=self.unavailable,
+            settled=self.settled,
+            ended=ended,
+        )
 
     def at_work(self) -> int:
         return sum(ex.run.lifecycle != Lifecycle.PARKED for ex in self.runs.values())
