@@ -8,7 +8,7 @@ executor, and makes room for the sweeper to take another run when the engine has
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -20,12 +20,10 @@ from flowtide.engine.run.executor.executor import RunExecutor
 from flowtide.engine.worker.background import consumed
 from flowtide.engine.worker.hosting import Bookkeeping, StartChild
 from flowtide.engine.worker.leases import LeaseRenewer, give_back
-from flowtide.engine.worker.presence import Presence
-from flowtide.engine.worker.scheduler import Sweeper
 from flowtide.engine.worker.threadslots import ThreadSlots
-from flowtide.store.base import EventRecord, Lease, Store
+from flowtide.store.base import EventRecord, Lease, RunRecord, Store
 
-__all__ = ["HeldRuns", "HoldingEngine", "RunWaiting"]
+__all__ = ["Deferring", "HeldPresence", "HeldRuns", "HoldingEngine", "RunWaiting", "Waking"]
 
 
 class HoldingEngine(Protocol):
@@ -37,6 +35,34 @@ class HoldingEngine(Protocol):
     owner: str
     lease_ttl: timedelta
     max_runs: int | None
+
+
+class Deferring(Protocol):
+    """Where a run is set aside (:class:`~flowtide.engine.worker.leases.SetAside`)."""
+
+    async def defer(self, run_id: str, delay: timedelta) -> None: ...
+
+
+class HeldPresence(Protocol):
+    """What :class:`HeldRuns` tells the engine's presence
+    (:class:`~flowtide.engine.worker.presence.Presence`)."""
+
+    @property
+    def changed(self) -> asyncio.Event:
+        """Set each time a held run settles or is let go of."""
+
+    @property
+    def aside(self) -> Deferring: ...
+
+    def let_go(self, run: RunRecord) -> None: ...
+    def ended(self, run: RunRecord) -> None: ...
+    def gave_back(self, run_ids: Iterable[str], why: str) -> None: ...
+
+
+class Waking(Protocol):
+    """The engine's sweeper, as :class:`HeldRuns` wakes it."""
+
+    def wake(self, when: datetime | None = None) -> None: ...
 
 
 class RunWaiting(Protocol):
@@ -56,9 +82,9 @@ class HeldRuns:
     def __init__(
         self,
         engine: HoldingEngine,
-        presence: Presence,
+        presence: HeldPresence,
         waiters: RunWaiting,
-        sweeper: Callable[[], Sweeper | None],
+        sweeper: Callable[[], Waking | None],
     ) -> None:
         self._engine = engine
         self._presence = presence
