@@ -147,7 +147,7 @@ class Engine:
         self._waiters = RunWaiters()
         self._held = HeldRuns(self, self._presence, self._waiters, lambda: self._scheduler)
         self._runs = self._held.runs  # (the held runs themselves, by run id)
-        self._renewer = self._held.renewer
+        self._renewer = self._held.renewer  # (a test freezes a worker by closing it)
         self._max_threads = max_threads
         self._contracts = OutputContracts() if validate_outputs else None
         self._threads: ThreadPoolExecutor | None = None

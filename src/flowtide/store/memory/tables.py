@@ -24,7 +24,8 @@ __all__ = ["Tables"]
 
 
 class Tables:
-    """Every row the memory store keeps (its parts read and write them; nothing here yields)."""
+    """Every row the memory store keeps. Its parts read and write them: each binds, when it is
+    made, the tables (and lookups) it uses, so that what a part touches is listed there."""
 
     def __init__(self) -> None:
         self.runs: dict[str, RunRow] = {}
