@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,53 +29,37 @@ from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.redaction import Redact
 from flowtide.engine.requests._waiters import RunWaiters
 from flowtide.engine.requests.inbox import Signaller
+from flowtide.engine.requests.waiting import ResultWaiting
 from flowtide.engine.result import RunResult
 from flowtide.engine.run._commit import commit_step
 from flowtide.engine.run.children import ChildRuns
-from flowtide.engine.run.executor.core import RunExecutor
-from flowtide.engine.run.starting import new_run
-from flowtide.engine.state.limits import DEFAULT_MAX_VALUE_BYTES, check_signal, check_start
+from flowtide.engine.run.creation import RunCreation
+from flowtide.engine.state.limits import DEFAULT_MAX_VALUE_BYTES, check_signal
 from flowtide.engine.timing.deadlines import run_deadline
 from flowtide.engine.timing.explain import Explanation, explain_stored, explain_stored_run
-from flowtide.engine.timing.scope import CancelScope
 from flowtide.engine.timing.timekeeping import Timekeeper
 from flowtide.engine.worker._hooks import HookDelivery, hook_failure
 from flowtide.engine.worker.background import consumed
-from flowtide.engine.worker.hosting import Bookkeeping, EngineHost
+from flowtide.engine.worker.holding import HeldRuns
+from flowtide.engine.worker.hosting import EngineHost
 from flowtide.engine.worker.instruments import NO_INSTRUMENTS, EngineInstruments
-from flowtide.engine.worker.leases import (
-    LEASE_TTL,
-    LeaseRenewer,
-    count_takeovers,
-    give_back,
-    worker_id,
-)
+from flowtide.engine.worker.leases import LEASE_TTL, worker_id
 from flowtide.engine.worker.presence import Presence
 from flowtide.engine.worker.scheduler import Sweeper
+from flowtide.engine.worker.taking import RunTaking
 from flowtide.engine.worker.threadslots import DEFAULT_THREADS, ThreadSlots
-from flowtide.errors import NodeResolutionError
 from flowtide.model.flow import Flow
-from flowtide.printable import printable
 from flowtide.store.base import (
     Commit,
     EventRecord,
-    Lease,
     ParkRecord,
-    RunRecord,
     Store,
     StoreError,
-    UnknownRunError,
-    UnknownStoredFlow,
 )
 from flowtide.store.memory import MemoryStore
 from flowtide.store.urls import a_store
 
 __all__ = ["DEFER_UNFIREABLE", "Engine"]
-
-log = logging.getLogger("flowtide.engine")
-
-FIRE_SLICE = 50
-"""How many claimed runs the engine takes before it lets the loop run other work."""
 
 DEFER_UNFIREABLE = timedelta(seconds=30)
 """How long a run this engine cannot drive (its nodes do not resolve here) is set aside."""
@@ -155,27 +138,36 @@ class Engine:
             store=self.store,
             clock=self.clock,
             catalog=self._catalog,
-            create=self._create_child,
+            create=lambda *child: self._creation.create_child(*child),  # (made below)
             wait=self.wait,
             wait_parked=self.wait_parked,
             cancel=self.cancel_nowait,
             deadline=run_deadline,
         )
-        self._renewer = LeaseRenewer(
-            self.store, self.clock, self.owner, lease_ttl, lambda: self._runs, self._discard
-        )
-        self._runs: dict[str, RunExecutor] = {}
+        self._waiters = RunWaiters()
+        self._held = HeldRuns(self, self._presence, self._waiters, lambda: self._scheduler)
+        self._runs = self._held.runs  # (the held runs themselves, by run id)
+        self._renewer = self._held.renewer  # (a test freezes a worker by closing it)
         self._max_threads = max_threads
         self._contracts = OutputContracts() if validate_outputs else None
         self._threads: ThreadPoolExecutor | None = None
         self._thread_slots = ThreadSlots(max_threads)
         self._scheduler: Sweeper | None = None
-        self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
-        self._waiters = RunWaiters()
         self._hooks = HookDelivery(self.hooks, self._hook_failed)
-        self._host = EngineHost(self, self._bookkeeping())
+        books = self._held.bookkeeping(
+            thread_slots=self._thread_slots,
+            output_contracts=self._contracts,
+            publish=self._hooks.publish,
+            start_child=self._children.start,
+            ended=self._waiters.ended,
+        )
+        self._host = EngineHost(self, books)
+        self._results = ResultWaiting(self, self._waiters, self._runs, self._hooks.caught_up)
+        self._creation = RunCreation(self, self._catalog, self._host, self._held)
+        self._taking = RunTaking(self, self._held, self._catalog, self._host, self._presence)
+        self._take = self._taking.take  # (the sweeper's: the runs it claimed)
         self._signaller = Signaller(
-            self, held=self._runs.get, discard=self._discard, take=self._take_unheld
+            self, held=self._runs.get, discard=self._held.discard, take=self._taking.take_unheld
         )
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
@@ -239,7 +231,7 @@ class Engine:
         if self._scheduler is None:
             most = self.max_runs
             # (A held run that waits parked, about to be let go, takes no room.)
-            room = None if most is None else (lambda: most - self._at_work())
+            room = None if most is None else (lambda: most - self._held.at_work())
             self._scheduler = Sweeper(
                 self.store,
                 self.clock,
@@ -274,42 +266,21 @@ class Engine:
         await self._ready()
         if isinstance(flow, str):
             await self.learn_flow(flow)
-        run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
+        run, state = self._creation.new_run(flow, input, deadline, run_id, entrypoint)
         fut = self._waiters.settle(run.id)
-        await self._launch(run, state, entrypoint)
-        return await self._answer(fut, run.id, parked=True)
+        await self._creation.launch(run, state, entrypoint)
+        return await self._results.answer(fut, run.id, parked=True)
 
     async def wait(self, run_id: str) -> RunResult:
         """The run's result once it has ended (at once if it already has), whichever engine
         drives it."""
         await self._ready()
-        fut = self._waiters.end(run_id)
-        held = self._runs.get(run_id)
-        if held is None or held.released:  # (else its executor here answers, at its end)
-            await self._waiters.from_store(self.store, run_id)
-        return await self._answer(fut, run_id, parked=False)
+        return await self._results.end(run_id)
 
     async def wait_parked(self, run_id: str) -> RunResult:
         """The run at its next quiescent point parked on the outside world, or its end."""
         await self._ready()
-        fut = self._waiters.settle(run_id)
-        held = self._runs.get(run_id)
-        if held is None:
-            # Not held here (let go, or ended): what the store holds is the whole story.
-            await self._waiters.from_store(self.store, run_id, parked=True)
-        elif (now := held.settler.parked_now()) is not None:
-            self._waiters.settled(now)  # (held, and parked already)
-        return await self._answer(fut, run_id, parked=True)
-
-    async def _answer(
-        self, fut: asyncio.Future[RunResult], run_id: str, *, parked: bool
-    ) -> RunResult:
-        """``fut``'s result; while another worker drives the run, answered from the store."""
-        result = await self._waiters.answer(
-            fut, run_id, self.store, lambda: run_id in self._runs, self.poll, parked=parked
-        )
-        await self._hooks.caught_up()
-        return result
+        return await self._results.parked(run_id)
 
     async def start(
         self,
@@ -331,79 +302,10 @@ class Engine:
         await self._ready()
         if isinstance(flow, str):
             await self.learn_flow(flow)
-        run, state = self._new_run(flow, input, deadline, run_id, entrypoint)
+        run, state = self._creation.new_run(flow, input, deadline, run_id, entrypoint)
         end = self._waiters.end(run.id)
-        await self._launch(run, state, entrypoint)
+        await self._creation.launch(run, state, entrypoint)
         return RunHandle(self, run.id, end)
-
-    def _new_run(
-        self,
-        flow: Flow | str,
-        input: Mapping[str, Any] | None,
-        deadline: timedelta | datetime | str | int | None,
-        run_id: str | None,
-        entrypoint: str | None,
-    ) -> tuple[RunRecord, dict[str, Any]]:
-        """A new run's record (lifecycle ``pending``, not stored yet) and state."""
-        texts = check_start(input or {}, run_id, self.max_value_bytes)
-        flow_id = self.register_flow(flow).id if isinstance(flow, Flow) else flow
-        if self.executes:
-            self.code(self.plan(flow_id))  # (its code is registered here, or nothing is stored)
-        return new_run(
-            self.flow(flow_id),
-            self._catalog.digest(flow_id),
-            self._catalog.children(flow_id),
-            self.clock.now(),
-            texts,
-            deadline,
-            run_id,
-            entrypoint,
-        )
-
-    async def _launch(self, run: RunRecord, state: dict[str, Any], entrypoint: str | None) -> None:
-        """Store the new run and start its executor (a client leaves it to a worker)."""
-        if not self.executes:
-            await self._catalog.keep_document(run.flow_id)
-            await self._store_run(run, state, held=False)
-            return
-        ex = await self._create(self.plan(run.flow_id), run, state, None)
-        ex.run_start.launch(entrypoint)
-
-    async def _create_child(
-        self, plan: FlowPlan, run: RunRecord, state: dict[str, Any], scope: CancelScope
-    ) -> RunExecutor:
-        ex = await self._create(plan, run, state, scope, stored=True)
-        ex.run_start.launch(None)
-        return ex
-
-    async def _create(
-        self,
-        plan: FlowPlan,
-        run: RunRecord,
-        state: dict[str, Any],
-        parent_scope: CancelScope | None,
-        *,
-        stored: bool = False,
-    ) -> RunExecutor:
-        """A run created in the store, held by this engine, which drives it: its executor held
-        here (``stored``: its flow document is in the store already)."""
-        code = self.code(plan)  # (its code is registered here, or nothing is stored)
-        if not stored:
-            await self._catalog.keep_document(run.flow_id)
-        lease = await self._store_run(run, state, held=True)
-        ex = RunExecutor(self._host, plan, run, state, code=code, parent_scope=parent_scope)
-        ex.lease = lease
-        self._hold(run.id, ex)
-        return ex
-
-    async def _store_run(
-        self, run: RunRecord, state: dict[str, Any], *, held: bool
-    ) -> Lease | None:
-        """The one place a run is created in the store: ``held`` by this engine (its lease), or
-        by nobody (a worker will claim it)."""
-        lease = Lease(run.id, self.owner, 1, self.clock.now() + self.lease_ttl) if held else None
-        await self.store.create_run(run, state, lease=lease)
-        return lease
 
     async def resume(self, run_id: str) -> RunHandle:
         """Continue a run from the store (after a crash, or a closed engine), taking it over
@@ -417,130 +319,10 @@ class Engine:
         end = self._waiters.end(run_id)
         if run_id in self._runs:
             return RunHandle(self, run_id, end)
-        ex = await self._executor(run_id)
+        ex = await self._taking.executor(run_id)
         if ex is None and not end.done():
             await self._waiters.from_store(self.store, run_id)
         return RunHandle(self, run_id, end)
-
-    async def _executor(
-        self, run_id: str, lease: Lease | None = None, now: datetime | None = None
-    ) -> RunExecutor | None:
-        """The run's executor: in memory, or rebuilt from the store under ``lease`` (a claim's)
-        or one taken now from whoever held it (None: the run ended). A live worker that held it
-        lets go of it at its next commit (see :meth:`Store.acquire_run`), and its nodes in
-        flight run again. A rebuilt run fires its due entries whose instant has come by ``now``
-        (default: the clock's now)."""
-        ex = self._runs.get(run_id)
-        if ex is not None and not ex.released:
-            return ex
-        loading = self._loading.get(run_id)
-        if loading is not None:
-            return await asyncio.shield(loading)
-        fut: asyncio.Future[RunExecutor | None] = asyncio.get_running_loop().create_future()
-        self._loading[run_id] = fut
-        try:
-            if lease is None:
-                now = self.clock.now()
-                lease = await self.store.acquire_run(
-                    run_id, self.owner, now, now + self.lease_ttl, force=True
-                )
-                count_takeovers(self.instruments, [lease])
-            ex = None
-            if lease is not None:
-                try:
-                    ex = await self._load(run_id, lease, now or self.clock.now())
-                except (EngineError, StoreError, NodeResolutionError):
-                    await self._give_back(lease)  # (this engine cannot drive it: untouched)
-                    raise
-        except BaseException as exc:
-            fut.set_exception(exc)
-            fut.exception()
-            raise
-        finally:
-            del self._loading[run_id]
-        fut.set_result(ex)
-        return ex
-
-    async def _load(self, run_id: str, lease: Lease, now: datetime) -> RunExecutor | None:
-        """Rebuild the run's executor from the store (one read: its snapshot), under ``lease``,
-        and fire what is due by ``now``."""
-        snapshot = await self.store.load_run(run_id)
-        run = snapshot.run
-        if Lifecycle(run.lifecycle).terminal:
-            return None
-        plan = await self._catalog.plan_of_run(run)
-        code = self.code(plan)  # (refused before anything of the run is run)
-        ex = RunExecutor(self._host, plan, run, snapshot.state, code=code)
-        ex.lease = lease
-        self._hold(run_id, ex)
-        self._presence.took(run_id, run.flow_id)
-        if run.lifecycle == Lifecycle.PENDING:
-            ex.run_start.launch(run.options.get("entrypoint"))
-            return ex
-        try:
-            ex.restore(snapshot)
-            ex.resume_tokens()
-            ex.fire_come(snapshot.due, now)
-        except BaseException:
-            self._forget(ex)  # (its lease is given back by the caller)
-            ex.close(notify=False)
-            raise
-        ex.settler.maybe_drained()
-        return ex
-
-    async def _fire_due(self, ex: RunExecutor, now: datetime) -> int:
-        """Fire the due entries of a run held here whose instant has come by ``now``."""
-        return ex.fire_come(await self.store.due_of(ex.run.id), now)
-
-    async def _take(self, leases: Sequence[Lease], now: datetime) -> int:
-        """Runs the sweeper claimed at ``now``: each is found here, or rebuilt from the store,
-        and its due entries fired; how many runs were rebuilt and entries fired (0: all under
-        way already). Every :data:`FIRE_SLICE` runs the loop gets a turn."""
-        count_takeovers(self.instruments, leases)
-        done = 0
-        for n, lease in enumerate(leases, 1):
-            if n % FIRE_SLICE == 0:
-                await asyncio.sleep(0)
-            held = self._runs.get(lease.run_id)
-            if held is not None and not held.released:
-                if held.lease is None or held.lease.epoch == lease.epoch:
-                    held.lease = lease
-                    done += await self._fire_due(held, now)
-                    continue
-                # Taken by another engine meanwhile (a signal, a cancel) and given back: what
-                # is held here is out of date. Rebuilt below.
-                self._discard(held)
-            try:
-                await self._executor(lease.run_id, lease, now)
-                done += 1
-            except UnknownRunError:
-                continue  # the run is gone: nothing to fire
-            except (EngineError, NodeResolutionError, UnknownStoredFlow) as exc:
-                # This engine cannot drive the run (its flow or nodes cannot be resolved here):
-                # it waits for a worker that can.
-                await self._presence.cannot_drive(lease.run_id, exc)
-                continue
-            except StoreError as exc:
-                log.warning("cannot take run %s: %s", printable(lease.run_id), exc)
-        return done
-
-    async def _take_unheld(self, run_id: str) -> RunExecutor | None:
-        """Claim a run nobody holds alive and fire what is due, as the sweeper would; its
-        executor if held here now (a run another worker holds is left to it)."""
-        now = self.clock.now()
-        try:
-            lease = await self.store.acquire_run(run_id, self.owner, now, now + self.lease_ttl)
-            if lease is not None:
-                await self._take([lease], now)
-        except StoreError as exc:
-            log.warning("cannot take run %s: %s", printable(run_id), exc)
-        ex = self._runs.get(run_id)
-        return ex if ex is not None and not ex.released else None
-
-    def _hold(self, run_id: str, ex: RunExecutor) -> None:
-        """Hold the run's executor (and keep its lease renewed while any is held)."""
-        self._runs[run_id] = ex
-        self._renewer.start()
 
     # -- signals, cancel, explain ------------
 
@@ -648,10 +430,7 @@ class Engine:
         if self._scheduler is not None:  # (first: it takes no run from now on)
             await self._scheduler.close()
             self._scheduler = None
-        for ex in list(self._runs.values()):
-            ex.close()
-        self._runs.clear()
-        self._renewer.close()
+        self._held.close()
         with contextlib.suppress(StoreError):
             # Given back: another worker takes them at once (nodes in flight run again there).
             self._presence.gave_back(await self.store.release_runs(self.owner), "closing")
@@ -676,7 +455,7 @@ class Engine:
             await self._scheduler.close()
             self._scheduler = None
         for ex in [ex for ex in self._runs.values() if ex.run.lifecycle == Lifecycle.PARKED]:
-            self._discard(ex)
+            self._held.discard(ex)
         busy = await self._presence.drained(within, lambda: self._runs)
         await self.close()
         return busy
@@ -693,95 +472,6 @@ class Engine:
         await self._time.ready()
         if self.executes and not self._draining:  # (a client takes no runs: workers do)
             _ = self.sweeper
-
-    def _at_work(self) -> int:
-        return sum(ex.run.lifecycle != Lifecycle.PARKED for ex in self._runs.values())
-
-    def _forget(self, ex: object) -> None:
-        for run_id, held in list(self._runs.items()):
-            if held is ex:
-                del self._runs[run_id]
-        self._presence.changed.set()
-        if self.max_runs is not None:
-            self._wake_sweeper()  # (room for another run)
-
-    def _bookkeeping(self) -> Bookkeeping:
-        """What this engine does when one of its executors tells it something."""
-        return Bookkeeping(
-            thread_slots=self._thread_slots,
-            output_contracts=self._contracts,
-            wake_sweeper=self._wake_sweeper,
-            publish=self._hooks.publish,
-            start_child=self._children.start,
-            let_go=self._let_go,
-            discard=self._discard,
-            defer=self._defer,
-            forget=self._forget_ended,
-            unavailable=self._unavailable,
-            settled=self._settled,
-            ended=self._waiters.ended,
-        )
-
-    def _let_go(self, ex: object) -> None:
-        """The run is quiescent: nothing of it stays in memory."""
-        if isinstance(ex, RunExecutor):
-            self._presence.let_go(ex.run)
-        self._forget(ex)
-
-    def _forget_ended(self, ex: object) -> None:
-        """The run has ended: this engine stops holding it."""
-        if isinstance(ex, RunExecutor) and self._runs.get(ex.run.id) is ex:
-            self._presence.ended(ex.run)
-        self._forget(ex)
-
-    def _settled(self, result: RunResult) -> None:
-        self._waiters.settled(result)
-        self._presence.changed.set()
-        if self.max_runs is not None:
-            self._wake_sweeper()  # (a run held parked takes no room)
-
-    def _unavailable(self, ex: object, error: Exception) -> None:
-        """The store kept failing under this executor: drop it and tell who waits on its run."""
-        self._discard(ex)
-        if isinstance(ex, RunExecutor):
-            self._waiters.fail(ex.run.id, error)
-
-    def _discard(self, ex: object) -> None:
-        """What this executor knows is stale (another process moved the run): drop it. If its
-        lease is still this engine's, the run is given back, for a fresh view to go on with."""
-        self._forget(ex)
-        if isinstance(ex, RunExecutor):
-            ex.close(notify=False)
-            run_id = ex.run.id
-            if ex.lease is not None and ex.lease.owner == self.owner:
-                self._presence.gave_back([run_id], "out of date here")
-                task = asyncio.get_running_loop().create_task(self._give_back(ex.lease))
-                task.add_done_callback(consumed)
-            if self._waiters.waiting(run_id):
-                # Whoever waits here learns the run's end from the store, if another actor
-                # has ended it.
-                task = asyncio.get_running_loop().create_task(
-                    self._waiters.from_store(self.store, run_id)
-                )
-                task.add_done_callback(consumed)
-
-    def _defer(self, ex: object, delay: timedelta) -> None:
-        """Drop this executor; nobody takes its run for ``delay`` (a deadline not come yet)."""
-        self._forget(ex)
-        if isinstance(ex, RunExecutor):
-            ex.close(notify=False)
-            task = asyncio.get_running_loop().create_task(
-                self._presence.aside.defer(ex.run.id, delay)
-            )
-            task.add_done_callback(consumed)
-
-    async def _give_back(self, lease: Lease) -> None:
-        await give_back(self.store, self.clock, lease)
-        self._wake_sweeper()
-
-    def _wake_sweeper(self, when: datetime | None = None) -> None:
-        if self._scheduler is not None:  # (none in a client, or once closed)
-            self._scheduler.wake(when)
 
     async def _hook_failed(self, hook: Hook, event: EventRecord, exc: Exception) -> None:
         """Record a hook's failure in the run's history (it is not delivered to hooks)."""

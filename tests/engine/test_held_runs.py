@@ -1,0 +1,182 @@
+"""The runs an engine holds (``HeldRuns``), on stand-ins for its presence, waiters and sweeper:
+what is forgotten, what takes room, when the sweeper is woken; and a stale executor given back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from flowtide.authoring import FlowBuilder, node
+from flowtide.clock import Clock, VirtualClock
+from flowtide.engine import NodeContext, RunResult
+from flowtide.engine.lifecycle import Lifecycle
+from flowtide.engine.worker.holding import HeldRuns
+from flowtide.store import MemoryStore, RunRecord, Store
+from tests.engine.engine_helpers import T0, running
+
+
+@dataclass
+class Settings:
+    store: Store
+    clock: Clock
+    owner: str = "me"
+    lease_ttl: timedelta = timedelta(seconds=30)
+    max_runs: int | None = None
+
+
+@dataclass
+class Aside:
+    deferred: list[tuple[str, timedelta]] = field(default_factory=list)
+
+    async def defer(self, run_id: str, delay: timedelta) -> None:
+        self.deferred.append((run_id, delay))
+
+
+@dataclass
+class Told:
+    """A stand-in for the engine's presence: what it was told."""
+
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    aside: Aside = field(default_factory=Aside)
+    given_back: list[tuple[list[str], str]] = field(default_factory=list)
+
+    def let_go(self, run: RunRecord) -> None: ...
+    def ended(self, run: RunRecord) -> None: ...
+
+    def gave_back(self, run_ids: Iterable[str], why: str) -> None:
+        self.given_back.append((list(run_ids), why))
+
+
+@dataclass
+class Waiters:
+    settled_runs: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def waiting(self, run_id: str) -> bool:
+        return False
+
+    def settled(self, result: RunResult) -> None:
+        self.settled_runs.append(result.run_id)
+
+    def fail(self, run_id: str, error: Exception) -> None:
+        self.failed.append(run_id)
+
+    async def from_store(self, store: Store, run_id: str, *, parked: bool = False) -> None: ...
+
+
+@dataclass
+class Sweeper:
+    wakes: list[datetime | None] = field(default_factory=list)
+
+    def wake(self, when: datetime | None = None) -> None:
+        self.wakes.append(when)
+
+
+@dataclass
+class Run:
+    lifecycle: str
+
+
+@dataclass
+class StandInExecutor:
+    """Not a run executor: only its run's lifecycle is read, and whether it was closed."""
+
+    run: Run
+    released: bool = False
+
+    def close(self, notify: bool = True) -> None:
+        self.released = True
+
+
+def held_runs(
+    max_runs: int | None = None, *, sweeper: Sweeper | None = None
+) -> tuple[HeldRuns, Told, Waiters]:
+    told, waiters = Told(), Waiters()
+    settings = Settings(MemoryStore(), VirtualClock(T0), max_runs=max_runs)
+    return HeldRuns(settings, told, waiters, lambda: sweeper), told, waiters
+
+
+async def test_a_forgotten_executor_is_dropped_under_every_id_it_was_held_by() -> None:
+    held, told, _ = held_runs()
+    ex, other = StandInExecutor(Run("running")), StandInExecutor(Run("running"))
+    held.runs.update({"a": ex, "b": ex, "c": other})  # type: ignore[dict-item]
+    held.forget(ex)
+    assert list(held.runs) == ["c"]
+    assert told.changed.is_set()
+    held.close()
+
+
+async def test_only_runs_not_parked_take_room() -> None:
+    held, _, _ = held_runs()
+    for run_id, lifecycle in [("a", "running"), ("b", "parked"), ("c", "pending")]:
+        held.runs[run_id] = StandInExecutor(Run(lifecycle))  # type: ignore[assignment]
+    assert held.at_work() == 2
+    held.close()
+
+
+async def test_the_sweeper_is_woken_for_room_only_when_the_engine_has_a_limit() -> None:
+    for limit, wakes in [(None, 0), (2, 2)]:
+        sweeper = Sweeper()
+        held, _, waiters = held_runs(limit, sweeper=sweeper)
+        ex = StandInExecutor(Run("running"))
+        held.runs["a"] = ex  # type: ignore[assignment]
+        held.forget(ex)  # (room for another run)
+        held.settled(RunResult(run_id="a", lifecycle=Lifecycle.PARKED, outcome=None, state={}))
+        assert len(sweeper.wakes) == wakes
+        assert waiters.settled_runs == ["a"]
+        held.close()
+
+
+async def test_no_sweeper_no_wake() -> None:
+    held, _, _ = held_runs(1, sweeper=None)
+    held.wake_sweeper()  # (a client, or a closed engine: nothing to wake)
+    held.close()
+
+
+async def test_closing_closes_and_drops_every_executor() -> None:
+    held, _, _ = held_runs()
+    executors = [StandInExecutor(Run("running")), StandInExecutor(Run("parked"))]
+    held.runs.update({"a": executors[0], "b": executors[1]})  # type: ignore[dict-item]
+    held.close()
+    assert held.runs == {} and all(ex.released for ex in executors)
+
+
+gate: asyncio.Event | None = None
+
+
+@node(outputs=["done"])
+async def held_open(ctx: NodeContext) -> Any:
+    assert gate is not None
+    await gate.wait()
+    return "done"
+
+
+async def test_a_stale_executor_is_closed_and_its_run_given_back() -> None:
+    global gate
+    gate = asyncio.Event()
+    flow = (
+        FlowBuilder("urn:test:flow:held")
+        .task("work", held_open, {"done": "end"})
+        .terminal("end")
+        .build()
+    )
+    async with running(autojump=False) as (engine, _):
+        handle = await engine.start(flow)
+        await asyncio.sleep(0)
+        ex = engine._runs[handle.run_id]
+        assert ex.lease is not None and ex.lease.owner == engine.owner
+        sweeper, told = Sweeper(), Told()
+        held = HeldRuns(engine, told, Waiters(), lambda: sweeper)
+        held.hold(handle.run_id, ex)
+        held.discard(ex)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert handle.run_id not in held.runs
+        assert told.given_back == [([handle.run_id], "out of date here")]
+        assert await engine.store.lease_of(handle.run_id) is None  # given back in the store
+        assert sweeper.wakes == [None]
+        held.close()
+        gate.set()
