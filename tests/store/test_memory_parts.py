@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from flowtide.store import Commit, DueEntry, Lease, ParkRecord, RunRecord
+from flowtide.store import Commit, DueEntry, Lease, ParkRecord, RunRecord, SignalRequest
 from flowtide.store.memory.commits import Commits
 from flowtide.store.memory.leases import Leases
 from flowtide.store.memory.pruning import Pruning
+from flowtide.store.memory.requests import Requests
 from flowtide.store.memory.rows import ParkRow
 from flowtide.store.memory.tables import Tables
 
@@ -79,3 +80,22 @@ def test_a_pruned_run_is_no_longer_held() -> None:
     assert Pruning(tables, leases).prune_runs(at(60)) == ["r"]
     assert tables.runs == {} and tables.leases == {} and tables.held == {"w": set()}
     assert leases.renew_leases("w", at(90)) == []
+
+
+def test_a_pruned_run_leaves_no_requests_or_fired_deadline_behind() -> None:
+    """A run created again under a pruned run's id starts with none of its requests and none of
+    its fired deadline (which would move a new request's instant)."""
+    tables, leases, commits = parts()
+    requests = Requests(tables, leases)
+    commits.create_run(RunRecord("r", "urn:test:flow", "1", "parked", T0), {})
+    commits.commit(Commit("r", fires_deadline=at(5)))
+    late = requests.request_signal(SignalRequest("q1", "r", at(1), {"kind": "signal"}))
+    assert late.requested_at == at(5)  # (recorded after the deadline fired)
+    ended = RunRecord("r", "urn:test:flow", "1", "completed", T0, finished_at=at(6))
+    commits.commit(Commit("r", run=ended))
+    assert Pruning(tables, leases).prune_runs(at(60)) == ["r"]
+
+    commits.create_run(RunRecord("r", "urn:test:flow", "1", "parked", at(61)), {})
+    stored = requests.request_signal(SignalRequest("q2", "r", at(2), {"kind": "signal"}))
+    assert stored.requested_at == at(2)
+    assert [r.id for r in requests.pending_requests("r")] == ["q2"]

@@ -26,6 +26,8 @@ class Pruning:
         self._parks_by_key = tables.parks_by_key
         self._parks_by_run = tables.parks_by_run
         self._requests = tables.requests
+        self._run_requests = tables.run_requests
+        self._deadlines_fired = tables.deadlines_fired
         self._runs = tables.runs
         self._scatter = tables.scatter
         self._states = tables.states
@@ -67,6 +69,8 @@ class Pruning:
         self._epochs.pop(run_id, None)
         self._wakes.pop(run_id, None)  # (its item in the heap is stale now, dropped in time)
         self._anchors.pop(run_id, None)
+        self._deadlines_fired.pop(run_id, None)
+        self._run_requests.pop(run_id, None)
         for park_id in self._parks_by_run.pop(run_id, set()):
             key = self._parks.pop(park_id).record.key
             if key is not None:
