@@ -18,6 +18,7 @@ shut down and its busy threads are waited for, as the standard library's pools d
 from __future__ import annotations
 
 import atexit
+import logging
 import threading
 import weakref
 from collections import deque
@@ -25,6 +26,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 __all__ = ["CANCELLED", "Call", "Done", "NodeThreads"]
+
+log = logging.getLogger("flowtide.engine")
 
 
 class _Cancelled:
@@ -62,18 +65,25 @@ class Call:
             self._withdrawn = True
             return True
 
-    def run(self) -> None:
-        """In a worker thread: the call, unless withdrawn, then its ``done``."""
+    def run(self) -> tuple[Any, BaseException | None] | None:
+        """In a worker thread: the call's value and error (None if it returned), or None if it
+        was withdrawn."""
         with self._pool.lock:
             if self._withdrawn:
-                return
+                return None
             self._started = True
         try:
-            value = self._fn()
+            return self._fn(), None
         except BaseException as exc:  # (handed back, as a future would: the thread goes on)
-            self._done(None, exc)
-        else:
-            self._done(value, None)
+            return None, exc
+
+    def tell(self, value: Any, error: BaseException | _Cancelled | None) -> None:
+        """In a worker thread: ``done`` hears how the call ended (never raising out of here:
+        the thread must go on)."""
+        try:
+            self._done(value, error)
+        except Exception:
+            log.exception("the worker thread's done callback failed")
 
     def drop(self) -> None:
         """The pool shut down before the call ran: its ``done`` hears so, unless withdrawn."""
@@ -81,7 +91,7 @@ class Call:
             if self._withdrawn or self._started:
                 return
             self._withdrawn = True
-        self._done(None, CANCELLED)
+        self.tell(None, CANCELLED)
 
 
 class _Worker:
@@ -94,6 +104,12 @@ class _Worker:
         self.call: Call | None = None
         self.wake = threading.Lock()
         self.wake.acquire()  # (held: the thread blocks on it until handed a call)
+
+    def handed(self) -> Call | None:
+        """Sleep until handed a call (None: end)."""
+        self.wake.acquire()
+        call, self.call = self.call, None
+        return call
 
 
 class NodeThreads:
@@ -168,24 +184,34 @@ class NodeThreads:
         worker = _Worker()
         try:
             while call is not None:
-                call.run()
-                call = self._next(worker)
+                ended = call.run()
+                # Idle (or given a queued call) before the caller hears: a call handed over as
+                # soon as it hears finds this thread still awake.
+                queued = self._after(worker)
+                if ended is not None:
+                    call.tell(*ended)
+                call = worker.handed() if isinstance(queued, _Idle) else queued
         finally:
             with self.lock:
                 self._threads.discard(threading.current_thread())
 
-    def _next(self, worker: _Worker) -> Call | None:
-        """What the thread runs next: a queued call, else the one it is handed once idle (None:
-        end)."""
+    def _after(self, worker: _Worker) -> Call | _Idle | None:
+        """What the thread runs next: a queued call, else ``_IDLE`` (it is among the idle ones
+        now), else None (the pool is shut down: end)."""
         with self.lock:
             if self._queued:
                 return self._queued.popleft()
             if self._closed:
                 return None
             self._idle.append(worker)
-        worker.wake.acquire()
-        call, worker.call = worker.call, None
-        return call
+            return _IDLE
+
+
+class _Idle:
+    __slots__ = ()
+
+
+_IDLE = _Idle()
 
 
 _OPEN: weakref.WeakSet[NodeThreads] = weakref.WeakSet()
