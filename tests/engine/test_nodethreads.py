@@ -5,9 +5,12 @@ behind. Real threads, ordered by events and locks (no sleeps); waits are safety 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -160,3 +163,33 @@ def test_a_withdrawal_racing_the_start_either_wins_or_the_call_runs_once(size: i
         else:
             assert ran[i] == 1 and heard.outcomes[i] == (i, None)
     assert pool.threads == 0
+
+
+def test_at_exit_a_pool_never_shut_down_lets_its_busy_call_finish_and_keeps_no_one_waiting(
+    tmp_path: Path,
+) -> None:
+    """The interpreter exits with an idle thread (a daemon: it does not hold the exit up) and a
+    busy one (waited for: its call is not cut off)."""
+    out = tmp_path / "out.txt"
+    script = f"""
+import threading, time
+from flowtide.engine.worker.nodethreads import NodeThreads
+
+pool = NodeThreads(2)
+idle = threading.Event()
+pool.start(lambda: None, lambda _v, _e: idle.set())
+assert idle.wait(30)
+started = threading.Event()
+
+def slow():
+    started.set()
+    time.sleep(0.3)  # (still running when the main thread is done)
+    with open({str(out)!r}, "w") as f:
+        f.write("finished")
+
+pool.start(slow, lambda _v, _e: None)
+assert started.wait(30)
+"""
+    ended = subprocess.run([sys.executable, "-c", script], timeout=WAIT * 2, capture_output=True)
+    assert ended.returncode == 0, ended.stderr.decode()
+    assert out.read_text() == "finished"
