@@ -39,6 +39,8 @@ from flowtide.model import Flow
 
 CHAIN = 200
 BRANCHES = 100
+CLOCK = [time.perf_counter]
+"""What a sample measures: wall time, or with ``--cpu`` the process's CPU time (every thread's)."""
 
 
 @node(id="bench:async", outputs=["next"])
@@ -82,9 +84,9 @@ def timed(runs: int, once: Callable[[], Awaitable[Any]]) -> list[float]:
         await once()  # warm up
         samples = []
         for _ in range(runs):
-            start = time.perf_counter()
+            start = CLOCK[0]()
             await once()
-            samples.append(time.perf_counter() - start)
+            samples.append(CLOCK[0]() - start)
         return samples
 
     return asyncio.run(main())
@@ -126,9 +128,9 @@ def handoff_floor(runs: int) -> float:
             await once()  # warm up
             samples = []
             for _ in range(runs):
-                start = time.perf_counter()
+                start = CLOCK[0]()
                 await once()
-                samples.append(time.perf_counter() - start)
+                samples.append(CLOCK[0]() - start)
             return samples
 
     return statistics.median(asyncio.run(main())) / per_run * 1e6
@@ -176,9 +178,9 @@ def langgraph_case(shape: str, kind: str, runs: int) -> float | None:
         graph.invoke({"x": 0}, config)
         samples = []
         for _ in range(runs):
-            start = time.perf_counter()
+            start = CLOCK[0]()
             graph.invoke({"x": 0}, config)
-            samples.append(time.perf_counter() - start)
+            samples.append(CLOCK[0]() - start)
     else:
 
         async def once() -> None:
@@ -199,7 +201,15 @@ def main() -> None:
         help="run every thread of the process on one CPU (both engines alike): a threaded step "
         "then pays a thread switch instead of a wake-up of another CPU",
     )
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="measure the process's CPU time (all its threads) instead of wall time: on a "
+        "loaded machine, what a step costs rather than how long it waited for a CPU",
+    )
     args = parser.parse_args()
+    if args.cpu:
+        CLOCK[0] = time.process_time
     if args.one_cpu:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # before any thread starts
     print(describe(), flush=True)
@@ -210,6 +220,7 @@ def main() -> None:
             f"{thread_round_trip():.1f} us (the floor under a threaded step)",
             flush=True,
         )
+    print(f"load average {os.getloadavg()[0]:.2f}; per step: {'CPU' if args.cpu else 'wall'} time")
     print(
         f"{'shape':<8} {'nodes':<7} {'flowtide us/step':>17} {'langgraph us/step':>18} {'ratio':>7}"
     )

@@ -113,17 +113,18 @@ class Clock(ABC):
     async def sleep(self, delay: timedelta) -> None:
         await self.sleep_until(self.now() + delay)
 
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self) -> contextlib.AbstractContextManager[None]:
         """Real work outside the event loop is in progress (a no-op on the system clock)."""
-        yield
+        return _NOTHING  # (one shared no-op: entered on every threaded step)
 
-    @contextlib.contextmanager
-    def busy(self) -> Iterator[None]:
+    def busy(self) -> contextlib.AbstractContextManager[None]:
         """A store's round trip is in progress: short work outside the loop that always ends
         (a no-op on the system clock). Unlike :meth:`hold`, a virtual clock waits for it before
         any timer fires, when it advances too."""
-        yield
+        return _NOTHING
+
+
+_NOTHING = contextlib.nullcontext()
 
 
 class _LoopTimer(TimerHandle):
@@ -187,15 +188,11 @@ class OffsetClock(Clock):
     def call_at(self, when: datetime, callback: Callable[[], None]) -> TimerHandle:
         return _ShiftedTimer(when, self.inner.call_at(when - self.offset, callback))
 
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
-        with self.inner.hold():
-            yield
+    def hold(self) -> contextlib.AbstractContextManager[None]:
+        return self.inner.hold()
 
-    @contextlib.contextmanager
-    def busy(self) -> Iterator[None]:
-        with self.inner.busy():
-            yield
+    def busy(self) -> contextlib.AbstractContextManager[None]:
+        return self.inner.busy()
 
 
 class _VirtualTimer(TimerHandle):

@@ -39,18 +39,18 @@ def leave(ctx: NodeContext) -> str:
 
 async def test_each_value_a_run_keeps_is_encoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
     encoded: list[int] = []
-    dumps = json.dumps
+    encode = json.JSONEncoder.encode  # (what json.dumps and the stores' one encoder both call)
 
-    def counting(value: Any, *args: Any, **kwargs: Any) -> str:
+    def counting(self: json.JSONEncoder, value: Any) -> str:
         encoded.append(id(value))
-        return dumps(value, *args, **kwargs)
+        return encode(self, value)
 
     b = FlowBuilder("urn:test:flow:encoded-once")
     b.task("write", write, {"next": "note"}).task("note", note, {"next": "leave"})
     flow = b.task("leave", leave, {"next": "end"}).terminal("end").build()
     given = {"input": {"items": [1, 2, 3]}}
     async with running(flows=[flow]) as (engine, _):
-        monkeypatch.setattr(json, "dumps", counting)
+        monkeypatch.setattr(json.JSONEncoder, "encode", counting)
         result = await engine.run(flow, given)
         monkeypatch.undo()
         assert result.lifecycle == Lifecycle.COMPLETED

@@ -366,7 +366,7 @@ async def test_closing_the_engine_does_not_wait_for_a_node_that_never_returns() 
             # close() returned while the node is still in its thread; the workers take no more.
             assert not returned.is_set()
             with pytest.raises(RuntimeError):
-                pool.submit(int)
+                pool.start(int, lambda _v, _e: None)
             with pytest.raises(EngineError, match="closed"):
                 await handle.result()
             # The run is left in the store, to be resumed.

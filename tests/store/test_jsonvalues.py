@@ -103,6 +103,7 @@ def test_the_same_value_twice_is_not_a_value_that_contains_itself() -> None:
         (lambda bad: [{"a": 1}, [bad]], "state/1/0"),
         (lambda bad: {"a": [{"b": {}}, {"c": bad}]}, "state/a/1/c"),
         (lambda bad: ({"t": (bad,)},), "state/0/t/0"),
+        (lambda bad: {"a": "b", "to": ["x", 1, bad]}, "state/to/2"),
     ],
 )
 def test_a_key_that_is_not_a_string_is_refused_at_any_depth(

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -44,6 +43,7 @@ from flowtide.engine.worker.holding import HeldRuns
 from flowtide.engine.worker.hosting import EngineHost
 from flowtide.engine.worker.instruments import NO_INSTRUMENTS, EngineInstruments
 from flowtide.engine.worker.leases import LEASE_TTL, worker_id
+from flowtide.engine.worker.nodethreads import NodeThreads
 from flowtide.engine.worker.presence import Presence
 from flowtide.engine.worker.scheduler import Sweeper
 from flowtide.engine.worker.taking import RunTaking
@@ -150,7 +150,7 @@ class Engine:
         self._renewer = self._held.renewer  # (a test freezes a worker by closing it)
         self._max_threads = max_threads
         self._contracts = OutputContracts() if validate_outputs else None
-        self._threads: ThreadPoolExecutor | None = None
+        self._threads: NodeThreads | None = None
         self._thread_slots = ThreadSlots(max_threads)
         self._scheduler: Sweeper | None = None
         self._hooks = HookDelivery(self.hooks, self._hook_failed)
@@ -219,10 +219,10 @@ class Engine:
         return self._catalog.plan(flow_id)
 
     @property
-    def threads(self) -> ThreadPoolExecutor:
+    def threads(self) -> NodeThreads:
         """The worker threads of sync nodes (started on first use)."""
         if self._threads is None:
-            self._threads = ThreadPoolExecutor(self._max_threads, "flowtide-node")
+            self._threads = NodeThreads(self._max_threads, "flowtide-node")
         return self._threads
 
     @property
@@ -442,7 +442,7 @@ class Engine:
         await self._hooks.close()
         if self._threads is not None:
             # Does not wait for a node that never returns (its result is dropped).
-            self._threads.shutdown(wait=False, cancel_futures=True)
+            self._threads.shutdown()
             self._threads = None
         await asyncio.sleep(0)
 

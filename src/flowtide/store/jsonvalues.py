@@ -54,7 +54,7 @@ def encode_json(value: Any, where: str) -> str:
     if type(value) is dict and not value:
         return "{}"  # (most records' data: no encoder needed)
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         _check(value, [where], set())  # says where, for what the walk can tell
         raise NotJSONError(join(where), str(exc)) from exc
@@ -63,8 +63,11 @@ def encode_json(value: Any, where: str) -> str:
     return text
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+"""(Made once: ``json.dumps`` with options makes an encoder per call.)"""
 _SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 _PLAIN: frozenset[type] = _SCALARS | {dict, list}
+_SCALARS_OR_LIST: frozenset[type] = _SCALARS | {list}
 _TEXT: frozenset[type] = frozenset({str})
 _is_dict = frozenset({dict}).__contains__
 _is_list = frozenset({list}).__contains__
@@ -75,6 +78,16 @@ def _plain(value: Any) -> bool:
     False when it cannot tell so (then :func:`_check` walks it). Looked at a level at a time,
     each level's keys and values in bulk, without a Python step per item. (``value`` is one the
     encoder took: it contains no container twice on one path.)"""
+    if type(value) is dict and _TEXT.issuperset(map(type, value)):
+        # Most records' data: scalars, and lists of scalars (a move's targets), told without
+        # building the levels.
+        kinds = set(map(type, value.values()))
+        if _SCALARS.issuperset(kinds):
+            return True
+        if _SCALARS_OR_LIST.issuperset(kinds):
+            inner = compress(value.values(), map(_is_list, map(type, value.values())))
+            if _SCALARS.issuperset(map(type, chain.from_iterable(inner))):
+                return True
     dicts: list[dict[Any, Any]] = [value] if type(value) is dict else []
     lists: list[list[Any]] = [value] if type(value) is list else []
     if not dicts and not lists:

@@ -3,7 +3,6 @@ raised, or why it did not run; without an engine."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -24,6 +23,7 @@ from flowtide.engine.state.reducers import StateMerger
 from flowtide.engine.timing.scope import CancelReason, CancelScope
 from flowtide.engine.worker._host import RunHost
 from flowtide.engine.worker.instruments import AttemptOutcome, NoInstruments
+from flowtide.engine.worker.nodethreads import NodeThreads
 from flowtide.engine.worker.threadslots import ThreadSlots
 from flowtide.model.settings import NodeSettings
 from flowtide.store.base import RunRecord
@@ -73,7 +73,7 @@ class Host:
     """What the runner uses of its host."""
 
     clock: VirtualClock = field(default_factory=lambda: VirtualClock(T0))
-    threads: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
+    threads: NodeThreads = field(default_factory=lambda: NodeThreads(1))
     thread_slots: ThreadSlots = field(default_factory=lambda: ThreadSlots(1))
     output_contracts: None = None
     max_value_bytes: int | None = None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from concurrent.futures import Executor
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -20,6 +19,7 @@ from flowtide.engine.result import RunResult
 from flowtide.engine.run.children import StartedChild
 from flowtide.engine.timing.scope import CancelScope
 from flowtide.engine.worker.instruments import EngineInstruments
+from flowtide.engine.worker.nodethreads import NodeThreads
 from flowtide.engine.worker.threadslots import ThreadSlots
 from flowtide.store.base import EventRecord, RunRecord, Store, TokenRecord
 
@@ -36,7 +36,7 @@ class RunHost(Protocol):
         """The random source of jittered backoffs (None: the module's)."""
 
     @property
-    def threads(self) -> Executor:
+    def threads(self) -> NodeThreads:
         """Where sync nodes run."""
 
     @property

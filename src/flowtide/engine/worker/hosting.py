@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -24,6 +23,7 @@ from flowtide.engine.result import RunResult
 from flowtide.engine.run.children import StartedChild
 from flowtide.engine.timing.scope import CancelScope
 from flowtide.engine.worker.instruments import EngineInstruments
+from flowtide.engine.worker.nodethreads import NodeThreads
 from flowtide.engine.worker.threadslots import ThreadSlots
 from flowtide.store.base import (
     EventRecord,
@@ -55,7 +55,7 @@ class HostedEngine(Protocol):
     instruments: EngineInstruments
 
     @property
-    def threads(self) -> Executor: ...
+    def threads(self) -> NodeThreads: ...
 
     async def cancel(
         self, run_id: str, reason: str | None = None, *, wait: float | None = 10.0
@@ -101,7 +101,7 @@ class EngineHost:
         return self._engine.random
 
     @property
-    def threads(self) -> Executor:
+    def threads(self) -> NodeThreads:
         return self._engine.threads
 
     @property
