@@ -5,11 +5,11 @@ can be sent whole, two when its run must be read first.
    that is not JSON is not raised yet: the memory store, the reference, refuses a commit for a
    conflict before it looks at its values, so the error waits for its turn.
 2. **Sent whole** (:func:`sends_whole`, :func:`send_whole`): a commit whose checks are only its
-   run's existence, lease and lifecycle, its token expectations, signal keys and requests (an
-   engine's step, a signal's wake: all but a deadline's firing) is sent with its writes and
-   the ``COMMIT`` in one pipeline, behind guard statements that fail the transaction if they
-   do not hold. Then the commit is taken the careful way, to tell why (or to apply it if the
-   run changed back in between).
+   run's existence, lease and lifecycle, its token expectations, signal keys, requests and the
+   deadline it fires (an engine's step, a signal's wake, a deadline's firing) is sent with its
+   writes and the ``COMMIT`` in one pipeline, behind guard statements that fail the transaction
+   if they do not hold (the deadline's on the database's clock). Then the commit is taken the
+   careful way, to tell why (or to apply it if the run changed back in between).
 3. **The careful way**: the facts (first round trip): the run's row locked and its history
    counter advanced, the tokens the commit expects, which of its signal keys are answered
    already (:func:`read_facts`); the checks (:func:`flowtide.store.checks.check_commit`, as
@@ -108,8 +108,8 @@ def check(p: Prepared, facts: Facts, *, creating: bool = False) -> None:
 
 def sends_whole(p: Prepared) -> bool:
     """Whether ``p`` may be sent whole: nothing but its run's existence, lease, lifecycle,
-    token expectations, signal keys and requests answered can refuse it (the guards of
-    :func:`send_whole` check those); not a commit that fires a deadline."""
+    token expectations, signal keys, requests answered and the deadline it fires can refuse it
+    (the guards of :func:`send_whole` check those)."""
     c = p.commit
     keys = [a.key for a in c.signal_answers]
     ids = [a.request_id for a in c.requests_answered]
@@ -118,14 +118,16 @@ def sends_whole(p: Prepared) -> bool:
         or p.not_json
         or len(set(keys)) < len(keys)  # (refused: the careful way tells why)
         or len(set(ids)) < len(ids)
-        or c.fires_deadline is not None
     )
 
 
-async def send_whole(conn: Connection, p: Prepared, channel: str) -> psycopg.AsyncCursor[Any]:
+async def send_whole(
+    conn: Connection, p: Prepared, channel: str, *, own_clock: bool
+) -> psycopg.AsyncCursor[Any]:
     """Queue ``p`` (see :func:`sends_whole`) behind its guard: the cursor whose row, once the
     pipeline syncs, is the seq its events follow (the sync fails with :data:`GUARD_FAILED` if
-    the guard refused)."""
+    the guard refused). ``own_clock``: a deadline it fires is judged on the database's clock
+    (else only against the requests recorded before it)."""
     c = p.commit
     lifecycles = sorted(c.run_lifecycles) if c.run_lifecycles is not None else None
     guard = {
@@ -145,6 +147,9 @@ async def send_whole(conn: Connection, p: Prepared, channel: str) -> psycopg.Asy
             "ids": [a.request_id for a in c.requests_answered],
         }
         await conn.execute(Q["answers_guarded"], answers)
+    if c.fires_deadline is not None:
+        deadline = {"run_id": c.run_id, "at": c.fires_deadline, "on_clock": own_clock}
+        await conn.execute(Q["deadline_guarded"], deadline)
     live = lifecycles is not None and ENDED_LIFECYCLES.isdisjoint(lifecycles)
     await write(conn, p, channel, by_holder=c.lease is not None, ended=False if live else None)
     return advanced

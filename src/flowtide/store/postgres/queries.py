@@ -37,6 +37,7 @@ OWN_QUERIES: Final = frozenset(
         "advance_run_guarded",
         "expect_tokens_guarded",
         "answers_guarded",
+        "deadline_guarded",
         "snapshot_transaction",
         "lock_pruned",
     }

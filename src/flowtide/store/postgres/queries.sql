@@ -100,6 +100,19 @@ SELECT flowtide_commit_guard(
     ) = cardinality(%(ids)s::text[])
 );
 
+-- name: deadline_guarded
+-- A commit sent whole that fires the deadline %(at)s, after advance_run_guarded (under the
+-- run's lock): fails (see flowtide_commit_guard) while the run has an unanswered request
+-- recorded before the deadline, or, if %(on_clock)s, while the database's clock is before it
+-- (as the careful checks: deadline_check).
+SELECT flowtide_commit_guard(
+    (NOT %(on_clock)s OR clock_timestamp() >= %(at)s)
+    AND NOT EXISTS (
+        SELECT 1 FROM signal_requests
+        WHERE run_id = %(run_id)s AND answer IS NULL AND requested_at < %(at)s
+    )
+);
+
 -- name: run_exists
 SELECT EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s);
 

@@ -341,7 +341,10 @@ class PostgresStore(Store):
     async def _together(self, group: list[Prepared]) -> list[int]:
         """Commits sent whole in one transaction (one round trip); each one's first seq."""
         async with self._transaction() as conn:
-            sent = [await send_whole(conn, prepared, self._channel) for prepared in group]
+            sent = [
+                await send_whole(conn, prepared, self._channel, own_clock=self.own_clock)
+                for prepared in group
+            ]
         firsts = []
         for advanced in sent:
             row = await advanced.fetchone()
