@@ -29,9 +29,7 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool
 
 from flowtide.store.base import (
-    ENDED_LIFECYCLES,
     PRUNE_BATCH,
-    RUNNABLE_LIFECYCLES,
     ClockReading,
     Commit,
     DueEntry,
@@ -73,8 +71,6 @@ from flowtide.store.sqlcore.workers import SQLWorkers
 
 __all__ = ["PostgresStore"]
 
-_ENDED = sorted(ENDED_LIFECYCLES)
-_RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
 _CONNECT_TIMEOUT = 10
 """Seconds to wait for a connection, unless the URL says (``connect_timeout``)."""
 _OPEN = frozenset({TransactionStatus.INTRANS, TransactionStatus.INERROR})
