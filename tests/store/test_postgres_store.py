@@ -591,6 +591,21 @@ async def test_a_deadline_fires_in_one_round_trip(schemas: Schemas) -> None:
             assert (await store.get_state("r"))["n"] == 2
 
 
+async def test_on_given_instants_a_request_is_recorded_no_earlier_than_a_fired_deadline(
+    schemas: Schemas,
+) -> None:
+    """As on SQLite: a store told to judge by the instants given (an engine on a virtual
+    clock) records a request no earlier than the latest deadline its run fired."""
+    async with schemas.store() as store:
+        store.own_clock = False
+        await store.create_run(run_record("r", "parked"), {"n": 1})
+        await store.commit(Commit("r", state={"n": 2}, fires_deadline=at(100)))
+        late = await store.request_signal(SignalRequest("q1", "r", at(50), {"placement": "p"}))
+        assert late.requested_at == at(100)
+        assert await store.signal_request("q1") == late
+        assert [(e.when, e.purpose) for e in await store.due_of("r")] == [(at(50), "signal")]
+
+
 SKEW = timedelta(seconds=60)
 TERM = timedelta(seconds=30)
 

@@ -33,7 +33,8 @@ def apply_commit(p: EncodedCommit, d: Dialect, *, own_clock: bool) -> Script[int
         raise UnknownRunError(c.run_id)
     lifecycle, owner, epoch, last_seq = run[0]
     facts = RunFacts(lifecycle, owner, epoch)
-    fill_facts(facts, c, dict(zip(reads, found, strict=True)), d)
+    if reads:  # (none for a plain step)
+        fill_facts(facts, c, dict(zip(reads, found, strict=True)), d)
     if not own_clock:
         facts.clock = None  # (the deadline's instant was given on the engine's clock)
     check_commit(c, facts, not_json=p.not_json)
