@@ -191,7 +191,10 @@ async def test_every_statement_the_cores_scripts_run_is_in_both_backends() -> No
         new = Recording(d, [(False,)])
         creation = Creation.of(run, {"n": 1}, Commit("r", state={"m": 2}), lease, d)
         assert await new.transact(commits.create_run(creation, d, check=True)) == 1
-        stored = {"run_for_request": [("running",)], "insert_request": [(d.instant(T0),)]}
+        stored: dict[str, Sequence[Row]] = {
+            "run_for_request": [("running",)],
+            "insert_request": [(d.instant(T0),)],
+        }
         request = Recording(d, answers=stored)
         asked = SignalRequest("q", "r", T0, {"placement": "p"})
         assert await request.transact(requests.request_signal(asked, d, own_clock=False)) == asked
