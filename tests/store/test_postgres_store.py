@@ -39,6 +39,7 @@ from flowtide.store.postgres import PostgresStore
 from flowtide.store.postgres.schema import CODE_VERSION, MIGRATIONS
 from flowtide.testing import StoreCheck, StoreFactory, run_store_check, store_checks
 from tests.postgres_schemas import Schemas
+from tests.store.wire import RoundTrips
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 P = TokenStatus.PARKED
@@ -551,6 +552,58 @@ async def test_requests_and_deadlines_are_judged_on_the_databases_clock(schemas:
         assert (await store.get_state("r"))["n"] == 1
         await store.commit(Commit("r", state={"n": 3}, fires_deadline=before))
         assert (await store.get_state("r"))["n"] == 3
+
+
+async def test_a_deadline_fires_in_one_round_trip(schemas: Schemas) -> None:
+    """A commit firing a deadline is judged on the database's clock without being read first:
+    one round trip, as any step; refused, it is still told why."""
+    async with RoundTrips(schemas.url) as wire:
+        store = PostgresStore(wire.url, schema=schemas.new(), min_size=1, max_size=1)
+        async with store:
+            lease = Lease("r", "w", 1, at(86400))
+            passed = datetime.now(UTC) - timedelta(seconds=1)
+            entry = DueEntry(passed, "r", "r.1", "timeout")
+            parked = TokenRecord("r.1", "r", "p", P, deadline=passed)
+            first = Commit("r", tokens=[parked], due=[entry], lease=lease)
+            await store.create_run(run_record("r", "parked"), {"n": 1}, first, lease=lease)
+            timed_out = TokenRecord("r.1", "r", "p", TokenStatus.DONE, deadline=passed)
+            before, sent = wire.count, len(wire.sent)
+            events = await store.commit(
+                Commit(
+                    "r",
+                    state={"n": 2},
+                    tokens=[timed_out],
+                    events=[EventRecord("node_timed_out", "r", passed, "p", 1, "r.1")],
+                    expect={"r.1": P},
+                    due_fired=[entry],
+                    fires_deadline=passed,
+                    lease=lease,
+                    run_lifecycles=frozenset({"parked"}),
+                )
+            )
+            assert wire.count - before == 1, "".join(wire.sent[sent:])
+            assert [e.seq for e in events] == [1]
+            assert (await store.get_state("r"))["n"] == 2
+            assert await store.due_of("r") == []
+            ahead = datetime.now(UTC) + timedelta(seconds=30)
+            with pytest.raises(DeadlineAhead):
+                await store.commit(Commit("r", state={"n": 3}, fires_deadline=ahead, lease=lease))
+            assert (await store.get_state("r"))["n"] == 2
+
+
+async def test_on_given_instants_a_request_is_recorded_no_earlier_than_a_fired_deadline(
+    schemas: Schemas,
+) -> None:
+    """As on SQLite: a store told to judge by the instants given (an engine on a virtual
+    clock) records a request no earlier than the latest deadline its run fired."""
+    async with schemas.store() as store:
+        store.own_clock = False
+        await store.create_run(run_record("r", "parked"), {"n": 1})
+        await store.commit(Commit("r", state={"n": 2}, fires_deadline=at(100)))
+        late = await store.request_signal(SignalRequest("q1", "r", at(50), {"placement": "p"}))
+        assert late.requested_at == at(100)
+        assert await store.signal_request("q1") == late
+        assert [(e.when, e.purpose) for e in await store.due_of("r")] == [(at(50), "signal")]
 
 
 SKEW = timedelta(seconds=60)

@@ -7,7 +7,7 @@ import contextlib
 import inspect
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -20,6 +20,7 @@ from flowtide.store.base import (
     RequestAnswer,
     RunRecord,
     SignalAnswer,
+    SignalRequest,
     StoredFlow,
     TokenRecord,
     TokenStatus,
@@ -31,11 +32,13 @@ from flowtide.store.checks import RunFacts
 from flowtide.store.postgres.queries import OWN_QUERIES as POSTGRES_OWN
 from flowtide.store.postgres.queries import Q as POSTGRES_QUERIES
 from flowtide.store.postgres.rows import DIALECT as POSTGRES
+from flowtide.store.sqlcore import commits, pruning, requests
 from flowtide.store.sqlcore.connector import Row, run_rows
+from flowtide.store.sqlcore.creation import Creation
 from flowtide.store.sqlcore.facts import fact_reads, fill_facts
 from flowtide.store.sqlcore.flows import SQLFlows
 from flowtide.store.sqlcore.leases import SQLLeases
-from flowtide.store.sqlcore.params import Dialect, Params
+from flowtide.store.sqlcore.params import Dialect, Params, encode_commit
 from flowtide.store.sqlcore.reads import SQLReads
 from flowtide.store.sqlcore.rows import (
     anchor_of_row,
@@ -45,22 +48,31 @@ from flowtide.store.sqlcore.rows import (
     run_of_row,
     token_of_row,
 )
+from flowtide.store.sqlcore.script import Ask, Script
 from flowtide.store.sqlcore.workers import SQLWorkers
 from flowtide.store.sqlfiles import COMMIT_QUERIES
 from flowtide.store.sqlite.rows import DIALECT as SQLITE
 from flowtide.store.sqlite.sql import OWN_QUERIES as SQLITE_OWN
 from flowtide.store.sqlite.sql import QUERIES as SQLITE_QUERIES
 
+T = TypeVar("T")
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 SHARED = set(SQLITE_QUERIES) - SQLITE_OWN
 
 
 class Recording:
-    """A connector that runs nothing: it keeps the names asked for and gives back ``rows``."""
+    """A connector that runs nothing: it keeps the names asked for and gives back ``rows`` (a
+    script: ``answers`` of a statement's name, else ``rows``)."""
 
-    def __init__(self, dialect: Dialect, rows: Sequence[Row] = ()) -> None:
+    def __init__(
+        self,
+        dialect: Dialect,
+        rows: Sequence[Row] = (),
+        answers: dict[str, Sequence[Row]] | None = None,
+    ) -> None:
         self.names: list[str] = []
         self.rows = list(rows)
+        self.answers = answers or {}
         self._dialect = dialect
 
     @property
@@ -78,6 +90,21 @@ class Recording:
     async def write(self, name: str, params: Params, *, tell: bool = False) -> Sequence[Row]:
         self.names.append(name)
         return self.rows
+
+    async def transact(self, script: Script[T], *, tell: bool = False) -> T:
+        """Drive ``script``, each statement it asks for giving back ``rows``."""
+        try:
+            step = next(script)
+            while True:
+                if isinstance(step, Ask):
+                    self.names.extend(name for name, _ in step.queries)
+                    step = script.send([self.answers.get(n, self.rows) for n, _ in step.queries])
+                else:
+                    self.names.extend(name for name, _ in step.statements)
+                    step = script.send([])
+        except StopIteration as done:
+            answer: T = done.value
+            return answer
 
 
 def test_both_backends_name_the_same_statements_but_their_own() -> None:
@@ -129,6 +156,54 @@ async def test_every_statement_the_core_runs_is_in_both_backends(part: type) -> 
             await method(**{arg: ARGS[arg] for arg in wanted})
     assert db.names
     assert [name for name in db.names if name not in SHARED] == []
+
+
+async def test_every_statement_the_cores_scripts_run_is_in_both_backends() -> None:
+    """A commit, a new run, a signal request and a prune, each written once, run only statements
+    both backends name."""
+    run = RunRecord("r", "f", "1", "running", T0)
+    lease = Lease("r", "w", 1, T0)
+    c = Commit(
+        "r",
+        run=run,
+        tokens=[TokenRecord("r.1", "r", "p", TokenStatus.READY)],
+        state={"n": 1},
+        state_deleted=["m"],
+        events=[EventRecord("node_started", "r", T0, "p", 1, "r.1")],
+        expect={"r.1": TokenStatus.READY},
+        signal_answers=[SignalAnswer("k", "r", {})],
+        requests_answered=[RequestAnswer("q1", {}, T0)],
+        fires_deadline=T0,
+        lease=lease,
+        release=True,
+    )
+    for d in (SQLITE, POSTGRES):
+        facts: dict[str, Sequence[Row]] = {
+            "advance_run": [("running", "w", 1, 0)],
+            "expected_tokens": [("r.1", "ready", None, None)],
+            "answered_keys": [],
+            "unanswered_requests": [("q1", None)],
+            "deadline_check": [(None, None)],
+        }
+        seq = Recording(d, answers=facts)
+        script = commits.apply_commit(encode_commit(c, d), d, own_clock=False)
+        assert await seq.transact(script) == 1
+        new = Recording(d, [(False,)])
+        creation = Creation.of(run, {"n": 1}, Commit("r", state={"m": 2}), lease, d)
+        assert await new.transact(commits.create_run(creation, d, check=True)) == 1
+        stored: dict[str, Sequence[Row]] = {
+            "run_for_request": [("running",)],
+            "insert_request": [(d.instant(T0),)],
+        }
+        request = Recording(d, answers=stored)
+        asked = SignalRequest("q", "r", T0, {"placement": "p"})
+        assert await request.transact(requests.request_signal(asked, d, own_clock=False)) == asked
+        pruned = Recording(d, [("r",)])
+        assert await pruned.transact(pruning.prune_runs(T0, 5, "", d)) == ["r"]
+        names = seq.names + new.names + request.names + pruned.names
+        assert {"advance_run", "settle_run", "note_deadline_fired"} <= set(names)
+        assert {"insert_request", "set_due", "prune_runs", "lock_pruned"} <= set(names)
+        assert [name for name in names if name not in SHARED] == []
 
 
 def sqlite_us(when: datetime) -> int:

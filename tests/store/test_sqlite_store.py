@@ -374,7 +374,7 @@ async def test_a_step_is_one_transaction_of_five_statements_one_bound_per_event(
         step = [" ".join(statement.split()[:3]) for statement in seen]
     assert step == [
         "BEGIN IMMEDIATE",
-        "SELECT lifecycle, ended,",  # (what the step is checked against, and its last seq)
+        "SELECT lifecycle, owner,",  # (what the step is checked against, and its last seq)
         "INSERT INTO tokens",
         "INSERT INTO history",  # (one statement, bound for each event)
         "INSERT INTO history",

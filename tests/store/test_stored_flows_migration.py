@@ -74,6 +74,7 @@ async def test_a_postgres_schema_gets_version_4(schemas: Schemas) -> None:
         "ALTER TABLE {schema}.flows DROP COLUMN stored_order, DROP COLUMN stored_at",
         "DROP TABLE {schema}.workers",  # (version 5's, applied again after 4)
         "DROP FUNCTION {schema}.flowtide_commit_guard",  # (version 6's)
+        "ALTER TABLE {schema}.runs DROP COLUMN deadline_fired",  # (version 7's)
         "DELETE FROM {schema}.flowtide_schema WHERE version >= 4",
     ):
         schemas.query(statement, schema)

@@ -64,6 +64,7 @@ COMMIT_QUERIES = (
     "insert_answer",
     "answer_request",
     "wake_due",
+    "note_deadline_fired",
     "settle_run",
 )
 """The statements a commit is written with, named alike by every SQL store (each store's

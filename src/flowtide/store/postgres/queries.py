@@ -28,6 +28,7 @@ OWN_QUERIES: Final = frozenset(
     {
         "set_search_path",
         "set_time_zone",
+        "set_channel",
         "create_schema",
         "lock_schema",
         "listen",
@@ -37,14 +38,14 @@ OWN_QUERIES: Final = frozenset(
         "advance_run_guarded",
         "expect_tokens_guarded",
         "answers_guarded",
+        "deadline_guarded",
         "snapshot_transaction",
-        "lock_pruned",
     }
 )
 """The statements only PostgreSQL has (every other name is SQLite's too, for the same job): its
 schema and connections' settings, notices, its clock, explicit transactions (connections are
-in autocommit mode), a commit sent whole behind guards, a read-only snapshot's transaction, and
-the row locks of a prune."""
+in autocommit mode), a commit sent whole behind guards, and a read-only snapshot's
+transaction."""
 
 _NAME_BYTES = 63
 """PostgreSQL's longest identifier (a longer one would be cut short, silently)."""

@@ -12,6 +12,11 @@ SET search_path TO {schema};
 -- Instants come back as UTC.
 SET TIME ZONE 'UTC';
 
+-- name: set_channel
+-- The store's notification channel, as a setting of every connection (the statements that
+-- notify read it: settle_run, release_runs).
+SELECT set_config('flowtide.channel', %(channel)s, false);
+
 -- name: clock_now
 -- The database's clock, read at once (not the transaction's start): workers keep time by it.
 SELECT clock_timestamp();
@@ -98,6 +103,19 @@ SELECT flowtide_commit_guard(
         SELECT count(*) FROM signal_requests
         WHERE id = ANY(%(ids)s::text[]) AND run_id = %(run_id)s AND answer IS NULL
     ) = cardinality(%(ids)s::text[])
+);
+
+-- name: deadline_guarded
+-- A commit sent whole that fires the deadline %(at)s, after advance_run_guarded (under the
+-- run's lock): fails (see flowtide_commit_guard) while the run has an unanswered request
+-- recorded before the deadline, or, if %(on_clock)s, while the database's clock is before it
+-- (as the careful checks: deadline_check).
+SELECT flowtide_commit_guard(
+    (NOT %(on_clock)s OR clock_timestamp() >= %(at)s)
+    AND NOT EXISTS (
+        SELECT 1 FROM signal_requests
+        WHERE run_id = %(run_id)s AND answer IS NULL AND requested_at < %(at)s
+    )
 );
 
 -- name: run_exists
@@ -264,22 +282,38 @@ INSERT INTO signal_answers (key, run_id, answer) VALUES (%(key)s, %(run_id)s, %(
 UPDATE signal_requests SET answer = %(answer)s, answered_at = %(answered_at)s
 WHERE id = %(id)s AND answer IS NULL;
 
+-- name: run_for_request
+-- What a signal request is checked against: the run's lifecycle, its row locked until the
+-- transaction ends (requests and commits of a run are ordered).
+SELECT lifecycle FROM runs WHERE id = %(run_id)s FOR UPDATE;
+
 -- name: insert_request
--- Recorded at the database's clock (under the run's lock: requests and commits of a run are
--- ordered), unless an instant is given (a store used on a virtual clock). A request whose id is taken already inserts nothing (and is refused).
+-- A request of a run that has not ended, recorded at the database's clock (under the run's
+-- lock), unless an instant is given (a store used on a virtual clock), but no earlier than
+-- the latest deadline of the run fired. One whose id is taken already (or whose run has ended,
+-- or is unknown) inserts nothing (and is refused).
 INSERT INTO signal_requests (id, run_id, requested_at, request)
-VALUES (%(id)s, %(run_id)s, coalesce(%(requested_at)s, clock_timestamp()), %(request)s)
+SELECT %(id)s, %(run_id)s,
+    GREATEST(coalesce(%(requested_at)s::timestamptz, clock_timestamp()), runs.deadline_fired),
+    %(request)s
+FROM runs WHERE id = %(run_id)s AND NOT lifecycle = ANY(%(ended)s::text[])
 ON CONFLICT (id) DO NOTHING
 RETURNING requested_at;
 
+-- name: note_deadline_fired
+-- The latest deadline of the run fired: a signal request is recorded no earlier (see
+-- insert_request).
+UPDATE runs SET deadline_fired = GREATEST(deadline_fired, %(at)s) WHERE id = %(run_id)s;
+
 -- name: settle_run
--- The last statement of every commit: the release of the lease, and the wake instant from what
--- the run now holds (ended: none; held: the earlier of the lease's expiry and the earliest due
--- entry; pending or running: its creation; else its earliest due entry). Notifies the
--- listeners when the run needs a worker sooner than it did (for a run nobody holds, or one held
--- by a worker other than the committer), and whenever %(tell)s (a signal answered, a signal
--- request stored, the run ended: someone elsewhere may wait for it). SET expressions, and
--- "old", read the row as it was before this statement.
+-- The last statement of a commit that changed what its run's wake depends on: the release of
+-- the lease, and the wake instant from what the run now holds (ended: none; held: the earlier
+-- of the lease's expiry and the earliest due entry; pending or running: its creation; else its
+-- earliest due entry). Notifies the listeners (the store's channel) when the run needs a worker
+-- sooner than it did (for a run nobody holds, or one held by a worker other than the
+-- committer), and whenever %(tell)s (a signal answered, a signal request stored, the run
+-- ended: someone elsewhere may wait for it). SET expressions, and "old", read the row as it
+-- was before this statement.
 WITH settled AS (
     UPDATE runs SET
         owner = CASE WHEN %(release)s THEN NULL ELSE runs.owner END,
@@ -295,7 +329,7 @@ WITH settled AS (
     WHERE runs.id = %(run_id)s
     RETURNING runs.owner, runs.wake_at, old.old_owner, old.old_wake
 )
-SELECT pg_notify(%(channel)s, %(payload)s)
+SELECT pg_notify(current_setting('flowtide.channel'), left(%(run_id)s, 200))
 FROM settled
 WHERE %(tell)s OR (
     settled.wake_at IS NOT NULL
@@ -408,7 +442,7 @@ WITH held AS (
     WHERE runs.id = held.id
     RETURNING runs.id
 )
-SELECT released.id, pg_notify(%(channel)s, left(first.id, 200))::text
+SELECT released.id, pg_notify(current_setting('flowtide.channel'), left(first.id, 200))::text
 FROM released, (SELECT min(id) AS id FROM released) AS first
 ORDER BY released.id;
 

@@ -29,9 +29,7 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool
 
 from flowtide.store.base import (
-    ENDED_LIFECYCLES,
     PRUNE_BATCH,
-    RUNNABLE_LIFECYCLES,
     ClockReading,
     Commit,
     DueEntry,
@@ -52,40 +50,27 @@ from flowtide.store.base import (
     StoreOpenError,
     TokenRecord,
     TokenStatus,
-    UnknownRunError,
     WorkerRecord,
 )
-from flowtide.store.postgres.commits import (
-    GUARD_FAILED,
-    Prepared,
-    check,
-    prepare,
-    read_facts,
-    send_whole,
-    sends_whole,
-    write,
-)
+from flowtide.store.postgres.commits import GUARD_FAILED, Prepared, prepare, send_whole, sends_whole
 from flowtide.store.postgres.connector import PostgresConnector
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
 from flowtide.store.postgres.group import CommitGroups
 from flowtide.store.postgres.notify import ChangeListener
 from flowtide.store.postgres.outage import POOL_PREFIX, Outage, quiet_pool_warnings
 from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, with_schema
-from flowtide.store.postgres.requests import request_signal
-from flowtide.store.postgres.rows import DIALECT, Params, json_text
+from flowtide.store.postgres.rows import DIALECT, Params
 from flowtide.store.postgres.schema import migrate
+from flowtide.store.sqlcore import commits, pruning, requests
 from flowtide.store.sqlcore.connector import Row
 from flowtide.store.sqlcore.creation import Creation
 from flowtide.store.sqlcore.flows import SQLFlows
 from flowtide.store.sqlcore.leases import SQLLeases
 from flowtide.store.sqlcore.reads import SQLReads
 from flowtide.store.sqlcore.workers import SQLWorkers
-from flowtide.store.sqlfiles import PRUNED_TABLES
 
 __all__ = ["PostgresStore"]
 
-_ENDED = sorted(ENDED_LIFECYCLES)
-_RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
 _CONNECT_TIMEOUT = 10
 """Seconds to wait for a connection, unless the URL says (``connect_timeout``)."""
 _OPEN = frozenset({TransactionStatus.INTRANS, TransactionStatus.INERROR})
@@ -123,7 +108,8 @@ class PostgresStore(Store):
         self._outage = Outage(self._target.name)
         self._groups = CommitGroups(self._alone, self._together)
         """Commits sent whole that come while one is in flight share a transaction."""
-        connector = PostgresConnector(self._rows, self._rows_together, self._channel)
+        connector = PostgresConnector(self._rows, self._rows_together, self._transaction)
+        self._db = connector
         self._reads = SQLReads(connector)
         self._leases = SQLLeases(connector)
         self._flows = SQLFlows(connector)
@@ -184,6 +170,7 @@ class PostgresStore(Store):
         connection.adapters.register_loader("json", TextLoader)
         await connection.execute(with_schema("set_search_path", self._schema))
         await connection.execute(Q["set_time_zone"])
+        await connection.execute(Q["set_channel"], {"channel": self._channel})
 
     async def close(self) -> None:
         async with self._opening:
@@ -300,27 +287,11 @@ class PostgresStore(Store):
         *,
         lease: Lease | None = None,
     ) -> Sequence[EventRecord]:
-        creation = Creation.of(run, state, commit, lease, DIALECT)
-        if lease is not None and self.own_clock:
-            # (Held from the database's clock, for the term asked from the run's creation.)
-            creation.row["lease_term"] = lease.expires - run.created_at
-        async with self._transaction() as conn:
-            if creation.may_be_refused:
-                exists = await conn.execute(Q["run_exists"], {"run_id": run.id})
-                facts = await read_facts(conn, creation.step.commit, creating=True)
-                assert facts is not None
-                creation.check(bool((await exists.fetchone() or (False,))[0]), facts)
-            await conn.execute(Q["insert_run"], creation.row)
-            if creation.state:
-                await conn.cursor().executemany(Q["put_state"], creation.state)
-            await write(
-                conn,
-                creation.step,
-                self._channel,
-                by_holder=lease is not None,
-                ended=run.lifecycle in ENDED_LIFECYCLES,
-            )
-        return _numbered(creation.step.commit.events, 1)
+        creation = Creation.of(run, state, commit, lease, DIALECT, own_clock=self.own_clock)
+        # (Read first only if more than a run id taken already may refuse it: a round trip.)
+        script = commits.create_run(creation, DIALECT, check=creation.may_be_refused)
+        first = await self._db.transact(script)
+        return commits.numbered(creation.step.commit.events, first)
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         prepared = prepare(commit)
@@ -328,7 +299,7 @@ class PostgresStore(Store):
             first = await self._groups.commit(prepared)
         else:
             first = await self._careful(prepared)
-        return _numbered(commit.events, first)
+        return commits.numbered(commit.events, first)
 
     async def _alone(self, prepared: Prepared) -> int:
         """A commit sent whole, on its own (the careful way if its guard refused it); the seq
@@ -341,7 +312,7 @@ class PostgresStore(Store):
     async def _together(self, group: list[Prepared]) -> list[int]:
         """Commits sent whole in one transaction (one round trip); each one's first seq."""
         async with self._transaction() as conn:
-            sent = [await send_whole(conn, prepared, self._channel) for prepared in group]
+            sent = [await send_whole(conn, p, own_clock=self.own_clock) for p in group]
         firsts = []
         for advanced in sent:
             row = await advanced.fetchone()
@@ -351,25 +322,12 @@ class PostgresStore(Store):
 
     async def _careful(self, prepared: Prepared) -> int:
         """A commit checked on its run as read (two round trips); the seq of its first event."""
-        commit = prepared.commit
-        async with self._transaction() as conn:
-            facts = await read_facts(conn, commit)
-            if facts is None:
-                raise UnknownRunError(commit.run_id)
-            if not self.own_clock:
-                facts.clock = None  # (the deadline's instant was given on the engine's clock)
-            check(prepared, facts)
-            ended = facts.lifecycle in ENDED_LIFECYCLES
-            by_holder = commit.lease is not None
-            await write(conn, prepared, self._channel, by_holder=by_holder, ended=ended)
-        return facts.last_seq + 1
+        script = commits.apply_commit(prepared, DIALECT, own_clock=self.own_clock)
+        return await self._db.transact(script)
 
     async def request_signal(self, request: SignalRequest) -> SignalRequest:
-        text = json_text(request.request, "request")
-        async with self._transaction() as conn:
-            return await request_signal(
-                conn, request, text, self._channel, own_clock=self.own_clock
-            )
+        script = requests.request_signal(request, DIALECT, own_clock=self.own_clock)
+        return await self._db.transact(script)
 
     # -- leases and wake instants ------------
 
@@ -435,22 +393,9 @@ class PostgresStore(Store):
         after: str = "",
         dry_run: bool = False,
     ) -> Sequence[str]:
-        params: Params = {
-            "ended_before": ended_before,
-            "limit": max(limit, 0),
-            "after": after,
-            "ended": _ENDED,
-        }
         if dry_run:
             return await self._reads.prunable_runs(ended_before, limit, after)
-        async with self._transaction() as conn:
-            found = await (await conn.execute(Q["prunable_runs"], params)).fetchall()
-            locked = await conn.execute(Q["lock_pruned"], {"ids": [row[0] for row in found]})
-            ids = {"ids": [str(row[0]) for row in await locked.fetchall()]}
-            if ids["ids"]:
-                for table in PRUNED_TABLES:
-                    await conn.execute(Q[f"prune_{table}"], ids)
-        return ids["ids"]
+        return await self._db.transact(pruning.prune_runs(ended_before, limit, after, DIALECT))
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
         return await self._reads.get_state(run_id)
@@ -507,13 +452,6 @@ class PostgresStore(Store):
 
     async def forget_worker(self, worker_id: str) -> bool:
         return await self._workers.forget_worker(worker_id)
-
-
-def _numbered(events: Sequence[EventRecord], first: int) -> list[EventRecord]:
-    """The commit's own event records, their seq filled in (from ``first``)."""
-    for seq, event in enumerate(events, first):
-        event.seq = seq
-    return list(events)
 
 
 class _GuardRefused(Exception):

@@ -1,16 +1,20 @@
 """What the shared SQL store core (:mod:`flowtide.store.sqlcore`) needs of a database: a
 :class:`Connector` runs one named statement of its backend's ``queries.sql`` and gives back its
-rows. SQLite's runs it in the store's thread, PostgreSQL's on a pooled psycopg connection; each
+rows, or a script of them in one write transaction (:mod:`flowtide.store.sqlcore.script`).
+SQLite's runs them in the store's thread, PostgreSQL's on a pooled psycopg connection; each
 says how its database binds and gives back values (its :class:`Dialect`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from flowtide.store.base import UnknownRunError
 from flowtide.store.sqlcore.params import Dialect, Params
+from flowtide.store.sqlcore.script import Script
+
+T = TypeVar("T")
 
 __all__ = ["Connector", "Row", "joined", "run_rows"]
 
@@ -42,6 +46,13 @@ class Connector(Protocol):
         before this returns. ``tell``: others waiting on the store for a change should look
         again (a backend whose statement tells them itself, as PostgreSQL's ``NOTIFY`` does,
         may ignore it)."""
+        ...
+
+    async def transact(self, script: Script[T], *, tell: bool = False) -> T:
+        """Drive ``script`` in a write transaction (SQLite's is shared with the other writes
+        waiting for its thread, each in a savepoint), committed before this returns its answer;
+        what the script raises rolls back what it wrote and is raised. ``tell``: as for
+        :meth:`write`."""
         ...
 
 

@@ -47,7 +47,11 @@ class Creation:
         commit: Commit | None,
         lease: Lease | None,
         d: Dialect,
+        *,
+        own_clock: bool = False,
     ) -> Creation:
+        """``own_clock``: a lease it is created with is held from the database's clock, for the
+        term asked from the run's creation (:attr:`~flowtide.store.base.Store.own_clock`)."""
         made = cls(run, lease, encode_commit(commit or Commit(run.id), d))
         if commit is not None and commit.run_id != run.id:
             made.invalid = ValueError(
@@ -70,7 +74,9 @@ class Creation:
         if lease is not None:
             held = (lease.owner, lease.epoch, d.instant(lease.expires))
         made.row.update(zip(("owner", "epoch", "lease_expires"), held, strict=True))
-        made.row["lease_term"] = None  # (a store whose own clock decides sets it)
+        made.row["lease_term"] = None
+        if lease is not None and own_clock:
+            made.row["lease_term"] = d.duration(lease.expires - run.created_at)
         made.row["last_seq"] = len(made.step.commit.events)
         return made
 

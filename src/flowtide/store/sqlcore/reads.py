@@ -29,6 +29,7 @@ from flowtide.store.base import (
 )
 from flowtide.store.jsonvalues import decode_json
 from flowtide.store.sqlcore.connector import Connector, joined, run_rows
+from flowtide.store.sqlcore.pruning import prunable
 from flowtide.store.sqlcore.rows import (
     anchor_of_row,
     answer_of_row,
@@ -76,12 +77,7 @@ class SQLReads:
 
     async def prunable_runs(self, ended_before: datetime, limit: int, after: str) -> list[str]:
         """Up to ``limit`` ids of runs a prune would delete now, after ``after``."""
-        params = {
-            "ended_before": self._d.instant(ended_before),
-            "limit": max(limit, 0),
-            "after": after,
-            "ended": self._d.array(_ENDED),
-        }
+        params = prunable(ended_before, limit, after, self._d)
         return [str(row[0]) for row in await self._db.read("prunable_runs", params)]
 
     async def load_run(self, run_id: str) -> RunSnapshot:

@@ -1,39 +1,64 @@
 """What a checked commit writes, as the SQL stores' statements (by the names of
-:data:`flowtide.store.sqlfiles.COMMIT_QUERIES`), in the order of :meth:`Store.commit`: each store
-runs the list in its own way (SQLite in its thread, PostgreSQL in a pipeline), and ends it with
-its own ``settle_run``.
+:data:`flowtide.store.sqlfiles.COMMIT_QUERIES`), in the order of :meth:`Store.commit`, ended by
+``settle_run`` (the release, the wake instant, and on PostgreSQL the notice to other
+processes): each store runs the list in its own way (SQLite in its thread, PostgreSQL in a
+pipeline).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
-from flowtide.store.base import ENDED_LIFECYCLES
+from flowtide.store.base import ENDED_LIFECYCLES, RUNNABLE_LIFECYCLES
 from flowtide.store.sqlcore.params import Dialect, EncodedCommit, Params
+from flowtide.store.sqlcore.script import Statement
 
-__all__ = ["MANY_ROWS", "Statement", "commit_writes"]
-
-Statement = tuple[str, list[Params]]
-"""A statement by name, run once for each set of parameters (see :data:`MANY_ROWS`)."""
+__all__ = ["MANY_ROWS", "Statement", "commit_writes", "lifecycles", "settle"]
 
 MANY_ROWS = frozenset({"put_token", "put_state", "insert_event"})
 """Inserts whose rows a store may write many a statement (:mod:`flowtide.store.multirow`):
 PostgreSQL does (one statement instead of one per row in the pipeline); SQLite binds one
 prepared statement again for each row, which costs it less."""
 
-_ENDED = sorted(ENDED_LIFECYCLES)
+
+@cache
+def lifecycles(d: Dialect) -> Params:
+    """The lifecycles a statement tells runs apart by (``ended``, ``runnable``), as ``d`` binds
+    them (made once)."""
+    return {
+        "ended": d.array(sorted(ENDED_LIFECYCLES)),
+        "runnable": d.array(sorted(RUNNABLE_LIFECYCLES)),
+    }
+
+
+def settle(run_id: str, d: Dialect, *, release: bool, tell: bool, by_holder: bool) -> Statement:
+    """``settle_run`` for one run: its lease given back if ``release``, its wake instant brought
+    up to date. Other processes are told (PostgreSQL's notice) if ``tell`` (someone elsewhere
+    may wait for what changed), or if the run needs a worker sooner than it did, unless the
+    commit is ``by_holder`` (made under the run's lease: its holder knows)."""
+    params = {"run_id": run_id, "release": release, "tell": tell, "by_holder": by_holder}
+    return ("settle_run", [params | lifecycles(d)])
 
 
 def commit_writes(
-    p: EncodedCommit, d: Dialect, ended: bool | None, last_seq: int | None = None
+    p: EncodedCommit,
+    d: Dialect,
+    ended: bool | None,
+    last_seq: int | None = None,
+    *,
+    by_holder: bool,
+    settled: bool = False,
 ) -> list[Statement]:
     """The statements that write ``p`` (checked) after its run's counter was advanced.
     ``ended``: whether its run has ended, as stored before the commit (None: not known, as for
     a commit sent before its run was read); the run record the commit writes, if any, decides
     instead. An ended run keeps no due entry. Each event has its ``back`` (how many of the
     commit's events come after it: the statement numbers it from the run's counter) and, if
-    ``last_seq`` (the seq the commit's events follow) is known, its ``seq``."""
+    ``last_seq`` (the seq the commit's events follow) is known, its ``seq``. The run is settled
+    (:func:`settle`) if the commit changed what its wake depends on, or tells others, or if
+    ``settled`` (a new run); so is each run it wakes. ``by_holder``: see :func:`settle`."""
     c = p.commit
     run_id = c.run_id
     writes: list[Statement] = []
@@ -64,7 +89,7 @@ def commit_writes(
         add("fire_due", p.due_fired)
         add("set_due", p.due)
         if ended is None and p.due:
-            add("delete_due_if_ended", [{"run_id": run_id, "ended": d.array(_ENDED)}])
+            add("delete_due_if_ended", [{"run_id": run_id} | lifecycles(d)])
     add("put_anchor", p.anchors)
     add("release_anchor", p.anchors_released)
     add("put_scatter_item", p.scatter)
@@ -73,7 +98,17 @@ def commit_writes(
     # one another instead of deadlocking.
     add("insert_answer", sorted(p.answers, key=_key))
     add("answer_request", p.requests)
-    add("wake_due", [{**w, "ended": d.array(_ENDED)} for w in p.wakes])
+    add("wake_due", [w | lifecycles(d) for w in p.wakes])
+    if c.fires_deadline is not None:
+        add("note_deadline_fired", [{"run_id": run_id, "at": d.instant(c.fires_deadline)}])
+    # (Who waits elsewhere for an answer or for the run's end is told at once.)
+    tell = bool(p.answers or p.requests) or (p.run is not None and bool(p.run["ended"]))
+    due_changed = c.due_cleared or c.due_dropped or c.due_fired or c.due
+    if settled or due_changed or p.run is not None or c.release or tell:
+        writes.append(settle(run_id, d, release=c.release, tell=tell, by_holder=by_holder))
+    # (Another run's wake: whoever holds it, or any worker, is told at once.)
+    woken = dict.fromkeys(e.run_id for e in c.wakes)
+    writes.extend(settle(r, d, release=False, tell=True, by_holder=False) for r in woken)
     return writes
 
 

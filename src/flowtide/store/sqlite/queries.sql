@@ -49,16 +49,16 @@ SET flow_id = :flow_id, flow_version = :flow_version, lifecycle = :lifecycle, en
 WHERE id = :id;
 
 -- name: run_for_request
--- What a signal request is checked against: the run's lifecycle and latest deadline fired.
--- (SQLite only: PostgreSQL records a request at its own clock, under the run's lock.)
-SELECT lifecycle, ended, deadline_fired FROM runs WHERE id = :run_id;
+-- What a signal request is checked against: the run's lifecycle (the write lock, held since
+-- BEGIN IMMEDIATE, keeps it until the request is stored).
+SELECT lifecycle FROM runs WHERE id = :run_id;
 
 -- name: advance_run
 -- The first statement of a commit: what it is checked against (the run's lifecycle and lease),
 -- and the seq its events follow. (SQLite's writers take turns from BEGIN IMMEDIATE on, so the
 -- last seq is read from the history's key, rather than kept on the run's row: writing the row
 -- on every step was measured to cost more. PostgreSQL keeps the counter.)
-SELECT lifecycle, ended, owner, epoch,
+SELECT lifecycle, owner, epoch,
     (SELECT coalesce(max(seq), 0) FROM history WHERE run_id = :run_id) AS last_seq
 FROM runs WHERE id = :run_id;
 
@@ -306,9 +306,13 @@ SELECT key, run_id, answer FROM signal_answers WHERE key = :key;
 -- -- signal requests ------------
 
 -- name: insert_request
--- A request whose id is taken already inserts nothing (and is refused).
+-- A request of a run that has not ended, recorded at the instant given (SQLite has no clock of
+-- its own), but no earlier than the latest deadline of the run fired. One whose id is taken
+-- already (or whose run has ended, or is unknown) inserts nothing (and is refused).
 INSERT INTO signal_requests (id, run_id, requested_at, request, answer, answered_at)
-VALUES (:id, :run_id, :requested_at, :request, NULL, NULL)
+SELECT :id, :run_id, max(:requested_at, coalesce(deadline_fired, :requested_at)), :request,
+    NULL, NULL
+FROM runs WHERE id = :run_id AND NOT ended
 ON CONFLICT (id) DO NOTHING
 RETURNING requested_at;
 
@@ -341,8 +345,8 @@ SELECT NULL, (
 );
 
 -- name: note_deadline_fired
--- (SQLite only) The latest deadline of the run fired: a signal request is recorded no earlier
--- (see run_for_request). PostgreSQL orders the two by the run's lock and its own clock.
+-- The latest deadline of the run fired: a signal request is recorded no earlier (see
+-- insert_request).
 UPDATE runs SET deadline_fired = max(coalesce(deadline_fired, :at), :at) WHERE id = :run_id;
 
 -- -- leases and wake instants ------------
@@ -481,6 +485,11 @@ SELECT r.id FROM runs r
 WHERE r.ended AND r.id > :after AND coalesce(r.finished_at, r.created_at) < :ended_before
     AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.id = r.parent_run_id AND NOT p.ended)
 ORDER BY r.id LIMIT :limit;
+
+-- name: lock_pruned
+-- The runs of a batch (:ids, a JSON array), all of them: the write lock, held since BEGIN
+-- IMMEDIATE, keeps them prunable (PostgreSQL locks their rows).
+SELECT value FROM json_each(:ids) ORDER BY value;
 
 -- name: prune_state
 DELETE FROM run_state WHERE run_id IN (SELECT value FROM json_each(:ids));

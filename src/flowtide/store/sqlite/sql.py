@@ -15,10 +15,8 @@ __all__ = ["OWN_QUERIES", "QUERIES", "damaged", "immediate", "store_error"]
 QUERIES = load_queries("flowtide.store.sqlite", "queries.sql")
 """Statement name -> its text (each is prepared once per connection, then reused)."""
 
-OWN_QUERIES = frozenset({"run_for_request", "note_deadline_fired"})
-"""The statements only SQLite has (every other name is PostgreSQL's too, for the same job): a
-signal request is recorded no earlier than the run's latest deadline fired, kept on its row
-(PostgreSQL orders the two by the run's lock and its own clock)."""
+OWN_QUERIES: frozenset[str] = frozenset()
+"""The statements only SQLite has: none (every name is PostgreSQL's too, for the same job)."""
 
 
 @contextmanager

@@ -55,14 +55,16 @@ from flowtide.store.base import (
     TokenStatus,
     WorkerRecord,
 )
+from flowtide.store.sqlcore import commits, pruning, requests
+from flowtide.store.sqlcore.creation import Creation
 from flowtide.store.sqlcore.flows import SQLFlows
 from flowtide.store.sqlcore.leases import SQLLeases
+from flowtide.store.sqlcore.params import encode_commit
 from flowtide.store.sqlcore.reads import SQLReads
 from flowtide.store.sqlcore.workers import SQLWorkers
-from flowtide.store.sqlite import commits, pruning, requests
 from flowtide.store.sqlite.connector import SQLiteConnector
 from flowtide.store.sqlite.group import Write, WriteQueue, apply_group
-from flowtide.store.sqlite.rows import micros
+from flowtide.store.sqlite.rows import DIALECT
 from flowtide.store.sqlite.schema import SYNCHRONOUS, open_database
 from flowtide.store.sqlite.sql import store_error
 
@@ -102,6 +104,7 @@ class SQLiteStore(Store):
         self._file: tuple[int, int] | None = None
         """The device and inode of the file the connection opened."""
         connector = SQLiteConnector(self._call, self._write, self._changed)
+        self._db = connector
         self._reads = SQLReads(connector)
         self._leases = SQLLeases(connector)
         self._flows = SQLFlows(connector)
@@ -234,22 +237,21 @@ class SQLiteStore(Store):
         *,
         lease: Lease | None = None,
     ) -> Sequence[EventRecord]:
-        creation = commits.new_run(run, state, commit, lease)
-        await self._write(lambda conn: commits.create_run(conn, creation))
-        self._written += 1
-        return _numbered(commit.events, 1) if commit is not None else []
+        creation = Creation.of(run, state, commit, lease, DIALECT)
+        # (A check costs no round trip here: a run id taken already is told as such.)
+        first = await self._db.transact(
+            commits.create_run(creation, DIALECT, check=True), tell=True
+        )
+        return commits.numbered(commit.events, first) if commit is not None else []
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
-        encoded = commits.encode_commit(commit)
-        first = await self._write(lambda conn: commits.apply_commit(conn, commit, encoded))
-        self._written += 1
-        return _numbered(commit.events, first)
+        script = commits.apply_commit(encode_commit(commit, DIALECT), DIALECT, own_clock=False)
+        first = await self._db.transact(script, tell=True)
+        return commits.numbered(commit.events, first)
 
     async def request_signal(self, request: SignalRequest) -> SignalRequest:
-        params = requests.request_params(request)
-        stored = await self._write(lambda conn: requests.request_signal(conn, params))
-        self._written += 1
-        return stored
+        script = requests.request_signal(request, DIALECT, own_clock=False)
+        return await self._db.transact(script, tell=True)
 
     # -- leases and wake instants ------------
 
@@ -322,10 +324,8 @@ class SQLiteStore(Store):
     ) -> Sequence[str]:
         if dry_run:
             return await self._reads.prunable_runs(ended_before, limit, after)
-        before = micros(ended_before)
-        pruned = await self._write(lambda conn: pruning.prune_runs(conn, before, limit, after))
-        self._written += 1
-        return pruned
+        script = pruning.prune_runs(ended_before, limit, after, DIALECT)
+        return await self._db.transact(script, tell=True)
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
         return await self._reads.get_state(run_id)
@@ -401,11 +401,3 @@ def _identity(path: str) -> tuple[int, int] | None:
     except FileNotFoundError:
         return None
     return (found.st_dev, found.st_ino)
-
-
-def _numbered(events: Sequence[EventRecord], first: int) -> list[EventRecord]:
-    """A commit's own event records, their ``seq`` filled in from ``first`` (as the memory store
-    does, the caller's records themselves)."""
-    for seq, event in enumerate(events, first):
-        event.seq = seq
-    return list(events)
