@@ -32,6 +32,7 @@ from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt, ParkedToken
 from flowtide.engine.run.attempts import AttemptRunner, Running
+from flowtide.engine.run.coalescing import may_wait
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
@@ -116,7 +117,7 @@ class RunCore(ABC):
         scope (:func:`~flowtide.engine.run.marks.interrupt`) instead of being lost."""
         self.prestarted: set[str] = set()
         """Tokens whose move to a task also started its attempt (in the same commit)."""
-        self.ids, self.steps = itertools.count(1), StepLock()
+        self.ids = itertools.count(1)
         self.started = False
         self.closed = False
         self.deadline_timer: Any = None
@@ -125,6 +126,8 @@ class RunCore(ABC):
         self.pins = 0
         self.committer = Committer(host)
         """The one way to the store (and what the next commits carry for their tokens)."""
+        self.steps = StepLock(self.committer.flush)
+        """One step of the run at a time (the steps queued for it are stored together)."""
         self.released = False
         """The engine let go of this executor (quiescent): it must not be used any more."""
         self.arming = Arming(self.view, plan, self.clock, self.starting, self.commit)
@@ -239,9 +242,14 @@ class RunCore(ABC):
                     c.run = self.view.run
             if c.run_lifecycles is None:
                 c.run_lifecycles = LIVE_LIFECYCLES  # refused if another actor ended the run
+            own = asyncio.current_task() in self.tasks
+            if own and self.steps.queued and may_wait(c) and self.committer.may_hold_back(c):
+                # Steps are queued: this one's commit goes with theirs (see StepLock).
+                self.steps.owe(self.committer.hold_back(c))
+                return True
             # A task of this executor is cancelled only by its close (see
             # flowtide.engine.run._commit).
-            await self.committer.send(c, shield=asyncio.current_task() not in self.tasks)
+            await self.committer.send(c, shield=not own)
         return True
 
     def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None:
@@ -293,7 +301,9 @@ class RunCore(ABC):
             # Nodes run on workers: the token is left ready, in the store, for one of them.
             self.handed_off = True
             return
-        task = asyncio.get_running_loop().create_task(self.drive(token))
+        # (A token moved by a commit held back is driven once that commit is stored.)
+        after = self.committer.unsent()
+        task = asyncio.get_running_loop().create_task(self.drive(token, after))
         self.tasks.add(task)
 
     def spawn_aux(self, coro: Coroutine[Any, Any, Any]) -> None:
@@ -379,8 +389,11 @@ class RunCore(ABC):
     # -- what the executor over the core provides ------------
 
     @abstractmethod
-    async def drive(self, token: TokenRecord | None) -> None:
-        """Drive ``token`` placement after placement."""
+    async def drive(
+        self, token: TokenRecord | None, after: asyncio.Future[None] | None = None
+    ) -> None:
+        """Drive ``token`` placement after placement (once ``after`` is done, if given: the
+        commit that moved it is stored)."""
 
     @abstractmethod
     async def finalize(self) -> None:

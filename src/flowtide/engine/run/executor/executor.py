@@ -166,12 +166,16 @@ class RunExecutor(RunCore):
         if self.finalizer is not None:
             self.finalizer.cancel()
 
-    async def drive(self, token: TokenRecord | None) -> None:
-        """Drive ``token`` placement after placement."""
+    async def drive(
+        self, token: TokenRecord | None, after: asyncio.Future[None] | None = None
+    ) -> None:
+        """Drive ``token`` placement after placement (once ``after`` is done, if given)."""
         placements = self.plan.placements
         steps = 0
         own = token.id if token is not None else None
         try:
+            if after is not None:
+                await asyncio.shield(after)
             while token is not None:
                 if self.view.end is not None or token.status is S.CANCELLED:
                     return
