@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from flowtide.engine.run.coalescing import CommitGroup, may_wait
+from flowtide.engine.run.coalescing import CommitGroup, as_decided, may_wait
 from flowtide.store.base import (
     Commit,
     DueEntry,
@@ -120,3 +120,17 @@ def test_parks_and_scatter_items_are_written_once_each_as_they_last_were() -> No
     c = group.commit()
     assert [p.closed_by for p in c.parks] == ["signal"]
     assert [r.result for r in c.scatter] == [2]
+
+
+def test_a_commit_held_back_keeps_its_records_as_its_step_left_them() -> None:
+    parked = token(1, S.PARKED)
+    parked.data["why"] = "parked"
+    run = RunRecord("r", "urn:f", "v1", "running", T0)
+    held = step(tokens=[parked], run=run)
+    as_decided(held)
+    # A later step claims the token and changes the run, in memory.
+    parked.status = S.READY
+    parked.data["signal"] = {"ok": True}
+    run.lifecycle = "parked"
+    assert [(t.status, t.data) for t in held.tokens] == [(S.PARKED, {"why": "parked"})]
+    assert held.run is not None and held.run.lifecycle == "running"

@@ -19,6 +19,7 @@ stored one after the other.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from copy import copy
 from typing import Any, TypeVar
 
 from flowtide.store.base import (
@@ -49,9 +50,28 @@ def may_wait(c: Commit) -> bool:
     return not (racing(c) or c.release or c.wakes or ends)
 
 
+def as_decided(c: Commit) -> None:
+    """Keep in ``c`` its records as its step left them (copies of the run's token, run and park
+    records, which later steps change in memory): a commit held back is stored as it was
+    decided, whether it is sent alone or with the commits after it."""
+    if c.tokens:
+        c.tokens = [_token_copy(t) for t in c.tokens]
+    if c.run is not None:
+        c.run = copy(c.run)
+    if c.parks:
+        c.parks = [copy(p) for p in c.parks]
+
+
+def _token_copy(t: TokenRecord) -> TokenRecord:
+    kept = copy(t)
+    kept.data = dict(t.data)  # (marks change it in place)
+    return kept
+
+
 class CommitGroup:
     """Commits of steps one after another (the first :func:`may_wait`), to be stored as one
-    (:meth:`commit`) where they may be (:meth:`accepts`)."""
+    (:meth:`commit`) where they may be (:meth:`accepts`). Each commit but the last is kept
+    :func:`as_decided` by who holds it back."""
 
     __slots__ = ("_due", "_due_tokens", "_parts", "_released")
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from flowtide.engine.run._commit import commit_step
-from flowtide.engine.run.coalescing import CommitGroup
+from flowtide.engine.run.coalescing import CommitGroup, as_decided
 from flowtide.engine.worker._host import RunHost
 from flowtide.store.base import Commit, DueEntry, EventRecord, Expect, ParkRecord
 
@@ -104,6 +104,7 @@ class Committer:
     def hold_back(self, c: Commit) -> asyncio.Future[None]:
         """Keep ``c`` (see :meth:`may_hold_back`) for the next commit sent, or :meth:`flush`;
         returns what is done once it is stored."""
+        as_decided(c)
         if self.held is None or self.held_stored is None:
             self.held = CommitGroup(c)
             self.held_stored = asyncio.get_running_loop().create_future()
