@@ -19,7 +19,7 @@ stored one after the other.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from copy import copy
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from flowtide.store.base import (
@@ -55,17 +55,11 @@ def as_decided(c: Commit) -> None:
     records, which later steps change in memory): a commit held back is stored as it was
     decided, whether it is sent alone or with the commits after it."""
     if c.tokens:
-        c.tokens = [_token_copy(t) for t in c.tokens]
+        c.tokens = [replace(t, data=dict(t.data)) for t in c.tokens]  # (marks change it in place)
     if c.run is not None:
-        c.run = copy(c.run)
+        c.run = replace(c.run)
     if c.parks:
-        c.parks = [copy(p) for p in c.parks]
-
-
-def _token_copy(t: TokenRecord) -> TokenRecord:
-    kept = copy(t)
-    kept.data = dict(t.data)  # (marks change it in place)
-    return kept
+        c.parks = [replace(p) for p in c.parks]
 
 
 class CommitGroup:
