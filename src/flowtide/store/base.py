@@ -35,7 +35,8 @@ The engine keeps no state that a restart could not rebuild from a store:
   was last seen, what it holds and implements, and the runs it cannot drive for want of nodes.
 
 Every engine step goes through :meth:`Store.commit` with one :class:`Commit`: the token moves, the
-state change, the history events, due instants, anchors and scatter progress of that step. A
+state change, the history events, due instants, anchors and scatter progress of that step (steps
+of one run queued behind one another may share one commit, which does what each does, in order). A
 transactional store applies a commit atomically (all or nothing); ``Commit.expect`` makes the
 step conditional on token records (compare-and-set on status, epoch and "deadline still ahead"),
 so racing steps (a signal, a park timeout, a timer, a cancel) are decided by the store: the first

@@ -42,10 +42,13 @@ def row_params(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {f"{name}__{i}": value for i, row in enumerate(rows) for name, value in row.items()}
 
 
-def batches(rows: Sequence[Mapping[str, Any]]) -> Iterator[Sequence[Mapping[str, Any]]]:
-    """``rows`` in order, at most :data:`ROWS_PER_INSERT` at a time."""
-    for start in range(0, len(rows), ROWS_PER_INSERT):
-        yield rows[start : start + ROWS_PER_INSERT]
+def batches(
+    rows: Sequence[Mapping[str, Any]], most: int = ROWS_PER_INSERT
+) -> Iterator[Sequence[Mapping[str, Any]]]:
+    """``rows`` in order, at most ``most`` (:data:`ROWS_PER_INSERT` at most) at a time."""
+    most = min(most, ROWS_PER_INSERT)
+    for start in range(0, len(rows), most):
+        yield rows[start : start + most]
 
 
 def _renamed(match: re.Match[str], i: int) -> str:

@@ -402,7 +402,9 @@ class ScatterItemRecord:
 
 @dataclass(slots=True)
 class Commit:
-    """One engine step, applied by :meth:`Store.commit` all at once."""
+    """One engine step (or several steps of one run, one after another, put together by the
+    engine: :mod:`flowtide.engine.run.coalescing`), applied by :meth:`Store.commit` all at
+    once."""
 
     run_id: str
     run: RunRecord | None = None

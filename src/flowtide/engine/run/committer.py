@@ -6,14 +6,20 @@ condition of a token claimed in memory (``Commit.expect``), the due entries fire
 (``Commit.due_fired``), the deadline its claim fires (``Commit.fires_deadline``), and the parks
 closed in memory (a cancelled token's). The committer keeps those until then, folds them into
 that commit, sends it, and hands what it recorded to who listens.
+
+A step whose commit may wait (steps are queued after it: see
+:mod:`~flowtide.engine.run.coalescing`) leaves it here instead (:meth:`Committer.hold_back`);
+the next commit sent takes it along, in one transaction, or is sent after it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 
 from flowtide.engine.run._commit import commit_step
+from flowtide.engine.run.coalescing import CommitGroup, as_decided
 from flowtide.engine.worker._host import RunHost
 from flowtide.store.base import Commit, DueEntry, EventRecord, Expect, ParkRecord
 
@@ -21,7 +27,17 @@ from flowtide.store.base import Commit, DueEntry, EventRecord, Expect, ParkRecor
 class Committer:
     """One run's commits, and what they carry for the tokens they write."""
 
-    __slots__ = ("closing_parks", "expect", "fired", "fires", "host", "seq", "stored_events")
+    __slots__ = (
+        "closing_parks",
+        "expect",
+        "fired",
+        "fires",
+        "held",
+        "held_stored",
+        "host",
+        "seq",
+        "stored_events",
+    )
 
     def __init__(self, host: RunHost) -> None:
         self.host = host
@@ -40,6 +56,10 @@ class Committer:
         ``stored_events`` is set (see :meth:`last_seq`)."""
         self.stored_events: Sequence[EventRecord] | None = None
         """The events of the last commit, until their last seq is read (most runs never ask)."""
+        self.held: CommitGroup | None = None
+        """The commits of steps held back (:meth:`hold_back`), not sent yet."""
+        self.held_stored: asyncio.Future[None] | None = None
+        """Done once ``held`` is stored (or failed: with the error)."""
 
     def last_seq(self) -> int:
         """The seq of the last history event committed (or restored)."""
@@ -76,10 +96,63 @@ class Committer:
             if fired:
                 c.due_fired = [*c.due_fired, *fired]
 
-    async def send(self, c: Commit, *, shield: bool) -> None:
-        """Commit ``c`` (folded) and hand its events to who listens; the sweeper is told of
-        the run's next due instant. ``shield``: see
-        :func:`~flowtide.engine.run._commit.commit_step`."""
+    def may_hold_back(self, c: Commit) -> bool:
+        """Whether ``c`` (folded; its step :func:`~flowtide.engine.run.coalescing.may_wait`)
+        may be stored with the commits held back so far."""
+        return self.held is None or self.held.accepts(c)
+
+    def hold_back(self, c: Commit) -> asyncio.Future[None]:
+        """Keep ``c`` (see :meth:`may_hold_back`) for the next commit sent, or :meth:`flush`;
+        returns what is done once it is stored."""
+        as_decided(c)
+        if self.held is None or self.held_stored is None:
+            self.held = CommitGroup(c)
+            self.held_stored = asyncio.get_running_loop().create_future()
+            self.held_stored.add_done_callback(_retrieved)
+        else:
+            self.held.add(c)
+        return self.held_stored
+
+    def unsent(self) -> asyncio.Future[None] | None:
+        """What is done once the commits held back now are stored (None: none is)."""
+        return self.held_stored
+
+    async def flush(self) -> None:
+        """Store the commits held back, if any, in one transaction."""
+        if self.held is not None:
+            await self.send(None, shield=True)
+
+    async def send(self, c: Commit | None, *, shield: bool) -> None:
+        """Commit ``c`` (folded), with the commits held back before it: in the same
+        transaction where they may be (see :mod:`~flowtide.engine.run.coalescing`), else just
+        before it; ``None``: only those. ``shield``: see
+        :func:`~flowtide.engine.run._commit.commit_step` (the ones held back always are)."""
+        held, stored = self.held, self.held_stored
+        if held is None or stored is None:
+            if c is not None:
+                await self._send(c, shield=shield)
+            return
+        self.held = self.held_stored = None
+        together = c is not None and held.accepts(c)
+        if together and c is not None:
+            held.add(c)
+        try:
+            await self._send(held.commit(), shield=True)
+        except BaseException as exc:
+            # Not stored: nor is anything of the steps held back, whose decisions rested on
+            # one another; each of them is told (a conflict drops the run's view).
+            if isinstance(exc, asyncio.CancelledError):
+                stored.cancel()
+            else:
+                stored.set_exception(exc)
+            raise
+        stored.set_result(None)
+        if c is not None and not together:
+            await self._send(c, shield=shield)
+
+    async def _send(self, c: Commit, *, shield: bool) -> None:
+        """Commit ``c`` and hand its events to who listens; the sweeper is told of the run's
+        next due instant."""
         host = self.host
         events = await commit_step(
             host.store, c, host.clock, shield=shield, instruments=host.instruments
@@ -91,3 +164,10 @@ class Committer:
         elif c.due:
             host.wake_sweeper(min(e.when for e in c.due))
         host.publish(events)
+
+
+def _retrieved(stored: asyncio.Future[None]) -> None:
+    """(A failure of commits held back is raised to the steps that wait for it, and to the step
+    that sent them: the future's own copy need not be.)"""
+    if not stored.cancelled():
+        stored.exception()

@@ -89,7 +89,12 @@ async def put(conn: Connection, statements: Sequence[Statement]) -> None:
         if len(rows) == 1:
             await cursor.execute(Q[name], rows[0])
         elif name in MANY_ROWS:
-            for batch in batches(rows):
+            for batch in batches(rows, max(1, CACHED_PARAMS // len(rows[0]))):
                 await cursor.execute(many_rows(Q[name], len(batch)), row_params(batch))
         elif rows:
             await cursor.executemany(Q[name], rows)
+
+
+CACHED_PARAMS = 50
+"""The most parameters of a statement whose conversion psycopg keeps (it converts a longer one
+again at each call, and that costs more than the statements it saves)."""

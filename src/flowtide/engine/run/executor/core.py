@@ -50,6 +50,7 @@ from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ErrorInfo, InterruptedAt
 from flowtide.engine.run.attempts import AttemptRunner, Running
+from flowtide.engine.run.coalescing import may_wait
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
@@ -126,13 +127,15 @@ class RunExecutor:
         scope (:func:`~flowtide.engine.run.marks.interrupt`) instead of being lost."""
         self.prestarted: set[str] = set()
         """Tokens whose move to a task also started its attempt (in the same commit)."""
-        self.ids, self.steps = itertools.count(1), StepLock()
+        self.ids = itertools.count(1)
         self.started = False
         self.closed = False
         self.deadline_timer: Any = None
         self.finalizer: asyncio.Task[None] | None = None
         self.committer = Committer(host)
         """The one way to the store (and what the next commits carry for their tokens)."""
+        self.steps = StepLock(self.committer.flush)
+        """One step of the run at a time (the steps queued for it are stored together)."""
         self.released = False
         """The engine let go of this executor (quiescent): it must not be used any more."""
         self.arming = Arming(self.view, plan, self.clock, self.starting, self.commit)
@@ -284,9 +287,14 @@ class RunExecutor:
                     c.run = self.view.run
             if c.run_lifecycles is None:
                 c.run_lifecycles = LIVE_LIFECYCLES  # refused if another actor ended the run
+            own = asyncio.current_task() in self.tasks
+            if own and self.steps.queued and may_wait(c) and self.committer.may_hold_back(c):
+                # Steps are queued: this one's commit goes with theirs (see StepLock).
+                self.steps.owe(self.committer.hold_back(c))
+                return True
             # A task of this executor is cancelled only by its close (see
             # flowtide.engine.run._commit).
-            await self.committer.send(c, shield=asyncio.current_task() not in self.tasks)
+            await self.committer.send(c, shield=not own)
         return True
 
     def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None:
@@ -338,7 +346,9 @@ class RunExecutor:
             # Nodes run on workers: the token is left ready, in the store, for one of them.
             self.handed_off = True
             return
-        task = asyncio.get_running_loop().create_task(self.driver.drive(token))
+        # (A token moved by a commit held back is driven once that commit is stored.)
+        after = self.committer.unsent()
+        task = asyncio.get_running_loop().create_task(self.driver.drive(token, after))
         self.tasks.add(task)
 
     def spawn_aux(self, coro: Coroutine[Any, Any, Any]) -> None:

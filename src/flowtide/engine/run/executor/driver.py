@@ -71,13 +71,18 @@ class Driver:
     def __init__(self, ex: DriveHost) -> None:
         self.ex = ex
 
-    async def drive(self, token: TokenRecord | None) -> None:
-        """Drive ``token`` placement after placement."""
+    async def drive(
+        self, token: TokenRecord | None, after: asyncio.Future[None] | None = None
+    ) -> None:
+        """Drive ``token`` placement after placement (once ``after`` is done, if given: the
+        commit that moved it is stored)."""
         ex = self.ex
         placements = ex.plan.placements
         steps = 0
         own = token.id if token is not None else None
         try:
+            if after is not None:
+                await asyncio.shield(after)
             while token is not None:
                 if ex.view.end is not None or token.status is S.CANCELLED:
                     return

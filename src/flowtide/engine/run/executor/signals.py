@@ -265,6 +265,8 @@ class Signals:
         conflict, DuplicateSignal too, drops this view: the run is rebuilt, and the request
         fired again.)"""
         async with self.ex.steps.hold():
+            # (What it reads of the store must include what this run's steps held back.)
+            await self.ex.committer.flush()
             try:
                 found = await self._addressed(entry)
             except StoreConflict:

@@ -6,35 +6,76 @@ claimed by a timer, say, written by a signal's commit). Every step of a run hold
 step lock from its first look at the view to the end of its commit. The lock is reentrant for
 the task holding it, so a step may call others (a move that fires a join that moves a token).
 A node's code never runs under it: the steps before and after an attempt take it in turn.
+
+Steps queued for the lock are stored together. A step whose commit may wait while others are
+queued (:attr:`StepLock.queued`) leaves it to be sent with theirs, applies its decision and
+gives the lock to the next (:meth:`StepLock.owe`); it then queues again, and once it has the
+lock back sends what was held back unless a later step has done so already (``flush``). Its
+step ends when that commit is stored: it is done, or fails with its error, as if it had been
+its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 
+async def _nothing_held() -> None:
+    """(A lock whose steps never hold a commit back.)"""
+
+
 class StepLock:
-    def __init__(self) -> None:
+    def __init__(self, flush: Callable[[], Awaitable[None]] = _nothing_held) -> None:
+        """``flush``: sends the commits held back (see :meth:`owe`)."""
         self._lock = asyncio.Lock()
         self._owner: asyncio.Task[object] | None = None
+        self._flush = flush
+        self._queued = 0
+        self._owed: asyncio.Future[None] | None = None
+
+    @property
+    def queued(self) -> int:
+        """How many steps wait for the lock."""
+        return self._queued
 
     def hold(self) -> _Held:
         """``async with lock.hold():`` holds the lock for this task (at once if it already
         holds it)."""
         return _Held(self)
 
+    def owe(self, stored: asyncio.Future[None]) -> None:
+        """The step holding the lock held its commit back: its step ends once ``stored``."""
+        self._owed = stored
+
     async def _enter(self) -> bool:
         me = asyncio.current_task()
         if me is not None and self._owner is me:
             return False  # held already, by this task
-        await self._lock.acquire()
+        self._queued += 1
+        try:
+            await self._lock.acquire()
+        finally:
+            self._queued -= 1
         self._owner = me
         return True
 
-    def _exit(self) -> None:
+    def _exit(self) -> asyncio.Future[None] | None:
+        """Let go of the lock; what the step owes (see :meth:`owe`)."""
+        owed, self._owed = self._owed, None
         self._owner = None
         self._lock.release()
+        return owed
+
+    async def _settle(self, owed: asyncio.Future[None]) -> None:
+        """The step's commit was held back: have it stored (the steps queued since have
+        decided), and end the step as that commit ends."""
+        if not owed.done():
+            async with self.hold():
+                if not owed.done():
+                    await self._flush()
+        await asyncio.shield(owed)  # (shared with the other steps held back with it)
 
 
 class _Held:
@@ -56,4 +97,8 @@ class _Held:
         traceback: TracebackType | None,
     ) -> None:
         if self._took:
-            self._lock._exit()
+            owed = self._lock._exit()
+            if owed is not None and error is None:
+                # (A step that fails keeps its error; the commit it held back is sent with the
+                # next one, or dropped with the run's view.)
+                await self._lock._settle(owed)
