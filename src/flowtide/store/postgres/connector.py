@@ -88,7 +88,7 @@ async def put(conn: Connection, statements: Sequence[Statement]) -> None:
     for name, rows in statements:
         if len(rows) == 1:
             await cursor.execute(Q[name], rows[0])
-        elif name in MANY_ROWS:
+        elif name in MANY_ROWS and rows:
             for batch in batches(rows, max(1, CACHED_PARAMS // len(rows[0]))):
                 await cursor.execute(many_rows(Q[name], len(batch)), row_params(batch))
         elif rows:
