@@ -34,6 +34,7 @@ from flowtide.store.base import (
     ParkStatus,
     RunEndedError,
     RunRecord,
+    RunSnapshot,
     ScatterItemRecord,
     SignalAnswer,
     SignalRequest,
@@ -193,7 +194,7 @@ class MemoryStore(Store):
         return RunFacts(
             stored.record.lifecycle if stored is not None else None,
             held.owner if held is not None else None,
-            held.epoch if held is not None else 0,
+            self._epochs.get(run_id, 0),
             expected,
             {a.key for a in c.signal_answers if a.key in self._answers},
             unanswerable,
@@ -255,6 +256,8 @@ class MemoryStore(Store):
         if c.fires_deadline is not None:
             latest = self._deadlines_fired.get(run_id, c.fires_deadline)
             self._deadlines_fired[run_id] = max(c.fires_deadline, latest)
+        if c.take is not None:
+            self._hold(c.take.lease)
         if c.release:
             self._let_go(run_id)
         return list(c.events)
@@ -548,6 +551,12 @@ class MemoryStore(Store):
             del self._answers[key]
         for rid in [k for k, r in self._requests.items() if r.record.run_id == run_id]:
             del self._requests[rid]
+
+    async def load_run(self, run_id: str) -> RunSnapshot:
+        snapshot = await super().load_run(run_id)
+        snapshot.lease = self._leases.get(run_id)
+        snapshot.epoch = self._epochs[run_id]
+        return snapshot
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
         self._run(run_id)

@@ -5,7 +5,8 @@ can be sent whole, two when its run must be read first.
    that is not JSON is not raised yet: the memory store, the reference, refuses a commit for a
    conflict before it looks at its values, so the error waits for its turn.
 2. **Sent whole** (:func:`sends_whole`, :func:`send_whole`): a commit whose checks are only its
-   run's existence, lease and lifecycle, its token expectations, signal keys and requests (an
+   run's existence, lease (or the lease it takes: ``take_lease`` is guarded too) and lifecycle,
+   its token expectations, signal keys and requests (an
    engine's step, a signal's wake: all but a deadline's firing) is sent with its writes and
    the ``COMMIT`` in one pipeline, behind guard statements that fail the transaction if they
    do not hold. Then the commit is taken the careful way, to tell why (or to apply it if the
@@ -47,6 +48,7 @@ __all__ = [
     "GUARD_FAILED",
     "Facts",
     "Prepared",
+    "by_holder",
     "check",
     "prepare",
     "read_facts",
@@ -131,8 +133,9 @@ async def send_whole(conn: Connection, p: Prepared, channel: str) -> psycopg.Asy
     guard = {
         "run_id": c.run_id,
         "events": len(c.events),
-        "owner": c.lease.owner if c.lease is not None else None,
-        "epoch": c.lease.epoch if c.lease is not None else 0,
+        # (A commit taking the lease is guarded by take_lease instead.)
+        "owner": c.lease.owner if c.lease is not None and c.take is None else None,
+        "epoch": c.lease.epoch if c.lease is not None and c.take is None else 0,
         "lifecycles": lifecycles,
     }
     advanced = await conn.execute(Q["advance_run_guarded"], guard)
@@ -146,8 +149,13 @@ async def send_whole(conn: Connection, p: Prepared, channel: str) -> psycopg.Asy
         }
         await conn.execute(Q["answers_guarded"], answers)
     live = lifecycles is not None and ENDED_LIFECYCLES.isdisjoint(lifecycles)
-    await write(conn, p, channel, by_holder=c.lease is not None, ended=False if live else None)
+    await write(conn, p, channel, by_holder=by_holder(c), ended=False if live else None)
     return advanced
+
+
+def by_holder(c: Commit) -> bool:
+    """Whether ``c`` comes from its run's holder (under its lease, or taking it)."""
+    return c.lease is not None or c.take is not None
 
 
 async def write(

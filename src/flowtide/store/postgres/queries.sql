@@ -412,6 +412,26 @@ SELECT released.id, pg_notify(%(channel)s, left(first.id, 200))::text
 FROM released, (SELECT min(id) AS id FROM released) AS first
 ORDER BY released.id;
 
+-- name: take_lease
+-- A commit that takes its run's lease (Commit.take), after advance_run(_guarded) has locked the
+-- run's row: fails (see flowtide_commit_guard) unless nobody has held the run since epoch
+-- %(epoch)s - 1, or %(owner)s holds it at %(epoch)s already; then held by %(owner)s at %(epoch)s
+-- for %(term)s from %(now)s (the database's clock if NULL). (settle_run, after it, brings the
+-- wake instant up to date.)
+WITH taken AS (
+    UPDATE runs SET
+        owner = %(owner)s,
+        epoch = %(epoch)s,
+        lease_expires = coalesce(%(now)s::timestamptz, clock_timestamp()) + %(term)s::interval
+    WHERE id = %(run_id)s
+        AND (
+            (owner IS NULL AND epoch = %(epoch)s::bigint - 1)
+            OR (owner = %(owner)s::text AND epoch = %(epoch)s::bigint)
+        )
+    RETURNING 1
+)
+SELECT flowtide_commit_guard(EXISTS (SELECT 1 FROM taken));
+
 -- name: lease_of
 SELECT id, owner, epoch, lease_expires FROM runs WHERE id = %(run_id)s;
 

@@ -58,6 +58,7 @@ from flowtide.store.base import (
 from flowtide.store.postgres.commits import (
     GUARD_FAILED,
     Prepared,
+    by_holder,
     check,
     prepare,
     read_facts,
@@ -324,6 +325,8 @@ class PostgresStore(Store):
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         prepared = prepare(commit)
+        if prepared.take is not None and self.own_clock:
+            prepared.take["now"] = None  # (the lease is held from the database's clock)
         if sends_whole(prepared):
             first = await self._groups.commit(prepared)
         else:
@@ -360,8 +363,8 @@ class PostgresStore(Store):
                 facts.clock = None  # (the deadline's instant was given on the engine's clock)
             check(prepared, facts)
             ended = facts.lifecycle in ENDED_LIFECYCLES
-            by_holder = commit.lease is not None
-            await write(conn, prepared, self._channel, by_holder=by_holder, ended=ended)
+            holder = by_holder(commit)
+            await write(conn, prepared, self._channel, by_holder=holder, ended=ended)
         return facts.last_seq + 1
 
     async def request_signal(self, request: SignalRequest) -> SignalRequest:

@@ -34,6 +34,7 @@ from flowtide.store.sqlcore.rows import (
     answer_of_row,
     due_of_row,
     event_of_row,
+    lease_of_row,
     park_of_row,
     request_of_row,
     run_of_row,
@@ -89,9 +90,10 @@ class SQLReads:
         :meth:`~flowtide.store.base.Store.load_run`)."""
         params = {"run_id": run_id}
         parks = {**params, "placement": None, "open_only": True, "parked": str(ParkStatus.PARKED)}
-        run, state, tokens, history, open_parks, anchors, due = await self._db.read_together(
+        together = await self._db.read_together(
             [
                 ("get_run", params),
+                ("lease_of", params),
                 ("get_state", params),
                 ("tokens", params),
                 ("history_after_checkpoint", params),
@@ -100,7 +102,8 @@ class SQLReads:
                 ("due_of", params),
             ]
         )
-        if not run:
+        run, lease, state, tokens, history, open_parks, anchors, due = together
+        if not run or not lease:
             raise UnknownRunError(run_id)
         d = self._d
         return RunSnapshot(
@@ -111,6 +114,8 @@ class SQLReads:
             [park_of_row(row, d) for row in open_parks],
             [anchor_of_row(run_id, row, d) for row in anchors],
             [due_of_row(run_id, row, d) for row in joined(due)],
+            lease_of_row(lease[0], d),
+            int(lease[0][2]),
         )
 
     async def get_state(self, run_id: str) -> dict[str, Any]:

@@ -42,6 +42,8 @@ def commit_writes(
         if rows:
             writes.append((name, list(rows)))
 
+    if p.take is not None:
+        add("take_lease", [p.take])
     if p.run is not None:
         add("write_run", [p.run])
         ended = bool(p.run["ended"])

@@ -94,7 +94,7 @@ def _write(conn: sqlite3.Connection, p: EncodedCommit, ended: bool, last_seq: in
         at = {"run_id": c.run_id, "at": micros(c.fires_deadline)}
         conn.execute(QUERIES["note_deadline_fired"], at)
     due_changed = c.due_cleared or c.due_dropped or c.due_fired or c.due
-    if due_changed or p.run is not None or c.release:
+    if due_changed or p.run is not None or c.release or c.take is not None:
         conn.execute(QUERIES["settle_run"], {"run_id": c.run_id, "release": c.release})
     for woken in dict.fromkeys(e.run_id for e in c.wakes):
         conn.execute(QUERIES["settle_run"], {"run_id": woken, "release": False})

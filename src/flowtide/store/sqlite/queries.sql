@@ -398,6 +398,12 @@ WHERE id IN (SELECT id FROM held)
 RETURNING id, owner, epoch, lease_expires,
     (SELECT nullif(h.held_by, :owner) FROM held AS h) AS taken_from;
 
+-- name: take_lease
+-- A commit that takes its run's lease (Commit.take), checked already in the write transaction
+-- (nobody has held the run since epoch :epoch - 1, or :owner holds it at :epoch already): held
+-- by :owner at :epoch until :expires. (settle_run, after it, brings the wake instant up to date.)
+UPDATE runs SET owner = :owner, epoch = :epoch, lease_expires = :expires WHERE id = :run_id;
+
 -- name: renew_leases
 UPDATE runs
 SET lease_expires = :expires,
