@@ -313,6 +313,7 @@ class DrivenRun(RecordedRun):
         self.released = False
         self.pins = 0
         self.lease: Lease | None = None
+        self.taking: Lease | None = None
         self.deadline_timer: Any = None
         self.started = True
         self.handed_off = False

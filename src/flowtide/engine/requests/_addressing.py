@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from flowtide.engine.errors import EngineError, RefusalReason, SignalRefused
 from flowtide.engine.requests._signals import refusal
+from flowtide.engine.run.view import RunView as RunData
 from flowtide.store.base import (
     LIVE_TOKEN_STATUSES,
     ParkRecord,
@@ -20,10 +21,14 @@ from flowtide.store.base import (
 
 
 class RunView(Protocol):
-    """What a signal's addressing needs of a run's executor held in memory."""
+    """What a signal's addressing needs of a run's executor held in memory: its live tokens,
+    its open parks (by token id) and the parks it knows of."""
 
     @property
     def tokens(self) -> Mapping[str, TokenRecord]: ...
+
+    @property
+    def view(self) -> RunData: ...
 
     def park_record(self, park_id: str) -> ParkRecord | None: ...
 
@@ -43,6 +48,17 @@ async def find_park(
         raise EngineError("signal needs a run_id (with placement or token_id) or a key")
     if key is None and placement is None and token_id is None:
         raise EngineError("signal needs a placement or token_id with a run_id")
+    if held is not None and key is None:
+        # The run held here (or rebuilt to be woken) knows its open parks: the one addressed
+        # needs no read. (None or several: the store tells why, below.)
+        mine = [
+            p
+            for p in held.view.parks.values()
+            if (placement is None or p.placement == placement)
+            and (token_id is None or p.token_id == token_id)
+        ]
+        if len(mine) == 1 and mine[0].status == ParkStatus.PARKED:
+            return mine[0]
     parks = await store.parks(run_id=run_id, key=key, placement=placement)
     ex = held
     if len(parks) == 1 and ex is None and token_id is None:

@@ -68,7 +68,9 @@ class Signaller:
     """Sends an engine's signals and cancels (see the module's notes). ``held``: the executor
     of a run the engine holds in memory; ``discard``: drop a stale executor; ``take``: a
     worker's claim of a run nobody holds alive, rebuilt and its due entries fired (a request
-    among them), as its sweeper would: its executor, if this worker holds the run now."""
+    among them), as its sweeper would: its executor, if this worker holds the run now;
+    ``wake``: the same for a signal, whose own commit takes the run's lease when nobody held
+    it (see ``Commit.take``)."""
 
     def __init__(
         self,
@@ -77,11 +79,13 @@ class Signaller:
         held: Callable[[str], RunExecutor | None],
         discard: Callable[[RunExecutor], None],
         take: Callable[[str], Awaitable[RunExecutor | None]],
+        wake: Callable[[str], Awaitable[RunExecutor | None]],
     ) -> None:
         self._host = host
         self._held = held
         self._discard = discard
         self._take = take
+        self._wake = wake
         self._answers = AnswerWatch(host)
 
     def holding(self, run_id: str) -> RunExecutor | None:
@@ -121,8 +125,20 @@ class Signaller:
         check_size(payload, "signal payload", self._host.max_value_bytes)
         for _ in range(5):
             held = self.holding(run_id) if run_id is not None else None
-            park = await find_park(store, held, clock.now(), run_id, placement, key, token_id)
-            ex = await self.adopt(park.run_id)
+            woken: RunExecutor | None = None
+            first = run_id is not None and held is None and key is None and self._host.executes
+            if run_id is not None and first:
+                # Rebuilt first (one read): the park is found in it.
+                held = woken = await self._wake(run_id)
+            try:
+                park = await find_park(store, held, clock.now(), run_id, placement, key, token_id)
+            except BaseException:
+                if woken is not None:
+                    woken.maybe_drained()  # (refused: let go of, as it was)
+                raise
+            ex = held if held is not None else self.holding(park.run_id)
+            if ex is None and self._host.executes and not (first and park.run_id == run_id):
+                ex = await self._wake(park.run_id)
             if ex is None:
                 asked = {
                     "kind": "signal",
