@@ -37,7 +37,7 @@ OWN_QUERIES: Final = frozenset(
         "advance_run_guarded",
         "expect_tokens_guarded",
         "answers_guarded",
-        "snapshot_transaction",
+        "begin_snapshot",
         "lock_pruned",
     }
 )

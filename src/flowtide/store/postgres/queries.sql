@@ -448,6 +448,14 @@ SELECT
     parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint
 FROM runs WHERE id = %(run_id)s;
 
+-- name: load_run_record
+-- get_run's columns, then who holds the run and at which epoch (a rebuild's first read).
+SELECT
+    id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
+    parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint,
+    owner, epoch, lease_expires
+FROM runs WHERE id = %(run_id)s;
+
 -- name: list_runs
 SELECT
     id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
@@ -640,9 +648,9 @@ DELETE FROM runs WHERE id = ANY(%(ids)s::text[]);
 -- ---------------------------------------------------------------------------------------------
 -- A run's snapshot (load_run): these reads in one transaction, sent together (one round trip)
 
--- name: snapshot_transaction
--- (First in its transaction: every read after it sees the database as of one instant.)
-SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
+-- name: begin_snapshot
+-- A transaction every read of which sees the database as of one instant.
+BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY;
 
 -- name: history_after_checkpoint
 -- The history after the run's resume checkpoint (all of it without one).

@@ -92,8 +92,7 @@ class SQLReads:
         parks = {**params, "placement": None, "open_only": True, "parked": str(ParkStatus.PARKED)}
         together = await self._db.read_together(
             [
-                ("get_run", params),
-                ("lease_of", params),
+                ("load_run_record", params),
                 ("get_state", params),
                 ("tokens", params),
                 ("history_after_checkpoint", params),
@@ -102,20 +101,21 @@ class SQLReads:
                 ("due_of", params),
             ]
         )
-        run, lease, state, tokens, history, open_parks, anchors, due = together
-        if not run or not lease:
+        run, state, tokens, history, open_parks, anchors, due = together
+        if not run:
             raise UnknownRunError(run_id)
         d = self._d
+        record, held = run[0][:15], run[0][15:]
         return RunSnapshot(
-            run_of_row(run[0], d),
+            run_of_row(record, d),
             {key: decode_json(value) for key, value in joined(state)},
             [token_of_row(run_id, row, d) for row in joined(tokens)],
             [event_of_row(run_id, row, d) for row in joined(history)],
             [park_of_row(row, d) for row in open_parks],
             [anchor_of_row(run_id, row, d) for row in anchors],
             [due_of_row(run_id, row, d) for row in joined(due)],
-            lease_of_row(lease[0], d),
-            int(lease[0][2]),
+            lease_of_row((run_id, *held), d),
+            int(held[1]),
         )
 
     async def get_state(self, run_id: str) -> dict[str, Any]:

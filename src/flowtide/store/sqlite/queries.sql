@@ -68,6 +68,14 @@ SELECT
     parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint
 FROM runs WHERE id = :run_id;
 
+-- name: load_run_record
+-- get_run's columns, then who holds the run and at which epoch (a rebuild's first read).
+SELECT
+    id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
+    parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint,
+    owner, epoch, lease_expires
+FROM runs WHERE id = :run_id;
+
 -- name: list_runs
 SELECT
     id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
