@@ -175,11 +175,7 @@ class Engine:
         self._hooks = HookDelivery(self.hooks, self._hook_failed)
         self._host = EngineHost(self, self._bookkeeping())
         self._signaller = Signaller(
-            self,
-            held=self._runs.get,
-            discard=self._discard,
-            take=self._take_unheld,
-            wake=self._wake_unheld,
+            self, held=self._runs.get, discard=self._discard, take=self._take_unheld
         )
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
@@ -421,52 +417,40 @@ class Engine:
         end = self._waiters.end(run_id)
         if run_id in self._runs:
             return RunHandle(self, run_id, end)
-        ex = await self._executor(run_id)
+        now = self.clock.now()
+        lease = await self.store.acquire_run(
+            run_id, self.owner, now, now + self.lease_ttl, force=True
+        )
+        count_takeovers(self.instruments, [lease])
+        ex = await self._executor(run_id, lease, now) if lease is not None else None
         if ex is None and not end.done():
             await self._waiters.from_store(self.store, run_id)
         return RunHandle(self, run_id, end)
 
     async def _executor(
-        self,
-        run_id: str,
-        lease: Lease | None = None,
-        now: datetime | None = None,
-        *,
-        take: bool = False,
+        self, run_id: str, lease: Lease | None, now: datetime | None = None
     ) -> RunExecutor | None:
-        """The run's executor: in memory, or rebuilt from the store under ``lease`` (a claim's)
-        or one taken now from whoever held it (None: the run ended). A live worker that held it
-        lets go of it at its next commit (see :meth:`Store.acquire_run`), and its nodes in
-        flight run again. A rebuilt run fires its due entries whose instant has come by ``now``
-        (default: the clock's now). ``take``: rebuilt only if nobody holds it, its lease taken
-        by its first commit (see :meth:`_load`)."""
+        """The run's executor: in memory, or rebuilt from the store under ``lease`` (a claim's
+        or a resume's: a live holder it was taken from lets go at its next commit, see
+        :meth:`Store.acquire_run`, and its nodes in flight run again), or under none (see
+        :meth:`_load`); None: the run ended. A rebuilt run fires its due entries come by ``now``
+        (default: the clock's now)."""
         while (loading := self._loading.get(run_id)) is not None:
             ex = await asyncio.shield(loading)
-            if ex is not None and lease is not None and ex.lease is None:
-                ex.lease = lease  # (rebuilt to take its lease: this claim took it already)
-            if ex is not None or lease is None:
+            if ex is not None or lease is None:  # (else found held, by this claim: rebuilt)
                 return ex
-            # (Not rebuilt by a load that found the run held: this claim's lease holds it.)
         ex = self._runs.get(run_id)
         if ex is not None and not ex.released:
             return ex
         fut: asyncio.Future[RunExecutor | None] = asyncio.get_running_loop().create_future()
         self._loading[run_id] = fut
         try:
-            if lease is None and not take:
-                now = self.clock.now()
-                lease = await self.store.acquire_run(
-                    run_id, self.owner, now, now + self.lease_ttl, force=True
-                )
-                count_takeovers(self.instruments, [lease])
-            ex = None
-            if lease is not None or take:
-                try:
-                    ex = await self._load(run_id, lease, now or self.clock.now())
-                except (EngineError, StoreError, NodeResolutionError):
-                    if lease is not None:
-                        await self._give_back(lease)  # (this engine cannot drive it: untouched)
-                    raise
+            try:
+                ex = await self._load(run_id, lease, now or self.clock.now())
+            except (EngineError, StoreError, NodeResolutionError):
+                if lease is not None:
+                    await self._give_back(lease)  # (this engine cannot drive it: untouched)
+                raise
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()
@@ -478,24 +462,20 @@ class Engine:
 
     async def _load(self, run_id: str, lease: Lease | None, now: datetime) -> RunExecutor | None:
         """Rebuild the run's executor from the store (one read: its snapshot), under ``lease``,
-        and fire what is due by ``now``. Without a lease: only if nobody held the run when it
-        was read (else None), its lease taken by the first commit that changes it
-        (``Commit.take``: refused if anyone has taken the run since); it is rebuilt for a wake,
-        which pins it and lets go of it (:meth:`Settling.unpin
-        <flowtide.engine.run.executor.settling.Settling.unpin>` settles it if need be)."""
+        and fire what is due by ``now``. Without (a wake's): only if nobody held the run (else
+        None), its lease taken by its first commit (``Commit.take``), settled by the wake."""
         snapshot = await self.store.load_run(run_id)
         run = snapshot.run
         if Lifecycle(run.lifecycle).terminal:
             return None
         if lease is None and (snapshot.lease is not None or snapshot.epoch is None):
-            return None  # (held, or a store that does not say: taken the usual way)
+            return None  # (held, or a store that does not say by whom: taken the usual way)
         plan = await self._catalog.plan_of_run(run)
         code = self.code(plan)  # (refused before anything of the run is run)
         ex = RunExecutor(self._host, plan, run, snapshot.state, code=code)
         ex.lease = lease
         if lease is None:
-            assert snapshot.epoch is not None
-            ex.taking = Lease(run_id, self.owner, snapshot.epoch + 1, now + self.lease_ttl)
+            ex.taking = Lease(run_id, self.owner, (snapshot.epoch or 0) + 1, now + self.lease_ttl)
         self._hold(run_id, ex)
         self._presence.took(run_id, run.flow_id)
         if run.lifecycle == Lifecycle.PENDING:
@@ -509,9 +489,7 @@ class Engine:
             self._forget(ex)  # (its lease is given back by the caller)
             ex.close(notify=False)
             raise
-        if lease is not None:
-            # (Rebuilt to be woken, it is settled once the wake has pinned and let go of it: no
-            # settle task for the wake to make useless.)
+        if lease is not None:  # (a wake's is settled by its unpin: no settle task made useless)
             ex.maybe_drained()
         return ex
 
@@ -551,36 +529,24 @@ class Engine:
                 log.warning("cannot take run %s: %s", printable(lease.run_id), exc)
         return done
 
-    async def _take_unheld(self, run_id: str) -> RunExecutor | None:
+    async def _take_unheld(self, run_id: str, wake: bool = False) -> RunExecutor | None:
         """Claim a run nobody holds alive and fire what is due, as the sweeper would; its
-        executor if held here now (a run another worker holds is left to it)."""
+        executor if held here now (a run another worker holds is left to it). ``wake`` (a
+        signal's): rebuilt first if nobody holds it, its lease taken by the wake's commit."""
         now = self.clock.now()
         try:
+            with contextlib.suppress(EngineError, NodeResolutionError, UnknownStoredFlow):
+                if wake and (ex := await self._executor(run_id, None, now)):
+                    return ex
             lease = await self.store.acquire_run(run_id, self.owner, now, now + self.lease_ttl)
             if lease is not None:
                 await self._take([lease], now)
+        except UnknownRunError:
+            return None  # (a signal to it is refused)
         except StoreError as exc:
             log.warning("cannot take run %s: %s", printable(run_id), exc)
         ex = self._runs.get(run_id)
         return ex if ex is not None and not ex.released else None
-
-    async def _wake_unheld(self, run_id: str) -> RunExecutor | None:
-        """A run to wake (a signal): its executor held here, or rebuilt if nobody holds the
-        run, its lease taken by the wake's own commit (one write fewer than taking it first);
-        else as :meth:`_take_unheld` (a run whose holder's lease expired is taken over; one
-        another worker holds alive is left to it)."""
-        ex = self._runs.get(run_id)
-        if ex is None or ex.released:
-            try:
-                ex = await self._executor(run_id, take=True)
-            except UnknownRunError:
-                return None  # (the signal is refused for it)
-            except StoreError as exc:
-                log.warning("cannot take run %s: %s", printable(run_id), exc)
-                return None
-        if ex is None:
-            return await self._take_unheld(run_id)
-        return ex if not ex.released else None
 
     def _hold(self, run_id: str, ex: RunExecutor) -> None:
         """Hold the run's executor (and keep its lease renewed while any is held)."""

@@ -15,15 +15,14 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from flowtide.store.base import (
     ENDED_LIFECYCLES,
     PRUNE_BATCH,
     RUNNABLE_LIFECYCLES,
-    Checkpoint,
     Commit,
     DueEntry,
     EventRecord,
@@ -50,7 +49,16 @@ from flowtide.store.base import (
 )
 from flowtide.store.checks import RunFacts, check_commit
 from flowtide.store.jsonvalues import decode_json, encode_json, encode_state
-from flowtide.store.records import lineage_of
+from flowtide.store.memory_rows import (
+    AnswerRow,
+    EventRow,
+    ParkRow,
+    RequestRow,
+    RunRow,
+    ScatterRow,
+    TokenRow,
+    replace,
+)
 from flowtide.store.workers import with_texts, worker_texts
 
 __all__ = ["MemoryStore"]
@@ -60,12 +68,12 @@ class MemoryStore(Store):
     """A store in this process's memory: for tests and throwaway runs (nothing survives it)."""
 
     def __init__(self) -> None:
-        self._runs: dict[str, _RunRow] = {}
+        self._runs: dict[str, RunRow] = {}
         self._states: dict[str, dict[str, str]] = {}
         """run id -> top-level key -> its value as JSON."""
-        self._tokens: dict[str, dict[str, _TokenRow]] = {}
+        self._tokens: dict[str, dict[str, TokenRow]] = {}
         """run id -> token id -> row, in the order first written."""
-        self._history: dict[str, list[_EventRow]] = {}
+        self._history: dict[str, list[EventRow]] = {}
         """run id -> its events; an event's seq is its position (from 1)."""
         self._due: dict[str, dict[tuple[str, str], tuple[datetime, int]]] = {}
         """run id -> (token id, purpose) -> (instant, order set)."""
@@ -88,14 +96,14 @@ class MemoryStore(Store):
         """Who waits in :meth:`wait_changed` (engines sharing this store in one process)."""
         self._anchors: dict[str, dict[tuple[str, str | None], datetime]] = {}
         """run id -> (placement, item) -> anchor instant."""
-        self._parks: dict[str, _ParkRow] = {}
+        self._parks: dict[str, ParkRow] = {}
         """park id -> row, in the order first written."""
         self._parks_by_run: dict[str, set[str]] = {}
         self._parks_by_key: dict[str, set[str]] = {}
-        self._scatter: dict[tuple[str, str], dict[int, _ScatterRow]] = {}
+        self._scatter: dict[tuple[str, str], dict[int, ScatterRow]] = {}
         """(run id, progress key) -> item index -> row."""
-        self._answers: dict[str, _AnswerRow] = {}
-        self._requests: dict[str, _RequestRow] = {}
+        self._answers: dict[str, AnswerRow] = {}
+        self._requests: dict[str, RequestRow] = {}
         self._workers: dict[str, tuple[WorkerRecord, str, str]] = {}
         """Worker id -> its heartbeat, with its nodes and waiting runs as JSON text."""
         self._on_request: list[Callable[[], None]] = []
@@ -121,7 +129,7 @@ class MemoryStore(Store):
             raise ValueError(f"a commit of run {commit.run_id!r} cannot create run {run.id!r}")
         if lease is not None and lease.run_id != run.id:
             raise ValueError(f"a lease on run {lease.run_id!r} cannot create run {run.id!r}")
-        row = _RunRow.of(run, "run")
+        row = RunRow.of(run, "run")
         initial = encode_state(state)
         if commit is not None and commit.lease is not None and commit.lease != lease:
             raise LeaseLost(f"run {run.id!r} is created without the lease its commit carries")
@@ -150,13 +158,13 @@ class MemoryStore(Store):
         check_commit(c, self._facts(c), creating=created)
         return _Step(
             c,
-            _RunRow.of(c.run, "run") if c.run is not None else None,
-            [_TokenRow.of(t, f"tokens/{i}") for i, t in enumerate(c.tokens)],
+            RunRow.of(c.run, "run") if c.run is not None else None,
+            [TokenRow.of(t, f"tokens/{i}") for i, t in enumerate(c.tokens)],
             encode_state(c.state or {}),
-            [_EventRow.of(e, f"events/{i}") for i, e in enumerate(c.events)],
-            [_ScatterRow.of(s, f"scatter/{i}") for i, s in enumerate(c.scatter)],
-            [_ParkRow.of(p, f"parks/{i}") for i, p in enumerate(c.parks)],
-            [_AnswerRow.of(a, f"signal_answers/{i}") for i, a in enumerate(c.signal_answers)],
+            [EventRow.of(e, f"events/{i}") for i, e in enumerate(c.events)],
+            [ScatterRow.of(s, f"scatter/{i}") for i, s in enumerate(c.scatter)],
+            [ParkRow.of(p, f"parks/{i}") for i, p in enumerate(c.parks)],
+            [AnswerRow.of(a, f"signal_answers/{i}") for i, a in enumerate(c.signal_answers)],
             [
                 (a.request_id, encode_json(a.answer, f"requests_answered/{i}/answer"), a.at)
                 for i, a in enumerate(c.requests_answered)
@@ -268,7 +276,7 @@ class MemoryStore(Store):
             raise RunEndedError(request.run_id, run.lifecycle)
         if request.id in self._requests:
             raise StoreError(f"signal request {request.id!r} already exists")
-        row = _RequestRow.of(request)
+        row = RequestRow.of(request)
         fired = self._deadlines_fired.get(request.run_id)
         if fired is not None and fired > request.requested_at:
             row.record.requested_at = fired  # (recorded after that deadline's firing)
@@ -283,7 +291,7 @@ class MemoryStore(Store):
         self._on_request.append(wake)
         return lambda: self._on_request.remove(wake)
 
-    def _pending(self, run_id: str) -> list[_RequestRow]:
+    def _pending(self, run_id: str) -> list[RequestRow]:
         """The run's unanswered requests, oldest first."""
         rows = [self._requests[i] for i in self._run_requests.get(run_id, ())]
         pending = [row for row in rows if row.answer is None]
@@ -478,7 +486,7 @@ class MemoryStore(Store):
         # (By id, each id's in the order first stored: the sort is stable.)
         return sorted(found, key=lambda v: v.flow_id)
 
-    def _put_park(self, park: _ParkRow) -> None:
+    def _put_park(self, park: ParkRow) -> None:
         record = park.record
         old = self._parks.get(record.id)
         if old is not None:
@@ -566,7 +574,7 @@ class MemoryStore(Store):
         self, run_id: str, statuses: Sequence[TokenStatus] | None = None
     ) -> Sequence[TokenRecord]:
         self._run(run_id)
-        rows: Iterable[_TokenRow] = self._tokens[run_id].values()
+        rows: Iterable[TokenRow] = self._tokens[run_id].values()
         if statuses is not None:
             wanted = set(statuses)
             rows = [row for row in rows if row.record.status in wanted]
@@ -645,151 +653,11 @@ class MemoryStore(Store):
         ]
         return [entry for _, _, entry in sorted(kept, key=lambda k: k[:2])]
 
-    def _run(self, run_id: str) -> _RunRow:
+    def _run(self, run_id: str) -> RunRow:
         try:
             return self._runs[run_id]
         except KeyError:
             raise UnknownRunError(run_id) from None
-
-
-# -- rows: a record's plain fields, and its JSON fields as text ------------
-#
-_Record = TypeVar("_Record")
-_FIELDS: dict[type[Any], tuple[str, ...]] = {}
-
-
-def replace(record: _Record, **changes: Any) -> _Record:
-    """A copy of ``record`` with ``changes`` (``dataclasses.replace``, with each record class's
-    field names read once: rows are copied on every write and read)."""
-    cls = type(record)
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(f.name for f in fields(cls) if f.init)  # type: ignore[arg-type]
-    values = {name: getattr(record, name) for name in names}
-    values.update(changes)
-    return cls(**values)
-
-
-# A row keeps a copy of its record with the JSON fields emptied (every other field holds an
-# immutable value: a string, a number, an instant, an enum member, a tuple), and those fields
-# as JSON text beside it. Reading a row builds a new record with them decoded.
-
-
-@dataclass(slots=True)
-class _RunRow:
-    record: RunRecord
-    options: str
-    result: str
-    checkpoint: str
-
-    @classmethod
-    def of(cls, run: RunRecord, where: str) -> _RunRow:
-        checkpoint = run.checkpoint.to_json() if run.checkpoint is not None else None
-        return cls(
-            replace(run, options={}, result=None, checkpoint=None),
-            encode_json(run.options, f"{where}/options"),
-            encode_json(run.result, f"{where}/result"),
-            encode_json(checkpoint, f"{where}/checkpoint"),
-        )
-
-    def read(self) -> RunRecord:
-        checkpoint = decode_json(self.checkpoint)
-        return replace(
-            self.record,
-            options=decode_json(self.options),
-            result=decode_json(self.result),
-            checkpoint=Checkpoint.from_json(checkpoint) if checkpoint is not None else None,
-        )
-
-
-@dataclass(slots=True)
-class _TokenRow:
-    record: TokenRecord
-    data: str
-
-    @classmethod
-    def of(cls, token: TokenRecord, where: str) -> _TokenRow:
-        data = encode_json(token.data, f"{where}/data")
-        return cls(replace(token, data={}, lineage=lineage_of(token.lineage)), data)
-
-    def read(self) -> TokenRecord:
-        return replace(self.record, data=decode_json(self.data))
-
-
-@dataclass(slots=True)
-class _EventRow:
-    record: EventRecord
-    data: str
-
-    @classmethod
-    def of(cls, event: EventRecord, where: str) -> _EventRow:
-        return cls(replace(event, data={}), encode_json(event.data, f"{where}/data"))
-
-    def read(self) -> EventRecord:
-        return replace(self.record, data=decode_json(self.data))
-
-
-@dataclass(slots=True)
-class _ParkRow:
-    record: ParkRecord
-    payload: str
-    order: int = 0
-    """Its place among every park, by first write (the order ``parks`` gives them in)."""
-
-    @classmethod
-    def of(cls, park: ParkRecord, where: str) -> _ParkRow:
-        return cls(replace(park, payload=None), encode_json(park.payload, f"{where}/payload"))
-
-    def read(self) -> ParkRecord:
-        return replace(self.record, payload=decode_json(self.payload))
-
-
-@dataclass(slots=True)
-class _ScatterRow:
-    record: ScatterItemRecord
-    result: str
-    key: str
-
-    @classmethod
-    def of(cls, item: ScatterItemRecord, where: str) -> _ScatterRow:
-        return cls(
-            replace(item, result=None, key=None),
-            encode_json(item.result, f"{where}/result"),
-            encode_json(item.key, f"{where}/key"),
-        )
-
-    def read(self) -> ScatterItemRecord:
-        return replace(self.record, result=decode_json(self.result), key=decode_json(self.key))
-
-
-@dataclass(slots=True)
-class _AnswerRow:
-    record: SignalAnswer
-    answer: str
-
-    @classmethod
-    def of(cls, answer: SignalAnswer, where: str) -> _AnswerRow:
-        return cls(replace(answer, answer={}), encode_json(answer.answer, f"{where}/answer"))
-
-    def read(self) -> SignalAnswer:
-        return replace(self.record, answer=decode_json(self.answer))
-
-
-@dataclass(slots=True)
-class _RequestRow:
-    record: SignalRequest
-    request: str
-    answer: str | None
-    """None until answered."""
-
-    @classmethod
-    def of(cls, request: SignalRequest) -> _RequestRow:
-        text = encode_json(request.request, "request")
-        return cls(replace(request, request={}, answer=None, answered_at=None), text, None)
-
-    def read(self) -> SignalRequest:
-        answer = decode_json(self.answer) if self.answer is not None else None
-        return replace(self.record, request=decode_json(self.request), answer=answer)
 
 
 @dataclass(slots=True)
@@ -797,12 +665,12 @@ class _Step:
     """A commit whose checks passed, with what it keeps as JSON already encoded."""
 
     commit: Commit
-    run: _RunRow | None
-    tokens: list[_TokenRow]
+    run: RunRow | None
+    tokens: list[TokenRow]
     state: dict[str, str]
-    events: list[_EventRow]
-    scatter: list[_ScatterRow]
-    parks: list[_ParkRow]
-    answers: list[_AnswerRow]
+    events: list[EventRow]
+    scatter: list[ScatterRow]
+    parks: list[ParkRow]
+    answers: list[AnswerRow]
     requests_answered: list[tuple[str, str, datetime]]
     """(request id, answer as JSON, when)."""

@@ -1,0 +1,168 @@
+"""The memory store's rows (:mod:`flowtide.store.memory`): a record's plain fields, and its
+JSON fields as text.
+
+A row keeps a copy of its record with the JSON fields emptied (every other field holds an
+immutable value: a string, a number, an instant, an enum member, a tuple), and those fields as
+JSON text beside it. Reading a row builds a new record with them decoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+from flowtide.store.jsonvalues import decode_json, encode_json
+from flowtide.store.records import (
+    Checkpoint,
+    EventRecord,
+    ParkRecord,
+    RunRecord,
+    ScatterItemRecord,
+    SignalAnswer,
+    SignalRequest,
+    TokenRecord,
+    lineage_of,
+)
+
+__all__ = [
+    "AnswerRow",
+    "EventRow",
+    "ParkRow",
+    "RequestRow",
+    "RunRow",
+    "ScatterRow",
+    "TokenRow",
+    "replace",
+]
+
+_Record = TypeVar("_Record")
+_FIELDS: dict[type[Any], tuple[str, ...]] = {}
+
+
+def replace(record: _Record, **changes: Any) -> _Record:
+    """A copy of ``record`` with ``changes`` (``dataclasses.replace``, with each record class's
+    field names read once: rows are copied on every write and read)."""
+    cls = type(record)
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls) if f.init)  # type: ignore[arg-type]
+    values = {name: getattr(record, name) for name in names}
+    values.update(changes)
+    return cls(**values)
+
+
+@dataclass(slots=True)
+class RunRow:
+    record: RunRecord
+    options: str
+    result: str
+    checkpoint: str
+
+    @classmethod
+    def of(cls, run: RunRecord, where: str) -> RunRow:
+        checkpoint = run.checkpoint.to_json() if run.checkpoint is not None else None
+        return cls(
+            replace(run, options={}, result=None, checkpoint=None),
+            encode_json(run.options, f"{where}/options"),
+            encode_json(run.result, f"{where}/result"),
+            encode_json(checkpoint, f"{where}/checkpoint"),
+        )
+
+    def read(self) -> RunRecord:
+        checkpoint = decode_json(self.checkpoint)
+        return replace(
+            self.record,
+            options=decode_json(self.options),
+            result=decode_json(self.result),
+            checkpoint=Checkpoint.from_json(checkpoint) if checkpoint is not None else None,
+        )
+
+
+@dataclass(slots=True)
+class TokenRow:
+    record: TokenRecord
+    data: str
+
+    @classmethod
+    def of(cls, token: TokenRecord, where: str) -> TokenRow:
+        data = encode_json(token.data, f"{where}/data")
+        return cls(replace(token, data={}, lineage=lineage_of(token.lineage)), data)
+
+    def read(self) -> TokenRecord:
+        return replace(self.record, data=decode_json(self.data))
+
+
+@dataclass(slots=True)
+class EventRow:
+    record: EventRecord
+    data: str
+
+    @classmethod
+    def of(cls, event: EventRecord, where: str) -> EventRow:
+        return cls(replace(event, data={}), encode_json(event.data, f"{where}/data"))
+
+    def read(self) -> EventRecord:
+        return replace(self.record, data=decode_json(self.data))
+
+
+@dataclass(slots=True)
+class ParkRow:
+    record: ParkRecord
+    payload: str
+    order: int = 0
+    """Its place among every park, by first write (the order ``parks`` gives them in)."""
+
+    @classmethod
+    def of(cls, park: ParkRecord, where: str) -> ParkRow:
+        return cls(replace(park, payload=None), encode_json(park.payload, f"{where}/payload"))
+
+    def read(self) -> ParkRecord:
+        return replace(self.record, payload=decode_json(self.payload))
+
+
+@dataclass(slots=True)
+class ScatterRow:
+    record: ScatterItemRecord
+    result: str
+    key: str
+
+    @classmethod
+    def of(cls, item: ScatterItemRecord, where: str) -> ScatterRow:
+        return cls(
+            replace(item, result=None, key=None),
+            encode_json(item.result, f"{where}/result"),
+            encode_json(item.key, f"{where}/key"),
+        )
+
+    def read(self) -> ScatterItemRecord:
+        return replace(self.record, result=decode_json(self.result), key=decode_json(self.key))
+
+
+@dataclass(slots=True)
+class AnswerRow:
+    record: SignalAnswer
+    answer: str
+
+    @classmethod
+    def of(cls, answer: SignalAnswer, where: str) -> AnswerRow:
+        return cls(replace(answer, answer={}), encode_json(answer.answer, f"{where}/answer"))
+
+    def read(self) -> SignalAnswer:
+        return replace(self.record, answer=decode_json(self.answer))
+
+
+@dataclass(slots=True)
+class RequestRow:
+    record: SignalRequest
+    request: str
+    answer: str | None
+    """None until answered."""
+
+    @classmethod
+    def of(cls, request: SignalRequest) -> RequestRow:
+        text = encode_json(request.request, "request")
+        return cls(replace(request, request={}, answer=None, answered_at=None), text, None)
+
+    def read(self) -> SignalRequest:
+        answer = decode_json(self.answer) if self.answer is not None else None
+        return replace(self.record, request=decode_json(self.request), answer=answer)
