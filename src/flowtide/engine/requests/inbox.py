@@ -124,7 +124,7 @@ class Signaller:
         for _ in range(5):
             held = self.holding(run_id) if run_id is not None else None
             woken: RunExecutor | None = None
-            first = run_id is not None and held is None and key is None and self._host.executes
+            first = held is None and key is None and self._host.executes
             if run_id is not None and first:
                 # Rebuilt first (one read): the park is found in it.
                 held = woken = await self._take(run_id, True)
