@@ -35,7 +35,7 @@ from flowtide.store.base import (
 from flowtide.store.checks import RunFacts, check_commit
 from flowtide.store.multirow import batches, many_rows, row_params
 from flowtide.store.postgres.queries import Q
-from flowtide.store.postgres.rows import DIALECT
+from flowtide.store.postgres.rows import DIALECT, text_array
 from flowtide.store.sqlcore.facts import fact_reads, fill_facts
 from flowtide.store.sqlcore.params import (
     EncodedCommit,
@@ -60,8 +60,8 @@ __all__ = [
 GUARD_FAILED = "FT001"
 """The SQLSTATE of a commit sent whole that its guard refused (migration 0006)."""
 
-_ENDED = sorted(ENDED_LIFECYCLES)
-_RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
+_ENDED = text_array(sorted(ENDED_LIFECYCLES))
+_RUNNABLE = text_array(sorted(RUNNABLE_LIFECYCLES))
 Connection = psycopg.AsyncConnection[Any]
 
 
@@ -136,7 +136,7 @@ async def send_whole(conn: Connection, p: Prepared, channel: str) -> psycopg.Asy
         # (A commit taking the lease is guarded by take_lease instead.)
         "owner": c.lease.owner if c.lease is not None and c.take is None else None,
         "epoch": c.lease.epoch if c.lease is not None and c.take is None else 0,
-        "lifecycles": lifecycles,
+        "lifecycles": text_array(lifecycles) if lifecycles is not None else None,
     }
     advanced = await conn.execute(Q["advance_run_guarded"], guard)
     if c.expect:
@@ -144,8 +144,8 @@ async def send_whole(conn: Connection, p: Prepared, channel: str) -> psycopg.Asy
     if c.signal_answers or c.requests_answered:
         answers = {
             "run_id": c.run_id,
-            "keys": [a.key for a in c.signal_answers],
-            "ids": [a.request_id for a in c.requests_answered],
+            "keys": text_array([a.key for a in c.signal_answers]),
+            "ids": text_array([a.request_id for a in c.requests_answered]),
         }
         await conn.execute(Q["answers_guarded"], answers)
     live = lifecycles is not None and ENDED_LIFECYCLES.isdisjoint(lifecycles)
@@ -223,8 +223,8 @@ def _expected(c: Commit) -> dict[str, Any]:
     return {
         "run_id": c.run_id,
         "n": len(wanted),
-        "ids": list(c.expect),
-        "statuses": statuses,
+        "ids": text_array(list(c.expect)),
+        "statuses": text_array(statuses),
         "epochs": [e.epoch for e in wanted],
         "alive": [e.alive_at for e in wanted],
     }

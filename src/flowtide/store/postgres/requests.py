@@ -20,11 +20,12 @@ from flowtide.store.base import (
 from flowtide.store.jsonvalues import decode_json
 from flowtide.store.postgres.commits import read_facts
 from flowtide.store.postgres.queries import Q
+from flowtide.store.postgres.rows import text_array
 
 __all__ = ["request_signal"]
 
-_ENDED = sorted(ENDED_LIFECYCLES)
-_RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
+_ENDED = text_array(sorted(ENDED_LIFECYCLES))
+_RUNNABLE = text_array(sorted(RUNNABLE_LIFECYCLES))
 Connection = psycopg.AsyncConnection[Any]
 
 

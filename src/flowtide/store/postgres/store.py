@@ -73,7 +73,7 @@ from flowtide.store.postgres.notify import ChangeListener
 from flowtide.store.postgres.outage import POOL_PREFIX, Outage, quiet_pool_warnings
 from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, with_schema
 from flowtide.store.postgres.requests import request_signal
-from flowtide.store.postgres.rows import DIALECT, Params, json_text
+from flowtide.store.postgres.rows import DIALECT, Params, json_text, text_array
 from flowtide.store.postgres.schema import migrate
 from flowtide.store.sqlcore.connector import Row
 from flowtide.store.sqlcore.creation import Creation
@@ -85,8 +85,8 @@ from flowtide.store.sqlfiles import PRUNED_TABLES
 
 __all__ = ["PostgresStore"]
 
-_ENDED = sorted(ENDED_LIFECYCLES)
-_RUNNABLE = sorted(RUNNABLE_LIFECYCLES)
+_ENDED = text_array(sorted(ENDED_LIFECYCLES))
+_RUNNABLE = text_array(sorted(RUNNABLE_LIFECYCLES))
 _CONNECT_TIMEOUT = 10
 """Seconds to wait for a connection, unless the URL says (``connect_timeout``)."""
 _OPEN = frozenset({TransactionStatus.INTRANS, TransactionStatus.INERROR})
