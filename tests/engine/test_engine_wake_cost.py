@@ -1,7 +1,7 @@
 """What waking a parked run costs the store: a worker that signals a run nobody holds and
-drives it to its end reads twice (the signal's address, the run's snapshot) and writes three
-transactions (its lease; the wake with the node's attempt started; the node's step with the
-run's end)."""
+drives it to its end reads once (the run's snapshot, where the park the signal addresses is
+found) and writes two transactions (the wake, with the run's lease taken and the node's attempt
+started; the node's step with the run's end)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 from flowtide.authoring import FlowBuilder, node
 from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, EventKind, Lifecycle, NodeContext, Park
+from flowtide.engine.run.executor.settling import Settling
 from flowtide.store import Commit, EventRecord, Store
 from tests.engine.engine_helpers import T0, freeze, fresh_store, kinds, running
 
@@ -64,7 +65,7 @@ def counted(store: Store, run_id: str) -> Counter[str]:
     return calls
 
 
-async def test_a_resume_reads_twice_and_writes_three_transactions() -> None:
+async def test_a_resume_reads_once_and_writes_two_transactions() -> None:
     flow = FlowBuilder("urn:test:flow:wake").task("ask", ask, {"approved": "end"}).terminal("end")
     async with running() as (engine, _clock):
         finished = asyncio.Event()
@@ -85,8 +86,8 @@ async def test_a_resume_reads_twice_and_writes_three_transactions() -> None:
     assert result.lifecycle is Lifecycle.COMPLETED and result.state == {"ok": True}
     writes = {name: n for name, n in calls.items() if name in WRITES}
     reads = {name: n for name, n in calls.items() if name not in WRITES}
-    assert writes == {"acquire_run": 1, "commit": 2}
-    assert reads == {"parks": 1, "load_run": 1}
+    assert writes == {"commit": 2}
+    assert reads == {"load_run": 1}
     # The same events, in the same order, as when each was a commit of its own.
     assert events[-5:] == [
         "signalled",
@@ -146,3 +147,37 @@ async def test_a_worker_lost_after_a_wake_leaves_its_attempt_to_run_again_with_t
     assert events.count("signalled") == 1 and events.count("node_finished") == 1
     assert events.count("node_started") == 3  # (the park's, the wake's, the rescuer's)
     assert events[-3:] == ["node_finished", "terminal_reached", "run_finished"]
+
+
+@node(outputs=["approved"])
+async def ask_twice(ctx: NodeContext) -> Any:
+    if ctx.signal is not None and ctx.signal.get("ok"):
+        return "approved"
+    return Park(key=None)
+
+
+async def test_a_resume_settles_the_run_once_if_it_parks_again_and_never_if_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settles: list[str] = []
+    settle = Settling.settle
+
+    async def counted(self: Settling) -> None:
+        settles.append(self.ex.view.run.id)
+        await settle(self)
+
+    monkeypatch.setattr(Settling, "settle", counted)
+    flow = FlowBuilder("urn:test:flow:settles").task("ask", ask_twice, {"approved": "end"})
+    async with running() as (engine, _clock):
+        parked = await engine.run(flow.terminal("end").build())
+        run_id = parked.run_id
+        settles.clear()
+        await engine.signal(run_id, placement="ask", payload={"ok": False})
+        again = await engine.wait_parked(run_id)
+        assert again.lifecycle is Lifecycle.PARKED and not engine.held_runs()
+        assert settles == [run_id]  # (not one more for the rebuild, before the signal)
+        settles.clear()
+        await engine.signal(run_id, placement="ask", payload={"ok": True})
+        result = await engine.wait(run_id)
+        assert result.lifecycle is Lifecycle.COMPLETED
+        assert settles == []

@@ -22,6 +22,7 @@ TTL = timedelta(seconds=30)
 @dataclass
 class Held:
     lease: Lease | None
+    taking: Lease | None = None
 
 
 async def renewing(store: MemoryStore, clock: VirtualClock, held: dict[str, Held]) -> list[Holder]:

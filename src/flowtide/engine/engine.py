@@ -42,7 +42,7 @@ from flowtide.engine.worker.background import consumed
 from flowtide.engine.worker.holding import HeldRuns
 from flowtide.engine.worker.hosting import EngineHost
 from flowtide.engine.worker.instruments import NO_INSTRUMENTS, EngineInstruments
-from flowtide.engine.worker.leases import LEASE_TTL, worker_id
+from flowtide.engine.worker.leases import LEASE_TTL, count_takeovers, worker_id
 from flowtide.engine.worker.nodethreads import NodeThreads
 from flowtide.engine.worker.presence import Presence
 from flowtide.engine.worker.scheduler import Sweeper
@@ -319,7 +319,12 @@ class Engine:
         end = self._waiters.end(run_id)
         if run_id in self._runs:
             return RunHandle(self, run_id, end)
-        ex = await self._taking.executor(run_id)
+        now = self.clock.now()
+        lease = await self.store.acquire_run(
+            run_id, self.owner, now, now + self.lease_ttl, force=True
+        )
+        count_takeovers(self.instruments, [lease])
+        ex = await self._taking.executor(run_id, lease, now) if lease is not None else None
         if ex is None and not end.done():
             await self._waiters.from_store(self.store, run_id)
         return RunHandle(self, run_id, end)

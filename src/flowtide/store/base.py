@@ -46,8 +46,10 @@ reads it, for the instant a request is recorded and whether a deadline may fire 
 
 **Leases.** A run is driven by at most one worker at a time: the one holding its lease. A worker
 takes runs with :meth:`Store.claim_runs` (runs whose wake instant has come) or
-:meth:`Store.acquire_run` (one run, to signal, cancel or resume it), keeps them with
-:meth:`Store.renew_leases`, and gives one back with a commit that sets :attr:`Commit.release`.
+:meth:`Store.acquire_run` (one run, to cancel or resume it), or with the commit that first
+changes a run it read while nobody held it (:attr:`Commit.take`: a signal's wake), keeps them
+with :meth:`Store.renew_leases`, and gives one back with a commit that sets
+:attr:`Commit.release`.
 Each taking by a new owner bumps the run's lease *epoch*; a commit carrying :attr:`Commit.lease`
 applies only while the run's stored owner and epoch are still those (else :class:`LeaseLost`),
 so a worker that was presumed dead and replaced cannot write to the run any more (fencing).
@@ -88,6 +90,7 @@ from flowtide.store.records import (
     EventRecord,
     Expect,
     Lease,
+    LeaseTake,
     NodeAnchor,
     ParkRecord,
     ParkStatus,
@@ -119,6 +122,7 @@ __all__ = [
     "Expect",
     "Lease",
     "LeaseLost",
+    "LeaseTake",
     "NodeAnchor",
     "ParkRecord",
     "ParkStatus",
@@ -343,10 +347,11 @@ class Store(ABC):
         their ``seq`` filled in.
 
         Nothing is applied when the run is unknown (:class:`UnknownRunError`), its lease is not
-        the commit's (:class:`LeaseLost`), an expectation does not hold (:class:`StoreConflict`),
-        a signal key is answered already (:class:`DuplicateSignal`), a signal request is not one
-        of the run's still unanswered (:class:`StoreConflict`) or a value is not JSON.
-        Otherwise, in this order: the run record, tokens, state keys set then deleted, events
+        the commit's or may not be taken by it (:class:`LeaseLost`), an expectation does not
+        hold (:class:`StoreConflict`), a signal key is answered already
+        (:class:`DuplicateSignal`), a signal request is not one of the run's still unanswered
+        (:class:`StoreConflict`) or a value is not JSON. Otherwise, in this order: the lease
+        taken (:attr:`Commit.take`), the run record, tokens, state keys set then deleted, events
         (numbered on from the run's last ``seq``), due entries cleared by token, dropped by
         purpose and fired, then set (all of them removed if the run record written is ended),
         node anchors stored then released, scatter items, parks, signal answers, request

@@ -2,9 +2,10 @@
 PostgreSQL), on what each store read of the run its own way (:class:`RunFacts`).
 
 The checks run in one order on every store, so that a commit with several faults is refused
-for the same one everywhere: the run record it carries, its lease, the run's lifecycle, its
-token expectations, its signal keys, the requests it answers, the deadline it fires, and last
-its values (a value that is not JSON is reported only once everything else passed).
+for the same one everywhere: the run record it carries, its lease (or the lease it takes), the
+run's lifecycle, its token expectations, its signal keys, the requests it answers, the deadline
+it fires, and last its values (a value that is not JSON is reported only once everything else
+passed).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from flowtide.store.base import DeadlineAhead, DuplicateSignal, LeaseLost, StoreConflict
-from flowtide.store.records import Commit, Expect, Lease
+from flowtide.store.records import Commit, Expect, Lease, LeaseTake
 
-__all__ = ["RunFacts", "TokenFacts", "check_commit", "check_lease", "foreign_run"]
+__all__ = ["RunFacts", "TokenFacts", "check_commit", "check_lease", "check_take", "foreign_run"]
 
 TokenFacts = tuple[str, int, datetime | None]
 """What an expectation is checked against: a token's status, epoch and deadline."""
@@ -58,6 +59,21 @@ def check_lease(run_id: str, lease: Lease, owner: str | None, epoch: int) -> Non
         )
 
 
+def check_take(run_id: str, take: LeaseTake, owner: str | None, epoch: int) -> None:
+    """Raise :class:`LeaseLost` unless ``take`` may take the run's lease from how it is held
+    (``owner`` at ``epoch``): see :class:`~flowtide.store.records.LeaseTake`."""
+    wanted = take.lease
+    if owner is None and epoch == wanted.epoch - 1:
+        return
+    if owner == wanted.owner and epoch == wanted.epoch:
+        return
+    who = f"{owner!r}" if owner is not None else "nobody"
+    raise LeaseLost(
+        f"run {run_id!r} is held by {who} at epoch {epoch}: {wanted.owner!r} cannot take it "
+        f"at epoch {wanted.epoch}"
+    )
+
+
 def check_commit(
     c: Commit,
     facts: RunFacts,
@@ -71,7 +87,11 @@ def check_commit(
     invalid = foreign_run(c)
     if invalid is not None:
         raise invalid
-    if c.lease is not None and not creating:
+    if c.take is not None and creating:
+        raise ValueError(f"a commit creating run {c.run_id!r} cannot take its lease")
+    if c.take is not None:
+        check_take(c.run_id, c.take, facts.owner, facts.epoch)
+    elif c.lease is not None and not creating:
         check_lease(c.run_id, c.lease, facts.owner, facts.epoch)
     if c.run_lifecycles is not None and facts.lifecycle not in c.run_lifecycles:
         allowed = "/".join(sorted(c.run_lifecycles))

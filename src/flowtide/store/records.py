@@ -20,6 +20,7 @@ __all__ = [
     "EventRecord",
     "Expect",
     "Lease",
+    "LeaseTake",
     "Lineage",
     "NodeAnchor",
     "ParkRecord",
@@ -53,6 +54,21 @@ class Lease:
     epoch: int
     expires: datetime
     taken_from: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseTake:
+    """A commit that takes its run's lease in its own transaction (:attr:`Commit.take`): a
+    worker that read the run while nobody held it (:attr:`RunSnapshot.lease` None) wakes it
+    without taking the lease first. The commit applies only while the run is still held by
+    nobody at epoch ``lease.epoch - 1`` (nobody has taken it since it was read, so nobody has
+    changed it under a lease), or by ``lease.owner`` at ``lease.epoch`` already (that worker
+    took it meanwhile); else :class:`~flowtide.store.base.LeaseLost`, nothing applied. The run
+    is then held by ``lease`` until its expiry (with :attr:`~flowtide.store.base.Store.own_clock`,
+    for ``lease.expires - now`` from the store's clock)."""
+
+    lease: Lease
+    now: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,6 +478,9 @@ class Commit:
     lease: Lease | None = None
     """If given, the run's stored lease owner and epoch must be this lease's for the commit to
     apply (else :class:`LeaseLost`); its expiry is not compared."""
+    take: LeaseTake | None = None
+    """If given, the commit takes the run's lease (instead of carrying one): see
+    :class:`LeaseTake`."""
     release: bool = False
     """Give the run back once the commit has applied: it has no owner any more (the epoch is
     kept; the next owner bumps it)."""
@@ -484,3 +503,9 @@ class RunSnapshot:
     """The run's stored (not released) node anchors."""
     due: Sequence[DueEntry]
     """The run's due entries, earliest first (as :meth:`Store.due_of`)."""
+    lease: Lease | None = None
+    """Who held the run when it was read (a lease that had expired too); None: nobody."""
+    epoch: int | None = None
+    """The run's lease epoch when it was read (kept while nobody holds it): a commit may take
+    the lease at the next one (:class:`LeaseTake`). None: not read with the rest (the lease is
+    then taken before the run is changed)."""

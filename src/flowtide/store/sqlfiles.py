@@ -45,6 +45,7 @@ last: the others refer to it); each SQL store names a ``prune_<table>`` query fo
 
 COMMIT_QUERIES = (
     "advance_run",
+    "take_lease",
     "insert_run",
     "write_run",
     "put_token",

@@ -310,6 +310,7 @@ class DrivenRun(RecordedRun):
         self.children = NoChildWaits()
         self.released = False
         self.lease: Lease | None = None
+        self.taking: Lease | None = None
         self.deadline_timer: Any = None
         self.started = True
         self.handed_off = False

@@ -34,6 +34,9 @@ async def find_park(
         raise EngineError("signal needs a run_id (with placement or token_id) or a key")
     if key is None and placement is None and token_id is None:
         raise EngineError("signal needs a placement or token_id with a run_id")
+    known = _held_open(held, placement, token_id) if key is None else None
+    if known is not None:
+        return known
     parks = await store.parks(run_id=run_id, key=key, placement=placement)
     ex = held
     if len(parks) == 1 and ex is None and token_id is None:
@@ -91,6 +94,22 @@ async def find_park(
         + (f" in run {run_id!r}" if run_id else ""),
         **where,
     )
+
+
+def _held_open(
+    held: RunView | None, placement: str | None, token_id: str | None
+) -> ParkRecord | None:
+    """The one open park addressed of the run held here (or rebuilt to be woken), which knows
+    its open parks: it needs no read. (None, or several: the store tells why.)"""
+    if held is None:
+        return None
+    mine = [
+        p
+        for p in held.parks.values()
+        if (placement is None or p.placement == placement)
+        and (token_id is None or p.token_id == token_id)
+    ]
+    return mine[0] if len(mine) == 1 and mine[0].status == ParkStatus.PARKED else None
 
 
 def _where(

@@ -68,7 +68,9 @@ class Signaller:
     """Sends an engine's signals and cancels (see the module's notes). ``held``: the executor
     of a run the engine holds in memory; ``discard``: drop a stale executor; ``take``: a
     worker's claim of a run nobody holds alive, rebuilt and its due entries fired (a request
-    among them), as its sweeper would: its executor, if this worker holds the run now."""
+    among them), as its sweeper would: its executor, if this worker holds the run now (for a
+    signal, ``take(run_id, True)``: rebuilt first when nobody holds it, the wake's own commit
+    taking its lease, see ``Commit.take``)."""
 
     def __init__(
         self,
@@ -76,7 +78,7 @@ class Signaller:
         *,
         held: Callable[[str], RunExecutor | None],
         discard: Callable[[RunExecutor], None],
-        take: Callable[[str], Awaitable[RunExecutor | None]],
+        take: Callable[[str, bool], Awaitable[RunExecutor | None]],
     ) -> None:
         self._host = host
         self._held = held
@@ -96,7 +98,7 @@ class Signaller:
         holds it alive; None: a client, or another worker holds it."""
         ex = self.holding(run_id)
         if ex is None and self._host.executes:
-            ex = await self._take(run_id)
+            ex = await self._take(run_id, False)
         return ex
 
     async def signal(
@@ -121,9 +123,21 @@ class Signaller:
         check_size(payload, "signal payload", self._host.max_value_bytes)
         for _ in range(5):
             held = self.holding(run_id) if run_id is not None else None
+            woken: RunExecutor | None = None
+            first = held is None and key is None and self._host.executes
+            if run_id is not None and first:
+                # Rebuilt first (one read): the park is found in it.
+                held = woken = await self._take(run_id, True)
             view = held.view if held is not None else None
-            park = await find_park(store, view, clock.now(), run_id, placement, key, token_id)
-            ex = await self.adopt(park.run_id)
+            try:
+                park = await find_park(store, view, clock.now(), run_id, placement, key, token_id)
+            except BaseException:
+                if woken is not None:
+                    woken.settler.maybe_drained()  # (refused: let go of, as it was)
+                raise
+            ex = held if held is not None else self.holding(park.run_id)
+            if ex is None and self._host.executes and not (first and park.run_id == run_id):
+                ex = await self._take(park.run_id, True)
             if ex is None:
                 asked = {
                     "kind": "signal",
@@ -226,7 +240,7 @@ class Signaller:
                 if host.executes:
                     # A run nobody holds alive (its holder gave it back or died): this worker
                     # takes it, as its sweeper would, and applies the request itself.
-                    await self._take(run_id)
+                    await self._take(run_id, False)
                 kept = await store.signal_request(request.id)
                 if kept is not None and kept.answer is not None:
                     return kept.answer

@@ -7,13 +7,13 @@ say), the commit of each but the last may wait for the next, and the last stores
 one transaction (:class:`~flowtide.engine.run.committer.Committer`). That transaction must leave
 the store as the commits would have, applied in order, and fail only as they would.
 
-So a commit that may fail for a reason of its own (an expectation on a token, a deadline fired,
-a signal's or a request's answer: a race another actor may win) is never put with others: it
-would take them down with it. Nor is one whose effect is seen outside the run (its end, giving
-back its lease, waking another run) kept waiting for the next. And two commits whose effects a
-store would apply in another order than theirs, once put together (a due entry set by the first
-and dropped by the second, a node anchor released by the first and stored by the second), are
-stored one after the other.
+So a commit that may fail for a reason of its own (taking the lease, an expectation on a token, a
+deadline fired, a signal's or a request's answer: a race another actor may win) is never put with
+others: it would take them down with it. Nor is one whose effect is seen outside the run (its end,
+giving back its lease, waking another run) kept waiting for the next. And two commits whose effects
+a store would apply in another order than theirs, once put together (a due entry set by the first
+and dropped by the second, a node anchor released by the first and stored by the second), are stored
+one after the other.
 """
 
 from __future__ import annotations
@@ -37,9 +37,16 @@ R = TypeVar("R")
 
 
 def racing(c: Commit) -> bool:
-    """Whether ``c`` may be refused by the store for a reason of its own: it expects tokens as
-    they are, fires a deadline, or records a signal's or a request's answer."""
-    return bool(c.expect or c.fires_deadline is not None or c.signal_answers or c.requests_answered)
+    """Whether ``c`` may be refused by the store for a reason of its own: it takes its run's
+    lease, expects tokens as they are, fires a deadline, or records a signal's or a request's
+    answer."""
+    return bool(
+        c.take is not None
+        or c.expect
+        or c.fires_deadline is not None
+        or c.signal_answers
+        or c.requests_answered
+    )
 
 
 def may_wait(c: Commit) -> bool:

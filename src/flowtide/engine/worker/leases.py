@@ -74,9 +74,11 @@ def count_takeovers(instruments: EngineInstruments, leases: Iterable[Lease | Non
 
 
 class Holder(Protocol):
-    """What the renewer sees of a held run's executor."""
+    """What the renewer sees of a held run's executor: its lease, or the lease its next commit
+    takes (see ``Commit.take``)."""
 
     lease: Lease | None
+    taking: Lease | None
 
 
 class LeaseRenewer:
@@ -111,7 +113,7 @@ class LeaseRenewer:
             self._task = None
 
     def _holding(self) -> bool:
-        return any(h.lease is not None for h in self._held().values())
+        return any(h.lease is not None or h.taking is not None for h in self._held().values())
 
     async def _loop(self) -> None:
         while self._holding():

@@ -9,6 +9,7 @@ engine cannot drive (its flow or nodes do not resolve here) is left to a worker 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -92,35 +93,29 @@ class RunTaking:
         return self._engine.instruments
 
     async def executor(
-        self, run_id: str, lease: Lease | None = None, now: datetime | None = None
+        self, run_id: str, lease: Lease | None, now: datetime | None = None
     ) -> RunExecutor | None:
-        """The run's executor: in memory, or rebuilt from the store under ``lease`` (a claim's)
-        or one taken now from whoever held it (None: the run ended). A live worker that held it
-        lets go of it at its next commit (see :meth:`Store.acquire_run`), and its nodes in
-        flight run again. A rebuilt run fires its due entries whose instant has come by ``now``
+        """The run's executor: in memory, or rebuilt from the store under ``lease`` (a claim's
+        or a resume's: a live holder it was taken from lets go at its next commit, see
+        :meth:`Store.acquire_run`, and its nodes in flight run again), or under none (see
+        :meth:`_load`); None: the run ended. A rebuilt run fires its due entries come by ``now``
         (default: the clock's now)."""
+        while (loading := self._loading.get(run_id)) is not None:
+            ex = await asyncio.shield(loading)
+            if ex is not None or lease is None:  # (else found held, by this claim: rebuilt)
+                return ex
         ex = self._runs.get(run_id)
         if ex is not None and not ex.released:
             return ex
-        loading = self._loading.get(run_id)
-        if loading is not None:
-            return await asyncio.shield(loading)
         fut: asyncio.Future[RunExecutor | None] = asyncio.get_running_loop().create_future()
         self._loading[run_id] = fut
         try:
-            if lease is None:
-                now = self.clock.now()
-                lease = await self.store.acquire_run(
-                    run_id, self.owner, now, now + self.lease_ttl, force=True
-                )
-                count_takeovers(self.instruments, [lease])
-            ex = None
-            if lease is not None:
-                try:
-                    ex = await self._load(run_id, lease, now or self.clock.now())
-                except (EngineError, StoreError, NodeResolutionError):
+            try:
+                ex = await self._load(run_id, lease, now or self.clock.now())
+            except (EngineError, StoreError, NodeResolutionError):
+                if lease is not None:
                     await self._held.give_back(lease)  # (this engine cannot drive it: untouched)
-                    raise
+                raise
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()
@@ -130,17 +125,22 @@ class RunTaking:
         fut.set_result(ex)
         return ex
 
-    async def _load(self, run_id: str, lease: Lease, now: datetime) -> RunExecutor | None:
+    async def _load(self, run_id: str, lease: Lease | None, now: datetime) -> RunExecutor | None:
         """Rebuild the run's executor from the store (one read: its snapshot), under ``lease``,
-        and fire what is due by ``now``."""
+        and fire what is due by ``now``. Without (a wake's): only if nobody held the run (else
+        None), its lease taken by its first commit (``Commit.take``), settled by the wake."""
         snapshot = await self.store.load_run(run_id)
         run = snapshot.run
         if Lifecycle(run.lifecycle).terminal:
             return None
+        if lease is None and (snapshot.lease is not None or snapshot.epoch is None):
+            return None  # (held, or a store that does not say by whom: taken the usual way)
         plan = await self._catalog.plan_of_run(run)
         code = self._engine.code(plan)  # (refused before anything of the run is run)
         ex = RunExecutor(self._host, plan, run, snapshot.state, code=code)
         ex.lease = lease
+        if lease is None:
+            ex.taking = Lease(run_id, self.owner, (snapshot.epoch or 0) + 1, now + self.lease_ttl)
         self._held.hold(run_id, ex)
         self._presence.took(run_id, run.flow_id)
         if run.lifecycle == Lifecycle.PENDING:
@@ -154,7 +154,8 @@ class RunTaking:
             self._held.forget(ex)  # (its lease is given back by the caller)
             ex.close(notify=False)
             raise
-        ex.settler.maybe_drained()
+        if lease is not None:  # (a wake's is settled by its unpin: no settle task made useless)
+            ex.settler.maybe_drained()
         return ex
 
     async def _fire_due(self, ex: RunExecutor, now: datetime) -> int:
@@ -193,14 +194,20 @@ class RunTaking:
                 log.warning("cannot take run %s: %s", printable(lease.run_id), exc)
         return done
 
-    async def take_unheld(self, run_id: str) -> RunExecutor | None:
+    async def take_unheld(self, run_id: str, wake: bool = False) -> RunExecutor | None:
         """Claim a run nobody holds alive and fire what is due, as the sweeper would; its
-        executor if held here now (a run another worker holds is left to it)."""
+        executor if held here now (a run another worker holds is left to it). ``wake`` (a
+        signal's): rebuilt first if nobody holds it, its lease taken by the wake's commit."""
         now = self.clock.now()
         try:
+            with contextlib.suppress(EngineError, NodeResolutionError, UnknownStoredFlow):
+                if wake and (ex := await self.executor(run_id, None, now)):
+                    return ex
             lease = await self.store.acquire_run(run_id, self.owner, now, now + self.lease_ttl)
             if lease is not None:
                 await self.take([lease], now)
+        except UnknownRunError:
+            return None  # (a signal to it is refused)
         except StoreError as exc:
             log.warning("cannot take run %s: %s", printable(run_id), exc)
         ex = self._runs.get(run_id)

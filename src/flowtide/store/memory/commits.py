@@ -142,7 +142,7 @@ class Commits:
         return RunFacts(
             stored.record.lifecycle if stored is not None else None,
             held.owner if held is not None else None,
-            held.epoch if held is not None else 0,
+            self._epochs.get(run_id, 0),
             expected,
             {a.key for a in c.signal_answers if a.key in self._answers},
             unanswerable,
@@ -204,6 +204,8 @@ class Commits:
         if c.fires_deadline is not None:
             latest = self._deadlines_fired.get(run_id, c.fires_deadline)
             self._deadlines_fired[run_id] = max(c.fires_deadline, latest)
+        if c.take is not None:
+            self._hold(c.take.lease)
         if c.release:
             self._let_go(run_id)
         return list(c.events)

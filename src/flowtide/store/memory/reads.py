@@ -11,6 +11,7 @@ from typing import Any
 from flowtide.store.base import (
     DueEntry,
     EventRecord,
+    Lease,
     NodeAnchor,
     ParkRecord,
     ParkStatus,
@@ -35,7 +36,9 @@ class Reads:
         self._anchors = tables.anchors
         self._answers = tables.answers
         self._due = tables.due
+        self._epochs = tables.epochs
         self._history = tables.history
+        self._leases = tables.leases
         self._parks = tables.parks
         self._parks_by_key = tables.parks_by_key
         self._parks_by_run = tables.parks_by_run
@@ -47,6 +50,11 @@ class Reads:
 
     def get_run(self, run_id: str) -> RunRecord:
         return self._run(run_id).read()
+
+    def holder(self, run_id: str) -> tuple[Lease | None, int]:
+        """Who holds the run (a lease that has expired too; None: nobody), and its lease epoch
+        (kept while nobody holds it)."""
+        return self._leases.get(run_id), self._epochs[run_id]
 
     def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
         return [

@@ -33,6 +33,7 @@ from flowtide.store.base import (
     NodeAnchor,
     ParkRecord,
     RunRecord,
+    RunSnapshot,
     ScatterItemRecord,
     SignalAnswer,
     SignalRequest,
@@ -172,6 +173,11 @@ class MemoryStore(Store):
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
         return self._reads.get_state(run_id)
+
+    async def load_run(self, run_id: str) -> RunSnapshot:
+        snapshot = await super().load_run(run_id)
+        snapshot.lease, snapshot.epoch = self._reads.holder(run_id)
+        return snapshot
 
     async def tokens(
         self, run_id: str, statuses: Sequence[TokenStatus] | None = None

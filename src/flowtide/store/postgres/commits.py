@@ -1,14 +1,14 @@
 """A commit sent whole on PostgreSQL: one round trip, its checks made by guards in the database.
 
 A commit is encoded first, in the caller's task (:func:`prepare`). One whose checks are only its
-run's existence, lease and lifecycle, its token expectations, signal keys, requests and the
-deadline it fires (an engine's step, a signal's wake, a deadline's firing: :func:`sends_whole`)
-is sent with its writes and the ``COMMIT`` in one pipeline, behind guard statements that fail
-the transaction if they do not hold (the deadline's on the database's clock):
-:func:`send_whole`. Refused, it is then taken the careful way, to tell why (or to apply it if
-the run changed back in between): its run read first, the checks every store runs, then the
-writes (:func:`flowtide.store.sqlcore.commits.apply_commit`, two round trips). So is a commit
-the guards cannot check (one refused already by its own parts).
+run's existence, lease (or the lease it takes: ``take_lease`` is guarded too) and lifecycle, its
+token expectations, signal keys, requests and the deadline it fires (an engine's step, a signal's
+wake, a deadline's firing: :func:`sends_whole`) is sent with its writes and the ``COMMIT`` in one
+pipeline, behind guard statements that fail the transaction if they do not hold (the deadline's on
+the database's clock): :func:`send_whole`. Refused, it is then taken the careful way, to tell why
+(or to apply it if the run changed back in between): its run read first, the checks every store
+runs, then the writes (:func:`flowtide.store.sqlcore.commits.apply_commit`, two round trips). So is
+a commit the guards cannot check (one refused already by its own parts).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import psycopg
 from flowtide.store.base import ENDED_LIFECYCLES, Commit, Expect
 from flowtide.store.postgres.connector import put
 from flowtide.store.postgres.queries import Q
-from flowtide.store.postgres.rows import DIALECT
+from flowtide.store.postgres.rows import DIALECT, text_array
 from flowtide.store.sqlcore.params import EncodedCommit, encode_commit
-from flowtide.store.sqlcore.writes import commit_writes
+from flowtide.store.sqlcore.writes import by_holder, commit_writes
 
 __all__ = ["GUARD_FAILED", "Prepared", "prepare", "send_whole", "sends_whole"]
 
@@ -65,9 +65,10 @@ async def send_whole(conn: Connection, p: Prepared, *, own_clock: bool) -> psyco
     guard = {
         "run_id": c.run_id,
         "events": len(c.events),
-        "owner": c.lease.owner if c.lease is not None else None,
-        "epoch": c.lease.epoch if c.lease is not None else 0,
-        "lifecycles": lifecycles,
+        # (A commit taking the lease is guarded by take_lease instead.)
+        "owner": c.lease.owner if c.lease is not None and c.take is None else None,
+        "epoch": c.lease.epoch if c.lease is not None and c.take is None else 0,
+        "lifecycles": text_array(lifecycles) if lifecycles is not None else None,
     }
     advanced = await conn.execute(Q["advance_run_guarded"], guard)
     if c.expect:
@@ -75,8 +76,8 @@ async def send_whole(conn: Connection, p: Prepared, *, own_clock: bool) -> psyco
     if c.signal_answers or c.requests_answered:
         answers = {
             "run_id": c.run_id,
-            "keys": [a.key for a in c.signal_answers],
-            "ids": [a.request_id for a in c.requests_answered],
+            "keys": text_array([a.key for a in c.signal_answers]),
+            "ids": text_array([a.request_id for a in c.requests_answered]),
         }
         await conn.execute(Q["answers_guarded"], answers)
     if c.fires_deadline is not None:
@@ -84,7 +85,7 @@ async def send_whole(conn: Connection, p: Prepared, *, own_clock: bool) -> psyco
         await conn.execute(Q["deadline_guarded"], deadline)
     live = lifecycles is not None and ENDED_LIFECYCLES.isdisjoint(lifecycles)
     ended = False if live else None
-    await put(conn, commit_writes(p, DIALECT, ended, by_holder=c.lease is not None))
+    await put(conn, commit_writes(p, DIALECT, ended, by_holder=by_holder(c)))
     return advanced
 
 
@@ -98,8 +99,8 @@ def _expected(c: Commit) -> dict[str, Any]:
     return {
         "run_id": c.run_id,
         "n": len(wanted),
-        "ids": list(c.expect),
-        "statuses": statuses,
+        "ids": text_array(list(c.expect)),
+        "statuses": text_array(statuses),
         "epochs": [e.epoch for e in wanted],
         "alive": [e.alive_at for e in wanted],
     }

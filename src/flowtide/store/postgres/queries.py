@@ -39,7 +39,7 @@ OWN_QUERIES: Final = frozenset(
         "expect_tokens_guarded",
         "answers_guarded",
         "deadline_guarded",
-        "snapshot_transaction",
+        "begin_snapshot",
     }
 )
 """The statements only PostgreSQL has (every other name is SQLite's too, for the same job): its

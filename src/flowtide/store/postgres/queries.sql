@@ -446,6 +446,26 @@ SELECT released.id, pg_notify(current_setting('flowtide.channel'), left(first.id
 FROM released, (SELECT min(id) AS id FROM released) AS first
 ORDER BY released.id;
 
+-- name: take_lease
+-- A commit that takes its run's lease (Commit.take), after advance_run(_guarded) has locked the
+-- run's row: fails (see flowtide_commit_guard) unless nobody has held the run since epoch
+-- %(epoch)s - 1, or %(owner)s holds it at %(epoch)s already; then held by %(owner)s at %(epoch)s
+-- for %(term)s from %(now)s (the database's clock if NULL). (settle_run, after it, brings the
+-- wake instant up to date.)
+WITH taken AS (
+    UPDATE runs SET
+        owner = %(owner)s,
+        epoch = %(epoch)s,
+        lease_expires = coalesce(%(now)s::timestamptz, clock_timestamp()) + %(term)s::interval
+    WHERE id = %(run_id)s
+        AND (
+            (owner IS NULL AND epoch = %(epoch)s::bigint - 1)
+            OR (owner = %(owner)s::text AND epoch = %(epoch)s::bigint)
+        )
+    RETURNING 1
+)
+SELECT flowtide_commit_guard(EXISTS (SELECT 1 FROM taken));
+
 -- name: lease_of
 SELECT id, owner, epoch, lease_expires FROM runs WHERE id = %(run_id)s;
 
@@ -460,6 +480,14 @@ SELECT min(wake_at) FROM runs WHERE wake_at IS NOT NULL;
 SELECT
     id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
     parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint
+FROM runs WHERE id = %(run_id)s;
+
+-- name: load_run_record
+-- get_run's columns, then who holds the run and at which epoch (a rebuild's first read).
+SELECT
+    id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
+    parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint,
+    owner, epoch, lease_expires
 FROM runs WHERE id = %(run_id)s;
 
 -- name: list_runs
@@ -654,9 +682,9 @@ DELETE FROM runs WHERE id = ANY(%(ids)s::text[]);
 -- ---------------------------------------------------------------------------------------------
 -- A run's snapshot (load_run): these reads in one transaction, sent together (one round trip)
 
--- name: snapshot_transaction
--- (First in its transaction: every read after it sees the database as of one instant.)
-SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
+-- name: begin_snapshot
+-- A transaction every read of which sees the database as of one instant.
+BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY;
 
 -- name: history_after_checkpoint
 -- The history after the run's resume checkpoint (all of it without one).

@@ -9,6 +9,7 @@ the same pointers the memory store gives (``run/options``, ``tokens/0/data``, ``
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from flowtide.store.jsonvalues import encode_json
@@ -40,15 +41,23 @@ def _same(value: Any) -> Any:
     return value
 
 
+def text_array(items: Sequence[str]) -> str:
+    """``items`` as the text of a PostgreSQL array (each element quoted), bound as text and cast
+    by its statement (``::text[]``): psycopg adapts a list element by element on every call,
+    which a profile of many commits a second found to be a fifth of their cost."""
+    quoted = ('"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"' for item in items)
+    return "{" + ",".join(quoted) + "}"
+
+
 DIALECT = Dialect(
     instant=_same,
     json=json_text,
-    array=list,
+    array=text_array,
     anchor_item=_same,
     duration=_same,
     read_instant=_same,
     read_anchor_item=_same,
 )
 """How PostgreSQL takes what the shared statements bind (:mod:`flowtide.store.sqlcore`), and
-gives it back: instants as ``timestamptz`` (aware datetimes, in UTC), a list as an array, a
+gives it back: instants as ``timestamptz`` (aware datetimes, in UTC), a list as an array's text, a
 span of time as an interval, an anchor's item as it is (its key column is the table's)."""

@@ -215,7 +215,7 @@ class PostgresStore(Store):
         return pool
 
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[Connection]:
+    async def _transaction(self, begin: str = "begin") -> AsyncIterator[Connection]:
         """A connection in a transaction, in pipeline mode (statements are sent as they come
         and wait for one another only when a result is read); committed at the end, rolled back
         on an error.
@@ -228,7 +228,7 @@ class PostgresStore(Store):
                 async with pool.connection() as conn:
                     try:
                         async with conn.pipeline():
-                            await conn.execute(Q["begin"])
+                            await conn.execute(Q[begin])
                             yield conn
                             await conn.execute(Q["commit"])
                         self._outage.answered()
@@ -257,8 +257,7 @@ class PostgresStore(Store):
     async def _rows_together(self, statements: Sequence[tuple[str, Params]]) -> list[Sequence[Row]]:
         """The rows of each statement (its text and parameters), at one snapshot of the
         database: sent together in one read-only transaction, answered in one round trip."""
-        async with self._transaction() as conn:
-            await conn.execute(Q["snapshot_transaction"])
+        async with self._transaction("begin_snapshot") as conn:
             cursors = [await conn.execute(statement, params) for statement, params in statements]
         return [await cursor.fetchall() for cursor in cursors]
 
@@ -295,6 +294,8 @@ class PostgresStore(Store):
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
         prepared = prepare(commit)
+        if prepared.take is not None and self.own_clock:
+            prepared.take["now"] = None  # (the lease is held from the database's clock)
         if sends_whole(prepared):
             first = await self._groups.commit(prepared)
         else:

@@ -16,7 +16,7 @@ from flowtide.store.sqlcore.creation import Creation
 from flowtide.store.sqlcore.facts import fact_reads, fill_facts
 from flowtide.store.sqlcore.params import Dialect, EncodedCommit
 from flowtide.store.sqlcore.script import Ask, Put, Script
-from flowtide.store.sqlcore.writes import commit_writes
+from flowtide.store.sqlcore.writes import by_holder, commit_writes
 
 __all__ = ["apply_commit", "create_run", "numbered"]
 
@@ -39,7 +39,7 @@ def apply_commit(p: EncodedCommit, d: Dialect, *, own_clock: bool) -> Script[int
         facts.clock = None  # (the deadline's instant was given on the engine's clock)
     check_commit(c, facts, not_json=p.not_json)
     ended = lifecycle in ENDED_LIFECYCLES
-    yield Put(commit_writes(p, d, ended, last_seq, by_holder=c.lease is not None))
+    yield Put(commit_writes(p, d, ended, last_seq, by_holder=by_holder(c)))
     return int(last_seq) + 1
 
 

@@ -219,6 +219,9 @@ class EncodedCommit:
     wakes: list[Params] = field(default_factory=list)
     anchors: list[Params] = field(default_factory=list)
     anchors_released: list[Params] = field(default_factory=list)
+    take: Params | None = None
+    """The lease the commit takes (:attr:`~flowtide.store.records.Commit.take`): ``now`` set
+    to None by a store that holds it from its own clock."""
 
 
 def encode_commit(c: Commit, d: Dialect) -> EncodedCommit:
@@ -226,6 +229,16 @@ def encode_commit(c: Commit, d: Dialect) -> EncodedCommit:
     first value refused is the same)."""
     p = EncodedCommit(c, invalid=foreign_run(c))
     run_id = c.run_id
+    if c.take is not None:
+        lease, now = c.take.lease, c.take.now
+        p.take = {
+            "run_id": run_id,
+            "owner": lease.owner,
+            "epoch": lease.epoch,
+            "expires": d.instant(lease.expires),
+            "now": d.instant(now),
+            "term": d.duration(lease.expires - now),
+        }
     try:
         p.run = run_params(c.run, "run", d) if c.run is not None else None
         p.tokens = [token_params(run_id, t, f"tokens/{i}", d) for i, t in enumerate(c.tokens)]

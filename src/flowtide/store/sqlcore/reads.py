@@ -35,6 +35,7 @@ from flowtide.store.sqlcore.rows import (
     answer_of_row,
     due_of_row,
     event_of_row,
+    lease_of_row,
     park_of_row,
     request_of_row,
     run_of_row,
@@ -85,9 +86,9 @@ class SQLReads:
         :meth:`~flowtide.store.base.Store.load_run`)."""
         params = {"run_id": run_id}
         parks = {**params, "placement": None, "open_only": True, "parked": str(ParkStatus.PARKED)}
-        run, state, tokens, history, open_parks, anchors, due = await self._db.read_together(
+        together = await self._db.read_together(
             [
-                ("get_run", params),
+                ("load_run_record", params),
                 ("get_state", params),
                 ("tokens", params),
                 ("history_after_checkpoint", params),
@@ -96,17 +97,21 @@ class SQLReads:
                 ("due_of", params),
             ]
         )
+        run, state, tokens, history, open_parks, anchors, due = together
         if not run:
             raise UnknownRunError(run_id)
         d = self._d
+        record, held = run[0][:15], run[0][15:]
         return RunSnapshot(
-            run_of_row(run[0], d),
+            run_of_row(record, d),
             {key: decode_json(value) for key, value in joined(state)},
             [token_of_row(run_id, row, d) for row in joined(tokens)],
             [event_of_row(run_id, row, d) for row in joined(history)],
             [park_of_row(row, d) for row in open_parks],
             [anchor_of_row(run_id, row, d) for row in anchors],
             [due_of_row(run_id, row, d) for row in joined(due)],
+            lease_of_row((run_id, *held), d),
+            int(held[1]),
         )
 
     async def get_state(self, run_id: str) -> dict[str, Any]:

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from flowtide.store.base import ENDED_LIFECYCLES, RUNNABLE_LIFECYCLES
+from flowtide.store.base import ENDED_LIFECYCLES, RUNNABLE_LIFECYCLES, Commit
 from flowtide.store.sqlcore.params import Dialect, EncodedCommit, Params
 from flowtide.store.sqlcore.script import Statement
 
-__all__ = ["MANY_ROWS", "Statement", "commit_writes", "lifecycles", "settle"]
+__all__ = ["MANY_ROWS", "Statement", "by_holder", "commit_writes", "lifecycles", "settle"]
 
 MANY_ROWS = frozenset({"put_token", "put_state", "insert_event"})
 """Inserts whose rows a store may write many a statement (:mod:`flowtide.store.multirow`):
@@ -31,6 +31,11 @@ def lifecycles(d: Dialect) -> Params:
         "ended": d.array(sorted(ENDED_LIFECYCLES)),
         "runnable": d.array(sorted(RUNNABLE_LIFECYCLES)),
     }
+
+
+def by_holder(c: Commit) -> bool:
+    """Whether ``c`` comes from its run's holder (under its lease, or taking it)."""
+    return c.lease is not None or c.take is not None
 
 
 def settle(run_id: str, d: Dialect, *, release: bool, tell: bool, by_holder: bool) -> Statement:
@@ -67,6 +72,8 @@ def commit_writes(
         if rows:
             writes.append((name, list(rows)))
 
+    if p.take is not None:
+        add("take_lease", [p.take])
     if p.run is not None:
         add("write_run", [p.run])
         ended = bool(p.run["ended"])
@@ -104,7 +111,7 @@ def commit_writes(
     # (Who waits elsewhere for an answer or for the run's end is told at once.)
     tell = bool(p.answers or p.requests) or (p.run is not None and bool(p.run["ended"]))
     due_changed = c.due_cleared or c.due_dropped or c.due_fired or c.due
-    if settled or due_changed or p.run is not None or c.release or tell:
+    if settled or due_changed or p.run is not None or c.release or c.take is not None or tell:
         writes.append(settle(run_id, d, release=c.release, tell=tell, by_holder=by_holder))
     # (Another run's wake: whoever holds it, or any worker, is told at once.)
     woken = dict.fromkeys(e.run_id for e in c.wakes)

@@ -68,6 +68,14 @@ SELECT
     parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint
 FROM runs WHERE id = :run_id;
 
+-- name: load_run_record
+-- get_run's columns, then who holds the run and at which epoch (a rebuild's first read).
+SELECT
+    id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
+    parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint,
+    owner, epoch, lease_expires
+FROM runs WHERE id = :run_id;
+
 -- name: list_runs
 SELECT
     id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
@@ -401,6 +409,12 @@ WHERE id IN (SELECT id FROM held)
     AND (:force OR owner IS NULL OR owner = :owner OR lease_expires <= :now)
 RETURNING id, owner, epoch, lease_expires,
     (SELECT nullif(h.held_by, :owner) FROM held AS h) AS taken_from;
+
+-- name: take_lease
+-- A commit that takes its run's lease (Commit.take), checked already in the write transaction
+-- (nobody has held the run since epoch :epoch - 1, or :owner holds it at :epoch already): held
+-- by :owner at :epoch until :expires. (settle_run, after it, brings the wake instant up to date.)
+UPDATE runs SET owner = :owner, epoch = :epoch, lease_expires = :expires WHERE id = :run_id;
 
 -- name: renew_leases
 UPDATE runs

@@ -35,6 +35,7 @@ from flowtide.testing.storechecks.inbox import (
     signal_requests_wake_the_runs_holder,
 )
 from flowtide.testing.storechecks.leases import (
+    a_commit_takes_the_lease_of_a_run_nobody_holds,
     acquiring_a_run,
     claims_never_hand_a_run_to_two_owners,
     claims_take_runs_whose_wake_has_come,
@@ -93,6 +94,7 @@ CHECKS: tuple[StoreCheck, ...] = (
     claims_take_runs_whose_wake_has_come,
     claims_never_hand_a_run_to_two_owners,
     commits_are_fenced_by_their_lease,
+    a_commit_takes_the_lease_of_a_run_nobody_holds,
     acquiring_a_run,
     leases_say_whom_a_run_was_taken_from,
     leases_are_renewed_and_given_back,

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
-from flowtide.store.base import Commit, DueEntry, Lease, LeaseLost, Store, UnknownRunError
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    Lease,
+    LeaseLost,
+    LeaseTake,
+    Store,
+    UnknownRunError,
+)
 from flowtide.testing.storechecks.support import (
     T0,
     at,
@@ -186,3 +194,35 @@ async def leases_are_renewed_and_given_back(store: Store) -> None:
     same(list(await store.renew_leases("w1", at(50))), [], "renewing once nothing is held")
     true(await store.lease_of("c") is not None, "another owner's run is still held")
     same(await store.next_wake(), T0, "runs given back need a worker at once")
+
+
+async def a_commit_takes_the_lease_of_a_run_nobody_holds(store: Store) -> None:
+    on_given_instants(store)
+    await store.create_run(run_record("r", "parked"), {"n": 1})
+    seen = await store.load_run("r")
+    same(seen.lease, None, "the snapshot of a run nobody holds: its lease")
+    true(seen.epoch in (None, 0), "the snapshot's epoch (a run never held)")
+    mine = Lease("r", "w1", 1, at(30))
+    await store.commit(Commit("r", state={"n": 2}, take=LeaseTake(mine, at(1))))
+    same(await store.lease_of("r"), mine, "the lease a commit took")
+    same(await store.next_wake(), at(30), "its wake instant: the lease's expiry")
+    before = await snapshot(store)
+    theirs = LeaseTake(Lease("r", "w2", 1, at(40)), at(2))
+    with raises(LeaseLost, "a second commit taking it from the same read"):
+        await store.commit(Commit("r", state={"n": 3}, tokens=[token("r", 1)], take=theirs))
+    same(await snapshot(store), before, "the run after the refused commit")
+    again = Lease("r", "w1", 1, at(50))
+    await store.commit(Commit("r", take=LeaseTake(again, at(3))))
+    same(await store.lease_of("r"), again, "taken by the owner that holds it already")
+    await store.commit(Commit("r", lease=again, release=True))
+    with raises(LeaseLost, "a take from a read before the run was held and given back"):
+        await store.commit(Commit("r", take=LeaseTake(Lease("r", "w2", 1, at(60)), at(4))))
+    later = Lease("r", "w2", 2, at(60))
+    await store.commit(Commit("r", state={"n": 4}, take=LeaseTake(later, at(4))))
+    same(await store.lease_of("r"), later, "taken at the next epoch from a fresh read")
+    with raises(LeaseLost, "a commit of the owner before"):
+        await store.commit(Commit("r", state={"n": 5}, lease=again))
+    same(await store.get_state("r"), {"n": 4}, "the state")
+    await store.create_run(run_record("e"), {}, lease=Lease("e", "w1", 1, at(5)))
+    with raises(LeaseLost, "a take of a run another owner holds (its lease expired or not)"):
+        await store.commit(Commit("e", take=LeaseTake(Lease("e", "w2", 2, at(60)), at(10))))

@@ -80,6 +80,7 @@ from flowtide.store.base import (
     DueEntry,
     EventRecord,
     Lease,
+    LeaseTake,
     ParkStatus,
     RunRecord,
     RunSnapshot,
@@ -155,6 +156,10 @@ class RunExecutor:
         """What a token does at a task, wait or terminal placement (attempts, retries, parks)."""
         self.lease: Lease | None = None
         """The lease the run is driven under: every commit carries it (see ``Commit.lease``)."""
+        self.taking: Lease | None = None
+        """The lease the run's next commit takes, while :attr:`lease` is None: the run was
+        rebuilt from a snapshot in which nobody held it, and is taken by the commit that first
+        changes it (see ``Commit.take``), not before."""
         self.cancels: list[str] = []
         """The cancel requests the run applied: the commit of its end answers them."""
         self.handed_off = False
@@ -276,8 +281,11 @@ class RunExecutor:
                 if removed:
                     c.state_deleted = removed
             self.committer.fold(c)
-            if c.lease is None:
-                c.lease = self.lease
+            if c.lease is None and c.take is None:
+                if self.lease is not None:
+                    c.lease = self.lease
+                elif self.taking is not None:
+                    c.take = LeaseTake(self.taking, self.clock.now())
             if self.view.run.lifecycle == PARKED_LIFECYCLE and self.view.end is None and c.tokens:
                 # Something moves again: the run is running. (Not for a refusal's answer.)
                 self.view.run.lifecycle = transition(
@@ -295,6 +303,9 @@ class RunExecutor:
             # A task of this executor is cancelled only by its close (see
             # flowtide.engine.run._commit).
             await self.committer.send(c, shield=not own)
+            if c.take is not None:
+                self.lease = self.lease or c.take.lease  # (held here from now on)
+                self.taking = None
         return True
 
     def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None:

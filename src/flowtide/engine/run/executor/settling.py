@@ -27,11 +27,12 @@ S = TokenStatus
 
 class SettlingHost(StepPort, EndPort, Protocol):
     """What settling needs of the executor besides a step: the engine, the step lock, the
-    committer, the run's tasks and child waits, its lease and timers, whether it started, is
-    handed off or let go, and how it ends, closes or drops its view."""
+    committer, the run's tasks and child waits, its lease (or the one it takes) and timers,
+    whether it started, is handed off or let go, and how it ends, closes or drops its view."""
 
     released: bool
     lease: Lease | None
+    taking: Lease | None
     deadline_timer: Any
 
     @property
@@ -163,51 +164,71 @@ class Settling:
         async with self.ex.steps.hold():
             if not self.quiescent():
                 return
-            c = Commit(self.ex.view.run.id)
-            if self.ex.view.run.lifecycle != Lifecycle.PARKED.value:
-                self.ex.view.run.lifecycle = transition(
-                    self.ex.view.run.lifecycle, Lifecycle.PARKED
-                ).value
-                c.run = self.ex.view.run
-            if self.ex.view.run.deadline is not None:
-                # Nothing holds the run's deadline timer any more: the sweeper will.
-                c.due = [
-                    DEADLINE.entry(
-                        self.ex.view.run.deadline, self.ex.view.run.id, self.ex.view.run.id
-                    )
-                ]
-            # What a rebuild needs beyond the tokens, so that it reads no older history.
-            self.ex.view.run.checkpoint = Checkpoint(
-                self.ex.committer.last_seq(),
-                dict(self.ex.view.visits),
-                list(self.ex.view.terminals),
-                self.ex.view.outcome,
-            )
-            c.run = self.ex.view.run
-            c.release = True  # nobody holds it now: its wake instant is its next due entry
-            try:
-                await self.ex.commit(c)
-            except (StoreConflict, StoreUnavailableError) as exc:
-                # Another worker took the run, or the store stays down: the run is as the
-                # store has it.
-                self.ex.lose_view(exc)
+            if self.untouched():
+                result = self.snapshot()
+                self._let_go()
+            elif not await self._give_back():
                 return
-            if not self.quiescent():
-                if not self.ex.closed:
-                    await self._take_back()
-                return
-            result = self.snapshot()
-            self.ex.released = True
-            if self.ex.deadline_timer is not None:
-                self.ex.deadline_timer.cancel()
-                self.ex.deadline_timer = None
-            self.ex.root.close()
-            if self.ex.children.waits:
-                # Its subflows' tokens stay running in the store, each waiting for its child,
-                # whose end wakes this run (see flowtide.engine.run.children): their tasks go.
-                self.ex.close()
-            self.ex.host.let_go(self.ex)
+            else:
+                result = self.snapshot()
         self.ex.host.settled(result)
+
+    def untouched(self) -> bool:
+        """Whether the run is parked in the store as this executor found it: rebuilt from a
+        snapshot in which nobody held it, it has committed nothing (its lease was never taken),
+        so there is nothing to write to let go of it."""
+        parked = self.ex.view.run.lifecycle == Lifecycle.PARKED.value
+        return parked and self.ex.lease is None and self.ex.taking is not None
+
+    async def _give_back(self) -> bool:
+        """Commit the run's lifecycle ``parked`` and give it back, then let go of it; False if
+        it was not let go (something came meanwhile, or the commit was refused)."""
+        c = Commit(self.ex.view.run.id)
+        if self.ex.view.run.lifecycle != Lifecycle.PARKED.value:
+            self.ex.view.run.lifecycle = transition(
+                self.ex.view.run.lifecycle, Lifecycle.PARKED
+            ).value
+            c.run = self.ex.view.run
+        if self.ex.view.run.deadline is not None:
+            # Nothing holds the run's deadline timer any more: the sweeper will.
+            c.due = [
+                DEADLINE.entry(self.ex.view.run.deadline, self.ex.view.run.id, self.ex.view.run.id)
+            ]
+        # What a rebuild needs beyond the tokens, so that it reads no older history.
+        self.ex.view.run.checkpoint = Checkpoint(
+            self.ex.committer.last_seq(),
+            dict(self.ex.view.visits),
+            list(self.ex.view.terminals),
+            self.ex.view.outcome,
+        )
+        c.run = self.ex.view.run
+        c.release = True  # nobody holds it now: its wake instant is its next due entry
+        try:
+            await self.ex.commit(c)
+        except (StoreConflict, StoreUnavailableError) as exc:
+            # Another worker took the run, or the store stays down: the run is as the
+            # store has it.
+            self.ex.lose_view(exc)
+            return False
+        if not self.quiescent():
+            if not self.ex.closed:
+                await self._take_back()
+            return False
+        self._let_go()
+        return True
+
+    def _let_go(self) -> None:
+        """Nothing of the run stays in memory (it is parked in the store, nobody holding it)."""
+        self.ex.released = True
+        if self.ex.deadline_timer is not None:
+            self.ex.deadline_timer.cancel()
+            self.ex.deadline_timer = None
+        self.ex.root.close()
+        if self.ex.children.waits:
+            # Its subflows' tokens stay running in the store, each waiting for its child,
+            # whose end wakes this run (see flowtide.engine.run.children): their tasks go.
+            self.ex.close()
+        self.ex.host.let_go(self.ex)
 
     async def _take_back(self) -> None:
         """Something came (a cancel, a firing) while the commit that gave the run back was under
