@@ -100,22 +100,6 @@ class HeldRuns:
             self.discard,
         )
 
-    @property
-    def store(self) -> Store:
-        return self._engine.store
-
-    @property
-    def clock(self) -> Clock:
-        return self._engine.clock
-
-    @property
-    def owner(self) -> str:
-        return self._engine.owner
-
-    @property
-    def max_runs(self) -> int | None:
-        return self._engine.max_runs
-
     def hold(self, run_id: str, ex: RunExecutor) -> None:
         """Hold the run's executor (and keep its lease renewed while any is held)."""
         self.runs[run_id] = ex
@@ -164,7 +148,7 @@ class HeldRuns:
             if held is ex:
                 del self.runs[run_id]
         self._presence.changed.set()
-        if self.max_runs is not None:
+        if self._engine.max_runs is not None:
             self.wake_sweeper()  # (room for another run)
 
     def let_go(self, ex: object) -> None:
@@ -182,7 +166,7 @@ class HeldRuns:
     def settled(self, result: RunResult) -> None:
         self._waiters.settled(result)
         self._presence.changed.set()
-        if self.max_runs is not None:
+        if self._engine.max_runs is not None:
             self.wake_sweeper()  # (a run held parked takes no room)
 
     def unavailable(self, ex: object, error: Exception) -> None:
@@ -198,7 +182,7 @@ class HeldRuns:
         if isinstance(ex, RunExecutor):
             ex.close(notify=False)
             run_id = ex.run.id
-            if ex.lease is not None and ex.lease.owner == self.owner:
+            if ex.lease is not None and ex.lease.owner == self._engine.owner:
                 self._presence.gave_back([run_id], "out of date here")
                 task = asyncio.get_running_loop().create_task(self.give_back(ex.lease))
                 task.add_done_callback(consumed)
@@ -206,7 +190,7 @@ class HeldRuns:
                 # Whoever waits here learns the run's end from the store, if another actor
                 # has ended it.
                 task = asyncio.get_running_loop().create_task(
-                    self._waiters.from_store(self.store, run_id)
+                    self._waiters.from_store(self._engine.store, run_id)
                 )
                 task.add_done_callback(consumed)
 
@@ -221,7 +205,7 @@ class HeldRuns:
             task.add_done_callback(consumed)
 
     async def give_back(self, lease: Lease) -> None:
-        await give_back(self.store, self.clock, lease)
+        await give_back(self._engine.store, self._engine.clock, lease)
         self.wake_sweeper()
 
     def wake_sweeper(self, when: datetime | None = None) -> None:

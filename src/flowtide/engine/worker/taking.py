@@ -72,26 +72,6 @@ class RunTaking:
         self._presence = presence
         self._loading: dict[str, asyncio.Future[RunExecutor | None]] = {}
 
-    @property
-    def store(self) -> Store:
-        return self._engine.store
-
-    @property
-    def clock(self) -> Clock:
-        return self._engine.clock
-
-    @property
-    def owner(self) -> str:
-        return self._engine.owner
-
-    @property
-    def lease_ttl(self) -> timedelta:
-        return self._engine.lease_ttl
-
-    @property
-    def instruments(self) -> EngineInstruments:
-        return self._engine.instruments
-
     async def executor(
         self, run_id: str, lease: Lease | None, now: datetime | None = None
     ) -> RunExecutor | None:
@@ -111,7 +91,7 @@ class RunTaking:
         self._loading[run_id] = fut
         try:
             try:
-                ex = await self._load(run_id, lease, now or self.clock.now())
+                ex = await self._load(run_id, lease, now or self._engine.clock.now())
             except (EngineError, StoreError, NodeResolutionError):
                 if lease is not None:
                     await self._held.give_back(lease)  # (this engine cannot drive it: untouched)
@@ -129,7 +109,7 @@ class RunTaking:
         """Rebuild the run's executor from the store (one read: its snapshot), under ``lease``,
         and fire what is due by ``now``. Without (a wake's): only if nobody held the run (else
         None), its lease taken by its first commit (``Commit.take``), settled by the wake."""
-        snapshot = await self.store.load_run(run_id)
+        snapshot = await self._engine.store.load_run(run_id)
         run = snapshot.run
         if Lifecycle(run.lifecycle).terminal:
             return None
@@ -140,7 +120,9 @@ class RunTaking:
         ex = RunExecutor(self._host, plan, run, snapshot.state, code=code)
         ex.lease = lease
         if lease is None:
-            ex.taking = Lease(run_id, self.owner, (snapshot.epoch or 0) + 1, now + self.lease_ttl)
+            ex.taking = Lease(
+                run_id, self._engine.owner, (snapshot.epoch or 0) + 1, now + self._engine.lease_ttl
+            )
         self._held.hold(run_id, ex)
         self._presence.took(run_id, run.flow_id)
         if run.lifecycle == Lifecycle.PENDING:
@@ -160,13 +142,13 @@ class RunTaking:
 
     async def _fire_due(self, ex: RunExecutor, now: datetime) -> int:
         """Fire the due entries of a run held here whose instant has come by ``now``."""
-        return ex.fire_come(await self.store.due_of(ex.run.id), now)
+        return ex.fire_come(await self._engine.store.due_of(ex.run.id), now)
 
     async def take(self, leases: Sequence[Lease], now: datetime) -> int:
         """Runs the sweeper claimed at ``now``: each is found here, or rebuilt from the store,
         and its due entries fired; how many runs were rebuilt and entries fired (0: all under
         way already). Every :data:`FIRE_SLICE` runs the loop gets a turn."""
-        count_takeovers(self.instruments, leases)
+        count_takeovers(self._engine.instruments, leases)
         done = 0
         for n, lease in enumerate(leases, 1):
             if n % FIRE_SLICE == 0:
@@ -198,12 +180,14 @@ class RunTaking:
         """Claim a run nobody holds alive and fire what is due, as the sweeper would; its
         executor if held here now (a run another worker holds is left to it). ``wake`` (a
         signal's): rebuilt first if nobody holds it, its lease taken by the wake's commit."""
-        now = self.clock.now()
+        now = self._engine.clock.now()
         try:
             with contextlib.suppress(EngineError, NodeResolutionError, UnknownStoredFlow):
                 if wake and (ex := await self.executor(run_id, None, now)):
                     return ex
-            lease = await self.store.acquire_run(run_id, self.owner, now, now + self.lease_ttl)
+            lease = await self._engine.store.acquire_run(
+                run_id, self._engine.owner, now, now + self._engine.lease_ttl
+            )
             if lease is not None:
                 await self.take([lease], now)
         except UnknownRunError:
