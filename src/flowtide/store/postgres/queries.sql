@@ -682,6 +682,61 @@ DELETE FROM runs WHERE id = ANY(%(ids)s::text[]);
 -- ---------------------------------------------------------------------------------------------
 -- A run's snapshot (load_run): these reads in one transaction, sent together (one round trip)
 
+-- name: load_run_whole
+-- Everything a rebuild of the run reads (as SQLite's load_run_record, get_state, tokens,
+-- history_after_checkpoint, open parks_by_run, node_anchors and due_of give it), in one
+-- statement and so at one snapshot: one JSON array of the run's record with who holds it, then
+-- an array of rows (or NULL: none) of each. JSON columns are given as their text, instants in
+-- ISO 8601. No row: no such run.
+SELECT json_build_array(
+    json_build_array(
+        r.id, r.flow_id, r.flow_version, r.lifecycle, r.created_at, r.deadline, r.started_at,
+        r.finished_at, r.parent_run_id, r.parent_token_id, r.depth, r.outcome, r.result::text,
+        r.options::text, r.checkpoint::text, r.owner, r.epoch, r.lease_expires
+    ),
+    (
+        SELECT json_agg(json_build_array(s.key, s.value::text) ORDER BY s.ord)
+        FROM state s WHERE s.run_id = r.id
+    ),
+    (
+        SELECT json_agg(
+            json_build_array(
+                t.id, t.placement, t.status, t.attempt, t.visit, t.lineage::text, t.deadline,
+                t.due, t.created_at, t.data::text, t.epoch
+            )
+            ORDER BY t.ord
+        )
+        FROM tokens t WHERE t.run_id = r.id
+    ),
+    (
+        SELECT json_agg(
+            json_build_array(e.seq, e.kind, e.at, e.placement, e.attempt, e.token_id, e.data::text)
+            ORDER BY e.seq
+        )
+        FROM events e
+        WHERE e.run_id = r.id AND e.seq > COALESCE((r.checkpoint ->> 'seq')::bigint, 0)
+    ),
+    (
+        SELECT json_agg(
+            json_build_array(
+                p.id, p.run_id, p.token_id, p.placement, p.visit, p.epoch, p.parked_at,
+                p.deadline, p.key, p.payload::text, p.status, p.closed_at, p.closed_by
+            )
+            ORDER BY p.ord
+        )
+        FROM parks p WHERE p.run_id = r.id AND p.status = %(parked)s
+    ),
+    (
+        SELECT json_agg(json_build_array(a.placement, a.item, a.at) ORDER BY a.ord)
+        FROM node_anchors a WHERE a.run_id = r.id
+    ),
+    (
+        SELECT json_agg(json_build_array(d.due_at, d.token_id, d.purpose) ORDER BY d.due_at, d.set_order)
+        FROM due d WHERE d.run_id = r.id
+    )
+)::text
+FROM runs r WHERE r.id = %(run_id)s;
+
 -- name: begin_snapshot
 -- A transaction every read of which sees the database as of one instant.
 BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY;

@@ -52,6 +52,7 @@ from flowtide.store.base import (
     TokenStatus,
     WorkerRecord,
 )
+from flowtide.store.postgres import snapshot
 from flowtide.store.postgres.commits import GUARD_FAILED, Prepared, prepare, send_whole, sends_whole
 from flowtide.store.postgres.connector import PostgresConnector
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
@@ -378,7 +379,7 @@ class PostgresStore(Store):
         return await self._reads.get_run(run_id)
 
     async def load_run(self, run_id: str) -> RunSnapshot:
-        return await self._reads.load_run(run_id)
+        return await snapshot.load_run(self._rows, run_id)
 
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
         return await self._reads.list_runs(lifecycle)

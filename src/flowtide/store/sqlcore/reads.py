@@ -28,7 +28,8 @@ from flowtide.store.base import (
     prefix_end,
 )
 from flowtide.store.jsonvalues import decode_json
-from flowtide.store.sqlcore.connector import Connector, joined, run_rows
+from flowtide.store.sqlcore.connector import Connector, Row, joined, run_rows
+from flowtide.store.sqlcore.params import Dialect
 from flowtide.store.sqlcore.pruning import prunable
 from flowtide.store.sqlcore.rows import (
     anchor_of_row,
@@ -43,7 +44,7 @@ from flowtide.store.sqlcore.rows import (
     token_of_row,
 )
 
-__all__ = ["SQLReads"]
+__all__ = ["SQLReads", "snapshot_of_rows"]
 
 _ENDED = sorted(ENDED_LIFECYCLES)
 
@@ -83,7 +84,8 @@ class SQLReads:
 
     async def load_run(self, run_id: str) -> RunSnapshot:
         """Everything a rebuild of the run reads, at one snapshot of the database (see
-        :meth:`~flowtide.store.base.Store.load_run`)."""
+        :meth:`~flowtide.store.base.Store.load_run`). (PostgreSQL reads it in one statement
+        instead: :mod:`flowtide.store.postgres.snapshot`.)"""
         params = {"run_id": run_id}
         parks = {**params, "placement": None, "open_only": True, "parked": str(ParkStatus.PARKED)}
         together = await self._db.read_together(
@@ -97,22 +99,7 @@ class SQLReads:
                 ("due_of", params),
             ]
         )
-        run, state, tokens, history, open_parks, anchors, due = together
-        if not run:
-            raise UnknownRunError(run_id)
-        d = self._d
-        record, held = run[0][:15], run[0][15:]
-        return RunSnapshot(
-            run_of_row(record, d),
-            {key: decode_json(value) for key, value in joined(state)},
-            [token_of_row(run_id, row, d) for row in joined(tokens)],
-            [event_of_row(run_id, row, d) for row in joined(history)],
-            [park_of_row(row, d) for row in open_parks],
-            [anchor_of_row(run_id, row, d) for row in anchors],
-            [due_of_row(run_id, row, d) for row in joined(due)],
-            lease_of_row((run_id, *held), d),
-            int(held[1]),
-        )
+        return snapshot_of_rows(run_id, together, self._d)
 
     async def get_state(self, run_id: str) -> dict[str, Any]:
         rows = await run_rows(self._db, "get_state", {"run_id": run_id})
@@ -182,3 +169,24 @@ class SQLReads:
     async def scatter_items(self, run_id: str, progress: str) -> list[ScatterItemRecord]:
         params = {"run_id": run_id, "progress": progress}
         return [scatter_of_row(row) for row in await self._db.read("scatter_items", params)]
+
+
+def snapshot_of_rows(run_id: str, together: Sequence[Sequence[Row]], d: Dialect) -> RunSnapshot:
+    """The snapshot of run ``run_id`` from the rows of ``load_run_record``, ``get_state``,
+    ``tokens``, ``history_after_checkpoint``, the open ``parks_by_run``, ``node_anchors`` and
+    ``due_of``, in that order (raises :class:`UnknownRunError` if the first has none)."""
+    run, state, tokens, history, open_parks, anchors, due = together
+    if not run:
+        raise UnknownRunError(run_id)
+    record, held = run[0][:15], run[0][15:]
+    return RunSnapshot(
+        run_of_row(record, d),
+        {key: decode_json(value) for key, value in joined(state)},
+        [token_of_row(run_id, row, d) for row in joined(tokens)],
+        [event_of_row(run_id, row, d) for row in joined(history)],
+        [park_of_row(row, d) for row in open_parks],
+        [anchor_of_row(run_id, row, d) for row in anchors],
+        [due_of_row(run_id, row, d) for row in joined(due)],
+        lease_of_row((run_id, *held), d),
+        int(held[1]),
+    )
