@@ -24,6 +24,7 @@ from flowtide.store import (
     Expect,
     Lease,
     LeaseLost,
+    LeaseTake,
     RequestAnswer,
     RunRecord,
     SignalAnswer,
@@ -589,6 +590,67 @@ async def test_a_deadline_fires_in_one_round_trip(schemas: Schemas) -> None:
             with pytest.raises(DeadlineAhead):
                 await store.commit(Commit("r", state={"n": 3}, fires_deadline=ahead, lease=lease))
             assert (await store.get_state("r"))["n"] == 2
+
+
+async def test_a_commit_takes_the_lease_in_the_statement_that_advances_its_run(
+    schemas: Schemas,
+) -> None:
+    """A signal's wake takes its run's lease in its commit: sent whole, the lease is taken and
+    checked by the statement that locks the run and advances its counter, not one after it."""
+    async with RoundTrips(schemas.url) as wire:
+        store = PostgresStore(wire.url, schema=schemas.new(), min_size=1, max_size=1)
+        async with store:
+            await store.create_run(run_record("r", "parked"), {"n": 1})
+            mine = Lease("r", "w", 1, datetime.now(UTC) + timedelta(seconds=30))
+            woken = TokenRecord("r.1", "r", "p", TokenStatus.RUNNING)
+            sent = len(wire.sent)
+            before = wire.count
+            await store.commit(
+                Commit(
+                    "r",
+                    tokens=[woken],
+                    events=[EventRecord("signalled", "r", T0, "p")],
+                    take=LeaseTake(mine, datetime.now(UTC)),
+                    run_lifecycles=frozenset({"parked"}),
+                )
+            )
+            statements = wire.sent[sent:].count("B")
+            assert wire.count - before == 1
+            # BEGIN, the run advanced with its lease taken, the token, the event, the run's
+            # wake instant brought up to date, COMMIT.
+            assert statements == 6, wire.sent[sent:]
+            held = await store.lease_of("r")
+            assert held is not None and (held.owner, held.epoch) == ("w", 1)
+            theirs = LeaseTake(Lease("r", "x", 1, mine.expires), datetime.now(UTC))
+            with pytest.raises(LeaseLost):
+                await store.commit(Commit("r", state={"n": 2}, take=theirs))
+            assert await store.lease_of("r") == held
+            assert await store.get_state("r") == {"n": 1}
+
+
+async def test_two_workers_taking_one_lease_at_once_one_wins_and_only_its_commit_applies(
+    schemas: Schemas,
+) -> None:
+    schema = schemas.new()
+    async with schemas.store(schema) as one, schemas.store(schema) as other:
+        for round_ in range(30):
+            run_id = f"r{round_}"
+            await one.create_run(run_record(run_id, "parked"), {"by": None})
+
+            async def take(store: Store, owner: str, run_id: str = run_id) -> str | None:
+                now = datetime.now(UTC)
+                take = LeaseTake(Lease(run_id, owner, 1, now + timedelta(seconds=30)), now)
+                try:
+                    await store.commit(Commit(run_id, state={"by": owner}, take=take))
+                except LeaseLost:
+                    return None
+                return owner
+
+            won = [w for w in await asyncio.gather(take(one, "a"), take(other, "b")) if w]
+            assert len(won) == 1, won
+            held = await one.lease_of(run_id)
+            assert held is not None and (held.owner, held.epoch) == (won[0], 1)
+            assert await other.get_state(run_id) == {"by": won[0]}
 
 
 async def test_on_given_instants_a_request_is_recorded_no_earlier_than_a_fired_deadline(

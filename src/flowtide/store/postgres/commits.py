@@ -1,7 +1,7 @@
 """A commit sent whole on PostgreSQL: one round trip, its checks made by guards in the database.
 
 A commit is encoded first, in the caller's task (:func:`prepare`). One whose checks are only its
-run's existence, lease (or the lease it takes: ``take_lease`` is guarded too) and lifecycle, its
+run's existence, lease (or the lease it takes, in the same statement) and lifecycle, its
 token expectations, signal keys, requests and the deadline it fires (an engine's step, a signal's
 wake, a deadline's firing: :func:`sends_whole`) is sent with its writes and the ``COMMIT`` in one
 pipeline, behind guard statements that fail the transaction if they do not hold (the deadline's on
@@ -65,12 +65,14 @@ async def send_whole(conn: Connection, p: Prepared, *, own_clock: bool) -> psyco
     guard = {
         "run_id": c.run_id,
         "events": len(c.events),
-        # (A commit taking the lease is guarded by take_lease instead.)
-        "owner": c.lease.owner if c.lease is not None and c.take is None else None,
-        "epoch": c.lease.epoch if c.lease is not None and c.take is None else 0,
         "lifecycles": text_array(lifecycles) if lifecycles is not None else None,
     }
-    advanced = await conn.execute(Q["advance_run_guarded"], guard)
+    if p.take is not None:  # (the lease taken, and checked, as the run's counter advances)
+        advanced = await conn.execute(Q["advance_run_taking"], p.take | guard)
+    else:
+        guard["owner"] = c.lease.owner if c.lease is not None else None
+        guard["epoch"] = c.lease.epoch if c.lease is not None else 0
+        advanced = await conn.execute(Q["advance_run_guarded"], guard)
     if c.expect:
         await conn.execute(Q["expect_tokens_guarded"], _expected(c))
     if c.signal_answers or c.requests_answered:
@@ -85,7 +87,8 @@ async def send_whole(conn: Connection, p: Prepared, *, own_clock: bool) -> psyco
         await conn.execute(Q["deadline_guarded"], deadline)
     live = lifecycles is not None and ENDED_LIFECYCLES.isdisjoint(lifecycles)
     ended = False if live else None
-    await put(conn, commit_writes(p, DIALECT, ended, by_holder=by_holder(c)))
+    writes = commit_writes(p, DIALECT, ended, by_holder=by_holder(c), taken=p.take is not None)
+    await put(conn, writes)
     return advanced
 
 

@@ -36,6 +36,7 @@ OWN_QUERIES: Final = frozenset(
         "begin",
         "commit",
         "advance_run_guarded",
+        "advance_run_taking",
         "expect_tokens_guarded",
         "answers_guarded",
         "deadline_guarded",

@@ -80,6 +80,42 @@ SELECT advanced.last_seq, flowtide_commit_guard(
 )
 FROM (VALUES (1)) AS one LEFT JOIN advanced ON TRUE;
 
+-- name: advance_run_taking
+-- advance_run_guarded for a commit that takes its run's lease (Commit.take), with take_lease in
+-- the same statement: fails (see flowtide_commit_guard) unless the run exists, is in one of
+-- %(lifecycles)s (if given), and nobody has held it since epoch %(epoch)s - 1 or %(owner)s
+-- holds it at %(epoch)s already; then it is held by %(owner)s at %(epoch)s for %(term)s from
+-- %(now)s (the database's clock if NULL). (The run is held by %(owner)s at %(epoch)s after the
+-- update if and only if the lease could be taken: a run not taken keeps its holder, who is
+-- someone else or is held at another epoch.) The seq the commit's events follow.
+WITH advanced AS (
+    UPDATE runs SET
+        last_seq = last_seq + %(events)s,
+        owner = CASE WHEN COALESCE(
+            (owner IS NULL AND epoch = %(epoch)s::bigint - 1)
+            OR (owner = %(owner)s::text AND epoch = %(epoch)s::bigint), FALSE
+        ) THEN %(owner)s::text ELSE owner END,
+        lease_expires = CASE WHEN COALESCE(
+            (owner IS NULL AND epoch = %(epoch)s::bigint - 1)
+            OR (owner = %(owner)s::text AND epoch = %(epoch)s::bigint), FALSE
+        ) THEN coalesce(%(now)s::timestamptz, clock_timestamp()) + %(term)s::interval
+        ELSE lease_expires END,
+        epoch = CASE WHEN COALESCE(
+            (owner IS NULL AND epoch = %(epoch)s::bigint - 1)
+            OR (owner = %(owner)s::text AND epoch = %(epoch)s::bigint), FALSE
+        ) THEN %(epoch)s::bigint ELSE epoch END
+    WHERE id = %(run_id)s
+    RETURNING lifecycle, owner, epoch, last_seq - %(events)s AS last_seq
+)
+SELECT advanced.last_seq, flowtide_commit_guard(
+    advanced.lifecycle IS NOT NULL
+    AND advanced.owner = %(owner)s::text AND advanced.epoch = %(epoch)s::bigint
+    AND (
+        %(lifecycles)s::text[] IS NULL OR advanced.lifecycle = ANY(%(lifecycles)s::text[])
+    )
+)
+FROM (VALUES (1)) AS one LEFT JOIN advanced ON TRUE;
+
 -- name: expect_tokens_guarded
 -- A commit sent whole with token expectations, after advance_run_guarded (under the run's
 -- lock): fails (see flowtide_commit_guard) unless each of the %(n)s tokens is in one of its
@@ -447,8 +483,8 @@ FROM released, (SELECT min(id) AS id FROM released) AS first
 ORDER BY released.id;
 
 -- name: take_lease
--- A commit that takes its run's lease (Commit.take), after advance_run(_guarded) has locked the
--- run's row: fails (see flowtide_commit_guard) unless nobody has held the run since epoch
+-- A commit that takes its run's lease (Commit.take), after advance_run has locked the run's row
+-- (a commit sent whole takes it in advance_run_taking instead): fails (see flowtide_commit_guard) unless nobody has held the run since epoch
 -- %(epoch)s - 1, or %(owner)s holds it at %(epoch)s already; then held by %(owner)s at %(epoch)s
 -- for %(term)s from %(now)s (the database's clock if NULL). (settle_run, after it, brings the
 -- wake instant up to date.)

@@ -55,6 +55,7 @@ def commit_writes(
     *,
     by_holder: bool,
     settled: bool = False,
+    taken: bool = False,
 ) -> list[Statement]:
     """The statements that write ``p`` (checked) after its run's counter was advanced.
     ``ended``: whether its run has ended, as stored before the commit (None: not known, as for
@@ -63,7 +64,9 @@ def commit_writes(
     commit's events come after it: the statement numbers it from the run's counter) and, if
     ``last_seq`` (the seq the commit's events follow) is known, its ``seq``. The run is settled
     (:func:`settle`) if the commit changed what its wake depends on, or tells others, or if
-    ``settled`` (a new run); so is each run it wakes. ``by_holder``: see :func:`settle`."""
+    ``settled`` (a new run); so is each run it wakes. ``by_holder``: see :func:`settle`.
+    ``taken``: the lease the commit takes was taken already, by the statement that advanced the
+    run's counter."""
     c = p.commit
     run_id = c.run_id
     writes: list[Statement] = []
@@ -72,7 +75,7 @@ def commit_writes(
         if rows:
             writes.append((name, list(rows)))
 
-    if p.take is not None:
+    if p.take is not None and not taken:
         add("take_lease", [p.take])
     if p.run is not None:
         add("write_run", [p.run])
