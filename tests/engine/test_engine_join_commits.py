@@ -1,5 +1,6 @@
-"""The branches of a split that arrive at their join while a commit of the run is on its way are
-stored together: a few commits for the whole join, not two for each branch. Each step's events
+"""A branch's arrival at its join is stored by the commit of its node's finish (one step a
+branch), and the branches of a split that arrive at their join while a commit of the run is on
+its way are stored together: a few commits for the whole join. Each step's events
 stay in the history in the order the steps decided, the join fires once, a branch that fails or
 times out among them is handled as alone, and a commit of several steps that is lost (a
 conflict, a worker lost) loses all of them, which run again."""
@@ -37,15 +38,18 @@ store: the other branches' steps queue meanwhile, as they do behind a database's
 
 
 def slowed(
-    store: Store, run_commit: Callable[[Commit], Awaitable[None]] | None = None
+    store: Store,
+    run_commit: Callable[[Commit], Awaitable[None]] | None = None,
+    *,
+    turns: int = TURNS,
 ) -> list[Commit]:
-    """Make each commit of ``store`` take :data:`TURNS` turns of the loop (then
-    ``run_commit``, if given, may refuse it); returns the commits, as they come."""
+    """Make each commit of ``store`` take ``turns`` turns of the loop (then ``run_commit``, if
+    given, may refuse it); returns the commits, as they come."""
     real = store.commit
     seen: list[Commit] = []
 
     async def commit(c: Commit) -> Sequence[EventRecord]:
-        for _ in range(TURNS):
+        for _ in range(turns):
             await asyncio.sleep(0)
         seen.append(c)
         if run_commit is not None:
@@ -75,6 +79,25 @@ def assert_in_order(history: Sequence[EventRecord], branches: int) -> None:
         own = [e.kind for e in history[:at] if e.token_id == token and e.placement != "fork"]
         assert own[-2:] == ["node_started", "node_finished"], own
     assert events[-2:] == ["terminal_reached", "run_finished"]
+
+
+def branch_tokens(c: Commit, kind: str) -> set[str | None]:
+    """The tokens of the branches (``b0``, ``b1``, ...) with a ``kind`` event in ``c``."""
+    return {e.token_id for e in c.events if e.kind == kind and (e.placement or "j")[:1] in "bj"}
+
+
+async def test_a_branch_arrives_at_its_join_in_the_commit_of_its_nodes_finish() -> None:
+    flow = split_of([instant] * BRANCHES, name="arrives")
+    async with running() as (engine, _clock):
+        commits = slowed(engine.store, turns=0)
+        result = await engine.run(flow)
+        history = await engine.history(result.run_id)
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert_in_order(history, BRANCHES)
+    for c in commits:
+        assert branch_tokens(c, "join_arrived") == branch_tokens(c, "node_finished")
+    # One step a branch (its node's finish and its arrival): a commit each, at most.
+    assert len(commits) <= BRANCHES + 4
 
 
 async def test_branches_arriving_at_a_join_are_stored_together() -> None:

@@ -1,8 +1,9 @@
 """The executor's router through a stand-in for the run, without an engine: a move commits the
 token at its target with its next attempt started, a split spawns its other branches, a move to
 a terminal ends the token in the same commit, an output that routes nowhere fails the run, a
-refused commit leaves the run as it was, and a branch that leaves a join's reach makes the join
-due (the router says so; it fires no join itself)."""
+refused commit leaves the run as it was, a branch's move to its join records its arrival in the
+same commit, and a branch that leaves a join's reach makes the join due (the router says so; it
+fires no join itself)."""
 
 from __future__ import annotations
 
@@ -122,6 +123,22 @@ async def test_a_move_the_run_refuses_leaves_no_attempt_started_and_no_terminal(
     assert t2.status is S.READY and ex.view.terminals == []
 
 
+async def test_a_refused_move_to_a_join_leaves_the_branch_not_arrived() -> None:
+    ex = run()
+    t = ex.token("first", S.RUNNING)
+    router = Router(ex, ex)
+    await router.move(Move(t, ex.plan.placements["first"], "go", finished("go")))
+    a, b, _ = ex.view.tokens.values()
+    await router.move(Move(a, ex.plan.placements["a"], "done", finished("done")))
+    ex.refusing = True  # (the run ended before the move could commit)
+    assert (
+        await router.move(Move(b, ex.plan.placements["b"], "done", finished("done"))) is NOT_MOVED
+    )
+    assert b.status is S.READY
+    (group,) = ex.view.joins.values()
+    assert group.arrived == [a] and group.branches == {0}
+
+
 async def test_a_branch_that_leaves_a_joins_reach_makes_the_join_due_without_firing_it() -> None:
     ex = run()
     t = ex.token("first", S.RUNNING)
@@ -130,7 +147,9 @@ async def test_a_branch_that_leaves_a_joins_reach_makes_the_join_due_without_fir
     branch: TokenRecord = next(iter(ex.view.tokens.values()))
     at = ex.plan.placements[branch.placement]
     moved = await router.move(Move(branch, at, "done", finished("done")))
-    assert not moved.joins_due  # (it arrives at the join: the join's own step counts it)
+    # It arrives at the join in the move's own commit; the join is judged once that is stored.
+    assert moved.joins_due and moved.next is None and branch.status is S.ARRIVED
+    assert [e.kind for e in ex.commits[-1].events] == ["node_finished", "join_arrived"]
     other = list(ex.view.tokens.values())[1]
     moved = await router.move(Move(other, ex.plan.placements["b"], "skip", finished("skip")))
     assert moved.joins_due

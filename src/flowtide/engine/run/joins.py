@@ -83,6 +83,19 @@ def arrive(groups: JoinGroups, token: TokenRecord, join: str) -> JoinArrived:
     return JoinArrived(split=split, branch=branch)
 
 
+def withdraw(groups: JoinGroups, token: TokenRecord, join: str) -> None:
+    """Undo :func:`arrive` of ``token`` at ``join`` (its commit was refused): it is ready there
+    again, and its group counts it no more."""
+    split, branch, _ = token.lineage[-1]
+    token.status = TokenStatus.READY
+    group = groups.get((join, split))
+    if group is None:
+        return
+    group.arrived = [t for t in group.arrived if t is not token]
+    if all(first_branch(t, split) != branch for t in group.arrived):
+        group.branches.discard(branch)
+
+
 def expect_branches(
     groups: JoinGroups,
     plan: FlowPlan,

@@ -1,6 +1,6 @@
 """What a move along an output comes to, decided on the run's view without I/O: where it goes,
-which moved tokens end at once at a terminal, and which start their next attempt in the move's
-own commit.
+which moved tokens end at once at a terminal, which arrive at a join, and which start their next
+attempt in the move's own commit.
 """
 
 from __future__ import annotations
@@ -32,6 +32,13 @@ def ending(
         if isinstance(q, Terminal) and not q.fails:
             out.append((t, q))
     return out
+
+
+def arriving(plan: FlowPlan, moved: Sequence[TokenRecord]) -> list[TokenRecord]:
+    """The moved tokens that arrive at a join in the move's own commit: each at a join that
+    is on a split's branch (a token of no split passes a join by a step of its own)."""
+    placements = plan.placements
+    return [t for t in moved if t.lineage and placements[t.placement].kind == "join"]
 
 
 def starting(

@@ -22,13 +22,15 @@ from flowtide.engine.run.executor.closing import RunClosing, StateUpdate
 from flowtide.engine.run.executor.ports import StepPort
 from flowtide.engine.run.executor.records import move_token, terminal_event
 from flowtide.engine.run.joins import (
+    arrive,
     expect_branches,
     judges_move,
     note_moves,
+    withdraw,
 )
 from flowtide.engine.run.marks import carries_marks, sets_outcome
 from flowtide.engine.run.move import NOT_MOVED, Move, Moved
-from flowtide.engine.run.routing import ending, starting, targets_of
+from flowtide.engine.run.routing import arriving, ending, starting, targets_of
 from flowtide.model.placements import (
     AnyPlacement,
     Terminal,
@@ -134,6 +136,7 @@ class Router:
         moved, split_id = self._move(token, p, targets)
         events = [moving, *m.extra_events]
         nxt = [t for t in moved if t.status is S.READY]
+        arrived = self._arrivals(nxt, events)
         ending = self._ends_of(nxt, events)
         nxt = [t for t in nxt if t.status is S.READY]
         anchors: list[NodeAnchor] = []
@@ -164,14 +167,17 @@ class Router:
                 ex.token_attempts.not_started(t_id)
             for t, _ in ending:
                 t.status = S.READY
+            for t in arrived:
+                withdraw(ex.view.joins, t, t.placement)
             return NOT_MOVED
         self._apply_move(prestarted, ending, released)
         if closing is not None:
             self.ending.ended_by_step(closing)
         for other in nxt[1:]:
             ex.spawn(other)
-        joins_due = judges_move(ex.view.joins, ex.plan, targets, split_id) and note_moves(
-            ex.view.joins, ex.plan, nxt
+        joins_due = bool(arrived) or (
+            judges_move(ex.view.joins, ex.plan, targets, split_id)
+            and note_moves(ex.view.joins, ex.plan, nxt)
         )
         return Moved(True, nxt[0] if nxt else None, joins_due)
 
@@ -220,6 +226,17 @@ class Router:
         ex.view.tokens.pop(token.id, None)
         expect_branches(ex.view.joins, ex.plan, split, len(targets), token.lineage, targets)
         return ex.split_tokens(token, targets, split), split
+
+    def _arrivals(
+        self, moved: Sequence[TokenRecord], events: list[EventRecord]
+    ) -> list[TokenRecord]:
+        """A branch's move to its join also records its arrival there, in the move's commit
+        (see :func:`~flowtide.engine.run.routing.arriving`): the join is judged once it is
+        stored (:attr:`~flowtide.engine.run.move.Moved.joins_due`)."""
+        ex = self.ex
+        arrived = arriving(ex.plan, moved)
+        events.extend(ex.event(t, arrive(ex.view.joins, t, t.placement)) for t in arrived)
+        return arrived
 
     def _ends_of(
         self, moved: Sequence[TokenRecord], events: list[EventRecord]
