@@ -165,7 +165,7 @@ class Commits:
         history = self._history[run_id]
         first = len(history) + 1
         for seq, (kept, given) in enumerate(zip(step.events, c.events, strict=True), first):
-            kept.record.seq = given.seq = seq  # (the caller's records too: a database returns it)
+            kept.seq = given.seq = seq  # (the caller's records too: a database returns it)
             history.append(kept)
         due = self._due[run_id]
         for token_id in c.due_cleared:

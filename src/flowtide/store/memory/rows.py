@@ -2,13 +2,15 @@
 
 A row keeps a copy of its record with the JSON fields emptied (every other field holds an
 immutable value: a string, a number, an instant, an enum member, a tuple), and those fields as
-JSON text beside it. Reading a row builds a new record with them decoded: what comes back is
+JSON text beside it (a history row, written once and never changed, keeps the event's fields
+themselves). Reading a row builds a new record with them decoded: what comes back is
 what a database gives back (a tuple comes back as a list), as new objects every time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from datetime import datetime
 from typing import Any, TypeVar
 
 from flowtide.store.base import (
@@ -94,15 +96,29 @@ class TokenRow:
 
 @dataclass(slots=True)
 class EventRow:
-    record: EventRecord
+    """An event's fields themselves (each immutable: a history row is never changed once
+    written, so it needs no record of its own), its data as JSON text."""
+
+    kind: str
+    run_id: str
+    at: datetime
+    placement: str | None
+    attempt: int | None
+    token_id: str | None
     data: str
+    seq: int = 0
 
     @classmethod
     def of(cls, event: EventRecord, where: str) -> EventRow:
-        return cls(replace(event, data={}), encode_json(event.data, f"{where}/data"))
+        data = encode_json(event.data, f"{where}/data")
+        e = event
+        return cls(e.kind, e.run_id, e.at, e.placement, e.attempt, e.token_id, data)
 
     def read(self) -> EventRecord:
-        return replace(self.record, data=decode_json(self.data))
+        data = decode_json(self.data)
+        return EventRecord(
+            self.kind, self.run_id, self.at, self.placement, self.attempt, self.token_id, data, self.seq
+        )
 
 
 @dataclass(slots=True)

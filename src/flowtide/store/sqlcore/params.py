@@ -116,13 +116,17 @@ def token_params(run_id: str, token: TokenRecord, where: str, d: Dialect) -> Par
         "status": str(token.status),
         "attempt": token.attempt,
         "visit": token.visit,
-        "lineage": json.dumps(lineage_of(token.lineage), separators=(",", ":")),
+        "lineage": _LINEAGE.encode(lineage_of(token.lineage)) if token.lineage else "[]",
         "deadline": d.maybe_instant(token.deadline),
         "due": d.maybe_instant(token.due),
         "created_at": d.maybe_instant(token.created_at),
         "data": d.json(token.data, f"{where}/data"),
         "epoch": token.epoch,
     }
+
+
+_LINEAGE = json.JSONEncoder(separators=(",", ":"))
+"""(Made once: ``json.dumps`` with options makes an encoder per call.)"""
 
 
 def event_params(run_id: str, event: EventRecord, where: str, d: Dialect) -> Params:

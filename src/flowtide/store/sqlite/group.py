@@ -25,26 +25,39 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from flowtide.store.sqlite.sql import store_error
 
-__all__ = ["GROUP_LIMIT", "Write", "WriteQueue", "apply_group"]
+__all__ = ["GROUP_LIMIT", "Answer", "Write", "WriteQueue", "apply_group"]
 
 T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
 
 GROUP_LIMIT = 64
 """The most writes one transaction takes (the rest wait for the next), so that the first write
 of a group is not answered much later than it would be alone."""
 
 
+class Answer(Protocol[T_contra]):
+    """Where a write's answer goes, in the store's thread (a ``concurrent.futures.Future``
+    will do)."""
+
+    def set_running_or_notify_cancel(self) -> bool:
+        """False if the caller gave up before the write started (it is then dropped)."""
+
+    def set_result(self, result: T_contra, /) -> None: ...
+
+    def set_exception(self, exception: BaseException | None, /) -> None: ...
+
+
 @dataclass(slots=True, eq=False)
 class Write(Generic[T]):
     """One write: ``work(connection)``, run in a transaction already open (it raises to refuse
-    the write); its answer (what ``work`` returned, or the error) comes on ``future``."""
+    the write); its answer (what ``work`` returned, or the error) goes to ``future``."""
 
     work: Callable[[sqlite3.Connection], T]
-    future: Future[T] = field(default_factory=Future)
+    future: Answer[T] = field(default_factory=Future)
 
 
 class WriteQueue:

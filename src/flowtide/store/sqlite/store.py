@@ -25,11 +25,11 @@ processes' changes and each ``next_wake``; once they differ the store refuses wi
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Self, TypeVar
 
@@ -67,6 +67,7 @@ from flowtide.store.sqlite.group import Write, WriteQueue, apply_group
 from flowtide.store.sqlite.rows import DIALECT
 from flowtide.store.sqlite.schema import SYNCHRONOUS, open_database
 from flowtide.store.sqlite.sql import store_error
+from flowtide.store.sqlite.thread import Reply, StoreThread
 
 __all__ = ["SQLiteStore"]
 
@@ -91,7 +92,7 @@ class SQLiteStore(Store):
             )
         self.path = os.fspath(path)
         self.synchronous = setting
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowtide-sqlite")
+        self._thread = StoreThread("flowtide-sqlite")
         self._conn: sqlite3.Connection | None = None
         """Opened, and only ever used, in ``_thread``."""
         self._writes = WriteQueue()
@@ -120,9 +121,8 @@ class SQLiteStore(Store):
         is not open yet)."""
         if self._closed:
             raise StoreError(f"the SQLite store {self.path} is closed")
-        loop = asyncio.get_running_loop()
         with self.busy():
-            return await loop.run_in_executor(self._thread, self._run, work)
+            return await self._thread.call(functools.partial(self._run, work))
 
     def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         try:
@@ -136,14 +136,15 @@ class SQLiteStore(Store):
         nothing."""
         if self._closed:
             raise StoreError(f"the SQLite store {self.path} is closed")
-        write = Write(work)
+        reply: Reply[T] = Reply(asyncio.get_running_loop())
+        write = Write(work, reply)
         # Queued before the thread is asked to take it: the call sent to the thread after it (a
         # read, say) finds it applied. Each write sends one take; one finding the queue empty
         # (an earlier take's group held its write) does nothing.
         self._writes.put(write)
         with self.busy():
-            self._thread.submit(self._apply_waiting)
-            return await asyncio.wrap_future(write.future)
+            self._thread.post(self._apply_waiting)
+            return await reply.awaited
 
     def _changed(self) -> None:
         """Count a change this store made that :meth:`wait_changed` tells its waiters of."""
@@ -203,11 +204,10 @@ class SQLiteStore(Store):
         if self._closed:
             return
         self._closed = True
-        loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._thread, self._disconnect)
+            await self._thread.call(self._disconnect)
         finally:
-            self._thread.shutdown(wait=False)
+            self._thread.shutdown()
 
     async def wait_changed(self, seconds: float) -> bool:
         # Another connection's commit changes ``data_version``; this store's own writes (other

@@ -295,7 +295,7 @@ class RunExecutor:
                     c.run = self.view.run
             if c.run_lifecycles is None:
                 c.run_lifecycles = LIVE_LIFECYCLES  # refused if another actor ended the run
-            own = asyncio.current_task() in self.tasks
+            own = self.steps.holder in self.tasks  # (the task holding it: this one)
             if own and self.steps.queued and may_wait(c) and self.committer.may_hold_back(c):
                 # Steps are queued: this one's commit goes with theirs (see StepLock).
                 self.steps.owe(self.committer.hold_back(c))

@@ -36,6 +36,11 @@ class StepLock:
         self._owed: asyncio.Future[None] | None = None
 
     @property
+    def holder(self) -> asyncio.Task[object] | None:
+        """The task holding the lock (None: nobody does)."""
+        return self._owner
+
+    @property
     def queued(self) -> int:
         """How many steps wait for the lock."""
         return self._queued
@@ -49,17 +54,14 @@ class StepLock:
         """The step holding the lock held its commit back: its step ends once ``stored``."""
         self._owed = stored
 
-    async def _enter(self) -> bool:
-        me = asyncio.current_task()
-        if me is not None and self._owner is me:
-            return False  # held already, by this task
+    async def _take(self, me: asyncio.Task[object] | None) -> None:
+        """Take the lock for ``me`` (the current task), in turn."""
         self._queued += 1
         try:
             await self._lock.acquire()
         finally:
             self._queued -= 1
         self._owner = me
-        return True
 
     def _exit(self) -> asyncio.Future[None] | None:
         """Let go of the lock; what the step owes (see :meth:`owe`)."""
@@ -88,7 +90,12 @@ class _Held:
         self._took = False
 
     async def __aenter__(self) -> None:
-        self._took = await self._lock._enter()
+        lock = self._lock
+        me = asyncio.current_task()
+        if me is not None and lock._owner is me:
+            return  # held already, by this task
+        await lock._take(me)
+        self._took = True
 
     async def __aexit__(
         self,

@@ -1,0 +1,138 @@
+"""The one thread a SQLite store's connection is used from.
+
+Jobs are run there one at a time, in the order they were given, from a plain queue; the thread
+is started by the first job. A job's answer goes back to the event loop with one wake-up of the
+loop (:class:`Reply`), with no futures between the threads.
+
+The thread is a daemon, so a store that was never closed does not keep its process alive; at
+the interpreter's exit the job under way is still finished (a transaction is not left half-way
+by the store's own thread), and the jobs queued after it are dropped, as the standard library's
+pools do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import logging
+import threading
+import weakref
+from collections.abc import Callable
+from queue import SimpleQueue
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Reply", "StoreThread"]
+
+T = TypeVar("T")
+
+log = logging.getLogger("flowtide.store")
+
+
+class Reply(Generic[T]):
+    """The answer to a job, awaited on ``loop`` (:attr:`awaited`) and given in the store's
+    thread: the three calls a write's answer takes there (see
+    :class:`flowtide.store.sqlite.group.Write`)."""
+
+    __slots__ = ("awaited", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.awaited: asyncio.Future[T] = loop.create_future()
+
+    def set_running_or_notify_cancel(self) -> bool:
+        """False if whoever waited gave up before the job started (it is then dropped)."""
+        return not self.awaited.cancelled()
+
+    def set_result(self, value: T) -> None:
+        self._post(value, None)
+
+    def set_exception(self, error: BaseException | None) -> None:
+        self._post(None, error)
+
+    def _post(self, value: Any, error: BaseException | None) -> None:
+        with contextlib.suppress(RuntimeError):  # (the loop is closed: nobody waits)
+            self.loop.call_soon_threadsafe(_settle, self.awaited, value, error)
+
+
+def _settle(awaited: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if awaited.done():  # (whoever waited gave up)
+        return
+    if error is None:
+        awaited.set_result(value)
+    else:
+        awaited.set_exception(error)
+
+
+class StoreThread:
+    """One thread, named ``name``, that runs the jobs given to it in order."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._jobs: SimpleQueue[Callable[[], None] | None] = SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start = threading.Lock()
+        self._stopping = False
+
+    def post(self, job: Callable[[], None]) -> None:
+        """Run ``job()`` in the thread, after the jobs given before it (an error it raises is
+        its own to report: the thread goes on)."""
+        if self._thread is None:
+            self._started()
+        self._jobs.put(job)
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        """``fn()`` in the thread, after the jobs given before it; its value (or its error)
+        here. Given up (cancelled) before it started, it does not run."""
+        reply: Reply[T] = Reply(asyncio.get_running_loop())
+
+        def job() -> None:
+            if not reply.set_running_or_notify_cancel():
+                return
+            try:
+                value = fn()
+            except BaseException as error:  # (handed back, as a future would)
+                reply.set_exception(error)
+            else:
+                reply.set_result(value)
+
+        self.post(job)
+        return await reply.awaited
+
+    def shutdown(self) -> None:
+        """End the thread once the jobs given so far have run."""
+        if self._thread is not None:
+            self._jobs.put(None)
+        _OPEN.discard(self)
+
+    def _started(self) -> None:
+        with self._start:
+            if self._thread is None:
+                thread = threading.Thread(target=self._work, name=self.name, daemon=True)
+                thread.start()
+                self._thread = thread
+                _OPEN.add(self)
+
+    def _work(self) -> None:
+        while not self._stopping and (job := self._jobs.get()) is not None:
+            try:
+                job()
+            except BaseException:  # (the thread must go on: later jobs wait for it)
+                log.exception("a job of the SQLite store's thread failed")
+
+    def _exit(self) -> None:
+        """(At the interpreter's exit.) Finish the job under way, drop the others, and end."""
+        self._stopping = True
+        thread = self._thread
+        if thread is not None:
+            self._jobs.put(None)
+            thread.join()
+
+
+_OPEN: weakref.WeakSet[StoreThread] = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_open_threads() -> None:
+    for store_thread in list(_OPEN):
+        store_thread._exit()
