@@ -33,6 +33,7 @@ from typing import Any
 
 from flowtide.errors import FlowtideError
 from flowtide.model.durations import format_duration
+from flowtide.store.base import StoreDown
 
 
 class EngineError(FlowtideError):
@@ -40,16 +41,18 @@ class EngineError(FlowtideError):
 
 
 class StoreUnavailableError(EngineError):
-    """A step could not be committed: the store kept failing. The run is left in the store as
-    it was, for this engine or another to resume."""
+    """A step could not be committed (the store kept failing), or what a step reads could not
+    be read (the store is down). The run is left in the store as it was, for this engine or
+    another to resume."""
 
     def __init__(self, run_id: str, attempts: int, cause: BaseException) -> None:
         self.run_id = run_id
         self.attempts = attempts
         self.cause = cause
+        failed = "failed" if attempts == 1 else f"failed {attempts} times in a row"
         super().__init__(
-            f"run {run_id!r}: the store failed {attempts} times in a row "
-            f"({type(cause).__name__}: {cause}); the run is left in the store as it was"
+            f"run {run_id!r}: the store {failed} ({type(cause).__name__}: {cause}); the run is "
+            "left in the store as it was"
         )
 
     def details(self) -> dict[str, Any]:
@@ -58,6 +61,18 @@ class StoreUnavailableError(EngineError):
             "attempts": self.attempts,
             "cause": f"{type(self.cause).__name__}: {self.cause}",
         }
+
+
+def unavailable(run_id: str, error: BaseException) -> StoreUnavailableError | None:
+    """What ``error``, raised while run ``run_id`` was driven, says of the store: that it cannot
+    be reached now (a step's commit that kept failing, or a read of a store that is down), or
+    None (it is not the store's unavailability). A run is never failed for it: it is let go,
+    as it is in the store, to be resumed."""
+    if isinstance(error, StoreUnavailableError):
+        return error
+    if isinstance(error, StoreDown):
+        return StoreUnavailableError(run_id, 1, error)
+    return None
 
 
 class UnknownFlowError(EngineError, LookupError):

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from flowtide.clock import isoformat
-from flowtide.engine.errors import RecursionDepthError, SubflowFailedError
+from flowtide.engine.errors import RecursionDepthError, SubflowFailedError, unavailable
 from flowtide.engine.event_types import NodeFailed, NodeStarted, SubflowFinished, SubflowStarted
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import ParkedToken, RunResult
@@ -265,6 +265,8 @@ class ChildRuns:
                 )
             result = await self._child_end(child, token, scope)
         except Exception as exc:
+            if (down := unavailable(ex.view.run.id, exc)) is not None:
+                raise down from exc  # (the store's, not the child's: this run is let go)
             return Attempt("error", error=exc), None
         finally:
             window.disarm()

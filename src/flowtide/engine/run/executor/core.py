@@ -42,7 +42,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
 from typing import Any
 
-from flowtide.engine.errors import StoreUnavailableError
+from flowtide.engine.errors import StoreUnavailableError, unavailable
 from flowtide.engine.event_data import event_record
 from flowtide.engine.event_types import ErrorData, EventPayload, error_data
 from flowtide.engine.flows.code import FlowCode
@@ -366,13 +366,16 @@ class RunExecutor:
         async def wrapper() -> None:
             try:
                 await coro
-            except (StoreConflict, StoreUnavailableError) as exc:
+            except StoreConflict as exc:
                 self.lose_view(exc)
             except asyncio.CancelledError:
                 if not self.closed:
                     raise
             except Exception as exc:
-                self.request_end(Lifecycle.FAILED, [self.error_info(exc)])
+                if (down := unavailable(self.view.run.id, exc)) is not None:
+                    self.lose_view(down)
+                else:
+                    self.request_end(Lifecycle.FAILED, [self.error_info(exc)])
 
         self.track(task_awaiting(wrapper(), coro))
 

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from flowtide.engine.errors import StoreUnavailableError
+from flowtide.engine.errors import unavailable
 from flowtide.engine.event_types import NodeStarted
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.run.attempts import AttemptRunner
@@ -103,11 +103,14 @@ class Driver:
         except asyncio.CancelledError:
             if not ex.closed:
                 raise
-        except (StoreConflict, StoreUnavailableError) as exc:
+        except StoreConflict as exc:
             ex.lose_view(exc)
         except Exception as exc:
-            placement = token.placement if token is not None else None
-            ex.request_end(Lifecycle.FAILED, [ex.error_info(exc, placement)])
+            if (down := unavailable(ex.view.run.id, exc)) is not None:
+                ex.lose_view(down)  # (never the run's failure: it is resumed)
+            else:
+                placement = token.placement if token is not None else None
+                ex.request_end(Lifecycle.FAILED, [ex.error_info(exc, placement)])
         finally:
             if own is not None:
                 ex.attempts.drop_thread(own)  # (a slot taken for an attempt that never ran)

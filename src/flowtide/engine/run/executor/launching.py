@@ -10,6 +10,7 @@ import asyncio
 from typing import Any, Protocol
 
 from flowtide.clock import isoformat
+from flowtide.engine.errors import StoreUnavailableError, unavailable
 from flowtide.engine.event_types import RunStarted
 from flowtide.engine.flows.code import FlowCode
 from flowtide.engine.lifecycle import Lifecycle, transition
@@ -21,7 +22,14 @@ from flowtide.engine.run.executor.settling import Settling
 from flowtide.engine.timing.scope import CancelReason
 from flowtide.model.flow import Flow
 from flowtide.model.placements import PhaseKind
-from flowtide.store.base import Commit, DueEntry, NodeAnchor, TokenRecord, TokenStatus
+from flowtide.store.base import (
+    Commit,
+    DueEntry,
+    NodeAnchor,
+    StoreConflict,
+    TokenRecord,
+    TokenStatus,
+)
 
 S = TokenStatus
 
@@ -73,6 +81,8 @@ class StartHost(StepPort, EndPort, Protocol):
     def driver(self) -> Driving: ...
 
     def spawn(self, token: TokenRecord) -> None: ...
+
+    def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None: ...
 
 
 class RunStart:
@@ -156,7 +166,10 @@ class RunStart:
             await self.ex.commit(Commit(self.ex.view.run.id, tokens=[token]))
             self.ex.spawn(token)
         except Exception as exc:
-            self.ex.request_end(Lifecycle.FAILED, [self.ex.error_info(exc)])
+            if (down := unavailable(self.ex.view.run.id, exc)) is not None:
+                self.ex.lose_view(down)  # (its start is made again where it is resumed)
+            else:
+                self.ex.request_end(Lifecycle.FAILED, [self.ex.error_info(exc)])
         finally:
             self.ex.tasks.discard(task)
             self.ex.settler.maybe_drained()

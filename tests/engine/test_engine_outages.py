@@ -1,0 +1,183 @@
+"""A store that stops answering for a while, at seeded random instants, while workers run,
+park, resume and end runs (some of them subflows whose child parks): no run ends failed, none
+is lost, nothing is applied twice. Every store call fails while the store is down (a
+:class:`~flowtide.store.StoreDown`, as PostgreSQL's store raises when it cannot be reached or
+has no connection to give), reads as well as commits."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import random
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import pytest
+
+from flowtide.authoring import FlowBuilder, node
+from flowtide.clock import VirtualClock
+from flowtide.engine import Engine, NodeContext, Park, RequestPending, SignalRefused
+from flowtide.engine.run.children import child_run_id
+from flowtide.model import Flow
+from flowtide.store import MemoryStore, Store, StoreDown
+from tests.engine.engine_helpers import T0
+
+T = TypeVar("T")
+
+ROUNDS = 40
+RUNS = 8
+
+
+class Outages:
+    """Makes every coroutine method of a store fail with :class:`StoreDown` while ``down``."""
+
+    def __init__(self, store: Store) -> None:
+        self.down = False
+        self.refused = 0
+        for name, method in inspect.getmembers(store, inspect.iscoroutinefunction):
+            if not name.startswith("_") and name not in ("close", "open"):
+                setattr(store, name, self._guarded(name, method))
+
+    def _guarded(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        async def guarded(*args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(0)
+            if self.down:
+                self.refused += 1
+                raise StoreDown(f"the store does not answer ({name})")
+            return await method(*args, **kwargs)
+
+        return guarded
+
+
+@node(id="outage:think", outputs=["done"])
+async def think(ctx: NodeContext) -> str:
+    await ctx.clock.sleep(timedelta(milliseconds=10 + hash(ctx.idempotency_key) % 500))
+    return "done"
+
+
+@node(id="outage:wait-for-ok", outputs=["approved"], timeout="PT0.3S")
+async def wait_for_ok(ctx: NodeContext) -> Any:
+    if ctx.signal is not None:
+        return "approved"
+    return Park(key=f"ok-{ctx.run_id}")
+
+
+def parking_flow() -> Flow:
+    return (
+        FlowBuilder("urn:test:flow:outage")
+        .task("think", "outage:think", {"done": "ask"})
+        .task("ask", "outage:wait-for-ok", {"approved": "after", "timeout": "after"})
+        .task("after", "outage:think", {"done": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+def parent_flow() -> Flow:
+    return (
+        FlowBuilder("urn:test:flow:outage-parent")
+        .subflow("sub", parking_flow(), {"success": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+def parking_run(run_id: str, flow_id: str) -> str:
+    if flow_id == parking_flow().id:
+        return run_id
+    return child_run_id(run_id, f"{run_id}.1", 1, 1)
+
+
+async def _outages(clock: VirtualClock, outages: Outages, rng: random.Random) -> None:
+    """Down and up again for a few seconds: up for up to half a second at a time, down for
+    hundredths of a second to a few seconds."""
+    end = clock.now() + timedelta(seconds=8)
+    while clock.now() < end:
+        await clock.sleep(timedelta(seconds=rng.uniform(0.0, 0.5)))
+        outages.down = True
+        await clock.sleep(timedelta(seconds=rng.choice([0.01, 0.1, 0.5, 2.0, 4.0])))
+        outages.down = False
+
+
+async def _signal_some(
+    clock: VirtualClock, client: Engine, runs: list[str], rng: random.Random
+) -> None:
+    for run_id in runs:
+        if rng.random() < 0.5:
+            await clock.sleep(timedelta(seconds=rng.uniform(0.0, 0.3)))
+            with contextlib.suppress(SignalRefused, RequestPending, StoreDown):
+                await client.signal(key=f"ok-{run_id}", payload={}, wait=0.2)
+
+
+async def _within(clock: VirtualClock, waited: Awaitable[T], limit: timedelta) -> T:
+    """``waited``'s answer, or TimeoutError once ``limit`` has passed on ``clock``."""
+    task = asyncio.ensure_future(waited)
+
+    def give_up() -> None:
+        task.cancel()
+
+    timer = clock.call_at(clock.now() + limit, give_up)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        raise TimeoutError from None
+    finally:
+        timer.cancel()
+
+
+async def a_round(seed: int) -> list[str]:
+    """What went wrong in one round (nothing: an empty list)."""
+    rng = random.Random(seed)
+    clock = VirtualClock(T0, autojump=True)
+    store = MemoryStore()
+    flows = [parking_flow(), parent_flow()]
+    client = Engine(store=store, clock=clock, flows=flows, executes=False)
+    started: list[tuple[str, str]] = []
+    for n in range(RUNS):  # (started before the store goes down: a client's start may fail)
+        flow = flows[n % 2].id
+        started.append(((await client.start(flow)).run_id, flow))
+    outages = Outages(store)
+    workers = [
+        Engine(store=store, clock=clock, flows=flows, owner=f"w{i}", poll=0.05) for i in (1, 2)
+    ]
+    problems: list[str] = []
+    try:
+        for w in workers:
+            w.sweeper  # noqa: B018 - the workers take the runs from now on
+        parking = [parking_run(run_id, flow) for run_id, flow in started]
+        await asyncio.gather(
+            _outages(clock, outages, rng), _signal_some(clock, client, parking, rng)
+        )
+        outages.down = False
+        for run_id, _ in started:
+            try:
+                result = await _within(clock, client.wait(run_id), timedelta(minutes=2))
+            except TimeoutError:
+                run = await store.get_run(run_id)
+                problems.append(f"{run_id}: {run.lifecycle} after two minutes")
+                continue
+            if result.lifecycle.value != "completed":
+                problems.append(f"{run_id}: {result.lifecycle.value} {result.errors}")
+        for run_id, flow in started:
+            for each in {run_id, parking_run(run_id, flow)}:
+                history = await store.history(each)
+                kinds = Counter(e.kind for e in history)
+                if kinds["run_finished"] != 1 or kinds["signalled"] + kinds["node_timed_out"] > 1:
+                    problems.append(f"{each}: {dict(kinds)}")
+                if [e.seq for e in history] != list(range(1, len(history) + 1)):
+                    problems.append(f"{each}: history numbered with gaps")
+    finally:
+        for w in workers:
+            await w.close()
+        await client.close()
+        await clock.aclose()
+    assert outages.refused > 0 or not problems
+    return problems
+
+
+@pytest.mark.parametrize("seed", range(ROUNDS))
+async def test_a_store_down_for_a_while_fails_no_run(seed: int) -> None:
+    assert await a_round(seed) == []
