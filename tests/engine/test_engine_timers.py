@@ -3,7 +3,7 @@ once each per visit, cancelled when the token leaves."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ from flowtide.clock import VirtualClock
 from flowtide.documents import load_flow
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park
 from flowtide.model import Flow
-from flowtide.store import Commit, EventRecord, MemoryStore
+from flowtide.store import Commit, EventRecord, Lease, MemoryStore, RunRecord
 from tests.engine.engine_helpers import T0, at, of_kind, running
 
 pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
@@ -305,11 +305,26 @@ class _SlowStartStore(MemoryStore):
         self.slowed = False
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
+        await self._slowed(commit)
+        return await super().commit(commit)
+
+    async def create_run(
+        self,
+        run: RunRecord,
+        state: Mapping[str, Any],
+        commit: Commit | None = None,
+        *,
+        lease: Lease | None = None,
+    ) -> Sequence[EventRecord]:
+        if commit is not None:  # (the run is created with the commit of its first step)
+            await self._slowed(commit)
+        return await super().create_run(run, state, commit, lease=lease)
+
+    async def _slowed(self, commit: Commit) -> None:
         starts = any(e.kind == "node_started" and e.placement == "work" for e in commit.events)
         if starts and not self.slowed:
             self.slowed = True
             await self.clock.sleep(timedelta(minutes=self.minutes))
-        return await super().commit(commit)
 
 
 async def _start_then_pass_time(flow: Flow, minutes: int) -> tuple[Any, Any]:

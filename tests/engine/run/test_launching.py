@@ -1,7 +1,7 @@
 """A run's start through a stand-in for the executor, without an engine: with no pre phase the
-run's first commit records its start and its entrypoint's token with its first attempt started,
-and the token is driven in the same task; the run's deadline is armed, or cancels the run at
-once when it is over already."""
+run's first commit (with which the run is created) records its start and its entrypoint's token
+with its first attempt started, and once it is stored the token is driven in the start's task;
+the run's deadline is armed, or cancels the run at once when it is over already."""
 
 from __future__ import annotations
 
@@ -25,13 +25,16 @@ def run() -> DrivenRun:
 async def test_the_first_commit_starts_the_run_and_its_first_attempt() -> None:
     ex = run()
     assert ex.run_start.entry_target(None) == "ask"
-    await ex.run_start.main(None)
-    first = ex.commits[0]
-    assert first.run is ex.view.run and ex.view.run.lifecycle == "running" and ex.started
+    first = ex.run_start.begin(None)
+    assert ex.commits == [] and ex.driven == []  # (the creation stores it)
+    # (The run is created with its record as it is now, started.)
+    assert first.run is None and ex.view.run.lifecycle == "running" and not ex.started
     (token,) = first.tokens
     assert token.placement == "ask" and token.status is S.RUNNING
     assert [e.kind for e in first.events] == ["run_started", "node_started"]
-    assert token.id in ex.prestarted and ex.driven == [token.id]  # (in the start's own task)
+    assert token.id in ex.prestarted
+    await ex.run_start.main()
+    assert ex.started and ex.commits == [] and ex.driven == [token.id]  # (in its own task)
 
 
 async def test_the_run_deadline_is_armed_or_cancels_a_run_over_it() -> None:

@@ -157,6 +157,13 @@ class Committer:
         events = await commit_step(
             host.store, c, host.clock, shield=shield, instruments=host.instruments
         )
+        self.stored(c, events)
+
+    def stored(self, c: Commit, events: Sequence[EventRecord]) -> None:
+        """``c`` is stored (by this committer, or as the run's first commit, with which the run
+        was created: see :mod:`flowtide.engine.run.creation`): its ``events``, with their
+        seq, handed to who listens; the sweeper told of the run's next due instant."""
+        host = self.host
         if events:
             self.stored_events = events
         if c.release:

@@ -6,7 +6,7 @@ A subflow's child is created the same way, in its parent's cancel scope.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -19,8 +19,9 @@ from flowtide.engine.run.starting import new_run
 from flowtide.engine.state.limits import check_start
 from flowtide.engine.timing.scope import CancelScope
 from flowtide.engine.worker._host import RunHost
+from flowtide.engine.worker.instruments import seconds
 from flowtide.model.flow import Flow
-from flowtide.store.base import Lease, RunRecord, Store
+from flowtide.store.base import Commit, EventRecord, Lease, RunRecord, Store
 
 __all__ = ["CreatingEngine", "Holder", "RunCreation"]
 
@@ -89,16 +90,16 @@ class RunCreation:
         """Store the new run and start its executor (a client leaves it to a worker)."""
         if not self._engine.executes:
             await self._catalog.keep_document(run.flow_id)
-            await self._store_run(run, state, held=False)
+            await self._store_run(run, state)
             return
-        ex = await self._create(self._engine.plan(run.flow_id), run, state, None)
-        ex.run_start.launch(entrypoint)
+        ex = await self._create(self._engine.plan(run.flow_id), run, state, None, entrypoint)
+        ex.run_start.launch()
 
     async def create_child(
         self, plan: FlowPlan, run: RunRecord, state: dict[str, Any], scope: CancelScope
     ) -> RunExecutor:
-        ex = await self._create(plan, run, state, scope, stored=True)
-        ex.run_start.launch(None)
+        ex = await self._create(plan, run, state, scope, None, stored=True)
+        ex.run_start.launch()
         return ex
 
     async def _create(
@@ -107,26 +108,42 @@ class RunCreation:
         run: RunRecord,
         state: dict[str, Any],
         parent_scope: CancelScope | None,
+        entrypoint: str | None,
         *,
         stored: bool = False,
     ) -> RunExecutor:
         """A run created in the store, held by this engine, which drives it: its executor held
-        here (``stored``: its flow document is in the store already)."""
+        here, the run created started (with its first commit: see :meth:`RunStart.begin
+        <flowtide.engine.run.executor.launching.RunStart.begin>`); ``stored``: its flow
+        document is in the store already."""
         code = self._engine.code(plan)  # (its code is registered here, or nothing is stored)
         if not stored:
             await self._catalog.keep_document(run.flow_id)
-        lease = await self._store_run(run, state, held=True)
         ex = RunExecutor(self._host, plan, run, state, code=code, parent_scope=parent_scope)
-        ex.lease = lease
+        first = ex.run_start.begin(entrypoint)
+        e = self._engine
+        first.lease = ex.lease = Lease(run.id, e.owner, 1, e.clock.now() + e.lease_ttl)
+        try:
+            events = await self._store_run(run, state, first)
+        except BaseException:
+            ex.run_start.abandon()
+            raise
         self._held.hold(run.id, ex)
+        ex.committer.stored(first, events)
         return ex
 
     async def _store_run(
-        self, run: RunRecord, state: dict[str, Any], *, held: bool
-    ) -> Lease | None:
-        """The one place a run is created in the store: ``held`` by this engine (its lease), or
-        by nobody (a worker will claim it)."""
-        e = self._engine
-        lease = Lease(run.id, e.owner, 1, e.clock.now() + e.lease_ttl) if held else None
-        await e.store.create_run(run, state, lease=lease)
-        return lease
+        self, run: RunRecord, state: dict[str, Any], first: Commit | None = None
+    ) -> Sequence[EventRecord]:
+        """The one place a run is created in the store: by nobody (a worker will claim it), or,
+        with its ``first`` commit, held by this engine (the lease the commit carries; measured
+        as a step's commit); the commit's events, with their seq."""
+        store = self._engine.store
+        if first is None:
+            return await store.create_run(run, state)
+        clock = self._host.clock
+        sent = clock.now()
+        try:
+            return await store.create_run(run, state, first, lease=first.lease)
+        finally:
+            self._host.instruments.commit(seconds(sent, clock.now()))

@@ -126,7 +126,7 @@ class RunTaking:
         self._held.hold(run_id, ex)
         self._presence.took(run_id, run.flow_id)
         if run.lifecycle == Lifecycle.PENDING:
-            ex.run_start.launch(run.options.get("entrypoint"))
+            ex.run_start.launch_stored(run.options.get("entrypoint"))
             return ex
         try:
             ex.restore(snapshot)

@@ -1,7 +1,7 @@
 """A run's start: lifecycle running, its pre phases, then its entrypoint's token (created, and
-its first attempt started, in the run's first commit when there is no pre phase); and the
-run's deadline armed. A part the executor holds (:class:`RunStart`), calling back only through
-:class:`StartHost`.
+its first attempt started, in the run's first commit when there is no pre phase: the commit with
+which the run is created in the store); and the run's deadline armed. A part the executor holds
+(:class:`RunStart`), calling back only through :class:`StartHost`.
 """
 
 from __future__ import annotations
@@ -90,79 +90,99 @@ class RunStart:
 
     def __init__(self, ex: StartHost) -> None:
         self.ex = ex
+        self.entry: str | None = None
+        """The entrypoint the run was started at (None: its main one)."""
+        self.first: TokenRecord | None = None
+        """The entrypoint's token, created by the run's first commit (no pre phase)."""
 
-    def launch(self, entry: str | None) -> None:
-        """Start :meth:`main` in its own task (held until it ends)."""
-        self.ex.tasks.add(asyncio.get_running_loop().create_task(self.main(entry)))
+    def begin(self, entry: str | None) -> Commit:
+        """The run's start, decided: lifecycle running and, when there is no pre phase, the
+        entrypoint's token (its first attempt started too when it is a task). Returns the run's
+        first commit, with which the run is created in the store
+        (:class:`~flowtide.engine.run.creation.RunCreation`); :meth:`launch` then goes on."""
+        self.ex.view.run.lifecycle = transition(self.ex.view.run.lifecycle, Lifecycle.RUNNING).value
+        self.ex.view.run.started_at = self.ex.clock.now()
+        self.entry = entry
+        events = [
+            self.ex.event(
+                None,
+                RunStarted(
+                    flow=self.ex.flow.id,
+                    version=self.ex.flow.version,
+                    deadline=isoformat(self.ex.view.run.deadline)
+                    if self.ex.view.run.deadline
+                    else None,
+                ),
+            )
+        ]
+        anchors: list[NodeAnchor] = []
+        due: list[DueEntry] = []
+        if not self.ex.flow.phases(PhaseKind.PRE):
+            # No pre phase: the entrypoint's token is created in the same commit, and its
+            # first attempt started there too when it is a task.
+            token = self.ex.new_token(self.entry_target(entry), ())
+            self.first = token
+            q = self.ex.plan.placements.get(token.placement)
+            if (
+                q is not None
+                and q.kind == "task"
+                and self.ex.attempts.take_thread_now(token.id, self.ex.code.impls[q.id])
+            ):
+                started, anchors, due = self.ex.arming.start_attempt(
+                    token, q.id, self.ex.plan.nodes[q.id], self.ex.plan.settings[q.id]
+                )
+                events.append(started)
+                self.ex.prestarted.add(token.id)
+        # (The run is created with its record as it is now: the commit need not write it.)
+        first = [self.first] if self.first is not None else []
+        return Commit(self.ex.view.run.id, tokens=first, events=events, anchors=anchors, due=due)
 
-    async def main(self, entry: str | None) -> None:
-        """Start the run: lifecycle running, pre phases, then the entrypoint's token."""
+    def abandon(self) -> None:
+        """The run could not be created, or ended before its start went on: give back what
+        :meth:`begin` took."""
+        if self.first is not None:
+            self.ex.attempts.drop_thread(self.first.id)
+
+    def launch(self) -> None:
+        """Go on from the run's first commit (stored) in a task of its own (held until it ends):
+        its deadline armed, then its entrypoint's token driven, or its pre phases run first."""
+        self.ex.tasks.add(asyncio.get_running_loop().create_task(self.main()))
+
+    def launch_stored(self, entry: str | None) -> None:
+        """Start a run stored without being started (lifecycle ``pending``: created by an engine
+        that runs no nodes), as :meth:`launch` does, its first commit made first."""
+        first = self.begin(entry)
+        first.run = self.ex.view.run  # (stored pending: its record is written started)
+        self.ex.tasks.add(asyncio.get_running_loop().create_task(self.main(first)))
+
+    async def main(self, first: Commit | None = None) -> None:
+        """The run's start, after its first commit (made here if given: see
+        :meth:`launch_stored`): its deadline, then the entrypoint's token (after the pre phases,
+        if any)."""
         task = asyncio.current_task()
         assert task is not None
         try:
-            if self.ex.view.end is not None:
+            if self.ex.view.end is not None:  # (cancelled before it could start)
+                self.abandon()
                 return
-            self.ex.view.run.lifecycle = transition(
-                self.ex.view.run.lifecycle, Lifecycle.RUNNING
-            ).value
-            self.ex.view.run.started_at = self.ex.clock.now()
+            if first is not None:
+                await self.ex.commit(first)
             self.ex.started = True
-            pre = self.ex.flow.phases(PhaseKind.PRE)
-            first: list[TokenRecord] = []
-            events = [
-                self.ex.event(
-                    None,
-                    RunStarted(
-                        flow=self.ex.flow.id,
-                        version=self.ex.flow.version,
-                        deadline=isoformat(self.ex.view.run.deadline)
-                        if self.ex.view.run.deadline
-                        else None,
-                    ),
-                )
-            ]
-            anchors: list[NodeAnchor] = []
-            due: list[DueEntry] = []
-            if not pre:
-                # No pre phase: the entrypoint's token is created in the same commit, and its
-                # first attempt started there too when it is a task.
-                token = self.ex.new_token(self.entry_target(entry), ())
-                first = [token]
-                q = self.ex.plan.placements.get(token.placement)
-                if (
-                    q is not None
-                    and q.kind == "task"
-                    and self.ex.attempts.take_thread_now(token.id, self.ex.code.impls[q.id])
-                ):
-                    started, anchors, due = self.ex.arming.start_attempt(
-                        token, q.id, self.ex.plan.nodes[q.id], self.ex.plan.settings[q.id]
-                    )
-                    events.append(started)
-                    self.ex.prestarted.add(token.id)
-            await self.ex.commit(
-                Commit(
-                    self.ex.view.run.id,
-                    run=self.ex.view.run,
-                    tokens=first,
-                    events=events,
-                    anchors=anchors,
-                    due=due,
-                )
-            )
             self.arm_deadline()
             if self.ex.view.end is not None:
+                self.abandon()
                 return
-            if first:
-                await self.ex.driver.drive(first[0])  # in this task: no task of its own
+            if self.first is not None:
+                await self.ex.driver.drive(self.first)  # in this task: no task of its own
                 return
-            for phase in pre:
+            for phase in self.ex.flow.phases(PhaseKind.PRE):
                 err = await self.ex.phases.run(phase)
                 if self.ex.view.end is not None:
                     return
                 if err is not None:
                     self.ex.request_end(Lifecycle.FAILED, [err])
                     return
-            token = self.ex.new_token(self.entry_target(entry), ())
+            token = self.ex.new_token(self.entry_target(self.entry), ())
             await self.ex.commit(Commit(self.ex.view.run.id, tokens=[token]))
             self.ex.spawn(token)
         except Exception as exc:
