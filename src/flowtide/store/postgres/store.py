@@ -201,9 +201,9 @@ class PostgresStore(Store):
         database: datetime = row[0]
         return ClockReading(database - (sent + (back - sent) / 2), back - sent)
 
-    async def wait_changed(self, seconds: float) -> bool:
+    async def wait_changed(self, seconds: float, *, wakes_only: bool = False) -> bool:
         await self._connections()  # (an unusable store says so, rather than waiting)
-        return await self._listener.wait(seconds)
+        return await self._listener.wait(seconds, wakes_only=wakes_only)
 
     # -- connections ------------
 
