@@ -727,13 +727,13 @@ DELETE FROM runs WHERE id = ANY(%(ids)s::text[]);
 -- ---------------------------------------------------------------------------------------------
 -- A run's snapshot (load_run): these reads in one transaction, sent together (one round trip)
 
--- name: load_run_whole
--- Everything a rebuild of the run reads (as SQLite's load_run_record, get_state, tokens,
--- history_after_checkpoint, open parks_by_run, node_anchors and due_of give it), in one
--- statement and so at one snapshot: one JSON array of the run's record with who holds it, then
--- an array of rows (or NULL: none) of each. JSON columns are given as their text, instants in
--- ISO 8601. No row: no such run.
-SELECT json_build_array(
+-- name: load_runs_whole
+-- Everything a rebuild of each of the runs %(run_ids)s reads (as SQLite's load_run_record,
+-- get_state, tokens, history_after_checkpoint, open parks_by_run, node_anchors and due_of give
+-- it), in one statement and so at one snapshot: a row per run found, its id and one JSON array
+-- of its record with who holds it, then an array of rows (or NULL: none) of each. JSON columns
+-- are given as their text, instants in ISO 8601.
+SELECT r.id, json_build_array(
     json_build_array(
         r.id, r.flow_id, r.flow_version, r.lifecycle, r.created_at, r.deadline, r.started_at,
         r.finished_at, r.parent_run_id, r.parent_token_id, r.depth, r.outcome, r.result::text,
@@ -780,7 +780,7 @@ SELECT json_build_array(
         FROM due d WHERE d.run_id = r.id
     )
 )::text
-FROM runs r WHERE r.id = %(run_id)s;
+FROM runs r WHERE r.id = ANY(%(run_ids)s::text[]);
 
 -- name: begin_snapshot
 -- A transaction every read of which sees the database as of one instant.
