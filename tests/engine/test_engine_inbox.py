@@ -389,11 +389,11 @@ async def test_requests_waiting_on_answers_look_at_the_store_once_per_change_tog
             reads["unanswered"] += 1
             return await read_unanswered(run_id)
 
-        async def changed(seconds: float) -> bool:
+        async def changed(seconds: float, *, wakes_only: bool = False) -> bool:
             watching[0] += 1
             watching[1] = max(watching)
             try:
-                return await wait_changed(seconds)
+                return await wait_changed(seconds, wakes_only=wakes_only)
             finally:
                 watching[0] -= 1
 

@@ -1,8 +1,10 @@
 """A run's snapshot on PostgreSQL: one statement, one round trip, and every value read back as
-the reads of each part give it (its rows travel as JSON)."""
+the reads of each part give it (its rows travel as JSON); the snapshots asked for while one is
+read are read together."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -17,6 +19,7 @@ from flowtide.store.base import (
     Store,
     TokenRecord,
     TokenStatus,
+    UnknownRunError,
 )
 from flowtide.store.postgres import PostgresStore
 from tests.postgres_schemas import Schemas
@@ -135,3 +138,24 @@ async def test_a_snapshot_reads_every_value_as_the_reads_of_each_part(schemas: S
         # Instants keep their microseconds and their zone.
         assert got.run.deadline == at(3600.000001) and got.tokens[0].created_at == at(0.000001)
         assert all(e.at.tzinfo is not None for e in got.history)
+
+
+async def test_snapshots_asked_for_while_one_is_read_are_read_together(schemas: Schemas) -> None:
+    async with RoundTrips(schemas.url) as wire:
+        store = PostgresStore(wire.url, schema=schemas.new(), min_size=1, max_size=4)
+        async with store:
+            ids = [f"r{i}" for i in range(8)]
+            for run_id in ids:
+                await seeded(store, run_id)
+            alone = {run_id: await store.load_run(run_id) for run_id in ids}
+            sent = len(wire.sent)
+            asked = [*ids, "nobody", ids[0]]
+            got = await asyncio.gather(
+                *(store.load_run(run_id) for run_id in asked), return_exceptions=True
+            )
+            statements = wire.sent[sent:].count("B")
+    # The first alone, the nine that came while it was read in one statement.
+    assert statements == 2, wire.sent[sent:]
+    assert got[: len(ids)] == [alone[run_id] for run_id in ids]
+    assert isinstance(got[len(ids)], UnknownRunError)
+    assert got[-1] == alone[ids[0]]

@@ -312,11 +312,14 @@ class Store(ABC):
         tells other processes through :meth:`wait_changed`); returns what stops it."""
         return _nothing
 
-    async def wait_changed(self, seconds: float) -> bool:
+    async def wait_changed(self, seconds: float, *, wakes_only: bool = False) -> bool:
         """Wait until another process may have changed what :meth:`next_wake` gives, or an
         answer a waiter looks for, or ``seconds`` (of real time) have passed; True if something
         may have changed. A store that only this process writes returns False once ``seconds``
-        have passed. A lost notice only delays: callers look again at least every ``seconds``."""
+        have passed. A lost notice only delays: callers look again at least every ``seconds``.
+        ``wakes_only``: the caller looks only for changes of what :meth:`next_wake` gives (a
+        sweeper); a store that can tell them from the rest (an answer given, a run ended) may
+        wait on through the rest."""
         await asyncio.sleep(seconds)
         return False
 

@@ -21,7 +21,7 @@ from datetime import datetime
 from flowtide.engine.run._commit import commit_step
 from flowtide.engine.run.coalescing import CommitGroup, as_decided
 from flowtide.engine.worker._host import RunHost
-from flowtide.store.base import Commit, DueEntry, EventRecord, Expect, ParkRecord
+from flowtide.store.base import ENDED_LIFECYCLES, Commit, DueEntry, EventRecord, Expect, ParkRecord
 
 
 class Committer:
@@ -166,7 +166,9 @@ class Committer:
         host = self.host
         if events:
             self.stored_events = events
-        if c.release:
+        if c.run is not None and c.run.lifecycle in ENDED_LIFECYCLES:
+            pass  # (an ended run has no wake instant: nothing can be due sooner)
+        elif c.release:
             host.wake_sweeper()  # (its wake instant is no longer the lease's)
         elif c.due:
             host.wake_sweeper(min(e.when for e in c.due))

@@ -225,7 +225,7 @@ class Sweeper:
         least every ``poll`` seconds (a lost notice only delays)."""
         while True:
             try:
-                await self._store.wait_changed(self._poll)
+                await self._store.wait_changed(self._poll, wakes_only=True)
             except StoreUnusableError as exc:
                 self._stop(exc)
                 if self._task is not None:

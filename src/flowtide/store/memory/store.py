@@ -110,7 +110,7 @@ class MemoryStore(Store):
 
     # -- leases and wake instants ------------
 
-    async def wait_changed(self, seconds: float) -> bool:
+    async def wait_changed(self, seconds: float, *, wakes_only: bool = False) -> bool:
         return await self._leases.wait_changed(seconds)
 
     async def next_wake(self) -> datetime | None:

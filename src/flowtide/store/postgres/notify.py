@@ -11,6 +11,10 @@ reads the connection at a time; a notice it reads ends the wait of every waiter 
 (the engines of one process sharing it: a sweeper, a signal waiting for its answer,
 ``engine.wait``). A notice lost (before the first wait) only delays: callers look again at
 least every ``seconds``.
+
+A notice whose payload begins with :data:`TOLD` tells only of what waiters for an answer or a
+run's end look for (``settle_run``): it does not end the wait of a sweeper, which looks for
+runs that need a worker sooner (``wakes_only``). Any other notice (a run id) may tell of one.
 """
 
 from __future__ import annotations
@@ -18,16 +22,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import Literal
 
 import psycopg
 
 from flowtide.store.postgres.queries import with_channel
 
-__all__ = ["RECONNECT_EVERY", "ChangeListener"]
+__all__ = ["RECONNECT_EVERY", "TOLD", "ChangeListener"]
 
 Listening = psycopg.AsyncConnection[tuple[object, ...]]
 RECONNECT_EVERY = 0.5
 """Seconds between attempts to listen again while the database does not answer."""
+TOLD = "told:"
+"""How the payload of a notice begins that no run needs a worker sooner for."""
+Heard = Literal["nothing", "told", "wake"]
+"""What one read of the connection heard: no notice, one for waiters only (:data:`TOLD`), or
+one that may move a wake instant (any other; or notices may have been missed)."""
 
 
 class ChangeListener:
@@ -41,17 +51,20 @@ class ChangeListener:
         """One waiter reads the connection at a time."""
         self._notices = 0
         """How many waits have ended with a notice (every waiter's wait ends with one)."""
+        self._wakes = 0
+        """How many of those may have moved a wake instant (see :data:`Heard`)."""
         self._bell = asyncio.Event()
         """Set when the reading waiter stops reading (then replaced)."""
         self._lost = False
         """The connection could not be made for a while: notices may have been missed."""
 
-    async def wait(self, seconds: float) -> bool:
+    async def wait(self, seconds: float, *, wakes_only: bool = False) -> bool:
         """True once a notice arrives (or may have been missed: the connection failed), False
-        once ``seconds`` have passed without one."""
+        once ``seconds`` have passed without one. ``wakes_only``: a notice for waiters only
+        (:data:`TOLD`) does not end the wait."""
         deadline = time.monotonic() + max(seconds, 0.0)
-        seen = self._notices
-        while self._notices == seen:
+        seen = self._heard(wakes_only)
+        while self._heard(wakes_only) == seen:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
@@ -65,32 +78,38 @@ class ChangeListener:
                 continue
             async with self._lock:
                 try:
-                    if await self._wait_locked(deadline):
+                    heard = await self._wait_locked(deadline)
+                    if heard != "nothing":
                         self._notices += 1
+                    if heard == "wake":
+                        self._wakes += 1
                 finally:
                     self._bell.set()
                     self._bell = asyncio.Event()
         return True
 
-    async def _wait_locked(self, deadline: float) -> bool:
+    def _heard(self, wakes_only: bool) -> int:
+        return self._wakes if wakes_only else self._notices
+
+    async def _wait_locked(self, deadline: float) -> Heard:
         connection = self._connection
         if connection is None or connection.closed:
             connection = await self._reconnect(deadline)
             if connection is None:
-                return False
+                return "nothing"
             if self._lost:
                 self._lost = False
-                return True  # (notices may have been sent while it was down)
-        received = 0
+                return "wake"  # (notices may have been sent while it was down)
+        heard: Heard = "nothing"
         notices = connection.notifies(timeout=max(deadline - time.monotonic(), 0.0), stop_after=1)
         try:
             async with contextlib.aclosing(notices):
-                async for _ in notices:
-                    received += 1
+                async for notice in notices:
+                    heard = "told" if notice.payload.startswith(TOLD) else "wake"
         except psycopg.Error:
             await self.close()
-            return True  # (notices may have been lost while it failed)
-        return received > 0
+            return "wake"  # (notices may have been lost while it failed)
+        return heard
 
     async def _reconnect(
         self, deadline: float

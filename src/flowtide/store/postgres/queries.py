@@ -41,13 +41,13 @@ OWN_QUERIES: Final = frozenset(
         "answers_guarded",
         "deadline_guarded",
         "begin_snapshot",
-        "load_run_whole",
+        "load_runs_whole",
     }
 )
 """The statements only PostgreSQL has (every other name is SQLite's too, for the same job): its
 schema and connections' settings, notices, its clock, explicit transactions (connections are
 in autocommit mode), a commit sent whole behind guards, a read-only snapshot's transaction, and
-a run's snapshot read in one statement."""
+runs' snapshots read in one statement."""
 
 _NAME_BYTES = 63
 """PostgreSQL's longest identifier (a longer one would be cut short, silently)."""

@@ -348,8 +348,10 @@ UPDATE runs SET deadline_fired = GREATEST(deadline_fired, %(at)s) WHERE id = %(r
 -- earliest due entry). Notifies the listeners (the store's channel) when the run needs a worker
 -- sooner than it did (for a run nobody holds, or one held by a worker other than the
 -- committer), and whenever %(tell)s (a signal answered, a signal request stored, the run
--- ended: someone elsewhere may wait for it). SET expressions, and "old", read the row as it
--- was before this statement.
+-- ended: someone elsewhere may wait for it). A notice for the second reason only, from the
+-- run's holder (%(by_holder)s: a signal it answered, the run's end), says so (its payload
+-- begins with "told:"): sweepers need not look at the wake instants again for it. SET
+-- expressions, and "old", read the row as it was before this statement.
 WITH settled AS (
     UPDATE runs SET
         owner = CASE WHEN %(release)s THEN NULL ELSE runs.owner END,
@@ -365,18 +367,25 @@ WITH settled AS (
     WHERE runs.id = %(run_id)s
     RETURNING runs.owner, runs.wake_at, old.old_owner, old.old_wake
 )
-SELECT pg_notify(current_setting('flowtide.channel'), left(%(run_id)s, 200))
-FROM settled
-WHERE %(tell)s OR (
-    settled.wake_at IS NOT NULL
-    -- (a run its holder changed: the holder knows)
-    AND (settled.owner IS NULL OR NOT %(by_holder)s)
-    AND (
-        settled.old_wake IS NULL
-        OR settled.wake_at < settled.old_wake
-        OR (settled.owner IS NULL AND settled.old_owner IS NOT NULL)
-    )
-);
+SELECT pg_notify(
+    current_setting('flowtide.channel'),
+    CASE WHEN sooner.needed OR NOT %(by_holder)s THEN '' ELSE 'told:' END
+        || left(%(run_id)s, 200)
+)
+FROM settled, LATERAL (
+    SELECT COALESCE(
+        settled.wake_at IS NOT NULL
+        -- (a run its holder changed: the holder knows)
+        AND (settled.owner IS NULL OR NOT %(by_holder)s)
+        AND (
+            settled.old_wake IS NULL
+            OR settled.wake_at < settled.old_wake
+            OR (settled.owner IS NULL AND settled.old_owner IS NOT NULL)
+        ),
+        FALSE
+    ) AS needed
+) AS sooner
+WHERE %(tell)s OR sooner.needed;
 
 -- ---------------------------------------------------------------------------------------------
 -- Leases
@@ -718,13 +727,13 @@ DELETE FROM runs WHERE id = ANY(%(ids)s::text[]);
 -- ---------------------------------------------------------------------------------------------
 -- A run's snapshot (load_run): these reads in one transaction, sent together (one round trip)
 
--- name: load_run_whole
--- Everything a rebuild of the run reads (as SQLite's load_run_record, get_state, tokens,
--- history_after_checkpoint, open parks_by_run, node_anchors and due_of give it), in one
--- statement and so at one snapshot: one JSON array of the run's record with who holds it, then
--- an array of rows (or NULL: none) of each. JSON columns are given as their text, instants in
--- ISO 8601. No row: no such run.
-SELECT json_build_array(
+-- name: load_runs_whole
+-- Everything a rebuild of each of the runs %(run_ids)s reads (as SQLite's load_run_record,
+-- get_state, tokens, history_after_checkpoint, open parks_by_run, node_anchors and due_of give
+-- it), in one statement and so at one snapshot: a row per run found, its id and one JSON array
+-- of its record with who holds it, then an array of rows (or NULL: none) of each. JSON columns
+-- are given as their text, instants in ISO 8601.
+SELECT r.id, json_build_array(
     json_build_array(
         r.id, r.flow_id, r.flow_version, r.lifecycle, r.created_at, r.deadline, r.started_at,
         r.finished_at, r.parent_run_id, r.parent_token_id, r.depth, r.outcome, r.result::text,
@@ -771,7 +780,7 @@ SELECT json_build_array(
         FROM due d WHERE d.run_id = r.id
     )
 )::text
-FROM runs r WHERE r.id = %(run_id)s;
+FROM runs r WHERE r.id = ANY(%(run_ids)s::text[]);
 
 -- name: begin_snapshot
 -- A transaction every read of which sees the database as of one instant.

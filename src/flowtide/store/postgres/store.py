@@ -56,7 +56,7 @@ from flowtide.store.postgres import snapshot
 from flowtide.store.postgres.commits import GUARD_FAILED, Prepared, prepare, send_whole, sends_whole
 from flowtide.store.postgres.connector import PostgresConnector
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
-from flowtide.store.postgres.group import CommitGroups
+from flowtide.store.postgres.group import Groups
 from flowtide.store.postgres.notify import ChangeListener
 from flowtide.store.postgres.outage import POOL_PREFIX, Outage, quiet_pool_warnings
 from flowtide.store.postgres.queries import Q, channel_name, check_schema_name, with_schema
@@ -107,8 +107,10 @@ class PostgresStore(Store):
         self._closed = False
         self._listener = ChangeListener(self._conninfo, self._channel)
         self._outage = Outage(self._target.name)
-        self._groups = CommitGroups(self._alone, self._together)
+        self._groups = Groups(self._alone, self._together, _run_of)
         """Commits sent whole that come while one is in flight share a transaction."""
+        self._snapshots = Groups(self._snapshot, self._snapshots_together, str)
+        """Runs' snapshots asked for while one is read are read together."""
         connector = PostgresConnector(self._rows, self._rows_together, self._transaction)
         self._db = connector
         self._reads = SQLReads(connector)
@@ -201,9 +203,9 @@ class PostgresStore(Store):
         database: datetime = row[0]
         return ClockReading(database - (sent + (back - sent) / 2), back - sent)
 
-    async def wait_changed(self, seconds: float) -> bool:
+    async def wait_changed(self, seconds: float, *, wakes_only: bool = False) -> bool:
         await self._connections()  # (an unusable store says so, rather than waiting)
-        return await self._listener.wait(seconds)
+        return await self._listener.wait(seconds, wakes_only=wakes_only)
 
     # -- connections ------------
 
@@ -298,7 +300,7 @@ class PostgresStore(Store):
         if prepared.take is not None and self.own_clock:
             prepared.take["now"] = None  # (the lease is held from the database's clock)
         if sends_whole(prepared):
-            first = await self._groups.commit(prepared)
+            first = await self._groups.send(prepared)
         else:
             first = await self._careful(prepared)
         return commits.numbered(commit.events, first)
@@ -379,7 +381,13 @@ class PostgresStore(Store):
         return await self._reads.get_run(run_id)
 
     async def load_run(self, run_id: str) -> RunSnapshot:
-        return await snapshot.load_run(self._rows, run_id)
+        return snapshot.decode(run_id, await self._snapshots.send(run_id))
+
+    async def _snapshot(self, run_id: str) -> str | None:
+        return (await snapshot.read_whole(self._rows, [run_id]))[0]
+
+    async def _snapshots_together(self, run_ids: list[str]) -> list[str | None]:
+        return await snapshot.read_whole(self._rows, run_ids)
 
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
         return await self._reads.list_runs(lifecycle)
@@ -454,6 +462,10 @@ class PostgresStore(Store):
 
     async def forget_worker(self, worker_id: str) -> bool:
         return await self._workers.forget_worker(worker_id)
+
+
+def _run_of(prepared: Prepared) -> str:
+    return prepared.commit.run_id
 
 
 class _GuardRefused(Exception):

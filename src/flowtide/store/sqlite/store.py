@@ -209,7 +209,7 @@ class SQLiteStore(Store):
         finally:
             self._thread.shutdown()
 
-    async def wait_changed(self, seconds: float) -> bool:
+    async def wait_changed(self, seconds: float, *, wakes_only: bool = False) -> bool:
         # Another connection's commit changes ``data_version``; this store's own writes (other
         # engines of this process on it) are counted in ``_written``.
         end = time.monotonic() + seconds
