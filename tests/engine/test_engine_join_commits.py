@@ -100,6 +100,64 @@ async def test_a_branch_arrives_at_its_join_in_the_commit_of_its_nodes_finish() 
     assert len(commits) <= BRANCHES + 4
 
 
+@node(outputs=["done"])
+def threaded(ctx: NodeContext) -> Output:
+    """A sync branch node, run in a worker thread."""
+    return Output("done", update={"visited": [ctx.placement]})
+
+
+@node(outputs=["done"])
+def threaded_boom(ctx: NodeContext) -> Output:
+    raise RuntimeError("this branch fails")
+
+
+@pytest.mark.parametrize("turns", [0, 1, 3, TURNS])
+async def test_branches_waiting_for_a_thread_start_in_turn_and_each_once(turns: int) -> None:
+    flow = split_of([threaded] * BRANCHES, name="threads")
+    async with running(max_threads=2) as (engine, _clock):
+        slowed(engine.store, turns=turns)
+        for _ in range(5):  # (the race of threads given back against steps queued, again)
+            result = await engine.run(flow)
+            history = await engine.history(result.run_id)
+            assert result.lifecycle is Lifecycle.COMPLETED
+            assert sorted(result.state["visited"]) == sorted(["fork", "after", *flow_branches()])
+            assert_in_order(history, BRANCHES)
+            started = Counter(e.placement for e in history if e.kind == "node_started")
+            assert all(started[b] == 1 for b in flow_branches()), started
+
+
+async def test_a_first_join_cancels_the_branches_whose_start_is_queued() -> None:
+    flow = split_of([threaded] * BRANCHES, "first", name="threads-first")
+    async with running(max_threads=2) as (engine, _clock):
+        slowed(engine.store)
+        result = await engine.run(flow)
+        history = await engine.history(result.run_id)
+    assert result.lifecycle is Lifecycle.COMPLETED
+    events = kinds(history)
+    assert [e.seq for e in history] == list(range(1, len(history) + 1))
+    assert events.count("join_fired") == 1
+    fired = events.index("join_fired")
+    # No branch starts or arrives after the join fired; each that had not arrived is cancelled.
+    late = {"node_started", "node_finished", "join_arrived"}
+    assert not [e for e in history[fired:] if e.kind in late and e.placement != "after"]
+    arrived = events.count("join_arrived")
+    assert events.count("token_cancelled") == BRANCHES - arrived
+
+
+async def test_a_threaded_branch_that_fails_among_queued_starts_fails_the_run_once() -> None:
+    flow = split_of([threaded] * 8 + [threaded_boom] + [threaded] * 8, name="threads-fail")
+    async with running(max_threads=2) as (engine, _clock):
+        slowed(engine.store)
+        result = await engine.run(flow)
+        history = await engine.history(result.run_id)
+    assert result.lifecycle is Lifecycle.FAILED
+    assert [e.placement for e in result.errors] == ["b8"]
+    events = kinds(history)
+    assert [e.seq for e in history] == list(range(1, len(history) + 1))
+    assert events.count("node_failed") == 1 and "join_fired" not in events
+    assert events[-1] == "run_finished" and events.count("run_finished") == 1
+
+
 async def test_branches_arriving_at_a_join_are_stored_together() -> None:
     flow = split_of([instant] * BRANCHES, name="together")
     async with running() as (engine, _clock):

@@ -1,9 +1,11 @@
 """The executor's task steps through a stand-in for the run, without an engine: an attempt's
 start and what follows it (a move with what the node changed, a retry's backoff, a failure, a
-window's end on the ``timeout`` route, a park), a wait's due instant, and terminals."""
+window's end on the ``timeout`` route, a park), attempts queued to start started by one step, a
+wait's due instant, and terminals."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 from flowtide.authoring import FlowBuilder, node
@@ -130,3 +132,21 @@ async def test_a_terminal_sets_the_outcome_and_a_failed_one_ends_the_run() -> No
     assert (ex.view.terminals, ex.view.outcome) == (["end", "bad"], "shipped")
     ((lifecycle, errors),) = ex.ends
     assert (lifecycle, errors[0].type) == (Lifecycle.FAILED, "FailedTerminalError")
+
+
+async def test_attempts_queued_to_start_are_started_by_one_step() -> None:
+    ex, steps = run(Attempt("ok", output="done", update={}, changes=UNCHANGED))
+    tokens = [ex.token("plain") for _ in range(4)]
+    async with ex.steps.hold():  # (another step holds the lock: the starts queue behind it)
+        tasks = [asyncio.create_task(steps.at_task(t, task(ex, "plain"))) for t in tokens]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        tokens[2].status = S.CANCELLED  # (cancelled while its start waited: it never starts)
+    await asyncio.gather(*tasks)
+    starts = [c for c in ex.commits if any(e.kind == "node_started" for e in c.events)]
+    started = [t for t in tokens if t is not tokens[2]]
+    assert len(starts) == 1, starts
+    assert [e.token_id for e in starts[0].events] == [t.id for t in started]
+    assert starts[0].tokens == started
+    assert [c.key for c in ex.runner.calls] == [t.id for t in started]
+    assert len(ex.moves) == 3 and ex.prestarted == set()

@@ -127,7 +127,8 @@ class RunExecutor:
         is not registered in ``running`` yet: an interrupting timer firing then is kept for the
         scope (:func:`~flowtide.engine.run.marks.interrupt`) instead of being lost."""
         self.prestarted: set[str] = set()
-        """Tokens whose move to a task also started its attempt (in the same commit)."""
+        """Tokens whose attempt another step's commit started: the move to their task, or the
+        start of another token's attempt queued before theirs (see ``TaskSteps.start``)."""
         self.ids = itertools.count(1)
         self.started = False
         self.closed = False

@@ -5,8 +5,10 @@ retry, a timeout, a failure), waits and terminals. A part the executor holds
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -31,6 +33,7 @@ from flowtide.engine.flows.contracts import OutputContractError
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import InterruptedAt
 from flowtide.engine.run.attempts import Attempt, AttemptCall, AttemptRunner
+from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.due import RESUME, TIMEOUT
 from flowtide.engine.run.executor.arming import Arming
 from flowtide.engine.run.executor.attempts import TokenAttempts
@@ -111,9 +114,22 @@ class TaskHost(StepPort, MovePort, EndPort, Protocol):
     @property
     def prestarted(self) -> set[str]: ...
 
+    @property
+    def committer(self) -> Committer: ...
+
     def fail_token(
         self, token: TokenRecord, exc: BaseException, interrupted: InterruptedAt | None = None
     ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """An attempt to start: ``token``'s at ``placement``, of ``node``."""
+
+    token: TokenRecord
+    placement: str
+    node: str
+    settings: NodeSettings
 
 
 class TaskSteps:
@@ -122,6 +138,8 @@ class TaskSteps:
 
     def __init__(self, ex: TaskHost) -> None:
         self.ex = ex
+        self.queued: dict[str, _Start] = {}
+        """The attempts whose start waits for the run's step lock (see :meth:`start`)."""
 
     async def at_task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
         ex = self.ex
@@ -158,22 +176,8 @@ class TaskSteps:
                 and await ex.attempts.wait_for_thread(token.id, ex.root) is not None
             ):
                 return None  # (the run ended meanwhile)
-            async with ex.steps.hold():
-                if ex.view.end is not None or token.status is S.CANCELLED:
-                    ex.attempts.drop_thread(token.id)
-                    return None
-                fired = take_due(token)
-                events = []
-                if fired is Waiting.RETRY:
-                    events.append(ex.event(token, TimerFired(purpose="retry")))
-                started, anchors, due = ex.arming.start_attempt(token, p.id, impl.id, settings)
-                events.append(started)
-                if not await ex.commit(
-                    Commit(ex.view.run.id, tokens=[token], events=events, anchors=anchors, due=due),
-                    unless_ended=True,
-                ):
-                    ex.token_attempts.not_started(token.id)
-                    return None
+            if not await self.start(_Start(token, p.id, impl.id, settings)):
+                return None
         base = dict(ex.view.state)
         call = AttemptCall(
             impl=impl,
@@ -189,6 +193,58 @@ class TaskSteps:
         )
         attempt = await ex.token_attempts.invoke(call, token)
         return await self.after_attempt(token, p, impl.id, settings, base, attempt)
+
+    async def start(self, start: _Start) -> bool:
+        """Commit the start of a token's attempt (it holds its thread slot, if it needs one);
+        False if the run ended or the token was cancelled first.
+
+        Starts queued behind the run's step lock are one step: the first of them to hold the
+        lock starts every attempt queued then, in its one commit, and each of the others goes
+        on once that commit is stored."""
+        ex, token = self.ex, start.token
+        self.queued[token.id] = start
+        after = None
+        try:
+            async with ex.steps.hold():
+                self.queued.pop(token.id, None)
+                if token.id in ex.prestarted:  # (the step of a start queued before it)
+                    ex.prestarted.discard(token.id)
+                    after = ex.committer.unsent()
+                elif ex.view.end is not None or token.status is S.CANCELLED:
+                    ex.attempts.drop_thread(token.id)
+                    return False
+                elif not await self._start_queued(start):
+                    return False
+        finally:
+            self.queued.pop(token.id, None)
+        if after is not None:
+            await asyncio.shield(after)
+        return True
+
+    async def _start_queued(self, first: _Start) -> bool:
+        """One step: the start of ``first`` and of every other attempt queued to start."""
+        ex = self.ex
+        others = [q for q in self.queued.values() if q.token.status is not S.CANCELLED]
+        self.queued.clear()
+        tokens, events, anchors, due = [], [], [], []
+        for q in (first, *others):
+            t = q.token
+            if take_due(t) is Waiting.RETRY:
+                events.append(ex.event(t, TimerFired(purpose="retry")))
+            started, new_anchors, new_due = ex.arming.start_attempt(
+                t, q.placement, q.node, q.settings
+            )
+            tokens.append(t)
+            events.append(started)
+            anchors.extend(new_anchors)
+            due.extend(new_due)
+        c = Commit(ex.view.run.id, tokens=tokens, events=events, anchors=anchors, due=due)
+        if not await ex.commit(c, unless_ended=True):
+            for t in tokens:
+                ex.token_attempts.not_started(t.id)
+            return False
+        ex.prestarted.update(q.token.id for q in others)
+        return True
 
     async def after_attempt(
         self,
