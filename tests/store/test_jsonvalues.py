@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections import OrderedDict
 from datetime import UTC, date, datetime, timedelta
@@ -127,3 +128,9 @@ def test_the_text_a_state_carries_is_what_a_store_writes() -> None:
     assert encode_state(state) == {"a": "[1,2]", "b": '{"c":1}'}
     with pytest.raises(NotJSONError, match="state/b"):
         encode_state(EncodedState({"b": {1, 2}}))
+
+
+@pytest.mark.parametrize("value", [0, -7, 2**70, True, False, Size.BIG, 1.5, -0.0, 1e300])
+def test_a_number_is_written_as_the_encoder_writes_it(value: Any) -> None:
+    assert encode_json(value, "x") == json.dumps(value, separators=(",", ":"))
+    assert encode_json([value], "x") == json.dumps([value], separators=(",", ":"))

@@ -9,6 +9,7 @@ import random
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -272,9 +273,15 @@ def values(conn: sqlite3.Connection) -> list[str]:
     return [row[0] for row in conn.execute("SELECT v FROM t ORDER BY rowid")]
 
 
+def future(write: Write[str]) -> Future[str]:
+    """The future a test's write answers on."""
+    assert isinstance(write.future, Future)
+    return write.future
+
+
 def answers(group: list[Write[str]]) -> list[str | type[BaseException]]:
     return [
-        type(e) if (e := w.future.exception()) is not None else w.future.result() for w in group
+        type(e) if (e := future(w).exception()) is not None else future(w).result() for w in group
     ]
 
 
@@ -304,7 +311,7 @@ def test_a_failed_commit_fails_every_write_of_its_group(tmp_path: Path) -> None:
     group = started(insert("a"), insert("b", refuse), insert("c"))
     apply_group(conn, group, "t.db")
     assert answers(group) == [StoreError, StoreError, StoreError]
-    assert all("injected" in str(w.future.exception()) for w in group)
+    assert all("injected" in str(future(w).exception()) for w in group)
     assert values(conn) == [] and not conn.in_transaction
     group = started(insert("a"), insert("c"))
     apply_group(conn, group, "t.db")
@@ -329,7 +336,7 @@ def test_the_queue_hands_out_groups_in_call_order_and_drops_cancelled_writes() -
     writes = [insert(v) for v in "abcd"]
     for write in writes:
         queue.put(write)
-    writes[1].future.cancel()
+    future(writes[1]).cancel()
     assert queue.take() == [writes[0], writes[2]]
     assert queue.take() == [writes[3]]
     assert queue.take() == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from functools import partial
 
 import pytest
 
@@ -24,7 +25,7 @@ async def test_calls_run_in_order_in_one_thread_and_answer_with_their_value_or_e
         return i * 10
 
     try:
-        calls = [asyncio.ensure_future(thread.call(lambda i=i: job(i))) for i in range(5)]
+        calls = [asyncio.ensure_future(thread.call(partial(job, i))) for i in range(5)]
         answers = await asyncio.gather(*calls, return_exceptions=True)
     finally:
         thread.shutdown()
@@ -71,12 +72,12 @@ async def test_a_failing_job_is_logged_and_the_thread_goes_on(
 
 
 async def test_shutdown_ends_the_thread_once_the_jobs_given_before_have_run() -> None:
-    thread = StoreThread("flowtide-sqlite-test")
+    thread = StoreThread("flowtide-sqlite-ending")
     ran: list[int] = []
     await thread.call(lambda: None)
-    [worker] = [t for t in threading.enumerate() if t.name == "flowtide-sqlite-test"]
+    [worker] = [t for t in threading.enumerate() if t.name == "flowtide-sqlite-ending"]
     for i in range(3):
-        thread.post(lambda i=i: ran.append(i))
+        thread.post(partial(ran.append, i))
     thread.shutdown()
     await asyncio.to_thread(worker.join, WAIT)
     assert not worker.is_alive() and ran == [0, 1, 2]

@@ -51,14 +51,17 @@ def encode_json(value: Any, where: str) -> str:
     """
     if value is None:
         return "null"
-    if type(value) is dict and not value:
+    kind = type(value)
+    if kind is dict and not value:
         return "{}"  # (most records' data: no encoder needed)
+    if kind is int:
+        return int.__repr__(value)  # (as the encoder writes it)
     try:
         text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         _check(value, [where], set())  # says where, for what the walk can tell
         raise NotJSONError(join(where), str(exc)) from exc
-    if type(value) not in _SCALARS and not _plain(value):
+    if kind not in _SCALARS and not _plain(value):
         _check(value, [where], set())
     return text
 

@@ -25,7 +25,12 @@ from datetime import timedelta
 
 from flowtide.clock import Clock
 from flowtide.engine.errors import StoreUnavailableError
-from flowtide.engine.worker.instruments import NO_INSTRUMENTS, EngineInstruments, seconds
+from flowtide.engine.worker.instruments import (
+    NO_INSTRUMENTS,
+    EngineInstruments,
+    seconds,
+    timed,
+)
 from flowtide.printable import printable
 from flowtide.store.base import (
     Commit,
@@ -55,6 +60,8 @@ async def commit_step(
     """Apply ``commit`` to ``store``; returns its events with their ``seq`` filled in.
     ``shield``: see the module's docstring (False only in a task the executor owns);
     ``instruments``: told how long the store took to answer, whatever it answered."""
+    if not timed(instruments):
+        return await _tried(store, commit, clock, shield)
     sent = clock.now()
     try:
         return await _tried(store, commit, clock, shield)

@@ -37,7 +37,7 @@ from flowtide.engine.timing.deadlines import (
 from flowtide.engine.timing.scope import Cancellation, CancelReason, CancelScope, ScopeDeadline
 from flowtide.engine.worker import handoff
 from flowtide.engine.worker._host import RunHost
-from flowtide.engine.worker.instruments import seconds
+from flowtide.engine.worker.instruments import seconds, timed
 from flowtide.engine.worker.process import run_in_process
 from flowtide.model.flow import Flow
 from flowtide.model.placements import (
@@ -194,7 +194,9 @@ class AttemptRunner:
         ended = self.attempt_end(
             call, scope, window, deadline, value, error, final_state, hooks.parkable
         )
-        self.host.instruments.attempt(ended.kind, seconds(now, self.clock.now()))
+        instruments = self.host.instruments
+        if timed(instruments):
+            instruments.attempt(ended.kind, seconds(now, self.clock.now()))
         return ended
 
     async def _run_code(

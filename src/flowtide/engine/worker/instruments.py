@@ -15,7 +15,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal, Protocol
 
-__all__ = ["NO_INSTRUMENTS", "AttemptOutcome", "EngineInstruments", "NoInstruments", "seconds"]
+__all__ = [
+    "NO_INSTRUMENTS",
+    "AttemptOutcome",
+    "EngineInstruments",
+    "NoInstruments",
+    "seconds",
+    "timed",
+]
 
 AttemptOutcome = Literal["ok", "error", "timeout", "cancelled", "park"]
 """How a node attempt's code ended: it returned an output, raised, ran out of its window, was
@@ -61,6 +68,12 @@ class NoInstruments:
 
 
 NO_INSTRUMENTS: EngineInstruments = NoInstruments()
+
+
+def timed(instruments: EngineInstruments) -> bool:
+    """Whether ``instruments`` keep durations (:data:`NO_INSTRUMENTS` does not: the engine then
+    reads no clock to time its work for them)."""
+    return instruments is not NO_INSTRUMENTS
 
 
 def seconds(since: datetime, until: datetime) -> float:

@@ -117,7 +117,14 @@ class EventRow:
     def read(self) -> EventRecord:
         data = decode_json(self.data)
         return EventRecord(
-            self.kind, self.run_id, self.at, self.placement, self.attempt, self.token_id, data, self.seq
+            self.kind,
+            self.run_id,
+            self.at,
+            self.placement,
+            self.attempt,
+            self.token_id,
+            data,
+            self.seq,
         )
 
 
