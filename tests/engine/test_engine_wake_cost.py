@@ -160,13 +160,18 @@ async def test_a_resume_settles_the_run_once_if_it_parks_again_and_never_if_it_e
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settles: list[str] = []
-    settle = Settling.settle
+    settle, given_back = Settling.settle, Settling.given_back
 
     async def counted(self: Settling) -> None:
         settles.append(self.ex.view.run.id)
         await settle(self)
 
+    async def counted_with_a_step(self: Settling) -> None:
+        settles.append(self.ex.view.run.id)  # (settled by the commit of the step that parked)
+        await given_back(self)
+
     monkeypatch.setattr(Settling, "settle", counted)
+    monkeypatch.setattr(Settling, "given_back", counted_with_a_step)
     flow = FlowBuilder("urn:test:flow:settles").task("ask", ask_twice, {"approved": "end"})
     async with running() as (engine, _clock):
         parked = await engine.run(flow.terminal("end").build())

@@ -63,6 +63,8 @@ class RecordedSteps:
         self.clock = VirtualClock(now)
         self.root = CancelScope(None)
         self.commits: list[Commit] = []
+        self.last: list[bool] = []
+        """Whether each commit was the last step of its task (``commit``'s ``last``)."""
 
     def event(
         self,
@@ -87,8 +89,10 @@ class RecordedSteps:
         unless_ended: bool = False,
         token: TokenRecord | None = None,
         update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+        last: bool = False,
     ) -> bool:
         self.commits.append(c)
+        self.last.append(last)
         return True
 
 
@@ -167,12 +171,13 @@ class RecordedRun(RecordedSteps):
         unless_ended: bool = False,
         token: TokenRecord | None = None,
         update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+        last: bool = False,
     ) -> bool:
         if self.refusing:
             return False
         if update is not None:
             c.state, c.state_deleted = update()
-        return await super().commit(c)
+        return await super().commit(c, last=last)
 
     async def move(self, m: Move) -> Moved:
         self.moves.append(m)
@@ -322,8 +327,8 @@ class DrivenRun(RecordedRun):
         self.ending = RunEnding(self)
         self.run_start = RunStart(self)
 
-    def working(self) -> bool:
-        return bool(self.tasks)
+    def working(self, besides: asyncio.Future[Any] | None = None) -> bool:
+        return any(t is not besides for t in self.tasks)
 
     def close(self, notify: bool = True) -> None:
         self.closed = True

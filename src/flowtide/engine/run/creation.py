@@ -138,12 +138,11 @@ class RunCreation:
         """The one place a run is created in the store: by nobody (a worker will claim it), or,
         with its ``first`` commit, held by this engine (the lease the commit carries; measured
         as a step's commit); the commit's events, with their seq."""
-        store = self._engine.store
-        if first is None:
-            return await store.create_run(run, state)
         clock = self._host.clock
         sent = clock.now()
+        lease = first.lease if first is not None else None
         try:
-            return await store.create_run(run, state, first, lease=first.lease)
+            return await self._engine.store.create_run(run, state, first, lease=lease)
         finally:
-            self._host.instruments.commit(seconds(sent, clock.now()))
+            if first is not None:
+                self._host.instruments.commit(seconds(sent, clock.now()))

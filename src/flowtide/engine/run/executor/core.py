@@ -261,9 +261,15 @@ class RunExecutor:
         unless_ended: bool = False,
         token: TokenRecord | None = None,
         update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+        last: bool = False,
     ) -> bool:
         """Commit one step through the run's :class:`Committer` (the only way to the store);
         False if skipped (the run ended, or ``token`` was cancelled meanwhile).
+
+        ``last``: the step is the last of the calling task (a token parked): if the run is then
+        quiescent, the step's commit settles it too, and the run is let go once it is stored
+        (see :meth:`Settling.gives_back_with
+        <flowtide.engine.run.executor.settling.Settling.gives_back_with>`).
 
         ``update`` runs under the step lock, once the step is known to go ahead: it applies the
         step's state change in memory and gives what to put on the commit, so that a skipped
@@ -301,12 +307,20 @@ class RunExecutor:
                 # Steps are queued: this one's commit goes with theirs (see StepLock).
                 self.steps.owe(self.committer.hold_back(c))
                 return True
-            # A task of this executor is cancelled only by its close (see
-            # flowtide.engine.run._commit).
-            await self.committer.send(c, shield=not own)
+            settles = last and own and self.settler.gives_back_with(c)
+            try:
+                # A task of this executor is cancelled only by its close (see
+                # flowtide.engine.run._commit).
+                await self.committer.send(c, shield=not own)
+            except BaseException:
+                if settles:
+                    self.settler.not_given_back()
+                raise
             if c.take is not None:
                 self.lease = self.lease or c.take.lease  # (held here from now on)
                 self.taking = None
+            if settles:
+                await self.settler.given_back()
         return True
 
     def lose_view(self, exc: StoreConflict | StoreUnavailableError) -> None:
@@ -380,12 +394,13 @@ class RunExecutor:
 
         self.track(task_awaiting(wrapper(), coro))
 
-    def working(self) -> bool:
-        """Whether a task of the run is at work (not only waiting for a parked child run)."""
+    def working(self, besides: asyncio.Future[Any] | None = None) -> bool:
+        """Whether a task of the run is at work (not only waiting for a parked child run), but
+        ``besides``."""
         if not self.children.waits:
-            return bool(self.tasks)
+            return any(t is not besides for t in self.tasks)
         waiting = self.children.waiting_tasks()
-        return any(t not in waiting for t in self.tasks)
+        return any(t not in waiting and t is not besides for t in self.tasks)
 
     def track(self, task: asyncio.Task[Any]) -> None:
         """Hold ``task`` among the run's tasks until it is done; the run may then be drained

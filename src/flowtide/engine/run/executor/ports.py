@@ -53,6 +53,7 @@ class StepPort(Protocol):
         unless_ended: bool = False,
         token: TokenRecord | None = None,
         update: Callable[[], tuple[dict[str, Any], list[str]]] | None = None,
+        last: bool = False,
     ) -> bool: ...
 
 

@@ -12,6 +12,7 @@ import contextlib
 from typing import Any, Protocol
 
 from flowtide.engine.errors import DrainedWithoutTerminal, StoreUnavailableError
+from flowtide.engine.events import EventKind
 from flowtide.engine.lifecycle import Lifecycle, transition
 from flowtide.engine.result import ParkedToken, RunResult
 from flowtide.engine.run.committer import Committer
@@ -59,7 +60,7 @@ class SettlingHost(StepPort, EndPort, Protocol):
     @property
     def handed_off(self) -> bool: ...
 
-    def working(self) -> bool: ...
+    def working(self, besides: asyncio.Future[Any] | None = None) -> bool: ...
 
     def close(self, notify: bool = True) -> None: ...
 
@@ -77,6 +78,9 @@ class Settling:
         """The task that settles the run (see :meth:`settle`)."""
         self.handing: asyncio.Task[None] | None = None
         """The task that hands the run back (see :meth:`hand_off`)."""
+        self.before: tuple[str, Checkpoint | None] = ("", None)
+        """The run's lifecycle and checkpoint before a step settled it (see
+        :meth:`gives_back_with`)."""
 
     def maybe_drained(self) -> None:
         if (
@@ -114,9 +118,10 @@ class Settling:
                 [self.ex.error_info(DrainedWithoutTerminal(self.ex.view.last_placements))],
             )
 
-    def quiescent(self) -> bool:
-        """Only waiting/parked (and join-arrived) tokens are left, and nothing runs."""
-        if self.ex.view.end is not None or self.ex.closed or self.ex.working() or self.pins:
+    def quiescent(self, besides: asyncio.Future[Any] | None = None) -> bool:
+        """Only waiting/parked (and join-arrived) tokens are left, and nothing runs (but the
+        task ``besides``, if given: about to end)."""
+        if self.ex.view.end is not None or self.ex.closed or self.ex.working(besides) or self.pins:
             return False
         # (A subflow token whose child waits parked counts as parked.)
         statuses = {
@@ -184,25 +189,7 @@ class Settling:
         """Commit the run's lifecycle ``parked`` and give it back, then let go of it; False if
         it was not let go (something came meanwhile, or the commit was refused)."""
         c = Commit(self.ex.view.run.id)
-        if self.ex.view.run.lifecycle != Lifecycle.PARKED.value:
-            self.ex.view.run.lifecycle = transition(
-                self.ex.view.run.lifecycle, Lifecycle.PARKED
-            ).value
-            c.run = self.ex.view.run
-        if self.ex.view.run.deadline is not None:
-            # Nothing holds the run's deadline timer any more: the sweeper will.
-            c.due = [
-                DEADLINE.entry(self.ex.view.run.deadline, self.ex.view.run.id, self.ex.view.run.id)
-            ]
-        # What a rebuild needs beyond the tokens, so that it reads no older history.
-        self.ex.view.run.checkpoint = Checkpoint(
-            self.ex.committer.last_seq(),
-            dict(self.ex.view.visits),
-            list(self.ex.view.terminals),
-            self.ex.view.outcome,
-        )
-        c.run = self.ex.view.run
-        c.release = True  # nobody holds it now: its wake instant is its next due entry
+        self._put_give_back(c, 0)
         try:
             await self.ex.commit(c)
         except (StoreConflict, StoreUnavailableError) as exc:
@@ -210,7 +197,69 @@ class Settling:
             # store has it.
             self.ex.lose_view(exc)
             return False
-        if not self.quiescent():
+        return await self._given_back(None)
+
+    def gives_back_with(self, c: Commit) -> bool:
+        """Whether ``c`` (folded, not sent), the last step of the calling task, leaves the run
+        quiescent, nothing else at work or held back: then ``c`` settles the run too (what the
+        commit :meth:`settle` would make after it is put on it: one commit fewer), and the
+        caller calls :meth:`given_back` once it is stored, :meth:`not_given_back` if not."""
+        ex = self.ex
+        if (
+            ex.released
+            or not ex.started
+            or ex.handed_off
+            or ex.lease is None
+            or ex.steps.queued
+            or ex.committer.held is not None
+            or (self.settling is not None and not self.settling.done())
+            or any(e.kind == EventKind.TERMINAL_REACHED for e in c.events)
+            or not self.quiescent(asyncio.current_task())
+        ):
+            return False
+        self.before = (ex.view.run.lifecycle, ex.view.run.checkpoint)
+        self._put_give_back(c, len(c.events))
+        return True
+
+    def not_given_back(self) -> None:
+        """The commit :meth:`gives_back_with` settled the run with was not stored: the run's
+        record is as it was before."""
+        self.ex.view.run.lifecycle, self.ex.view.run.checkpoint = self.before
+
+    async def given_back(self) -> None:
+        """The commit :meth:`gives_back_with` settled the run with is stored: let go of the
+        run, as :meth:`settle` does, once the calling task has ended."""
+        if await self._given_back(asyncio.current_task()):
+            self.ex.host.settled(self.snapshot())
+
+    def _put_give_back(self, c: Commit, events: int) -> None:
+        """Put on ``c`` the run's lifecycle ``parked``, its resume checkpoint (after ``c``'s
+        own ``events``) and the lease given back."""
+        if self.ex.view.run.lifecycle != Lifecycle.PARKED.value:
+            self.ex.view.run.lifecycle = transition(
+                self.ex.view.run.lifecycle, Lifecycle.PARKED
+            ).value
+        if self.ex.view.run.deadline is not None:
+            # Nothing holds the run's deadline timer any more: the sweeper will.
+            entry = DEADLINE.entry(
+                self.ex.view.run.deadline, self.ex.view.run.id, self.ex.view.run.id
+            )
+            c.due = [*c.due, entry]
+        # What a rebuild needs beyond the tokens, so that it reads no older history. (Only the
+        # run's lease holder writes its history: the events of ``c`` follow the last stored.)
+        self.ex.view.run.checkpoint = Checkpoint(
+            self.ex.committer.last_seq() + events,
+            dict(self.ex.view.visits),
+            list(self.ex.view.terminals),
+            self.ex.view.outcome,
+        )
+        c.run = self.ex.view.run
+        c.release = True  # nobody holds it now: its wake instant is its next due entry
+
+    async def _given_back(self, besides: asyncio.Future[Any] | None) -> bool:
+        """The run was given back: let go of it (True), or, if something came meanwhile, take
+        its lease again (else its view is dropped)."""
+        if not self.quiescent(besides):
             if not self.ex.closed:
                 await self._take_back()
             return False

@@ -431,6 +431,7 @@ class TaskSteps:
             unless_ended=True,
             update=lambda: ex.token_attempts.state_update(base, attempt),
             token=token,
+            last=True,
         )
         if not ok:
             ex.view.parks.pop(token.id, None)
