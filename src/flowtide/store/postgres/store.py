@@ -109,8 +109,7 @@ class PostgresStore(Store):
         self._outage = Outage(self._target.name)
         self._groups = Groups(self._alone, self._together, _run_of)
         """Commits sent whole that come while one is in flight share a transaction."""
-        self._snapshots = Groups(self._snapshot, self._snapshots_together, str)
-        """Runs' snapshots asked for while one is read are read together."""
+        self._snapshots = snapshot.Snapshots(self._rows)
         connector = PostgresConnector(self._rows, self._rows_together, self._transaction)
         self._db = connector
         self._reads = SQLReads(connector)
@@ -381,13 +380,7 @@ class PostgresStore(Store):
         return await self._reads.get_run(run_id)
 
     async def load_run(self, run_id: str) -> RunSnapshot:
-        return snapshot.decode(run_id, await self._snapshots.send(run_id))
-
-    async def _snapshot(self, run_id: str) -> str | None:
-        return (await snapshot.read_whole(self._rows, [run_id]))[0]
-
-    async def _snapshots_together(self, run_ids: list[str]) -> list[str | None]:
-        return await snapshot.read_whole(self._rows, run_ids)
+        return await self._snapshots.load(run_id)
 
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
         return await self._reads.list_runs(lifecycle)
