@@ -58,7 +58,9 @@ class Joins:
         self.router = router
 
     async def at_join(self, token: TokenRecord, p: Join) -> TokenRecord | None:
-        """``token`` arrives at join ``p`` (a token of no split passes straight on)."""
+        """``token`` arrives at join ``p`` (a token of no split passes straight on). A branch's
+        move records its arrival itself (see the router): this counts one stored ready at the
+        join, as runs rebuilt from an older store may have."""
         ex = self.ex
         if not token.lineage:
             passed = await self.router.move(
