@@ -155,6 +155,8 @@ Lineage = tuple[tuple[str, int, int], ...]
 
 def lineage_of(splits: Iterable[Sequence[Any]]) -> Lineage:
     """``splits`` (as a store reads them back: lists, say) as a :data:`Lineage` of tuples."""
+    if not splits:
+        return ()  # (most tokens: no split)
     return tuple((str(split), int(branch), int(count)) for split, branch, count in splits)
 
 
