@@ -64,10 +64,13 @@ async def race(
         for first in range(0, tries, batch):
             count = min(batch, tries - first)
             runs = [(await client.start("urn:flowtide:test:race")).run_id for _ in range(count)]
-            deadlines = await _deadlines(store, runs, 120.0)
+            deadlines = await _deadlines(store, runs, STALL)
             answers = await _signal_at_deadlines(client, deadlines, rng)
-            await _until_ended(store, runs, 120.0)
+            await _until_ended(store, runs, STALL)
             for run_id in runs:
+                if run_id not in deadlines:
+                    result.problems.append(await _unparked(store, run_id))
+                    continue
                 accepted = answers.get(run_id)
                 result.problems += await _check(store, run_id, accepted, result)
                 result.problems += _judged(run_id, accepted, recorded, deadlines)
@@ -81,18 +84,37 @@ async def race(
     return result
 
 
-async def _deadlines(store: Store, runs: list[str], patience: float) -> dict[str, datetime]:
-    """Each run's park deadline, once every run has parked."""
+STALL = 120.0
+"""Seconds in which no run of a batch moves on (parks, or ends) after which the race stops
+waiting for the rest: the wait lasts as long as the workers make progress, however loaded the
+machine is."""
+
+
+async def _deadlines(store: Store, runs: list[str], stall: float) -> dict[str, datetime]:
+    """Each run's park deadline, once every run has parked (or none has for ``stall``
+    seconds: those are missing)."""
     found: dict[str, datetime] = {}
-    end = time.monotonic() + patience
-    while len(found) < len(runs) and time.monotonic() < end:
+    last = time.monotonic()
+    while len(found) < len(runs) and time.monotonic() - last < stall:
         for run_id in runs:
             if run_id not in found:
                 parks = await store.parks(run_id=run_id)
                 if parks and parks[0].deadline is not None:
                     found[run_id] = parks[0].deadline
+                    last = time.monotonic()
         await asyncio.sleep(0.02)
     return found
+
+
+async def _unparked(store: Store, run_id: str) -> str:
+    """What is known of a run that had not parked when the race stopped waiting (it was not
+    signalled)."""
+    run = await store.get_run(run_id)
+    kinds = Counter(e.kind for e in await store.history(run_id))
+    return (
+        f"{run_id}: did not park in time (no run of its batch parked for {STALL:g} s), so it "
+        f"was not signalled; now {run.lifecycle}, its history {dict(kinds)}"
+    )
 
 
 async def _signal_at_deadlines(
@@ -134,13 +156,14 @@ def _judged(
     recorded: dict[str, SignalRequest],
     deadlines: dict[str, datetime],
 ) -> list[str]:
-    """The signal's answer agrees with the instant the store recorded it (a signal that finds
-    the park timed out already is refused before anything is recorded)."""
-    request, deadline = recorded.get(run_id), deadlines.get(run_id)
-    if request is None and accepted is False:
-        return []
-    if accepted is None or request is None or deadline is None:
-        return [f"{run_id}: accepted with no request recorded"]
+    """The signal's answer agrees with the instant the store recorded it."""
+    request, deadline = recorded.get(run_id), deadlines[run_id]
+    if accepted is None:
+        return []  # (said by _check)
+    if request is None:
+        # (A signal that finds the park timed out already is refused before anything is
+        # recorded.)
+        return [] if accepted is False else [f"{run_id}: accepted with no request recorded"]
     if accepted != (request.requested_at < deadline):
         said = "accepted" if accepted else "refused"
         return [
@@ -150,13 +173,15 @@ def _judged(
     return []
 
 
-async def _until_ended(store: Store, runs: list[str], patience: float) -> None:
-    end = time.monotonic() + patience
+async def _until_ended(store: Store, runs: list[str], stall: float) -> None:
+    """Once every run has completed, or none has for ``stall`` seconds."""
+    last = time.monotonic()
     left = set(runs)
-    while left and time.monotonic() < end:
+    while left and time.monotonic() - last < stall:
         for run_id in list(left):
             if (await store.get_run(run_id)).lifecycle == "completed":
                 left.discard(run_id)
+                last = time.monotonic()
         await asyncio.sleep(0.05)
 
 
@@ -170,7 +195,7 @@ async def _check(store: Store, run_id: str, accepted: bool | None, result: Race)
     if signalled + timed_out != 1:
         return [f"{run_id}: signalled {signalled} and timed out {timed_out} times"]
     if accepted is None:
-        return [f"{run_id}: never signalled"]
+        return [f"{run_id}: parked, but its signal got no answer"]
     if accepted != bool(signalled):
         said = "accepted" if accepted else "refused"
         return [f"{run_id}: the signal was {said}, but the history says otherwise"]

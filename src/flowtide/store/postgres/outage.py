@@ -27,8 +27,9 @@ POOL_PREFIX = "flowtide:"
 
 _CONNECTION_LOST = "08"
 """SQLSTATE class of connection exceptions."""
-_SHUTTING_DOWN = frozenset({"57P01", "57P02", "57P03"})
-"""The server shut down (by an administrator, or in a crash) or cannot take connections yet."""
+_NOT_NOW = frozenset({"57P01", "57P02", "57P03", "53300"})
+"""The server shut down (by an administrator, or in a crash), cannot take connections yet, or
+has none left (``too_many_connections``: other clients hold them all, for now)."""
 
 _connections: weakref.WeakSet[object] = weakref.WeakSet()
 """Every connection of a store's pool (the pool's warnings about them are not logged)."""
@@ -36,14 +37,15 @@ _connections: weakref.WeakSet[object] = weakref.WeakSet()
 
 def is_down(error: psycopg.Error) -> bool:
     """Whether ``error`` means the database cannot be reached now (it may be, later): a
-    connection that could not be made or was lost, a server shutting down, no connection in
-    time. (A refused statement, a conflict or bad data is not.)"""
+    connection that could not be made or was lost, a server shutting down or out of
+    connections, no connection in time. (A refused statement, a conflict or bad data is
+    not.)"""
     if isinstance(error, PoolTimeout | psycopg.InterfaceError):
         return True
     if not isinstance(error, psycopg.OperationalError):
         return False
     state = error.sqlstate
-    return state is None or state.startswith(_CONNECTION_LOST) or state in _SHUTTING_DOWN
+    return state is None or state.startswith(_CONNECTION_LOST) or state in _NOT_NOW
 
 
 def quiet_pool_warnings(connection: object) -> None:
