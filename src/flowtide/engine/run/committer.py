@@ -18,10 +18,13 @@ import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 
+from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.run._commit import commit_step
 from flowtide.engine.run.coalescing import CommitGroup, as_decided
 from flowtide.engine.worker._host import RunHost
 from flowtide.store.base import Commit, DueEntry, EventRecord, Expect, ParkRecord
+
+PARKED = Lifecycle.PARKED.value
 
 
 class Committer:
@@ -166,11 +169,18 @@ class Committer:
         host = self.host
         if events:
             self.stored_events = events
-        if c.release:
+        if c.release and not _given_back_parked(c):
             host.wake_sweeper()  # (its wake instant is no longer the lease's)
         elif c.due:
             host.wake_sweeper(min(e.when for e in c.due))
         host.publish(events)
+
+
+def _given_back_parked(c: Commit) -> bool:
+    """Whether ``c`` gives its run back parked: its wake instant is then its next due entry,
+    never earlier than while it was held (the earlier of that entry and the lease's expiry), so
+    the sweeper need not look again, but for the due entries ``c`` sets."""
+    return c.run is not None and c.run.lifecycle == PARKED
 
 
 def _retrieved(stored: asyncio.Future[None]) -> None:
