@@ -182,3 +182,37 @@ async def test_a_run_given_back_parked_does_not_send_the_sweeper_to_the_store(
             await engine.run(flow)
             await clock.settle()
         assert engine.sweeper.statistics().wakeups == looks
+
+
+async def test_a_cancel_during_the_commit_that_parks_the_run_ends_it() -> None:
+    """As a signal: the run is taken back for the cancel, which ends it. Run with the cancel sent
+    after 0 to 3 turns of the loop within the commit."""
+    flow = park_flow("park-cancel-race")
+    async with running(flows=[flow]) as (engine, _clock):
+        store = engine.store
+        commit = store.commit
+        cancels: list[asyncio.Task[Any]] = []
+        turns = [0]
+
+        async def racing(c: Commit) -> Sequence[EventRecord]:
+            if any(e.kind == EventKind.PARKED for e in c.events) and not cancels:
+                cancels.append(asyncio.ensure_future(_cancel_after(engine, c.run_id, turns[0])))
+            return await commit(c)
+
+        store.commit = racing  # type: ignore[method-assign]
+        for i in range(ROUNDS):
+            turns[0] = i % 4
+            cancels.clear()
+            handle = await engine.start(flow)
+            result = await handle.result()
+            (cancelled,) = await asyncio.gather(*cancels)
+            history = kinds(await engine.history(handle.run_id))
+            assert cancelled and result.lifecycle is Lifecycle.CANCELLED, (i, history)
+            assert history[-1] == "run_finished" and history.count("parked") == 1
+        assert not engine.held_runs()
+
+
+async def _cancel_after(engine: Engine, run_id: str, turns: int) -> bool:
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    return await engine.cancel(run_id)
