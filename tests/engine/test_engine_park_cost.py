@@ -2,7 +2,8 @@
 first node parks reads nothing and writes two transactions (the run created with its start and
 its first attempt's; the park, with the run given back to the store). The run is then as a
 rebuild needs it: nobody holds it, its resume checkpoint after its last event (a rebuild reads
-no history). And a signal that comes while the park's commit is under way is applied once."""
+no history), and the sweeper is not sent to the store for it. A signal that comes while the
+park's commit is under way is applied once."""
 
 from __future__ import annotations
 
@@ -163,3 +164,55 @@ async def _signal_after(engine: Engine, run_id: str, turns: int) -> None:
     for _ in range(turns):
         await asyncio.sleep(0)
     await engine.signal(run_id, placement="ask", payload={"ok": True})
+
+
+async def test_a_run_given_back_parked_does_not_send_the_sweeper_to_the_store(
+    every_store: str,
+) -> None:
+    """Its wake instant only moved later (from its lease's expiry to its next due entry, none
+    here): the sweeper, armed for the earliest instant it read, need not look again."""
+    if every_store == "sqlite":
+        pytest.skip("SQLite tells its waiters of each of its own writes: the sweeper looks again")
+    flow = park_flow("park-sweeper")
+    async with running(autojump=False) as (engine, clock):
+        await engine.run(flow)
+        await clock.settle()
+        looks = engine.sweeper.statistics().wakeups
+        for _ in range(5):
+            await engine.run(flow)
+            await clock.settle()
+        assert engine.sweeper.statistics().wakeups == looks
+
+
+async def test_a_cancel_during_the_commit_that_parks_the_run_ends_it() -> None:
+    """As a signal: the run is taken back for the cancel, which ends it. Run with the cancel sent
+    after 0 to 3 turns of the loop within the commit."""
+    flow = park_flow("park-cancel-race")
+    async with running(flows=[flow]) as (engine, _clock):
+        store = engine.store
+        commit = store.commit
+        cancels: list[asyncio.Task[Any]] = []
+        turns = [0]
+
+        async def racing(c: Commit) -> Sequence[EventRecord]:
+            if any(e.kind == EventKind.PARKED for e in c.events) and not cancels:
+                cancels.append(asyncio.ensure_future(_cancel_after(engine, c.run_id, turns[0])))
+            return await commit(c)
+
+        store.commit = racing  # type: ignore[method-assign]
+        for i in range(ROUNDS):
+            turns[0] = i % 4
+            cancels.clear()
+            handle = await engine.start(flow)
+            result = await handle.result()
+            (cancelled,) = await asyncio.gather(*cancels)
+            history = kinds(await engine.history(handle.run_id))
+            assert cancelled and result.lifecycle is Lifecycle.CANCELLED, (i, history)
+            assert history[-1] == "run_finished" and history.count("parked") == 1
+        assert not engine.held_runs()
+
+
+async def _cancel_after(engine: Engine, run_id: str, turns: int) -> bool:
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    return await engine.cancel(run_id)

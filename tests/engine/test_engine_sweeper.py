@@ -219,7 +219,10 @@ async def test_the_sweeper_wakes_early_for_a_nearer_deadline() -> None:
     async with running(autojump=False) as (engine, clock):
         slow = await engine.run(far)
         await clock.settle()  # run() may return before the sweeper's task first ran
-        assert engine.sweeper.statistics().armed_for == at(3600)
+        # (Given back parked, the run's wake instant moved later: from its lease's expiry to its
+        # timeout. The sweeper, armed for the expiry if it had looked while the run was held,
+        # is not woken for that: it looks again then.)
+        assert engine.sweeper.statistics().armed_for in (at(30), at(3600))
         fast = await engine.run(race_flow())
         await clock.settle()
         assert engine.sweeper.statistics().armed_for == at(10)

@@ -18,10 +18,13 @@ import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 
+from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.run._commit import commit_step
 from flowtide.engine.run.coalescing import CommitGroup, as_decided
 from flowtide.engine.worker._host import RunHost
 from flowtide.store.base import ENDED_LIFECYCLES, Commit, DueEntry, EventRecord, Expect, ParkRecord
+
+PARKED = Lifecycle.PARKED.value
 
 
 class Committer:
@@ -168,11 +171,18 @@ class Committer:
             self.stored_events = events
         if c.run is not None and c.run.lifecycle in ENDED_LIFECYCLES:
             pass  # (an ended run has no wake instant: nothing can be due sooner)
-        elif c.release:
+        elif c.release and not _given_back_parked(c):
             host.wake_sweeper()  # (its wake instant is no longer the lease's)
         elif c.due:
             host.wake_sweeper(min(e.when for e in c.due))
         host.publish(events)
+
+
+def _given_back_parked(c: Commit) -> bool:
+    """Whether ``c`` gives its run back parked: its wake instant is then its next due entry,
+    never earlier than while it was held (the earlier of that entry and the lease's expiry), so
+    the sweeper need not look again, but for the due entries ``c`` sets."""
+    return c.run is not None and c.run.lifecycle == PARKED
 
 
 def _retrieved(stored: asyncio.Future[None]) -> None:
