@@ -127,8 +127,7 @@ class RunExecutor:
         is not registered in ``running`` yet: an interrupting timer firing then is kept for the
         scope (:func:`~flowtide.engine.run.marks.interrupt`) instead of being lost."""
         self.prestarted: set[str] = set()
-        """Tokens whose attempt another step's commit started: the move to their task, or the
-        start of another token's attempt queued before theirs (see ``TaskSteps.start``)."""
+        """Tokens whose attempt another step started (a move, a queued start: TaskSteps.start)."""
         self.ids = itertools.count(1)
         self.started = False
         self.closed = False
