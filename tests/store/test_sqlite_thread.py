@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
+import sys
 import threading
 from functools import partial
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+import flowtide
+from flowtide.store.sqlite import SQLiteStore
 from flowtide.store.sqlite.thread import StoreThread
+
+SOURCE = str(Path(flowtide.__file__).resolve().parent.parent)
 
 WAIT = 10.0
 
@@ -88,3 +97,40 @@ def test_a_thread_is_started_only_by_its_first_job() -> None:
     thread = StoreThread("flowtide-sqlite-test")
     thread.shutdown()
     assert threading.active_count() == before
+
+
+_NEVER_CLOSED = """
+import asyncio, sys
+from flowtide.store.sqlite import SQLiteStore
+from flowtide.testing.storechecks.support import new_run
+
+async def main() -> None:
+    store = SQLiteStore(sys.argv[1])
+    await new_run(store, "r", state={"kept": 1})
+
+asyncio.run(main())
+print("exiting")
+"""
+
+
+def test_a_process_whose_store_was_never_closed_exits_with_its_writes_kept(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SOURCE, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", _NEVER_CLOSED, str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "exiting"
+
+    async def read() -> Any:
+        async with SQLiteStore(path) as store:
+            return await store.get_state("r")
+
+    assert asyncio.run(read()) == {"kept": 1}
