@@ -78,7 +78,7 @@ async def test_the_first_notice_after_an_outage_is_heard_at_once(schemas: Schema
             assert await asyncio.wait_for(waiting, 5) is True
 
 
-OUTAGE_ROUNDS = 3
+OUTAGE_ROUNDS = 4
 """Crash rounds through outages in each test run (``python -m tests.crash.soak --outages``
 plays many more)."""
 
@@ -87,13 +87,13 @@ async def outages(proxy: Proxy, rng: random.Random) -> None:
     """A few outages, each a cut (every connection reset, new ones refused) or a want of
     connections (new ones answered "too many clients already"), of a few tenths of a second to
     a few seconds."""
-    for _ in range(3):
-        await asyncio.sleep(rng.uniform(0.05, 0.8))
-        if rng.random() < 0.5:
+    for _ in range(4):
+        await asyncio.sleep(rng.uniform(0.0, 0.5))
+        if rng.random() < 0.6:
             proxy.cut()
         else:
             proxy.crowd()
-        await asyncio.sleep(rng.uniform(0.3, 3.0))
+        await asyncio.sleep(rng.uniform(0.5, 3.0))
         proxy.restore()
 
 
@@ -105,6 +105,7 @@ async def play_through_outages(url: str, seed: int, log: Path) -> Round:
             url,
             seed,
             log,
+            runs=24,
             workers_url=through(url, proxy.port),
             meanwhile=lambda rng: outages(proxy, rng),
         )
