@@ -145,7 +145,7 @@ async def bench_park_resume(n: int) -> dict[str, float]:
     t0 = time.perf_counter()
     ids = await park_many(engine, flow, n, inputs=inputs)
     parked = time.perf_counter() - t0
-    assert not engine._runs, "parked runs should have been let go"
+    assert not engine.held_runs(), "parked runs should have been let go"
     t0 = time.perf_counter()
     for run_id in ids:
         await engine.signal(run_id, placement="p", output="ok")

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,16 +102,29 @@ def worker(url: str, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-async def play(url: str, seed: int, log: Path, runs: int = 12, patience: float = 60.0) -> Round:
+async def play(
+    url: str,
+    seed: int,
+    log: Path,
+    runs: int = 12,
+    patience: float = 60.0,
+    *,
+    workers_url: str | None = None,
+    meanwhile: Callable[[random.Random], Awaitable[None]] | None = None,
+) -> Round:
     """One round: ``runs`` runs, a worker killed at a seeded instant, another that finishes
-    (the workers' stderr goes to ``log``)."""
+    (the workers' stderr goes to ``log``). ``workers_url``: the store's URL as the workers
+    reach it (default ``url``); ``meanwhile``: what else happens once the second worker is at
+    work (given a random source of the round's), over before the runs are waited for."""
     rng = random.Random(seed)
     result = Round(seed)
     store = await open_store(url)
     flows = [crash_flow(), parent_flow()]
     client = Engine(store=store, clock=SystemClock(), executes=False, flows=flows)
-    first = worker(url, log)
+    workers_url = workers_url or url
+    first = worker(workers_url, log)
     parking: list[str] = []
+    besides: asyncio.Future[None] = asyncio.ensure_future(_idle())
     try:
         for n in range(runs):
             flow = flows[n % 2].id  # (every other run parks in a subflow's child)
@@ -121,15 +135,21 @@ async def play(url: str, seed: int, log: Path, runs: int = 12, patience: float =
         signals = asyncio.ensure_future(_signal_some(client, parking, rng))
         await asyncio.sleep(result.killed_after)
         first.send_signal(signal.SIGKILL)
-        first.wait()
+        await asyncio.to_thread(first.wait)
         await signals
-        second = worker(url, log)
+        second = worker(workers_url, log)
         try:
+            if meanwhile is not None:
+                await _at_work(store, second, patience)
+                besides = asyncio.ensure_future(meanwhile(random.Random(f"{seed}/meanwhile")))
+                await besides
             await _until_ended(store, result.runs, patience)
         finally:
             second.send_signal(signal.SIGTERM)
             try:
-                second.wait(timeout=30)
+                # (Waited for in a thread: the loop goes on serving what the worker may need
+                # to stop, such as a proxy to its database.)
+                await asyncio.to_thread(second.wait, 30)
             except subprocess.TimeoutExpired:
                 result.problems.append("the second worker did not stop within 30 s of SIGTERM")
                 _dump(second, log)
@@ -137,11 +157,25 @@ async def play(url: str, seed: int, log: Path, runs: int = 12, patience: float =
         for run_id in result.runs:
             result.problems += await check(store, run_id)
     finally:
+        besides.cancel()
         if first.poll() is None:
             first.kill()
         await client.close()
         await store.close()
     return result
+
+
+async def _idle() -> None:
+    pass
+
+
+async def _at_work(store: Store, process: subprocess.Popen[bytes], patience: float) -> None:
+    """Once the worker ``process`` has recorded its heartbeat in ``store``."""
+    end = time.monotonic() + patience
+    while time.monotonic() < end and process.poll() is None:
+        if any(w.pid == process.pid for w in await store.workers()):
+            return
+        await asyncio.sleep(0.05)
 
 
 def _dump(process: subprocess.Popen[bytes], log: Path) -> None:

@@ -34,9 +34,9 @@ def at(seconds: float) -> datetime:
 
 async def freeze(engine: Engine) -> None:
     """``engine`` stops renewing its leases and looking at due entries, as a worker that froze
-    or lost the store does; the nodes it runs go on. (The engine has no public switch for
-    this: a worker stops only by closing.)"""
-    engine._renewer.close()
+    or lost the store does; the nodes it runs go on. (A worker stops only by closing: this
+    closes two of its parts alone.)"""
+    engine.held.renewer.close()
     await engine.sweeper.close()
 
 

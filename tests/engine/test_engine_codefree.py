@@ -118,7 +118,7 @@ async def test_a_flow_stored_where_its_nodes_are_registered_tells_clients_their_
         await worker.close()
         bare = Engine(clock=clock, store=store, executes=False)
         run = await store.get_run(handle.run_id)
-        plan = await bare._catalog.plan_of_run(run)
+        plan = await bare.catalog.plan_of_run(run)
         assert plan.unknown == {}
         assert plan.outputs("ask") == ("approved", "rejected")
         assert plan.settings["ask"].timeout == timedelta(hours=1)

@@ -228,7 +228,7 @@ async def test_a_signal_the_holder_finds_expired_is_refused_as_expired() -> None
         assert not sending.done()
         leases = await store.claim_runs("w", at(50), at(80))
         assert [(lease.owner, lease.epoch) for lease in leases] == [("w", 1)]
-        await worker._take(leases, at(50))  # the deadline and the request, as its sweeper would
+        await worker.taking.take(leases, at(50))  # the deadline and the request, as the sweeper
         with pytest.raises(SignalRefused) as caught:
             await sending
         direct = await refused(worker, run_id, placement="ask", payload={})
@@ -344,7 +344,7 @@ async def test_a_signal_recorded_before_the_deadline_wins_though_applied_after_i
         await clock.advance_to(parked.deadline + timedelta(seconds=5))
         now = clock.now()
         leases = await store.claim_runs("w", now, now + TTL)
-        await worker._take(leases, now)  # the request and the deadline, as its sweeper would
+        await worker.taking.take(leases, now)  # the request and the deadline, as its sweeper would
         await until(lambda: _closed(store, run_id))
         (park,) = await store.parks(run_id=run_id)
         gate[0].set()

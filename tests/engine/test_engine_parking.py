@@ -74,7 +74,7 @@ async def test_run_returns_parked_and_the_executor_lets_go() -> None:
         assert parked.deadline == at(3600)
         assert parked.payload == {"ask": "ok?"}
         # Nothing of the run stays in memory: no executor, no task.
-        assert result.run_id not in engine._runs
+        assert result.run_id not in engine.held_runs()
         run = await engine.store.get_run(result.run_id)
         assert run.lifecycle == "parked"
         (token,) = await engine.store.tokens(result.run_id)
@@ -385,7 +385,7 @@ async def test_a_signal_payload_goes_through_the_reducers() -> None:
 async def test_the_run_deadline_of_a_let_go_run_is_fired_by_the_sweeper() -> None:
     async with running(autojump=False) as (engine, clock):
         first = await engine.run(approval_flow(), deadline="PT30M")
-        assert first.run_id not in engine._runs
+        assert first.run_id not in engine.held_runs()
         await clock.advance(timedelta(minutes=30))
         result = await engine.wait(first.run_id)
         (park,) = await engine.parks(first.run_id)
@@ -457,7 +457,7 @@ async def test_a_run_waiting_only_on_timers_is_let_go_but_run_returns_at_its_end
         assert not running_run.done()  # run() does not return at a timer wait
         (run,) = await engine.store.list_runs()
         assert run.lifecycle == "parked"  # waiting on a timer is parked too
-        assert run.id not in engine._runs  # and let go
+        assert run.id not in engine.held_runs()  # and let go
         await clock.advance(timedelta(hours=1))
         result = await running_run
     assert result.lifecycle is Lifecycle.COMPLETED
@@ -467,7 +467,7 @@ async def test_handle_cancel_reaches_a_run_that_was_let_go() -> None:
     async with running(autojump=False) as (engine, _clock):
         handle = await engine.start(approval_flow())
         await engine.wait_parked(handle.run_id)
-        assert handle.run_id not in engine._runs
+        assert handle.run_id not in engine.held_runs()
         assert handle.cancel("changed my mind")
         result = await handle.result()
     assert result.lifecycle is Lifecycle.CANCELLED
@@ -527,7 +527,7 @@ async def test_a_rebuild_reads_only_the_history_after_the_let_go_checkpoint() ->
 
         store.load_run = spy  # type: ignore[method-assign]
         first = await engine.run(flow)
-        assert first.lifecycle is Lifecycle.PARKED and not engine._runs
+        assert first.lifecycle is Lifecycle.PARKED and not engine.held_runs()
         for _ in range(2):
             await engine.signal(first.run_id, placement="p", output="again")
             await engine.wait_parked(first.run_id)

@@ -95,7 +95,7 @@ async def one_race(
         async def sweep() -> None:
             await yields(rng, turns)
             leases = await store.claim_runs(a.owner, at(10), at(40))
-            await a._take(leases, at(10))
+            await a.taking.take(leases, at(10))
 
         tasks = [signal(), sweep()] if order == 0 else [sweep(), signal()]
         await asyncio.gather(*tasks)
@@ -194,7 +194,7 @@ async def test_many_parked_runs_fire_in_batches_at_their_deadlines() -> None:
     async with running(autojump=False) as (engine, clock):
         flow = race_flow()
         runs = [(await engine.run(flow)).run_id for _ in range(1200)]
-        assert engine._runs == {}  # all let go
+        assert engine.held_runs() == []  # all let go
         await clock.advance(timedelta(seconds=10))
         results = [await engine.wait(r) for r in runs]
         stats = engine.sweeper.statistics()

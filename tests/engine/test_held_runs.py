@@ -166,7 +166,7 @@ async def test_a_stale_executor_is_closed_and_its_run_given_back() -> None:
     async with running(autojump=False) as (engine, _):
         handle = await engine.start(flow)
         await asyncio.sleep(0)
-        ex = engine._runs[handle.run_id]
+        ex = engine.held.runs[handle.run_id]
         assert ex.lease is not None and ex.lease.owner == engine.owner
         sweeper, told = Sweeper(), Told()
         held = HeldRuns(engine, told, Waiters(), lambda: sweeper)

@@ -57,5 +57,5 @@ async def test_a_run_asked_for_by_many_callers_at_once_is_rebuilt_once() -> None
 async def test_a_claimed_run_that_is_gone_is_passed_over() -> None:
     async with running() as (engine, _):
         gone = Lease("gone", engine.owner, 1, T0 + timedelta(seconds=30))
-        assert await engine._take([gone], T0) == 0
+        assert await engine.taking.take([gone], T0) == 0
         assert engine.held_runs() == []

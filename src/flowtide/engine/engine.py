@@ -146,8 +146,6 @@ class Engine:
         )
         self._waiters = RunWaiters()
         self._held = HeldRuns(self, self._presence, self._waiters, lambda: self._scheduler)
-        self._runs = self._held.runs  # (the held runs themselves, by run id)
-        self._renewer = self._held.renewer  # (a test freezes a worker by closing it)
         self._max_threads = max_threads
         self._contracts = OutputContracts() if validate_outputs else None
         self._threads: NodeThreads | None = None
@@ -162,12 +160,14 @@ class Engine:
             ended=self._waiters.ended,
         )
         self._host = EngineHost(self, books)
-        self._results = ResultWaiting(self, self._waiters, self._runs, self._hooks.caught_up)
+        self._results = ResultWaiting(self, self._waiters, self._held.runs, self._hooks.caught_up)
         self._creation = RunCreation(self, self._catalog, self._host, self._held)
         self._taking = RunTaking(self, self._held, self._catalog, self._host, self._presence)
-        self._take = self._taking.take  # (the sweeper's: the runs it claimed)
         self._signaller = Signaller(
-            self, held=self._runs.get, discard=self._held.discard, take=self._taking.take_unheld
+            self,
+            held=self._held.runs.get,
+            discard=self._held.discard,
+            take=self._taking.take_unheld,
         )
         if flows is not None:
             for f in flows.values() if isinstance(flows, Mapping) else flows:
@@ -226,6 +226,24 @@ class Engine:
         return self._threads
 
     @property
+    def catalog(self) -> FlowCatalog:
+        """The flows this engine knows, and the plans of stored runs (see
+        :class:`~flowtide.engine.flows.catalog.FlowCatalog`)."""
+        return self._catalog
+
+    @property
+    def held(self) -> HeldRuns:
+        """The runs this engine holds in memory, and the renewal of their leases (see
+        :class:`~flowtide.engine.worker.holding.HeldRuns`)."""
+        return self._held
+
+    @property
+    def taking(self) -> RunTaking:
+        """How this engine takes the runs its sweeper claims (see
+        :class:`~flowtide.engine.worker.taking.RunTaking`)."""
+        return self._taking
+
+    @property
     def sweeper(self) -> Sweeper:
         """The engine's sweeper (started on first use)."""
         if self._scheduler is None:
@@ -237,14 +255,14 @@ class Engine:
                 self.clock,
                 self.owner,
                 self.lease_ttl,
-                self._take,
+                self._taking.take,
                 poll=self.poll,
                 room=room,
                 before=self._time.ready,
                 instruments=self.instruments,
             )
             self._scheduler.start()
-            self._presence.start(self._take, self._time.ready)
+            self._presence.start(self._taking.take, self._time.ready)
         return self._scheduler
 
     # -- runs ------------
@@ -317,7 +335,7 @@ class Engine:
         """
         await self._ready()
         end = self._waiters.end(run_id)
-        if run_id in self._runs:
+        if run_id in self._held.runs:
             return RunHandle(self, run_id, end)
         now = self.clock.now()
         lease = await self.store.acquire_run(
@@ -406,7 +424,7 @@ class Engine:
         ``placement``: the live token there (else the last token that was there). Once the run
         has ended: the last visit of ``placement`` (or of token ``token_id``), from the history,
         with how it ended."""
-        held = self._runs.get(run_id)
+        held = self._held.runs.get(run_id)
         live = held.view.tokens if held is not None else None
         plan_of = self._catalog.plan_of_run
         return await explain_stored(
@@ -420,7 +438,7 @@ class Engine:
 
     def held_runs(self) -> list[str]:
         """The ids of the runs this engine holds in memory now."""
-        return list(self._runs)
+        return list(self._held.runs)
 
     async def parks(self, run_id: str) -> Sequence[ParkRecord]:
         """Every park of the run, oldest first (open and closed)."""
@@ -459,9 +477,9 @@ class Engine:
         if self._scheduler is not None:
             await self._scheduler.close()
             self._scheduler = None
-        for ex in [ex for ex in self._runs.values() if ex.run.lifecycle == Lifecycle.PARKED]:
+        for ex in [ex for ex in self._held.runs.values() if ex.run.lifecycle == Lifecycle.PARKED]:
             self._held.discard(ex)
-        busy = await self._presence.drained(within, lambda: self._runs)
+        busy = await self._presence.drained(within, lambda: self._held.runs)
         await self.close()
         return busy
 
