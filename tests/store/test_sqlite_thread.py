@@ -88,6 +88,8 @@ async def test_shutdown_ends_the_thread_once_the_jobs_given_before_have_run() ->
     for i in range(3):
         thread.post(partial(ran.append, i))
     thread.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        thread.post(partial(ran.append, 3))
     await asyncio.to_thread(worker.join, WAIT)
     assert not worker.is_alive() and ran == [0, 1, 2]
 

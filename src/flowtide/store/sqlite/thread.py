@@ -73,10 +73,13 @@ class StoreThread:
         self._thread: threading.Thread | None = None
         self._start = threading.Lock()
         self._stopping = False
+        self._shut = False
 
     def post(self, job: Callable[[], None]) -> None:
         """Run ``job()`` in the thread, after the jobs given before it (an error it raises is
-        its own to report: the thread goes on)."""
+        its own to report: the thread goes on). RuntimeError once the thread is shut down."""
+        if self._shut:
+            raise RuntimeError(f"the thread {self.name} is shut down")
         if self._thread is None:
             self._started()
         self._jobs.put(job)
@@ -100,7 +103,8 @@ class StoreThread:
         return await reply.awaited
 
     def shutdown(self) -> None:
-        """End the thread once the jobs given so far have run."""
+        """End the thread once the jobs given so far have run (it takes no more)."""
+        self._shut = True
         if self._thread is not None:
             self._jobs.put(None)
         _OPEN.discard(self)
