@@ -6,7 +6,7 @@
     python -m tests.crash.soak --outages --rounds 50
 
 ``--outages`` plays the rounds on PostgreSQL, the workers reaching it through a proxy that
-goes down a few times in each (see ``tests/crash/test_outage.py``). ``--store postgres`` uses
+goes down a few times in each (see ``tests/crash/outages.py``). ``--store postgres`` uses
 ``FLOWTIDE_TEST_POSTGRES_URL`` (default: the local test server) with a fresh schema, dropped at
 the end. Prints one line per round and exits 1 at the first problem.
 """
@@ -21,8 +21,8 @@ import tempfile
 from pathlib import Path
 
 from tests.crash.harness import play
+from tests.crash.outages import play_through_outages
 from tests.crash.race import race
-from tests.crash.test_outage import play_through_outages
 from tests.postgres_schemas import Schemas
 
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"

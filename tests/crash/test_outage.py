@@ -1,25 +1,18 @@
-"""A PostgreSQL outage between worker processes and their database (a TCP proxy that resets
-every connection and refuses new ones for a while, or answers new ones "too many clients
-already"): a worker says so in one line when it starts and one when it ends, the first notice
-after it is heard at once, and no run fails or is lost for it, even with a worker killed
-meanwhile."""
+"""A PostgreSQL outage between a worker process and its database (a TCP proxy that resets
+every connection and refuses new ones for a while): the worker says so in one line when it
+starts and one when it ends, and the first notice after it is heard at once."""
 
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
 from flowtide.store import RunRecord
 from flowtide.store.postgres import PostgresStore
 from flowtide.store.urls import open_store
-from tests.crash.harness import Round, play
 from tests.crash.proxy import Proxy
-from tests.crash.test_crash import explain
 from tests.crash.test_skew import _host_and_port, _stop, healthy_worker, through
 from tests.postgres_schemas import Schemas
 
@@ -76,46 +69,3 @@ async def test_the_first_notice_after_an_outage_is_heard_at_once(schemas: Schema
             await asyncio.sleep(0.2)
             await direct.create_run(run, {})
             assert await asyncio.wait_for(waiting, 5) is True
-
-
-OUTAGE_ROUNDS = 4
-"""Crash rounds through outages in each test run (``python -m tests.crash.soak --outages``
-plays many more)."""
-
-
-async def outages(proxy: Proxy, rng: random.Random) -> None:
-    """A few outages, each a cut (every connection reset, new ones refused) or a want of
-    connections (new ones answered "too many clients already"), of a few tenths of a second to
-    a few seconds."""
-    for _ in range(4):
-        await asyncio.sleep(rng.uniform(0.0, 0.5))
-        if rng.random() < 0.6:
-            proxy.cut()
-        else:
-            proxy.crowd()
-        await asyncio.sleep(rng.uniform(0.5, 3.0))
-        proxy.restore()
-
-
-async def play_through_outages(url: str, seed: int, log: Path) -> Round:
-    """A crash round (see :mod:`tests.crash.harness`) whose workers reach the database through
-    a proxy that goes down a few times meanwhile."""
-    async with Proxy(*_host_and_port(url)) as proxy:
-        return await play(
-            url,
-            seed,
-            log,
-            runs=24,
-            workers_url=through(url, proxy.port),
-            meanwhile=lambda rng: outages(proxy, rng),
-        )
-
-
-@pytest.mark.parametrize("seed", range(OUTAGE_ROUNDS))
-def test_runs_through_outages_and_a_killed_worker_lose_nothing_and_fail_not(
-    seed: int, schemas: Schemas, tmp_path: Path
-) -> None:
-    url = f"{schemas.url}?schema={schemas.new()}"
-    log = tmp_path / "workers.log"
-    played = asyncio.run(play_through_outages(url, seed, log))
-    assert played.problems == [], explain(played, log)

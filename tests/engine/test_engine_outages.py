@@ -1,6 +1,6 @@
 """A store that stops answering for a while, at seeded random instants, while workers run,
-park, resume and end runs (some of them subflows whose child parks): no run ends failed, none
-is lost, nothing is applied twice. Every store call fails while the store is down (a
+park, resume and end runs (subflows whose child parks, scatters of child runs): no run ends
+failed, none is lost, nothing is applied twice. Every store call fails while the store is down (a
 :class:`~flowtide.store.StoreDown`, as PostgreSQL's store raises when it cannot be reached or
 has no connection to give), reads as well as commits."""
 
@@ -28,7 +28,7 @@ from tests.engine.engine_helpers import T0
 T = TypeVar("T")
 
 ROUNDS = 40
-RUNS = 8
+RUNS = 9
 
 
 class Outages:
@@ -85,10 +85,37 @@ def parent_flow() -> Flow:
     )
 
 
-def parking_run(run_id: str, flow_id: str) -> str:
+def item_flow() -> Flow:
+    return (
+        FlowBuilder("urn:test:flow:outage-item")
+        .task("think", "outage:think", {"done": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+def scatter_flow() -> Flow:
+    """A child run for each of its items; an item lost or failed fails the run."""
+    lost = {"partial": "lost", "all-error": "lost", "empty": "lost"}
+    return (
+        FlowBuilder("urn:test:flow:outage-scatter")
+        .scatter("each", "items", item_flow(), {"all-success": "end", **lost}, concurrency=2)
+        .terminal("end")
+        .terminal("lost", "failed")
+        .build()
+    )
+
+
+ITEMS = [1, 2, 3, 4]
+
+
+def parking_run(run_id: str, flow_id: str) -> str | None:
+    """The run that parks: the run itself, a parent's subflow child, or none (a scatter)."""
     if flow_id == parking_flow().id:
         return run_id
-    return child_run_id(run_id, f"{run_id}.1", 1, 1)
+    if flow_id == parent_flow().id:
+        return child_run_id(run_id, f"{run_id}.1", 1, 1)
+    return None
 
 
 async def _outages(clock: VirtualClock, outages: Outages, rng: random.Random) -> None:
@@ -133,12 +160,12 @@ async def a_round(seed: int) -> list[str]:
     rng = random.Random(seed)
     clock = VirtualClock(T0, autojump=True)
     store = MemoryStore()
-    flows = [parking_flow(), parent_flow()]
+    flows = [parking_flow(), parent_flow(), scatter_flow(), item_flow()]
     client = Engine(store=store, clock=clock, flows=flows, executes=False)
     started: list[tuple[str, str]] = []
     for n in range(RUNS):  # (started before the store goes down: a client's start may fail)
-        flow = flows[n % 2].id
-        started.append(((await client.start(flow)).run_id, flow))
+        flow = flows[n % 3].id
+        started.append(((await client.start(flow, {"items": ITEMS})).run_id, flow))
     outages = Outages(store)
     workers = [
         Engine(store=store, clock=clock, flows=flows, owner=f"w{i}", poll=0.05) for i in (1, 2)
@@ -147,7 +174,7 @@ async def a_round(seed: int) -> list[str]:
     try:
         for w in workers:
             w.sweeper  # noqa: B018 - the workers take the runs from now on
-        parking = [parking_run(run_id, flow) for run_id, flow in started]
+        parking = [p for run_id, flow in started if (p := parking_run(run_id, flow))]
         await asyncio.gather(
             _outages(clock, outages, rng), _signal_some(clock, client, parking, rng)
         )
@@ -162,7 +189,7 @@ async def a_round(seed: int) -> list[str]:
             if result.lifecycle.value != "completed":
                 problems.append(f"{run_id}: {result.lifecycle.value} {result.errors}")
         for run_id, flow in started:
-            for each in {run_id, parking_run(run_id, flow)}:
+            for each in {run_id, parking_run(run_id, flow) or run_id}:
                 history = await store.history(each)
                 kinds = Counter(e.kind for e in history)
                 if kinds["run_finished"] != 1 or kinds["signalled"] + kinds["node_timed_out"] > 1:

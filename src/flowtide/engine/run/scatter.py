@@ -59,7 +59,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flowtide.engine.context import SourceContext
-from flowtide.engine.errors import StoreUnavailableError
+from flowtide.engine.errors import StoreUnavailableError, unavailable
 from flowtide.engine.event_types import NodeFinished, ScatterItemFinished
 from flowtide.engine.run.attempts import COMPUTE, AttemptCall
 from flowtide.engine.run.children import child_run_id
@@ -75,6 +75,7 @@ from flowtide.store.base import (
     EventRecord,
     ScatterItemRecord,
     StoreConflict,
+    StoreDown,
     TokenRecord,
 )
 from flowtide.store.jsonvalues import check_json
@@ -422,15 +423,24 @@ class ScatterRun:
         when the scatter was cancelled or the run ended meanwhile."""
         state = item_state(base, self.p, item)
         run_key = f"{self.token.id}/{index}"
-        if self.p.body.node is not None:
-            ended = await self._run_node(state, index, item, run_key)
-        else:
-            # (A child run changes the state it is given in place: ``state`` stays the start.)
-            ended = await self._run_flow(dict(state), item, index, run_key)
-        if ended is None or self.scope.cancellation is not None or self.ex.view.end is not None:
-            return
-        output, final, error = ended
-        await self._record(index, item, key, output, final, error, state)
+        try:
+            if self.p.body.node is not None:
+                ended = await self._run_node(state, index, item, run_key)
+            else:
+                # (A child run changes the state it is given in place: ``state`` stays the
+                # start.)
+                ended = await self._run_flow(dict(state), item, index, run_key)
+            if ended is None or self.scope.cancellation is not None or self.ex.view.end is not None:
+                return
+            output, final, error = ended
+            await self._record(index, item, key, output, final, error, state)
+        except (StoreConflict, StoreUnavailableError, StoreDown) as exc:
+            # The item's end is not stored (nor, for a child run, known): the scatter stops
+            # here, and the run goes on where it is resumed, from what the store has of it.
+            self._stop = True
+            lost = exc if isinstance(exc, StoreConflict) else unavailable(self.ex.view.run.id, exc)
+            assert lost is not None
+            self.ex.lose_view(lost)
 
     async def _run_node(
         self, state: dict[str, Any], index: int, item: Any, run_key: str
