@@ -8,6 +8,8 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import Engine, Lifecycle, NodeContext, Park
 from flowtide.store import RunRecord, SignalRequest
@@ -52,7 +54,11 @@ async def test_a_resume_does_not_send_the_sweeper_to_the_wake_instants(schemas: 
         assert looks - before <= 1, looks - before
 
 
-async def test_a_run_another_process_makes_due_is_taken_at_once(schemas: Schemas) -> None:
+@pytest.mark.parametrize("prefix", ["", "told:"])
+async def test_a_run_another_process_makes_due_is_taken_at_once(
+    schemas: Schemas, prefix: str
+) -> None:
+    # (A run's id may begin as a notice for waiters only does: its notices still wake.)
     schema = schemas.new()
     async with (
         schemas.store(schema) as store,
@@ -60,7 +66,7 @@ async def test_a_run_another_process_makes_due_is_taken_at_once(schemas: Schemas
         Engine(store=store, flows=[BUILT], poll=NEVER) as engine,
     ):
         for round_ in range(5):
-            parked = await engine.run(BUILT)
+            parked = await engine.run(BUILT, run_id=f"{prefix}run-{round_}")
             assert parked.lifecycle is Lifecycle.PARKED and not engine.held_runs()
             # Another process records a signal request: the run is due at once, and this
             # engine's sweeper must hear of it (it would not look again for an hour).

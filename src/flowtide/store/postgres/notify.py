@@ -14,7 +14,8 @@ least every ``seconds``.
 
 A notice whose payload begins with :data:`TOLD` tells only of what waiters for an answer or a
 run's end look for (``settle_run``): it does not end the wait of a sweeper, which looks for
-runs that need a worker sooner (``wakes_only``). Any other notice (a run id) may tell of one.
+runs that need a worker sooner (``wakes_only``). Any other notice (``wake:`` and a run id, so
+that no run's id can pass for the prefix) may tell of one.
 """
 
 from __future__ import annotations

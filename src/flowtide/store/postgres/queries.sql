@@ -350,7 +350,8 @@ UPDATE runs SET deadline_fired = GREATEST(deadline_fired, %(at)s) WHERE id = %(r
 -- committer), and whenever %(tell)s (a signal answered, a signal request stored, the run
 -- ended: someone elsewhere may wait for it). A notice for the second reason only, from the
 -- run's holder (%(by_holder)s: a signal it answered, the run's end), says so (its payload
--- begins with "told:"): sweepers need not look at the wake instants again for it. SET
+-- begins with "told:", any other with "wake:", whatever the run's id): sweepers need not
+-- look at the wake instants again for it. SET
 -- expressions, and "old", read the row as it was before this statement.
 WITH settled AS (
     UPDATE runs SET
@@ -369,7 +370,7 @@ WITH settled AS (
 )
 SELECT pg_notify(
     current_setting('flowtide.channel'),
-    CASE WHEN sooner.needed OR NOT %(by_holder)s THEN '' ELSE 'told:' END
+    CASE WHEN sooner.needed OR NOT %(by_holder)s THEN 'wake:' ELSE 'told:' END
         || left(%(run_id)s, 200)
 )
 FROM settled, LATERAL (
@@ -487,7 +488,7 @@ WITH held AS (
     WHERE runs.id = held.id
     RETURNING runs.id
 )
-SELECT released.id, pg_notify(current_setting('flowtide.channel'), left(first.id, 200))::text
+SELECT released.id, pg_notify(current_setting('flowtide.channel'), 'wake:' || left(first.id, 200))::text
 FROM released, (SELECT min(id) AS id FROM released) AS first
 ORDER BY released.id;
 
