@@ -194,6 +194,13 @@ async def a_round(seed: int) -> list[str]:
                 kinds = Counter(e.kind for e in history)
                 if kinds["run_finished"] != 1 or kinds["signalled"] + kinds["node_timed_out"] > 1:
                     problems.append(f"{each}: {dict(kinds)}")
+                ended = Counter(
+                    (e.placement, e.data.get("visit", 1))
+                    for e in history
+                    if e.kind in ("node_finished", "node_timed_out")
+                )
+                if again := {k: n for k, n in ended.items() if n > 1}:
+                    problems.append(f"{each}: visits ended more than once {again}")
                 if [e.seq for e in history] != list(range(1, len(history) + 1)):
                     problems.append(f"{each}: history numbered with gaps")
     finally:

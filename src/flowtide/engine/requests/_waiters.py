@@ -118,7 +118,11 @@ class RunWaiters:
                 # Driven here: its executor answers. Look again later, in case it is let go.
                 await asyncio.sleep(poll)
                 continue
-            await store.wait_changed(poll)
+            try:
+                await store.wait_changed(poll)
+            except StoreError:  # (down for now: look again after a while, not at once)
+                await asyncio.sleep(poll)
+                continue
             if not held() and not fut.done():
                 with contextlib.suppress(StoreError):  # (down for now: look again)
                     await self.from_store(store, run_id, parked=parked)
