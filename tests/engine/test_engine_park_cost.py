@@ -145,7 +145,7 @@ async def test_a_signal_during_the_commit_that_parks_the_run_is_applied_once() -
                 signals.append(asyncio.ensure_future(_signal_after(engine, c.run_id, turns[0])))
             return await commit(c)
 
-        store.commit = racing  # type: ignore[method-assign]
+        store.commit = racing  # type: ignore[method-assign,assignment]
         for i in range(ROUNDS):
             turns[0] = i % 4
             signals.clear()
@@ -199,7 +199,7 @@ async def test_a_cancel_during_the_commit_that_parks_the_run_ends_it() -> None:
                 cancels.append(asyncio.ensure_future(_cancel_after(engine, c.run_id, turns[0])))
             return await commit(c)
 
-        store.commit = racing  # type: ignore[method-assign]
+        store.commit = racing  # type: ignore[method-assign,assignment]
         for i in range(ROUNDS):
             turns[0] = i % 4
             cancels.clear()
