@@ -4,7 +4,7 @@ what is forgotten, what takes room, when the sweeper is woken; and a stale execu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,7 +14,7 @@ from flowtide.clock import Clock, VirtualClock
 from flowtide.engine import NodeContext, RunResult
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.worker.holding import HeldRuns
-from flowtide.store import MemoryStore, RunRecord, Store
+from flowtide.store import Commit, EventRecord, MemoryStore, RunRecord, Store, StoreDown
 from tests.engine.engine_helpers import T0, running
 
 
@@ -180,3 +180,34 @@ async def test_a_stale_executor_is_closed_and_its_run_given_back() -> None:
         assert sweeper.wakes == [None]
         held.close()
         gate.set()
+
+
+async def test_a_run_let_go_while_the_store_is_down_is_given_back_once_it_answers() -> None:
+    # This engine renews every lease it holds in the store: a lease of a run it let go, kept
+    # because the store did not answer, would never expire, and nobody would drive the run.
+    clock = VirtualClock(T0, autojump=True)
+    store = MemoryStore()
+    await store.create_run(RunRecord("r", "urn:test:held", "1", "pending", T0), {})
+    lease = await store.acquire_run("r", "me", T0, T0 + timedelta(seconds=30))
+    assert lease is not None
+    refusals = 12  # (more than one give-back's tries: see COMMIT_ATTEMPTS)
+    commit = store.commit
+
+    async def down_for_a_while(c: Commit) -> Sequence[EventRecord]:
+        nonlocal refusals
+        if refusals:
+            refusals -= 1
+            raise StoreDown("the store does not answer")
+        return await commit(c)
+
+    store.commit = down_for_a_while  # type: ignore[method-assign,assignment]
+    sweeper = Sweeper()
+    held = HeldRuns(Settings(store, clock), Told(), Waiters(), lambda: sweeper)
+    try:
+        await held.give_back(lease)
+        assert refusals == 0
+        assert await store.lease_of("r") is None
+        assert sweeper.wakes == [None]
+    finally:
+        held.close()
+        await clock.aclose()

@@ -115,6 +115,7 @@ __all__ = [
     "Checkpoint",
     "ClockReading",
     "Commit",
+    "CommitOutcomeUnknown",
     "DeadlineAhead",
     "DueEntry",
     "DuplicateSignal",
@@ -240,6 +241,12 @@ class StoreDown(StoreError):
     """The store cannot be reached for now (its server is down or restarting, a connection was
     lost): tried again, it may answer. The store logs one line when it stops answering and one
     when it answers again, so callers that try again need not say so each time."""
+
+
+class CommitOutcomeUnknown(StoreDown):
+    """The store was lost while a commit was being stored, after it was sent whole: it may have
+    been applied, or not. Sent again, it could be applied twice; the run is read again from the
+    store instead, once it answers."""
 
 
 class StoreSchemaError(StoreOpenError):

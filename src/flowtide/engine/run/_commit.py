@@ -11,7 +11,9 @@ A :class:`~flowtide.store.StoreConflict` means another actor won the step and is
 once; a :class:`~flowtide.store.StoreDataError` (the store refused a value) too: the data is
 at fault, and the step fails as for any error. Any other :class:`~flowtide.store.StoreError`
 means the store is unavailable for now: the commit is tried again after a backoff on the
-engine's clock, and if the store keeps failing,
+engine's clock (unless it was lost while being stored, and may have been applied:
+:class:`~flowtide.store.CommitOutcomeUnknown`, raised at once as below), and if the store keeps
+failing,
 :class:`~flowtide.engine.errors.StoreUnavailableError` is raised: the caller lets go of the run,
 which stays in the store as it was for recovery.
 """
@@ -34,6 +36,7 @@ from flowtide.engine.worker.instruments import (
 from flowtide.printable import printable
 from flowtide.store.base import (
     Commit,
+    CommitOutcomeUnknown,
     EventRecord,
     Store,
     StoreConflict,
@@ -78,6 +81,16 @@ async def _tried(store: Store, commit: Commit, clock: Clock, shield: bool) -> Se
             return await (_shielded(sending) if shield else sending)
         except (StoreConflict, StoreDataError):
             raise  # (another actor won; or the data is at fault, and would be again)
+        except CommitOutcomeUnknown as exc:
+            # Perhaps applied: sent again it could be applied twice. The run is let go and read
+            # again from the store, which says whether it was.
+            log.warning(
+                "run %s: the store was lost while a commit was stored (%s); it may have been "
+                "applied: the run is read again from the store",
+                printable(commit.run_id),
+                exc,
+            )
+            raise StoreUnavailableError(commit.run_id, attempt, exc) from exc
         except StoreError as exc:
             if attempt == COMMIT_ATTEMPTS:
                 raise StoreUnavailableError(commit.run_id, attempt, exc) from exc

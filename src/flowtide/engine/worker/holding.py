@@ -23,6 +23,9 @@ from flowtide.engine.worker.leases import LeaseRenewer, give_back
 from flowtide.engine.worker.threadslots import ThreadSlots
 from flowtide.store.base import EventRecord, Lease, RunRecord, Store
 
+GIVE_BACK_AGAIN = timedelta(seconds=1)
+"""The wait before a run let go is given back again, while the store does not answer."""
+
 __all__ = ["Deferring", "HeldPresence", "HeldRuns", "HoldingEngine", "RunWaiting", "Waking"]
 
 
@@ -91,6 +94,8 @@ class HeldRuns:
         self._waiters = waiters
         self._sweeper = sweeper
         self.runs: dict[str, RunExecutor] = {}
+        self._giving_back: set[asyncio.Task[None]] = set()
+        """Runs let go while the store did not answer, given back once it does."""
         self.renewer = LeaseRenewer(
             engine.store,
             engine.clock,
@@ -112,6 +117,8 @@ class HeldRuns:
             ex.close()
         self.runs.clear()
         self.renewer.close()
+        for task in self._giving_back:  # (their leases expire, no longer renewed)
+            task.cancel()
 
     def bookkeeping(
         self,
@@ -185,6 +192,8 @@ class HeldRuns:
             if ex.lease is not None and ex.lease.owner == self._engine.owner:
                 self._presence.gave_back([run_id], "out of date here")
                 task = asyncio.get_running_loop().create_task(self.give_back(ex.lease))
+                self._giving_back.add(task)
+                task.add_done_callback(self._giving_back.discard)
                 task.add_done_callback(consumed)
             if self._waiters.waiting(run_id):
                 # Whoever waits here learns the run's end from the store, if another actor
@@ -205,7 +214,12 @@ class HeldRuns:
             task.add_done_callback(consumed)
 
     async def give_back(self, lease: Lease) -> None:
-        await give_back(self._engine.store, self._engine.clock, lease)
+        """Give the run of ``lease`` back, untouched; while the store does not answer, again
+        and again: this engine renews every lease it holds in the store, so a lease kept would
+        never expire while the engine lives, and nobody would drive the run."""
+        e = self._engine
+        while not await give_back(e.store, e.clock, lease):
+            await e.clock.sleep(GIVE_BACK_AGAIN)
         self.wake_sweeper()
 
     def wake_sweeper(self, when: datetime | None = None) -> None:

@@ -206,8 +206,14 @@ def short_id(run_id: str) -> str:
     return printable(run_id[:12])
 
 
-async def give_back(store: Store, clock: Clock, lease: Lease) -> None:
-    """Give a run back, untouched (if it was taken already, or the store stays down, nothing
-    is done: its lease expires)."""
-    with contextlib.suppress(StoreConflict, StoreUnavailableError):
+async def give_back(store: Store, clock: Clock, lease: Lease) -> bool:
+    """Give a run back, untouched (if it was taken already, nothing is done); False if the
+    store stays down (its lease is kept: see :meth:`HeldRuns.give_back
+    <flowtide.engine.worker.holding.HeldRuns.give_back>`)."""
+    try:
         await commit_step(store, Commit(lease.run_id, lease=lease, release=True), clock)
+    except StoreConflict:
+        pass
+    except StoreUnavailableError:
+        return False
+    return True

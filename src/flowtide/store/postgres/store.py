@@ -32,6 +32,7 @@ from flowtide.store.base import (
     PRUNE_BATCH,
     ClockReading,
     Commit,
+    CommitOutcomeUnknown,
     DueEntry,
     EventRecord,
     Lease,
@@ -223,7 +224,12 @@ class PostgresStore(Store):
         on an error.
 
         ``BEGIN`` and ``COMMIT`` are sent as statements of the pipeline: the whole ends in one
-        sync (psycopg's ``transaction()`` would add one more round trip)."""
+        sync (psycopg's ``transaction()`` would add one more round trip).
+
+        The database lost once ``COMMIT`` is sent: whether it applied the transaction is
+        unknown (:class:`~flowtide.store.base.CommitOutcomeUnknown`), and sending it again could
+        apply it twice."""
+        committing = False
         try:
             with self.busy():
                 pool = await self._connections()
@@ -232,6 +238,7 @@ class PostgresStore(Store):
                         async with conn.pipeline():
                             await conn.execute(Q[begin])
                             yield conn
+                            committing = begin == "begin"  # (a read-only one changes nothing)
                             await conn.execute(Q["commit"])
                         self._outage.answered()
                     finally:
@@ -244,7 +251,10 @@ class PostgresStore(Store):
         except psycopg.Error as error:
             if error.sqlstate == GUARD_FAILED:
                 raise _GuardRefused from error
-            raise self._failed(error) from error
+            failure = self._failed(error)
+            if committing and isinstance(failure, StoreDown):
+                raise CommitOutcomeUnknown(f"{failure} (while committing)") from error
+            raise failure from error
         except UnicodeEncodeError as error:
             raise unencodable(error) from error
 
