@@ -215,10 +215,13 @@ class HeldRuns:
 
     async def give_back(self, lease: Lease) -> None:
         """Give the run of ``lease`` back, untouched; while the store does not answer, again
-        and again: this engine renews every lease it holds in the store, so a lease kept would
-        never expire while the engine lives, and nobody would drive the run."""
+        until the lease has expired: this engine renews every lease it holds in the store, so
+        a lease kept past a renewal would not expire while the engine lives, and nobody would
+        drive the run. (No renewal passes while the store stays down: then it expires.)"""
         e = self._engine
         while not await give_back(e.store, e.clock, lease):
+            if e.clock.now() >= lease.expires:
+                return
             await e.clock.sleep(GIVE_BACK_AGAIN)
         self.wake_sweeper()
 
