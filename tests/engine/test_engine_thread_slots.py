@@ -24,7 +24,7 @@ LOCK = threading.Lock()
 
 @node(outputs=["done"], register=False)
 def takes_a_while(ctx: NodeContext) -> Output:
-    time.sleep(0.05)
+    time.sleep(0.1)
     with LOCK:
         RAN.append(ctx.run_id)
     return Output("done", update={"ran": True})
@@ -42,13 +42,14 @@ def flow(timeout: str) -> Flow:
 
 
 async def test_no_sync_node_times_out_waiting_for_a_thread() -> None:
-    # 40 runs of two nodes, 2 threads: the last attempts wait about two seconds for a thread,
-    # against a window of 0.5 s each. Before, the window ran in the pool's queue: most went
-    # late, and the code of many ran all the same, its result discarded.
+    # 40 runs of two nodes, 2 threads: the last attempts wait about four seconds for a thread,
+    # against a window of 1.5 s each (ample for 0.1 s of code and the loop starting 40 runs on
+    # a busy machine). Before, the window ran in the pool's queue: most went late, and the
+    # code of many ran all the same, its result discarded.
     RAN.clear()
     async with Engine(clock=SystemClock(), max_threads=2) as engine:
         results = await asyncio.wait_for(
-            asyncio.gather(*(engine.run(flow("PT0.5S")) for _ in range(40))),
+            asyncio.gather(*(engine.run(flow("PT1.5S")) for _ in range(40))),
             timeout=60,
         )
     assert [r.lifecycle for r in results] == [Lifecycle.COMPLETED] * 40
