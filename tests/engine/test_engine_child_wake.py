@@ -5,6 +5,7 @@ parent, which any worker claims."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
@@ -12,8 +13,17 @@ import pytest
 from flowtide.authoring import FlowBuilder
 from flowtide.clock import VirtualClock
 from flowtide.engine import Engine, Lifecycle
-from flowtide.engine.run.due import CHILD_ENDED
-from flowtide.store import TokenStatus
+from flowtide.engine.run._commit import COMMIT_ATTEMPTS
+from flowtide.engine.run.due import DuePurpose
+from flowtide.store import (
+    Commit,
+    CommitOutcomeUnknown,
+    EventRecord,
+    RunRecord,
+    Store,
+    StoreDown,
+    TokenStatus,
+)
 from tests.engine.engine_helpers import T0, freeze, fresh_store, of_kind, running
 from tests.engine.test_engine_children import (
     approval_child,
@@ -102,7 +112,10 @@ async def test_a_crash_between_the_childs_end_and_the_parents_wake_loses_nothing
         await clock.aclose()
         await store.close()
     assert ended.lifecycle is Lifecycle.COMPLETED
-    assert (wake.token_id, wake.purpose) == (f"{handle.run_id}.1", CHILD_ENDED.format())
+    assert (wake.token_id, wake.purpose) == (
+        f"{handle.run_id}.1",
+        DuePurpose.child_ended(child_id).format(),
+    )
     assert (result.lifecycle, result.state["answer"]) == (Lifecycle.COMPLETED, "late")
 
 
@@ -145,3 +158,76 @@ async def test_the_deadline_of_a_parent_let_go_cancels_its_parked_child() -> Non
         child_result = await asyncio.wait_for(engine.wait(child_id), 60)
     assert result.lifecycle is Lifecycle.TIMED_OUT
     assert child_result.lifecycle is Lifecycle.CANCELLED
+
+
+class ParentFaults:
+    """Once ``armed``, the commits of run ``run_id`` meet a fault: ``answer lost`` - the first
+    one is applied and its answer lost (as when PostgreSQL's connection breaks once ``COMMIT``
+    is sent); ``store down`` - those that move a token fail as when the store cannot be
+    reached, as many times in a row as a step is tried."""
+
+    def __init__(self, store: Store, run_id: str, fault: str) -> None:
+        self.armed = False
+        self.faults = 0
+        commit = store.commit
+
+        async def faulty(c: Commit) -> Sequence[EventRecord]:
+            if not self.armed or c.run_id != run_id:
+                return await commit(c)
+            if fault == "answer lost":
+                await commit(c)
+                self.armed, self.faults = False, 1
+                raise CommitOutcomeUnknown("the store was lost once the commit was sent")
+            if not c.tokens:
+                return await commit(c)
+            self.faults += 1
+            self.armed = self.faults < COMMIT_ATTEMPTS
+            raise StoreDown("the store does not answer")
+
+        setattr(store, "commit", faulty)  # noqa: B010 (this store object only)
+
+
+async def ended_on(clock: VirtualClock, store: Store, run_id: str) -> RunRecord:
+    """The run once it has ended, or as it is after an hour on ``clock``."""
+    end = clock.now() + timedelta(hours=1)
+    while (run := await store.get_run(run_id)).lifecycle not in ("completed", "failed"):
+        if clock.now() >= end:
+            break
+        await clock.sleep(timedelta(seconds=1))
+    return run
+
+
+@pytest.mark.parametrize("fault", ["answer lost", "store down"])
+async def test_a_parent_let_go_before_it_moves_on_from_its_ended_child_is_woken_again(
+    fault: str,
+) -> None:
+    """The child's wake stays on the parent until the step that moves the parent's token on:
+    a parent rebuilt by it and let go before that step (the answer of its first commit lost,
+    the store down for that step) is woken by it again."""
+    child = approval_child()
+    parent = parent_of(child)
+    clock = VirtualClock(T0, autojump=True)
+    store = fresh_store()
+    worker = Engine(clock=clock, store=store, flows=[parent, child], owner="worker")
+    try:
+        worker.sweeper  # noqa: B018
+        handle = await worker.start(parent, {"order": "w7"})
+        child_id = await until_parked(store, "approve:w7")
+        await asyncio.wait_for(worker.wait_parked(handle.run_id), 60)
+        await until_let_go(worker)
+        faults = ParentFaults(store, handle.run_id, fault)
+        faults.armed = True
+        await worker.signal(key="approve:w7", payload={"answer": "yes"})
+        run = await ended_on(clock, store, handle.run_id)
+        child_run = await store.get_run(child_id)
+        due = await store.due_of(handle.run_id)
+        history = await store.history(handle.run_id)
+    finally:
+        await worker.close()
+        await clock.aclose()
+        await store.close()
+    assert faults.faults == (1 if fault == "answer lost" else COMMIT_ATTEMPTS)
+    assert (child_run.lifecycle, run.lifecycle) == ("completed", "completed")
+    assert run.result is not None and run.result["state"]["answer"] == "yes"
+    assert len(of_kind(history, "subflow_finished")) == 1
+    assert due == []

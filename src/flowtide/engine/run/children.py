@@ -5,7 +5,10 @@ lease: a signal to it, a takeover of it or its end may happen in any engine. A p
 memory waits for its end as any caller of :meth:`~flowtide.engine.Engine.wait` does, whichever
 engine drives it; a parent whose child waits parked is let go like any parked run, and the
 commit that ends a subflow's child sets a due entry on the parent (:func:`parent_wake`), so
-that whichever worker claims it rebuilds the parent, whose token finds the child ended.
+that whichever worker claims it rebuilds the parent, whose token finds the child ended. That
+entry goes only with the commit that moves the token on (or ends the parent): a parent let go
+or lost before that step (its store down, a commit's answer lost, its worker gone) is woken
+by it again (:func:`awaits_child`).
 
 Its id is derived from where it was started (the parent run, the token, its visit and attempt,
 the scatter item): a parent rebuilt after a crash, or taken over by another worker, finds the
@@ -27,7 +30,7 @@ from flowtide.engine.flows.catalog import FlowCatalog
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import RunResult
-from flowtide.engine.run.due import CHILD_ENDED
+from flowtide.engine.run.due import DueKind, DuePurpose
 from flowtide.engine.timing.scope import Cancellation, CancelScope
 from flowtide.store.base import (
     DueEntry,
@@ -39,7 +42,14 @@ from flowtide.store.base import (
     UnknownRunError,
 )
 
-__all__ = ["ChildRuns", "StartedChild", "child_run_id", "open_parks", "parent_wake"]
+__all__ = [
+    "ChildRuns",
+    "StartedChild",
+    "awaits_child",
+    "child_run_id",
+    "open_parks",
+    "parent_wake",
+]
 
 _NAMESPACE = uuid.UUID("6f1c2d0e-5b7a-4c8e-9a43-0d2f6b1e7c55")
 
@@ -75,7 +85,22 @@ def parent_wake(run: RunRecord, now: datetime) -> list[DueEntry]:
     child (none for a run that is no child, or a scatter item's)."""
     if run.parent_run_id is None or run.parent_token_id is None:
         return []
-    return [CHILD_ENDED.entry(now, run.parent_run_id, run.parent_token_id)]
+    return [DuePurpose.child_ended(run.id).entry(now, run.parent_run_id, run.parent_token_id)]
+
+
+def awaits_child(
+    run_id: str, token: TokenRecord, at_subflow: bool, purpose: DuePurpose | None
+) -> bool:
+    """Whether ``token`` of run ``run_id`` (``at_subflow``: its placement is a subflow) still
+    waits for the child whose end a due entry of ``purpose`` tells: its own task moves it on
+    by that end, and the move's commit removes the entry. Until then the entry stays, so that
+    the parent is woken again if it is let go first. (An entry of a child the token no longer
+    waits for, or of any other purpose, is not.)"""
+    if purpose is None or purpose.kind is not DueKind.CHILD_ENDED or not purpose.child:
+        return False
+    if not at_subflow or token.status is not TokenStatus.RUNNING:
+        return False
+    return purpose.child == child_run_id(run_id, token.id, token.visit, token.attempt)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,25 +27,34 @@ class DueKind(StrEnum):
     DEADLINE = "deadline"
     """The run's deadline (the entry's token id is the run's)."""
     CHILD_ENDED = "child_ended"
-    """The child run a subflow's token waits for has ended (set by the child's end)."""
+    """A subflow's child run has ended (set by the child's end on its parent's token:
+    ``child_ended:<child run id>`` in the store)."""
 
 
 @dataclass(frozen=True, slots=True)
 class DuePurpose:
-    """What one due entry falls due for: its kind, and for a timer its visit and index."""
+    """What one due entry falls due for: its kind, for a timer its visit and index, for a
+    child's end the child run's id."""
 
     kind: DueKind
     visit: int = 0
     index: int = 0
+    child: str = ""
 
     @classmethod
     def timer(cls, visit: int, index: int) -> DuePurpose:
         return cls(DueKind.TIMER, visit, index)
 
+    @classmethod
+    def child_ended(cls, child_run_id: str) -> DuePurpose:
+        return cls(DueKind.CHILD_ENDED, child=child_run_id)
+
     def format(self) -> str:
         """The purpose as the store keeps it."""
         if self.kind is DueKind.TIMER:
             return f"timer:{self.visit}:{self.index}"
+        if self.child:
+            return f"{self.kind.value}:{self.child}"
         return self.kind.value
 
     def entry(self, when: datetime, run_id: str, token_id: str) -> DueEntry:
@@ -57,8 +66,7 @@ RESUME = DuePurpose(DueKind.RESUME)
 TIMEOUT = DuePurpose(DueKind.TIMEOUT)
 SIGNAL = DuePurpose(DueKind.SIGNAL)
 DEADLINE = DuePurpose(DueKind.DEADLINE)
-CHILD_ENDED = DuePurpose(DueKind.CHILD_ENDED)
-_SIMPLE = {p.format(): p for p in (RESUME, TIMEOUT, SIGNAL, DEADLINE, CHILD_ENDED)}
+_SIMPLE = {p.format(): p for p in (RESUME, TIMEOUT, SIGNAL, DEADLINE)}
 
 
 def parse_purpose(text: str) -> DuePurpose | None:
@@ -68,6 +76,9 @@ def parse_purpose(text: str) -> DuePurpose | None:
     if simple is not None:
         return simple
     head, _, rest = text.partition(":")
+    if head == DueKind.CHILD_ENDED.value:
+        # (Bare, as an earlier Flowtide wrote it: it names no child, and wakes the run only.)
+        return DuePurpose.child_ended(rest)
     visit, _, index = rest.partition(":")
     if head != DueKind.TIMER.value or not (_number(visit) and _number(index)):
         return None

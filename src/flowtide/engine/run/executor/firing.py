@@ -1,5 +1,7 @@
 """Due entries fired: a wait's or a backoff's end, a park's deadline, an escalation timer, a
-request recorded for the run, the run's deadline; each fired once, in a step of its own. A part
+request recorded for the run, the run's deadline; each fired once, in a step of its own. (A
+child's end moves the subflow token that waits for it in that token's own task, whose move
+removes the entry.) A part
 the executor holds (:class:`DueFiring`), calling back only through :class:`FiringHost`.
 """
 
@@ -13,6 +15,7 @@ from typing import Any, Protocol
 from flowtide.engine.errors import UnroutedOutputError
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.run.attempts import Running
+from flowtide.engine.run.children import awaits_child
 from flowtide.engine.run.committer import Committer
 from flowtide.engine.run.due import DEADLINE, RESUME, SIGNAL, TIMEOUT, DuePurpose, parse_purpose
 from flowtide.engine.run.executor.ports import EndPort, MovePort, StepPort
@@ -126,6 +129,8 @@ class DueFiring:
             if self.ex.view.end is not None or self.ex.closed:
                 return  # (the run's end removes its due entries)
             token = self.ex.view.tokens.get(entry.token_id)
+            if token is not None and self._awaits_child(token, purpose):
+                return  # (its task moves it on by the child's end: that move removes the entry)
             later = False
             if token is not None:
                 self.ex.committer.fired.setdefault(token.id, []).append(entry)
@@ -145,6 +150,10 @@ class DueFiring:
                 await self.ex.commit(
                     Commit(self.ex.view.run.id, due_fired=[entry]), unless_ended=True
                 )
+
+    def _awaits_child(self, token: TokenRecord, purpose: DuePurpose | None) -> bool:
+        at_subflow = self.ex.plan.placements[token.placement].kind == "subflow"
+        return awaits_child(self.ex.view.run.id, token, at_subflow, purpose)
 
     async def _fire_entry(
         self, token: TokenRecord, entry: DueEntry, purpose: DuePurpose | None
