@@ -73,7 +73,7 @@ def parking_run(run_id: str, flow_id: str) -> str:
     """The run that parks: the run itself, or the child a parent's subflow starts."""
     if flow_id == "urn:flowtide:test:crash":
         return run_id
-    return child_run_id(run_id, f"{run_id}.1", 1, 1)
+    return child_run_id(run_id, f"{run_id}.1", "sub", 1, 1)
 
 
 @dataclass

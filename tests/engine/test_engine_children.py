@@ -16,7 +16,7 @@ from flowtide.engine import Engine, Lifecycle, NodeContext, Park, RunResult
 from flowtide.engine.run.children import child_run_id, open_parks
 from flowtide.model import Flow
 from flowtide.store import Store
-from tests.engine.engine_helpers import T0, at, freeze, fresh_store, kinds, of_kind
+from tests.engine.engine_helpers import T0, at, freeze, fresh_store, kinds, of_kind, running
 
 pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
 
@@ -157,7 +157,7 @@ async def test_a_parent_taken_over_waits_for_the_child_it_had_started() -> None:
     assert (result.lifecycle, result.state["answer"]) == (Lifecycle.COMPLETED, "slow")
     # One child for the one visit: taken over with its parent (its node ran again, at least
     # once), not started a second time by the rebuilt parent.
-    assert children == [child_run_id(handle.run_id, f"{handle.run_id}.1", 1, 1)]
+    assert children == [child_run_id(handle.run_id, f"{handle.run_id}.1", "sub", 1, 1)]
     assert ran == ["frozen", "frozen"]
     assert kinds(history).count("subflow_started") == 1
     (finished,) = of_kind(history, "run_finished")
@@ -352,3 +352,31 @@ async def test_a_client_cancelling_a_parent_cancels_its_parked_child_held_elsewh
     # cancels it, saying why.
     assert child_result.lifecycle is Lifecycle.CANCELLED
     assert "order withdrawn" in json.dumps(cancelled.data)
+
+
+@node(outputs=["done"])
+async def say_which(ctx: NodeContext) -> str:
+    ctx.state["which"] = ctx.run_id
+    return "done"
+
+
+async def test_a_token_going_from_one_subflow_to_the_next_starts_a_child_at_each() -> None:
+    """Visits are counted per placement: the token is at visit 1 of each subflow, and each
+    starts a child of its own (the second does not find the first one's again)."""
+    child = FlowBuilder("urn:test:flow:which").task("say", say_which, {"done": "end"})
+    first = child.terminal("end").build()
+    parent = (
+        FlowBuilder("urn:test:flow:one-then-other")
+        .subflow("first", first, {"success": "second"}, output={"one": "which"})
+        .subflow("second", first, {"success": "end"}, output={"other": "which"})
+        .terminal("end", "done")
+        .build()
+    )
+    async with running(flows=[parent, first]) as (engine, _):
+        result = await asyncio.wait_for(engine.run(parent, {}), 60)
+        children = await children_of(engine.store, result.run_id)
+    token = f"{result.run_id}.1"
+    one, other = (child_run_id(result.run_id, token, p, 1, 1) for p in ("first", "second"))
+    assert result.lifecycle is Lifecycle.COMPLETED
+    assert (result.state["one"], result.state["other"]) == (one, other)
+    assert sorted(children) == sorted([one, other])

@@ -129,7 +129,7 @@ def parking_run(run_id: str, flow_id: str) -> str | None:
     if flow_id == parking_flow().id:
         return run_id
     if flow_id == parent_flow().id:
-        return child_run_id(run_id, f"{run_id}.1", 1, 1)
+        return child_run_id(run_id, f"{run_id}.1", "sub", 1, 1)
     return None
 
 

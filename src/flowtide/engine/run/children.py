@@ -10,9 +10,10 @@ entry goes only with the commit that moves the token on (or ends the parent): a 
 or lost before that step (its store down, a commit's answer lost, its worker gone) is woken
 by it again (:func:`awaits_child`).
 
-Its id is derived from where it was started (the parent run, the token, its visit and attempt,
-the scatter item): a parent rebuilt after a crash, or taken over by another worker, finds the
-child it had started and waits for it again, instead of starting the same work twice.
+Its id is derived from where it was started (the parent run, the token, the placement, its
+visit and attempt there, the scatter item): a parent rebuilt after a crash, or taken over by
+another worker, finds the child it had started and waits for it again, instead of starting the
+same work twice.
 """
 
 from __future__ import annotations
@@ -58,12 +59,18 @@ Create = Callable[[FlowPlan, RunRecord, dict[str, Any], CancelScope], Awaitable[
 
 
 def child_run_id(
-    parent_run_id: str, token_id: str, visit: int, attempt: int, item: int | None = None
+    parent_run_id: str,
+    token_id: str,
+    placement: str,
+    visit: int,
+    attempt: int,
+    item: int | None = None,
 ) -> str:
-    """The id of the child run that token ``token_id`` of run ``parent_run_id`` starts at this
-    ``visit`` and ``attempt`` (for scatter ``item``, by index): the same every time that start
-    is made again."""
-    at = f"{token_id}/{visit}/{attempt}" + (f"/{item}" if item is not None else "")
+    """The id of the child run that token ``token_id`` of run ``parent_run_id`` starts at
+    ``placement``, at this ``visit`` and ``attempt`` there (for scatter ``item``, by index):
+    the same every time that start is made again, and another for each placement (visits are
+    counted per placement: a token goes from one subflow to the next at visit 1 of each)."""
+    at = f"{token_id}/{placement}/{visit}/{attempt}" + (f"/{item}" if item is not None else "")
     return uuid.uuid5(_NAMESPACE, f"{parent_run_id}/{at}").hex
 
 
@@ -72,7 +79,7 @@ async def open_parks(store: Store, run_id: str) -> list[ParkRecord]:
     for, and theirs (each park names its own run)."""
     found = list(await store.parks(run_id=run_id, open_only=True))
     for token in await store.tokens(run_id, [TokenStatus.RUNNING]):
-        child = child_run_id(run_id, token.id, token.visit, token.attempt)
+        child = child_run_id(run_id, token.id, token.placement, token.visit, token.attempt)
         try:
             found += await open_parks(store, child)
         except UnknownRunError:
@@ -88,19 +95,18 @@ def parent_wake(run: RunRecord, now: datetime) -> list[DueEntry]:
     return [DuePurpose.child_ended(run.id).entry(now, run.parent_run_id, run.parent_token_id)]
 
 
-def awaits_child(
-    run_id: str, token: TokenRecord, at_subflow: bool, purpose: DuePurpose | None
-) -> bool:
-    """Whether ``token`` of run ``run_id`` (``at_subflow``: its placement is a subflow) still
-    waits for the child whose end a due entry of ``purpose`` tells: its own task moves it on
-    by that end, and the move's commit removes the entry. Until then the entry stays, so that
-    the parent is woken again if it is let go first. (An entry of a child the token no longer
-    waits for, or of any other purpose, is not.)"""
+def awaits_child(run_id: str, token: TokenRecord, purpose: DuePurpose | None) -> bool:
+    """Whether ``token`` of run ``run_id`` still waits at its subflow for the child whose end a
+    due entry of ``purpose`` tells: its own task moves it on by that end, and the move's commit
+    removes the entry. Until then the entry stays, so that the parent is woken again if it is
+    let go first. (An entry of a child the token no longer waits for, or of any other purpose,
+    is not.)"""
     if purpose is None or purpose.kind is not DueKind.CHILD_ENDED or not purpose.child:
         return False
-    if not at_subflow or token.status is not TokenStatus.RUNNING:
+    if token.status is not TokenStatus.RUNNING:
         return False
-    return purpose.child == child_run_id(run_id, token.id, token.visit, token.attempt)
+    waited = child_run_id(run_id, token.id, token.placement, token.visit, token.attempt)
+    return purpose.child == waited
 
 
 @dataclass(frozen=True, slots=True)

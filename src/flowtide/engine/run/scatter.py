@@ -503,7 +503,7 @@ class ScatterRun:
             ex.plan.settings[p.id],
             key=run_key,
             child_id=child_run_id(
-                ex.view.run.id, self.token.id, self.token.visit, self.token.attempt, index
+                ex.view.run.id, self.token.id, p.id, self.token.visit, self.token.attempt, index
             ),
             item=item,
             token=None,

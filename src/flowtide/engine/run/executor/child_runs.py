@@ -121,7 +121,7 @@ class ChildRuns:
         if not rejoining and not await self._start(token, p, settings):
             return None
         base = dict(ex.view.state)
-        child_id = child_run_id(ex.view.run.id, token.id, token.visit, token.attempt)
+        child_id = child_run_id(ex.view.run.id, token.id, p.id, token.visit, token.attempt)
         attempt, result = await self.run_child(
             p.id,
             p.flow,

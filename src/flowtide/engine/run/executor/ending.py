@@ -210,7 +210,7 @@ class RunEnding:
         # A subflow's child goes with its parent, wherever it is driven (one under this run's
         # scope has been cancelled with it already).
         children = [
-            child_run_id(self.ex.view.run.id, t.id, t.visit, t.attempt)
+            child_run_id(self.ex.view.run.id, t.id, t.placement, t.visit, t.attempt)
             for t in leftovers
             if self.ex.plan.placements[t.placement].kind == "subflow"
         ]

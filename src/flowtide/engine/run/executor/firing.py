@@ -129,7 +129,7 @@ class DueFiring:
             if self.ex.view.end is not None or self.ex.closed:
                 return  # (the run's end removes its due entries)
             token = self.ex.view.tokens.get(entry.token_id)
-            if token is not None and self._awaits_child(token, purpose):
+            if token is not None and awaits_child(self.ex.view.run.id, token, purpose):
                 return  # (its task moves it on by the child's end: that move removes the entry)
             later = False
             if token is not None:
@@ -150,10 +150,6 @@ class DueFiring:
                 await self.ex.commit(
                     Commit(self.ex.view.run.id, due_fired=[entry]), unless_ended=True
                 )
-
-    def _awaits_child(self, token: TokenRecord, purpose: DuePurpose | None) -> bool:
-        at_subflow = self.ex.plan.placements[token.placement].kind == "subflow"
-        return awaits_child(self.ex.view.run.id, token, at_subflow, purpose)
 
     async def _fire_entry(
         self, token: TokenRecord, entry: DueEntry, purpose: DuePurpose | None
