@@ -28,6 +28,7 @@ WHEN = datetime(2026, 1, 1, tzinfo=UTC)
         (DEADLINE, "deadline"),
         (DuePurpose.timer(3, 0), "timer:3:0"),
         (DuePurpose.timer(12, 7), "timer:12:7"),
+        (DuePurpose.child_ended("c0ffee"), "child_ended:c0ffee"),
     ],
 )
 def test_each_purpose_is_written_and_read_back(purpose: DuePurpose, text: str) -> None:
@@ -51,3 +52,7 @@ def test_an_entry_carries_the_purpose_as_the_store_keeps_it() -> None:
         "timer:2:1",
     )
     assert parse_purpose(entry.purpose) == DuePurpose(DueKind.TIMER, 2, 1)
+
+
+def test_a_childs_wake_as_an_earlier_flowtide_wrote_it_names_no_child() -> None:
+    assert parse_purpose("child_ended") == DuePurpose(DueKind.CHILD_ENDED)

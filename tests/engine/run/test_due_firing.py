@@ -11,7 +11,8 @@ from typing import Any
 from flowtide.authoring import FlowBuilder, node
 from flowtide.engine import NodeContext
 from flowtide.engine.flows.plan import FlowPlan
-from flowtide.engine.run.due import DEADLINE, RESUME, SIGNAL
+from flowtide.engine.run.children import child_run_id
+from flowtide.engine.run.due import DEADLINE, RESUME, SIGNAL, DuePurpose
 from flowtide.engine.run.executor.firing import DueFiring
 from flowtide.engine.timing.scope import CancelReason
 from flowtide.store.base import Expect, TokenStatus
@@ -88,3 +89,31 @@ async def test_requests_are_fired_before_the_rest() -> None:
     assert [c.cr_code.co_name for c in ex.aux] == ["_fire_request", "_fire"]  # type: ignore[attr-defined]
     for c in ex.aux:
         c.close()
+
+
+async def test_a_childs_wake_is_left_to_the_token_that_waits_for_that_child() -> None:
+    """Its task moves it on by the child's end, and that move removes the entry: until then the
+    entry stays (the run let go meanwhile is woken by it again)."""
+    ex = FiringRun()
+    t = ex.token("work", S.RUNNING)
+    child = child_run_id("r", t.id, "work", t.visit, t.attempt)
+    wake = DuePurpose.child_ended(child).entry(T0, "r", t.id)
+    assert ex.due_firing.fire_all([wake]) == 1
+    await ex.run_aux()
+    assert ex.commits == [] and ex.spawned == [] and ex.committer.fired == {}
+    assert ex.due_firing.fire_all([wake]) == 1  # (fired again by the next claim, as long as it is)
+    await ex.run_aux()
+    assert ex.commits == []
+
+
+async def test_the_wake_of_a_child_the_token_no_longer_waits_for_is_removed_alone() -> None:
+    ex = FiringRun()
+    t = ex.token("work", S.RUNNING)
+    earlier = child_run_id("r", t.id, "work", t.visit - 1, t.attempt)
+    other = child_run_id("r", t.id, "nap", t.visit, t.attempt)
+    wakes = [DuePurpose.child_ended(c).entry(T0, "r", t.id) for c in (earlier, other)]
+    bare = DuePurpose.child_ended("").entry(T0, "r", t.id)  # (names no child)
+    assert ex.due_firing.fire_all([*wakes, bare]) == 3
+    await ex.run_aux()
+    assert [c.due_fired for c in ex.commits] == [[w] for w in [*wakes, bare]]
+    assert t.status is S.RUNNING and ex.spawned == []
