@@ -198,14 +198,21 @@ async def ended_on(clock: VirtualClock, store: Store, run_id: str) -> RunRecord:
 
 
 @pytest.mark.parametrize("fault", ["answer lost", "store down"])
+@pytest.mark.parametrize("ending", ["completed", "cancelled"])
 async def test_a_parent_let_go_before_it_moves_on_from_its_ended_child_is_woken_again(
-    fault: str,
+    fault: str, ending: str
 ) -> None:
     """The child's wake stays on the parent until the step that moves the parent's token on:
     a parent rebuilt by it and let go before that step (the answer of its first commit lost,
-    the store down for that step) is woken by it again."""
+    the store down for that step) is woken by it again, however the child ended."""
     child = approval_child()
-    parent = parent_of(child)
+    parent = (
+        FlowBuilder("urn:test:flow:woken-again")
+        .subflow("sub", child, {"success": "end", "error": "other"}, output={"answer": "answer"})
+        .terminal("end", "done")
+        .terminal("other", "child-ended-otherwise")
+        .build()
+    )
     clock = VirtualClock(T0, autojump=True)
     store = fresh_store()
     worker = Engine(clock=clock, store=store, flows=[parent, child], owner="worker")
@@ -217,7 +224,10 @@ async def test_a_parent_let_go_before_it_moves_on_from_its_ended_child_is_woken_
         await until_let_go(worker)
         faults = ParentFaults(store, handle.run_id, fault)
         faults.armed = True
-        await worker.signal(key="approve:w7", payload={"answer": "yes"})
+        if ending == "completed":
+            await worker.signal(key="approve:w7", payload={"answer": "yes"})
+        else:
+            await worker.cancel(child_id, "no longer needed")
         run = await ended_on(clock, store, handle.run_id)
         child_run = await store.get_run(child_id)
         due = await store.due_of(handle.run_id)
@@ -227,7 +237,7 @@ async def test_a_parent_let_go_before_it_moves_on_from_its_ended_child_is_woken_
         await clock.aclose()
         await store.close()
     assert faults.faults == (1 if fault == "answer lost" else COMMIT_ATTEMPTS)
-    assert (child_run.lifecycle, run.lifecycle) == ("completed", "completed")
-    assert run.result is not None and run.result["state"]["answer"] == "yes"
+    assert (child_run.lifecycle, run.lifecycle) == (ending, "completed")
+    assert run.outcome == ("done" if ending == "completed" else "child-ended-otherwise")
     assert len(of_kind(history, "subflow_finished")) == 1
     assert due == []
