@@ -28,6 +28,7 @@ from tests.engine.engine_helpers import T0, freeze, fresh_store, of_kind, runnin
 from tests.engine.test_engine_children import (
     approval_child,
     parent_of,
+    slow_child_flow,
     until_let_go,
     until_parked,
 )
@@ -160,13 +161,13 @@ async def test_the_deadline_of_a_parent_let_go_cancels_its_parked_child() -> Non
     assert child_result.lifecycle is Lifecycle.CANCELLED
 
 
-class ParentFaults:
+class CommitFaults:
     """Once ``armed``, the commits of run ``run_id`` meet a fault: ``answer lost`` - the first
-    one is applied and its answer lost (as when PostgreSQL's connection breaks once ``COMMIT``
-    is sent); ``store down`` - those that move a token fail as when the store cannot be
-    reached, as many times in a row as a step is tried."""
+    one (that ends the run, if ``ending``) is applied and its answer lost (as when PostgreSQL's
+    connection breaks once ``COMMIT`` is sent); ``store down`` - those that move a token fail
+    as when the store cannot be reached, as many times in a row as a step is tried."""
 
-    def __init__(self, store: Store, run_id: str, fault: str) -> None:
+    def __init__(self, store: Store, run_id: str, fault: str, *, ending: bool = False) -> None:
         self.armed = False
         self.faults = 0
         commit = store.commit
@@ -174,17 +175,28 @@ class ParentFaults:
         async def faulty(c: Commit) -> Sequence[EventRecord]:
             if not self.armed or c.run_id != run_id:
                 return await commit(c)
-            if fault == "answer lost":
+            ends = c.run is not None and c.run.finished_at is not None
+            if fault == "answer lost" and (ends or not ending):
                 await commit(c)
                 self.armed, self.faults = False, 1
                 raise CommitOutcomeUnknown("the store was lost once the commit was sent")
-            if not c.tokens:
+            if fault != "store down" or not c.tokens:
                 return await commit(c)
             self.faults += 1
             self.armed = self.faults < COMMIT_ATTEMPTS
             raise StoreDown("the store does not answer")
 
         setattr(store, "commit", faulty)  # noqa: B010 (this store object only)
+
+
+async def until_started(store: Store, parent_id: str) -> str:
+    """The id of the child run of ``parent_id``, once it is stored."""
+    for _ in range(600):
+        children = [r.id for r in await store.list_runs() if r.parent_run_id == parent_id]
+        if children:
+            return children[0]
+        await store.wait_changed(0.05)
+    raise AssertionError(f"run {parent_id!r} started no child")
 
 
 async def ended_on(clock: VirtualClock, store: Store, run_id: str) -> RunRecord:
@@ -222,7 +234,7 @@ async def test_a_parent_let_go_before_it_moves_on_from_its_ended_child_is_woken_
         child_id = await until_parked(store, "approve:w7")
         await asyncio.wait_for(worker.wait_parked(handle.run_id), 60)
         await until_let_go(worker)
-        faults = ParentFaults(store, handle.run_id, fault)
+        faults = CommitFaults(store, handle.run_id, fault)
         faults.armed = True
         if ending == "completed":
             await worker.signal(key="approve:w7", payload={"answer": "yes"})
@@ -241,3 +253,24 @@ async def test_a_parent_let_go_before_it_moves_on_from_its_ended_child_is_woken_
     assert run.outcome == ("done" if ending == "completed" else "child-ended-otherwise")
     assert len(of_kind(history, "subflow_finished")) == 1
     assert due == []
+
+
+async def test_a_parent_held_while_its_childs_end_loses_its_answer_learns_it_from_the_store() -> (
+    None
+):
+    """The child's holder lets the child go (the answer of the commit that ended it lost) and
+    tells who waits for it; the parent waiting for it reads its end from the store and moves
+    on, held all along: it is not let go for it, nor are who wait for it told it failed."""
+    child = slow_child_flow()
+    parent = parent_of(child)
+    async with running(False, flows=[parent, child]) as (engine, clock):
+        handle = await engine.start(parent, {"order": "w8"})
+        child_id = await until_started(engine.store, handle.run_id)
+        faults = CommitFaults(engine.store, child_id, "answer lost", ending=True)
+        faults.armed = True
+        waiting = asyncio.ensure_future(engine.wait(handle.run_id))
+        await clock.advance(timedelta(seconds=100))  # (the child's node returns)
+        result = await asyncio.wait_for(waiting, 60)
+        child_run = await engine.store.get_run(child_id)
+    assert faults.faults == 1 and child_run.lifecycle == "completed"
+    assert (result.lifecycle, result.state["answer"]) == (Lifecycle.COMPLETED, "slow")

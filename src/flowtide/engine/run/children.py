@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flowtide.clock import Clock
-from flowtide.engine.errors import EngineError
+from flowtide.engine.errors import EngineError, StoreUnavailableError
 from flowtide.engine.flows.catalog import FlowCatalog
 from flowtide.engine.flows.plan import FlowPlan
 from flowtide.engine.lifecycle import Lifecycle
@@ -194,7 +194,19 @@ class ChildRuns:
     def _waits(
         self, run_id: str
     ) -> tuple[Callable[[], Awaitable[RunResult]], Callable[[], Awaitable[RunResult]]]:
-        return (lambda: self._wait(run_id)), (lambda: self._wait_parked(run_id))
+        return (lambda: self._ended(run_id)), (lambda: self._wait_parked(run_id))
+
+    async def _ended(self, run_id: str) -> RunResult:
+        """Child ``run_id``'s end, wherever it is driven. Its holder here may lose its view of
+        it (a commit's answer lost, the store failing its step): that tells who waits for it,
+        but the child is in the store, which the wait reads from then on; the parent is let go
+        only if the store does not answer it."""
+        while True:
+            try:
+                return await self._wait(run_id)
+            except StoreUnavailableError as exc:
+                if exc.run_id != run_id:
+                    raise
 
     async def _existing(self, parent: RunRecord, run_id: str) -> RunRecord | None:
         try:
