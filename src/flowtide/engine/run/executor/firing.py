@@ -98,8 +98,12 @@ class DueFiring:
     def fire_due(self, entry: DueEntry, purpose: DuePurpose | None) -> bool:
         """This due entry has come (see :class:`~flowtide.store.DueEntry`), ``purpose`` read
         from it: a step of its own, under the step lock. False if it is being fired already (or
-        the run is ending, which removes it)."""
+        the run is ending, which removes it; or it tells of the end of a child that a token
+        still waits for, whose own task moves it on, and whose move removes the entry: no
+        step is taken for it, which would hold up the move and the run's end with it)."""
         if self.ex.view.end is not None or self.ex.closed or entry in self.firing:
+            return False
+        if self._awaited(entry, purpose):
             return False
         self.firing.add(entry)
         if purpose == SIGNAL:
@@ -128,9 +132,9 @@ class DueFiring:
         async with self.ex.steps.hold():
             if self.ex.view.end is not None or self.ex.closed:
                 return  # (the run's end removes its due entries)
+            if self._awaited(entry, purpose):
+                return  # (as in fire_due: the view may have changed since)
             token = self.ex.view.tokens.get(entry.token_id)
-            if token is not None and awaits_child(self.ex.view.run.id, token, purpose):
-                return  # (its task moves it on by the child's end: that move removes the entry)
             later = False
             if token is not None:
                 self.ex.committer.fired.setdefault(token.id, []).append(entry)
@@ -150,6 +154,11 @@ class DueFiring:
                 await self.ex.commit(
                     Commit(self.ex.view.run.id, due_fired=[entry]), unless_ended=True
                 )
+
+    def _awaited(self, entry: DueEntry, purpose: DuePurpose | None) -> bool:
+        """Whether ``entry`` tells of the end of a child its token still waits for."""
+        token = self.ex.view.tokens.get(entry.token_id)
+        return token is not None and awaits_child(self.ex.view.run.id, token, purpose)
 
     async def _fire_entry(
         self, token: TokenRecord, entry: DueEntry, purpose: DuePurpose | None
