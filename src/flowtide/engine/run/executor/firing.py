@@ -1,8 +1,8 @@
 """Due entries fired: a wait's or a backoff's end, a park's deadline, an escalation timer, a
 request recorded for the run, the run's deadline; each fired once, in a step of its own. (A
 child's end moves the subflow token that waits for it in that token's own task, whose move
-removes the entry.) A part
-the executor holds (:class:`DueFiring`), calling back only through :class:`FiringHost`.
+removes the entry.) A part the executor holds (:class:`DueFiring`), calling back only through
+:class:`FiringHost`.
 """
 
 from __future__ import annotations
