@@ -53,12 +53,20 @@ def test_an_unreachable_database_by_connection_string_is_bad_input_without_its_p
 ) -> None:
     monkeypatch.chdir(tmp_path)
     conninfo = f"host=127.0.0.1 port=1 dbname=runs user=app password={SECRET}"
-    for command in (["runs"], ["show", "r"], ["start", str(CHECKOUT)], ["worker"]):
+    for command in (["runs"], ["show", "r"], ["start", str(CHECKOUT)]):
         result = runner.invoke(app, [*command, "--store", conninfo])
         assert result.exit_code == ExitCode.BAD_INPUT, result.output
         assert SECRET not in result.output
         assert len(result.stderr.strip().splitlines()) == 1
         assert "PostgreSQL database 'app@127.0.0.1:1/runs'" in result.stderr
+    # (A worker waits for a server that is not up yet; one that refuses it stops it at once.)
+    refusing = f"host=127.0.0.1 port=5432 dbname=test user=flowtide_no_role password={SECRET}"
+    result = runner.invoke(app, ["worker", "--store", refusing])
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    assert SECRET not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "'flowtide_no_role@127.0.0.1:5432/test'" in result.stderr
+    assert "refused these credentials" in result.stderr
     assert list(tmp_path.iterdir()) == []  # no SQLite file named after the string
 
 

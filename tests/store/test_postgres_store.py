@@ -12,7 +12,9 @@ import traceback
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 import flowtide
 from flowtide.store import (
@@ -31,6 +33,8 @@ from flowtide.store import (
     SignalRequest,
     Store,
     StoreConflict,
+    StoreDown,
+    StoreNotReady,
     StoreOpenError,
     StoreSchemaError,
     TokenRecord,
@@ -220,29 +224,59 @@ async def test_instants_come_back_in_utc_as_written(postgres_stores: StoreFactor
 
 
 @pytest.mark.parametrize(
-    ("url", "reason"),
+    ("url", "reason", "for_now"),
     [
-        ("postgresql://postgres:hunter2@127.0.0.1:1/test", "cannot be reached"),
-        ("postgresql://postgres:hunter2@127.0.0.1:5432/flowtide_no_such_db", "does not exist"),
-        ("postgresql://flowtide_no_such_role:hunter2@127.0.0.1:5432/test", "credentials"),
-        ("host=127.0.0.1 port=1 dbname=test user=postgres password=hunter2", "cannot be reached"),
+        ("postgresql://postgres:hunter2@127.0.0.1:1/test", "cannot be reached", True),
+        (
+            "postgresql://postgres:hunter2@127.0.0.1:5432/flowtide_no_such_db",
+            "does not exist",
+            False,
+        ),
+        ("postgresql://flowtide_no_such_role:hunter2@127.0.0.1:5432/test", "credentials", False),
+        (
+            "host=127.0.0.1 port=1 dbname=test user=postgres password=hunter2",
+            "cannot be reached",
+            True,
+        ),
+        ("postgresql://postgres:hunter2@127.0.0.1.invalid/test", "host name is not known", False),
     ],
-    ids=["unreachable", "unknown-database", "unknown-role", "libpq-string"],
+    ids=["unreachable", "unknown-database", "unknown-role", "libpq-string", "unknown-host"],
 )
 async def test_a_database_that_cannot_be_opened_is_named_without_its_password(
-    url: str, reason: str
+    url: str, reason: str, for_now: bool
 ) -> None:
+    """A server not there now may open later (:class:`StoreNotReady`); a wrong address or
+    refused credentials never will."""
     store = PostgresStore(url, schema="flowtide_test_never")
     assert "hunter2" not in repr(store)
     with pytest.raises(StoreOpenError) as refused:
         await store.open()
     error = refused.value
+    assert isinstance(error, StoreNotReady) is for_now
     message = str(error)
     assert reason in message
     assert "127.0.0.1" in message and "\n" not in message
     shown = "".join(traceback.format_exception(error))
     assert "hunter2" not in shown, shown
     await store.close()
+
+
+async def test_a_server_with_no_connection_left_may_open_later(postgres_url: str) -> None:
+    """SQLSTATE 53300 (too many connections) at open: the store is not ready, not wrong."""
+    role = f"flowtide_test_{os.urandom(6).hex()}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 0")
+        try:
+            url = make_conninfo(postgres_url, user=role, password="hunter2")
+            store = PostgresStore(url, schema="flowtide_test_never")
+            with pytest.raises(StoreNotReady) as refused:
+                await store.open()
+            await store.close()
+        finally:
+            admin.execute(f"DROP ROLE {role}")
+    message = str(refused.value)
+    assert "too many connections" in message and "hunter2" not in message, message
+    assert isinstance(refused.value, StoreDown)
 
 
 async def test_an_unreadable_url_is_refused_on_open_without_showing_it() -> None:

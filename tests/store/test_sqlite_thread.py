@@ -80,6 +80,21 @@ async def test_a_failing_job_is_logged_and_the_thread_goes_on(
     assert "failed" in caplog.text
 
 
+async def test_stop_iteration_in_a_job_comes_back_as_an_error_not_a_hang() -> None:
+    """(A future cannot hold StopIteration: the answer is a RuntimeError, as a node's is.)"""
+    thread = StoreThread("flowtide-sqlite-test")
+
+    def stops() -> None:
+        raise StopIteration
+
+    try:
+        with pytest.raises(RuntimeError, match="StopIteration"):
+            await thread.call(stops)
+        assert await thread.call(lambda: "after") == "after"
+    finally:
+        thread.shutdown()
+
+
 async def test_shutdown_ends_the_thread_once_the_jobs_given_before_have_run() -> None:
     thread = StoreThread("flowtide-sqlite-ending")
     ran: list[int] = []

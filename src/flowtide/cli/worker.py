@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated
@@ -16,20 +17,17 @@ import typer
 
 from flowtide.cli.code import Code, current_directory_first, load_modules
 from flowtide.cli.common import BadInput, NodesOption, escape, guarded, out
-from flowtide.cli.stores import (
-    DEFAULT,
-    JsonOption,
-    StoreOption,
-    opened,
-    shown_store,
-)
+from flowtide.cli.store_ready import open_when_ready
+from flowtide.cli.stores import DEFAULT, JsonOption, StoreOption, shown_store
 from flowtide.client.views import event_json
+from flowtide.clock import SystemClock
 from flowtide.engine import Engine
 from flowtide.engine.events import Hook
 from flowtide.engine.worker.instruments import EngineInstruments
 from flowtide.engine.worker.leases import LEASE_TTL
 from flowtide.engine.worker.threadslots import DEFAULT_THREADS
-from flowtide.store.base import EventRecord, Store, StoreUnusableError
+from flowtide.store.base import EventRecord, Store, StoreOpenError, StoreUnusableError
+from flowtide.store.urls import store_for
 
 LOG_VARIABLE = "FLOWTIDE_LOG"
 """The level of the worker's log on stderr (default INFO: a line per run; WARNING with
@@ -129,10 +127,14 @@ def worker(
     gives back, and a warning per run it cannot drive (naming the node it lacks). SIGTERM or
     Ctrl-C drains it: it takes no new run, lets the nodes in flight finish for up to
     --drain-timeout seconds, gives back what it still holds and exits 0; a second signal stops
-    it at once. A store it cannot use as it is (damaged, read-only, its file deleted or
-    replaced) stops it with one line, exit 2. --events prints every event (--json: one JSON
-    object per line on stdout). --metrics-port serves its metrics to Prometheus (commit and
-    attempt latency, sweeper lateness, lease takeovers, events by kind).
+    it at once. A database that cannot be reached yet (its server down, still starting, or out
+    of connections) is waited for: it says so once and tries again, less often as time goes
+    by (every 30 seconds at most), until it opens or the worker is stopped; a wrong address,
+    refused credentials or an unknown database stop it at once, exit 2. A store it cannot use
+    as it is (damaged, read-only, its file deleted or replaced) stops it with one line, exit 2.
+    --events prints every event (--json: one JSON object per line on stdout). --metrics-port
+    serves its metrics to Prometheus (commit and attempt latency, sweeper lateness, lease
+    takeovers, events by kind).
     """
     _logging(quiet)
     with current_directory_first():
@@ -183,15 +185,60 @@ def _logging(quiet: bool) -> None:
 
 
 async def _work(url: str, code: Code, settings: _Settings) -> None:
-    store = await opened(url)
+    async with _stop_signals() as signals:
+        store = await _store_when_ready(url, signals)
+        if store is None:
+            return
+        try:
+            await _work_on(store, url, code, settings, signals)
+        finally:
+            await store.close()  # (also when the engine could not be made)
+            log.debug("store closed")
+
+
+@contextlib.asynccontextmanager
+async def _stop_signals() -> AsyncIterator[asyncio.Queue[str]]:
+    """The names of the stop signals (SIGTERM, SIGINT) received meanwhile, in order."""
+    signals: asyncio.Queue[str] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, signals.put_nowait, signum.name)
     try:
-        await _work_on(store, url, code, settings)
+        yield signals
     finally:
-        await store.close()  # (also when the engine could not be made)
-        log.debug("store closed")
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
 
 
-async def _work_on(store: Store, url: str, code: Code, settings: _Settings) -> None:
+async def _store_when_ready(url: str, signals: asyncio.Queue[str]) -> Store | None:
+    """The store ``url`` names, opened once its database is up (see :mod:`store_ready`); None
+    when a stop signal comes first. Bad input when it can never open as named."""
+    try:
+        store = store_for(url)
+    except StoreOpenError as exc:
+        raise BadInput(str(exc)) from None
+    loop = asyncio.get_running_loop()
+    opening = loop.create_task(open_when_ready(store, shown_store(url), SystemClock()))
+    stop = loop.create_task(signals.get())
+    await asyncio.wait({opening, stop}, return_when=asyncio.FIRST_COMPLETED)
+    if opening.done():
+        if stop.done():
+            signals.put_nowait(stop.result())  # (for the engine: it drains at once)
+        stop.cancel()
+        try:
+            return opening.result()
+        except StoreOpenError as exc:
+            raise BadInput(str(exc)) from None
+    opening.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await opening
+    log.info("%s: stopped before the store opened", stop.result())
+    return None
+
+
+async def _work_on(
+    store: Store, url: str, code: Code, settings: _Settings, signals: asyncio.Queue[str]
+) -> None:
     as_json = settings.as_json
     hooks: list[Hook] = [_json_line if as_json else _text_line] if settings.events else []
     instruments = _metrics(settings.metrics, hooks, as_json) if settings.metrics else None
@@ -212,7 +259,7 @@ async def _work_on(store: Store, url: str, code: Code, settings: _Settings) -> N
                 "taking runs (Ctrl-C to stop)"
             )
         engine.sweeper.wake()
-        broken = await _until_stopped(engine, settings.drain)
+        broken = await _until_stopped(engine, settings.drain, signals)
         if broken is not None:
             raise BadInput(str(broken))
     finally:
@@ -249,38 +296,33 @@ def _metrics(where: tuple[str, int], hooks: list[Hook], as_json: bool) -> Engine
     return series
 
 
-async def _until_stopped(engine: Engine, drain: timedelta) -> StoreUnusableError | None:
-    """Work until SIGTERM or SIGINT, then drain (a second signal stops at once); or until the
-    store becomes unusable (returned: a damaged, read-only, deleted or replaced database, which
-    no retry mends)."""
-    signals: asyncio.Queue[str] = asyncio.Queue()
+async def _until_stopped(
+    engine: Engine, drain: timedelta, signals: asyncio.Queue[str]
+) -> StoreUnusableError | None:
+    """Work until SIGTERM or SIGINT (in ``signals``), then drain (a second signal stops at
+    once); or until the store becomes unusable (returned: a damaged, read-only, deleted or
+    replaced database, which no retry mends)."""
     loop = asyncio.get_running_loop()
-    for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, signals.put_nowait, signum.name)
-    try:
-        first = loop.create_task(signals.get())
-        breaking = loop.create_task(engine.sweeper.broken())
-        await asyncio.wait({first, breaking}, return_when=asyncio.FIRST_COMPLETED)
-        if not first.done():
-            first.cancel()
-            return breaking.result()
-        breaking.cancel()
-        log.info("%s: taking no new run", first.result())
-        draining = loop.create_task(engine.drain(drain))
-        second = loop.create_task(signals.get())
-        done, _ = await asyncio.wait({draining, second}, return_when=asyncio.FIRST_COMPLETED)
-        if draining in done:
-            second.cancel()
-            draining.result()
-            return None
-        log.warning("second signal (%s): stopping at once", second.result())
-        draining.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await draining
+    first = loop.create_task(signals.get())
+    breaking = loop.create_task(engine.sweeper.broken())
+    await asyncio.wait({first, breaking}, return_when=asyncio.FIRST_COMPLETED)
+    if not first.done():
+        first.cancel()
+        return breaking.result()
+    breaking.cancel()
+    log.info("%s: taking no new run", first.result())
+    draining = loop.create_task(engine.drain(drain))
+    second = loop.create_task(signals.get())
+    done, _ = await asyncio.wait({draining, second}, return_when=asyncio.FIRST_COMPLETED)
+    if draining in done:
+        second.cancel()
+        draining.result()
         return None
-    finally:
-        for signum in STOP_SIGNALS:
-            loop.remove_signal_handler(signum)
+    log.warning("second signal (%s): stopping at once", second.result())
+    draining.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await draining
+    return None
 
 
 def _text_line(event: EventRecord) -> None:

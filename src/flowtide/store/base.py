@@ -137,6 +137,7 @@ __all__ = [
     "Store",
     "StoreConflict",
     "StoreError",
+    "StoreNotReady",
     "StoreOpenError",
     "StoreSchemaError",
     "StoredFlow",
@@ -247,6 +248,12 @@ class CommitOutcomeUnknown(StoreDown):
     """The store was lost while a commit was being stored, after it was sent whole: it may have
     been applied, or not. Sent again, it could be applied twice; the run is read again from the
     store instead, once it answers."""
+
+
+class StoreNotReady(StoreOpenError, StoreDown):
+    """A store could not be opened because its database cannot be reached for now: its server
+    is down or still starting, or has no connection left. Tried again, it may open (a wrong
+    address, refused credentials or an unknown database are :class:`StoreOpenError` alone)."""
 
 
 class StoreSchemaError(StoreOpenError):

@@ -7,7 +7,9 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from collections.abc import Callable
+from datetime import timedelta
 
+from flowtide.clock import Clock
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.result import ParkedToken, RunResult
 from flowtide.engine.run.children import open_parks
@@ -92,13 +94,17 @@ class RunWaiters:
         run_id: str,
         store: Store,
         held: Callable[[], bool],
+        clock: Clock,
         poll: float,
         *,
         parked: bool,
     ) -> RunResult:
         """``fut``'s result. While the run is not ``held()`` here (another worker drives it),
-        the store is looked at whenever it may have changed, to answer ``fut`` from it."""
-        watch = asyncio.ensure_future(self._watch(fut, run_id, store, held, poll, parked))
+        the store is looked at whenever it may have changed, and at least every ``poll``
+        seconds on ``clock``, to answer ``fut`` from it."""
+        watch = asyncio.ensure_future(
+            self._watch(fut, run_id, store, held, clock, timedelta(seconds=poll), parked)
+        )
         try:
             return await asyncio.shield(fut)
         finally:
@@ -110,18 +116,19 @@ class RunWaiters:
         run_id: str,
         store: Store,
         held: Callable[[], bool],
-        poll: float,
+        clock: Clock,
+        poll: timedelta,
         parked: bool,
     ) -> None:
         while not fut.done():
             if held():
                 # Driven here: its executor answers. Look again later, in case it is let go.
-                await asyncio.sleep(poll)
+                await clock.sleep(poll)
                 continue
             try:
-                await store.wait_changed(poll)
+                await _changed_within(store, clock, poll)
             except StoreError:  # (down for now: look again after a while, not at once)
-                await asyncio.sleep(poll)
+                await clock.sleep(poll)
                 continue
             if not held() and not fut.done():
                 with contextlib.suppress(StoreError):  # (down for now: look again)
@@ -144,6 +151,20 @@ async def stored_result(store: Store, run: RunRecord) -> RunResult:
         outcome=run.outcome,
         state=await store.get_state(run.id),
     )
+
+
+async def _changed_within(store: Store, clock: Clock, poll: timedelta) -> None:
+    """Return once the store may have changed (another process's notice), or ``poll`` has
+    passed on ``clock``, whichever comes first (a store's error is raised)."""
+    changed = asyncio.ensure_future(store.wait_changed(poll.total_seconds()))
+    due = asyncio.ensure_future(clock.sleep(poll))
+    try:
+        await asyncio.wait((changed, due), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        changed.cancel()
+        due.cancel()
+    if changed.done() and not changed.cancelled():
+        changed.result()
 
 
 def _resolve(futures: _Futures, run_id: str, result: RunResult) -> None:

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
+from flowtide.clock import Clock
 from flowtide.engine.requests._waiters import RunWaiters
 from flowtide.engine.result import RunResult
 from flowtide.engine.run.executor.core import RunExecutor
@@ -20,6 +21,7 @@ class WaitingEngine(Protocol):
     """What :class:`ResultWaiting` reads of its engine (read when asked)."""
 
     store: Store
+    clock: Clock
     poll: float
 
 
@@ -65,7 +67,7 @@ class ResultWaiting:
         """``fut``'s result; while another worker drives the run, answered from the store."""
         e = self._engine
         result = await self._waiters.answer(
-            fut, run_id, e.store, lambda: run_id in self._runs, e.poll, parked=parked
+            fut, run_id, e.store, lambda: run_id in self._runs, e.clock, e.poll, parked=parked
         )
         await self._caught_up()
         return result

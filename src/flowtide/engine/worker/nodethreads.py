@@ -12,36 +12,26 @@ has not can be withdrawn (:meth:`Call.cancel`). :meth:`NodeThreads.shutdown` wit
 still queued, wakes the idle threads to end, and lets the busy ones end once their call has
 returned (its ``done`` is called as usual). The threads are daemons, so an engine that was never
 closed does not keep its process alive; still, at the interpreter's exit every pool left open is
-shut down and its busy threads are waited for, as the standard library's pools do.
+shut down and its busy threads are waited for (:func:`flowtide.threads.finish_at_exit`).
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
-import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
+
+from flowtide.threads import CANCELLED, Cancelled, finish_at_exit, finished
 
 __all__ = ["CANCELLED", "Call", "Done", "NodeThreads"]
 
 log = logging.getLogger("flowtide.engine")
 
-
-class _Cancelled:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "CANCELLED"
-
-
-CANCELLED: Final = _Cancelled()
-"""Given to ``done`` as the error of a call that never ran (withdrawn, or its pool shut down)."""
-
-Done = Callable[[Any, BaseException | _Cancelled | None], None]
-"""Called in a worker thread with a call's value and error (None if it returned)."""
+Done = Callable[[Any, BaseException | Cancelled | None], None]
+"""Called in a worker thread with a call's value and error (None if it returned;
+:data:`CANCELLED` if it never ran: withdrawn, or its pool shut down)."""
 
 
 class Call:
@@ -77,7 +67,7 @@ class Call:
         except BaseException as exc:  # (handed back, as a future would: the thread goes on)
             return None, exc
 
-    def tell(self, value: Any, error: BaseException | _Cancelled | None) -> None:
+    def tell(self, value: Any, error: BaseException | Cancelled | None) -> None:
         """In a worker thread: ``done`` hears how the call ended (never raising out of here:
         the thread must go on)."""
         try:
@@ -126,7 +116,7 @@ class NodeThreads:
         self._threads: set[threading.Thread] = set()
         self._started = 0
         self._closed = False
-        _OPEN.add(self)
+        finish_at_exit(self)
 
     @property
     def threads(self) -> int:
@@ -160,7 +150,7 @@ class NodeThreads:
             queued, self._queued = list(self._queued), deque()
             idle, self._idle = self._idle, []
             threads = list(self._threads)
-        _OPEN.discard(self)
+        finished(self)
         for call in queued:
             call.drop()
         for worker in idle:
@@ -171,6 +161,11 @@ class NodeThreads:
             for thread in threads:
                 if thread is not current:
                     thread.join()
+
+    def finish(self) -> None:
+        """(At the interpreter's exit.) Shut down, waiting for the busy threads (daemon threads
+        would be cut off mid-call)."""
+        self.shutdown(wait=True)
 
     def _spawn(self, first: Call) -> None:
         """(Under the lock.) A new thread, to run ``first`` and then what it is handed."""
@@ -212,14 +207,3 @@ class _Idle:
 
 
 _IDLE = _Idle()
-
-
-_OPEN: weakref.WeakSet[NodeThreads] = weakref.WeakSet()
-
-
-@atexit.register
-def _shut_open_pools() -> None:
-    """At exit: the pools never shut down end their idle threads and wait for the busy ones
-    (daemon threads would be cut off mid-call)."""
-    for pool in list(_OPEN):
-        pool.shutdown(wait=True)

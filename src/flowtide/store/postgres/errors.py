@@ -20,6 +20,7 @@ from flowtide.store.base import (
     StoreDataError,
     StoreDown,
     StoreError,
+    StoreNotReady,
     StoreOpenError,
 )
 from flowtide.store.postgres.outage import is_down
@@ -29,14 +30,29 @@ __all__ = ["Target", "open_error", "store_error", "unencodable"]
 _UNREACHABLE = (
     "connection refused",
     "could not connect",
-    "failed to resolve host",
-    "could not translate host name",
-    "name or service not known",
     "no route to host",
     "network is unreachable",
     "timeout expired",
     "timed out",
-    "no such file or directory",
+    "temporary failure in name resolution",
+    "no such file or directory",  # (a local socket: the server has not made it yet)
+)
+"""What libpq says of a server that is not there now (down, or not up yet)."""
+_NOT_NOW = (
+    "too many clients",
+    "too many connections",
+    "remaining connection slots are reserved",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "the database system is not yet accepting connections",
+    "the database system is not accepting connections",
+)
+"""What a server says when it cannot take a connection now (SQLSTATE 53300, 57P03, ...)."""
+_UNKNOWN_HOST = (
+    "failed to resolve host",
+    "could not translate host name",
+    "name or service not known",
 )
 _REFUSED_CREDENTIALS = (
     "password authentication failed",
@@ -92,18 +108,28 @@ class Target:
 
 def open_error(error: psycopg.Error, target: Target) -> StoreOpenError:
     """The :class:`StoreOpenError` of a connection that could not be opened: one line naming
-    the database and why, in Flowtide's words where the reason is a usual one."""
+    the database and why, in Flowtide's words where the reason is a usual one. A server that
+    is down, still starting or out of connections gives :class:`StoreNotReady` (it may open
+    later); a wrong address, refused credentials or an unknown database do not."""
     text = str(error).lower()
+    scrubbed = target.scrub(str(error).removeprefix("connection failed: "))
     if "database" in text and "does not exist" in text:
         reason = "the database does not exist"
     elif any(words in text for words in _REFUSED_CREDENTIALS) or (
         "role" in text and "does not exist" in text
     ):
         reason = "the server refused these credentials"
-    elif any(words in text for words in _UNREACHABLE):
-        reason = "the server cannot be reached (is PostgreSQL running there?)"
+    elif any(words in text for words in _NOT_NOW):
+        return StoreNotReady(f"cannot open the PostgreSQL database {target.name} now: {scrubbed}")
+    elif isinstance(error, PoolTimeout) or any(words in text for words in _UNREACHABLE):
+        return StoreNotReady(
+            f"cannot open the PostgreSQL database {target.name}: "
+            "the server cannot be reached (is PostgreSQL running there?)"
+        )
+    elif any(words in text for words in _UNKNOWN_HOST):
+        reason = "its host name is not known"
     else:
-        reason = target.scrub(str(error).removeprefix("connection failed: "))
+        reason = scrubbed
     return StoreOpenError(f"cannot open the PostgreSQL database {target.name}: {reason}")
 
 

@@ -67,7 +67,8 @@ from flowtide.store.sqlite.group import Write, WriteQueue, apply_group
 from flowtide.store.sqlite.rows import DIALECT
 from flowtide.store.sqlite.schema import SYNCHRONOUS, open_database
 from flowtide.store.sqlite.sql import store_error
-from flowtide.store.sqlite.thread import Reply, StoreThread
+from flowtide.store.sqlite.thread import StoreThread
+from flowtide.threads import Reply
 
 __all__ = ["SQLiteStore"]
 

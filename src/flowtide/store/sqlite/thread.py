@@ -2,66 +2,30 @@
 
 Jobs are run there one at a time, in the order they were given, from a plain queue; the thread
 is started by the first job. A job's answer goes back to the event loop with one wake-up of the
-loop (:class:`Reply`), with no futures between the threads.
+loop (:class:`flowtide.threads.Reply`), with no futures between the threads.
 
 The thread is a daemon, so a store that was never closed does not keep its process alive; at
 the interpreter's exit the job under way is still finished (a transaction is not left half-way
-by the store's own thread), and the jobs queued after it are dropped, as the standard library's
-pools do.
+by the store's own thread), and the jobs queued after it are dropped
+(:func:`flowtide.threads.finish_at_exit`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
-import contextlib
 import logging
 import threading
-import weakref
 from collections.abc import Callable
 from queue import SimpleQueue
-from typing import Any, Generic, TypeVar
+from typing import TypeVar
 
-__all__ = ["Reply", "StoreThread"]
+from flowtide.threads import Reply, finish_at_exit, finished
+
+__all__ = ["StoreThread"]
 
 T = TypeVar("T")
 
 log = logging.getLogger("flowtide.store")
-
-
-class Reply(Generic[T]):
-    """The answer to a job, awaited on ``loop`` (:attr:`awaited`) and given in the store's
-    thread: the three calls a write's answer takes there (see
-    :class:`flowtide.store.sqlite.group.Write`)."""
-
-    __slots__ = ("awaited", "loop")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.awaited: asyncio.Future[T] = loop.create_future()
-
-    def set_running_or_notify_cancel(self) -> bool:
-        """False if whoever waited gave up before the job started (it is then dropped)."""
-        return not self.awaited.cancelled()
-
-    def set_result(self, value: T) -> None:
-        self._post(value, None)
-
-    def set_exception(self, error: BaseException | None) -> None:
-        self._post(None, error)
-
-    def _post(self, value: Any, error: BaseException | None) -> None:
-        with contextlib.suppress(RuntimeError):  # (the loop is closed: nobody waits)
-            self.loop.call_soon_threadsafe(_settle, self.awaited, value, error)
-
-
-def _settle(awaited: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    if awaited.done():  # (whoever waited gave up)
-        return
-    if error is None:
-        awaited.set_result(value)
-    else:
-        awaited.set_exception(error)
 
 
 class StoreThread:
@@ -107,7 +71,7 @@ class StoreThread:
         self._shut = True
         if self._thread is not None:
             self._jobs.put(None)
-        _OPEN.discard(self)
+        finished(self)
 
     def _started(self) -> None:
         with self._start:
@@ -115,7 +79,7 @@ class StoreThread:
                 thread = threading.Thread(target=self._work, name=self.name, daemon=True)
                 thread.start()
                 self._thread = thread
-                _OPEN.add(self)
+                finish_at_exit(self)
 
     def _work(self) -> None:
         while not self._stopping and (job := self._jobs.get()) is not None:
@@ -124,19 +88,10 @@ class StoreThread:
             except BaseException:  # (the thread must go on: later jobs wait for it)
                 log.exception("a job of the SQLite store's thread failed")
 
-    def _exit(self) -> None:
+    def finish(self) -> None:
         """(At the interpreter's exit.) Finish the job under way, drop the others, and end."""
         self._stopping = True
         thread = self._thread
         if thread is not None:
             self._jobs.put(None)
             thread.join()
-
-
-_OPEN: weakref.WeakSet[StoreThread] = weakref.WeakSet()
-
-
-@atexit.register
-def _finish_open_threads() -> None:
-    for store_thread in list(_OPEN):
-        store_thread._exit()
