@@ -156,9 +156,7 @@ class Commits:
             held.owner if held is not None else None,
             self._epochs.get(run_id, 0),
             expected,
-            {a.key for a in c.signal_answers if a.key in self._answers}
-            if c.signal_answers
-            else (),
+            {a.key for a in c.signal_answers if a.key in self._answers} if c.signal_answers else (),
             unanswerable,
             before,
         )

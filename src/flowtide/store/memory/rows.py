@@ -4,8 +4,8 @@ A row keeps a copy of its record with the JSON fields emptied (every other field
 immutable value: a string, a number, an instant, an enum member, a tuple), and those fields as
 JSON text beside it. A history row (written once and never changed) and a token row (replaced
 whole on every write: a run's most written row) keep the record's fields themselves instead,
-without a copy of the record. Reading a row builds a new record with them decoded: what comes back is
-what a database gives back (a tuple comes back as a list), as new objects every time.
+without a copy of the record. Reading a row builds a new record with them decoded: what comes
+back is what a database gives back (a tuple comes back as a list), as new objects every time.
 """
 
 from __future__ import annotations
