@@ -300,7 +300,8 @@ class AttemptRunner:
                 check_size(park.payload, "park payload", limit)
             # (Keys a store indexes: checked here, the same on every store.)
             check_keys(changed, "state")
-            check_keys(update, "update")
+            if update:
+                check_keys(update, "update")
             if park is not None and park.key is not None:
                 check_key(park.key, "park key")
         except (UndeclaredOutputError, NotJSONError, ValueTooLargeError, InvalidKeyError) as exc:
