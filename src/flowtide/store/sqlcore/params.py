@@ -257,8 +257,7 @@ def encode_commit(c: Commit, d: Dialect) -> EncodedCommit:
             p.parks = [park_params(k, f"parks/{i}", d) for i, k in enumerate(c.parks)]
         if c.signal_answers:
             p.answers = [
-                answer_params(a, f"signal_answers/{i}", d)
-                for i, a in enumerate(c.signal_answers)
+                answer_params(a, f"signal_answers/{i}", d) for i, a in enumerate(c.signal_answers)
             ]
         if c.requests_answered:
             p.requests = [
