@@ -10,6 +10,8 @@ def escape(token: object) -> str:
 
 def join(base: str, *tokens: object) -> str:
     """``base`` extended by ``tokens``, each escaped (``join("", "placements", 3)``)."""
+    if len(tokens) == 1:  # (most pointers: a state key, a record's field)
+        return f"{base}/{escape(tokens[0])}"
     return base + "".join("/" + escape(t) for t in tokens)
 
 

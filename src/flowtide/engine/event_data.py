@@ -20,7 +20,9 @@ only looks at kinds pays nothing for parsing it does not use.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, TypeVar, overload
 
 from flowtide.engine.event_types import PAYLOADS, EventPayload
@@ -34,6 +36,26 @@ _FIELDS: dict[type[EventPayload], tuple[tuple[str, bool], ...]] = {
     for cls in PAYLOADS.values()
 }
 """Each payload class's fields: (name, optional: left out of the stored data while ``None``)."""
+
+
+def _reader(names: tuple[str, ...]) -> Callable[[EventPayload], tuple[Any, ...]]:
+    """What reads the values of fields ``names`` of a payload, as a tuple, in one call (an
+    ``attrgetter`` of one name gives the value itself, and needs at least one)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        get = attrgetter(names[0])
+        return lambda payload: (get(payload),)
+    return lambda payload: ()
+
+
+_VALUES: dict[type[EventPayload], Callable[[EventPayload], tuple[Any, ...]]] = {
+    cls: _reader(tuple(name for name, _ in fields)) for cls, fields in _FIELDS.items()
+}
+"""Each payload class's field values, read in one call (every event of every step is built
+from one)."""
+
+
 _KIND_NAMES: dict[type[EventPayload], str] = {cls: cls.KIND.value for cls in PAYLOADS.values()}
 
 P = TypeVar("P", bound=EventPayload)
@@ -41,9 +63,9 @@ P = TypeVar("P", bound=EventPayload)
 
 def data_of(payload: EventPayload) -> dict[str, Any]:
     """The ``data`` of an event record for ``payload`` (optional fields left out while None)."""
+    cls = type(payload)
     out: dict[str, Any] = {}
-    for name, optional in _FIELDS[type(payload)]:
-        value = getattr(payload, name)
+    for (name, optional), value in zip(_FIELDS[cls], _VALUES[cls](payload), strict=True):
         if value is not None or not optional:
             out[name] = value
     return out

@@ -102,12 +102,28 @@ def check_commit(
         why = "missing" if found is None else expect.mismatch(*found)
         if why is not None:
             raise StoreConflict(f"token {token_id!r} of run {c.run_id!r} is {why}")
+    if c.signal_answers:  # (most steps answer nothing)
+        _check_keys(c, facts)
+    if c.requests_answered:
+        _check_requests(c, facts)
+    if c.fires_deadline is not None and not creating:
+        _check_deadline(c.run_id, c.fires_deadline, facts)
+    if not_json is not None:
+        raise not_json
+
+
+def _check_keys(c: Commit, facts: RunFacts) -> None:
+    """Each signal key ``c`` answers is answered once, and had no answer before."""
     keys = [a.key for a in c.signal_answers]
     for key in keys:
         if key in facts.answered:
             raise DuplicateSignal(f"signal idempotency key {key!r} already answered")
         if keys.count(key) > 1:
             raise DuplicateSignal(f"signal idempotency key {key!r} answered twice in a commit")
+
+
+def _check_requests(c: Commit, facts: RunFacts) -> None:
+    """Each request ``c`` answers is the run's, unanswered, and answered once."""
     ids = [a.request_id for a in c.requests_answered]
     for request_id in ids:
         why = facts.unanswerable.get(request_id)
@@ -115,10 +131,6 @@ def check_commit(
             raise StoreConflict(f"signal request {request_id!r} of run {c.run_id!r} is {why}")
         if ids.count(request_id) > 1:
             raise StoreConflict(f"signal request {request_id!r} answered twice in a commit")
-    if c.fires_deadline is not None and not creating:
-        _check_deadline(c.run_id, c.fires_deadline, facts)
-    if not_json is not None:
-        raise not_json
 
 
 def _check_deadline(run_id: str, deadline: datetime, facts: RunFacts) -> None:

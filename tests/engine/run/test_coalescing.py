@@ -122,6 +122,28 @@ def test_parks_and_scatter_items_are_written_once_each_as_they_last_were() -> No
     assert [r.result for r in c.scatter] == [2]
 
 
+def test_a_token_held_back_keeps_every_field_as_it_was() -> None:
+    t = TokenRecord(
+        id="r.7",
+        run_id="r",
+        placement="b",
+        status=S.WAITING,
+        attempt=3,
+        visit=2,
+        lineage=(("s", 1, 2),),
+        deadline=T0 + timedelta(seconds=5),
+        due=T0 + timedelta(seconds=1),
+        created_at=T0,
+        data={"why": "retry", "nested": {"a": 1}},
+        epoch=4,
+    )
+    held = step(tokens=[t])
+    as_decided(held)
+    (kept,) = held.tokens
+    assert kept == t and kept is not t
+    assert kept.data is not t.data
+
+
 def test_a_commit_held_back_keeps_its_records_as_its_step_left_them() -> None:
     parked = token(1, S.PARKED)
     parked.data["why"] = "parked"

@@ -4,6 +4,8 @@ stored (unless a later step did), and ends as that commit ends; without an engin
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -109,3 +111,65 @@ async def test_a_step_that_fails_after_holding_its_commit_back_keeps_its_own_err
     await blocker.wait()
     async with lock.hold():  # (the lock is free again)
         assert lock.queued == 0
+
+
+async def queue_behind_first(
+    lock: StepLock, said: list[str], let_go: Callable[[], object] = lambda: None
+) -> tuple[asyncio.Event, Any]:
+    """A first step holding ``lock`` until told (``let_go``: called as soon as it has let go),
+    and two steps queued behind it."""
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def first() -> None:
+        async with lock.hold():
+            entered.set()
+            await release.wait()
+        let_go()
+
+    async def step(name: str) -> None:
+        async with lock.hold():
+            said.append(name)
+
+    tasks = [asyncio.create_task(first())]
+    await entered.wait()
+    tasks += [asyncio.create_task(step("second")), asyncio.create_task(step("third"))]
+    await asyncio.sleep(0)
+    assert lock.queued == 2
+    return release, tasks
+
+
+async def test_steps_queued_for_the_lock_hold_it_in_turn_and_a_cancelled_one_drops_out() -> None:
+    lock = StepLock()
+    said: list[str] = []
+    release, (first, second, third) = await queue_behind_first(lock, said)
+    second.cancel()
+    release.set()
+    await asyncio.gather(first, second, third, return_exceptions=True)
+    assert second.cancelled() and said == ["third"]
+    assert lock.queued == 0 and lock.holder is None
+    async with lock.hold():  # (free again)
+        said.append("later")
+    assert said == ["third", "later"]
+
+
+async def test_a_step_cancelled_as_it_is_handed_the_lock_hands_it_on() -> None:
+    lock = StepLock()
+    said: list[str] = []
+    tasks: list[asyncio.Task[None]] = []
+    # (Cancelled once the first step let go: the lock is handed to it, and it has not run yet.)
+    release, tasks[:] = await queue_behind_first(lock, said, lambda: tasks[1].cancel())
+    first, second, third = tasks
+    release.set()
+    await asyncio.gather(first, second, third, return_exceptions=True)
+    assert second.cancelled() and said == ["third"]
+    assert lock.queued == 0 and lock.holder is None
+
+
+async def test_a_step_holding_the_lock_enters_it_again_at_once() -> None:
+    lock = StepLock()
+    async with lock.hold():
+        holder = lock.holder
+        async with lock.hold():
+            assert lock.holder is holder is asyncio.current_task()
+        assert lock.holder is holder
+    assert lock.holder is None

@@ -60,52 +60,48 @@ async def commit_step(
     shield: bool = True,
     instruments: EngineInstruments = NO_INSTRUMENTS,
 ) -> Sequence[EventRecord]:
-    """Apply ``commit`` to ``store``; returns its events with their ``seq`` filled in.
-    ``shield``: see the module's docstring (False only in a task the executor owns);
-    ``instruments``: told how long the store took to answer, whatever it answered."""
-    if not timed(instruments):
-        return await _tried(store, commit, clock, shield)
-    sent = clock.now()
-    try:
-        return await _tried(store, commit, clock, shield)
-    finally:
-        instruments.commit(seconds(sent, clock.now()))
-
-
-async def _tried(store: Store, commit: Commit, clock: Clock, shield: bool) -> Sequence[EventRecord]:
-    """``commit`` sent, and sent again after a backoff while the store is unavailable."""
+    """Apply ``commit`` to ``store``, sent again after a backoff while the store is
+    unavailable; returns its events with their ``seq`` filled in. ``shield``: see the module's
+    docstring (False only in a task the executor owns); ``instruments``: told how long the store
+    took to answer, whatever it answered. (One coroutine between a step and its store: a step
+    of every run goes through here.)"""
+    sent = clock.now() if timed(instruments) else None
     delay = FIRST_BACKOFF
-    for attempt in range(1, COMMIT_ATTEMPTS + 1):
-        try:
-            sending = store.commit(commit)
-            return await (_shielded(sending) if shield else sending)
-        except (StoreConflict, StoreDataError):
-            raise  # (another actor won; or the data is at fault, and would be again)
-        except CommitOutcomeUnknown as exc:
-            # Perhaps applied: sent again it could be applied twice. The run is let go and read
-            # again from the store, which says whether it was.
-            log.warning(
-                "run %s: the store was lost while a commit was stored (%s); it may have been "
-                "applied: the run is read again from the store",
-                printable(commit.run_id),
-                exc,
-            )
-            raise StoreUnavailableError(commit.run_id, attempt, exc) from exc
-        except StoreError as exc:
-            if attempt == COMMIT_ATTEMPTS:
+    try:
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            try:
+                sending = store.commit(commit)
+                return await (_shielded(sending) if shield else sending)
+            except (StoreConflict, StoreDataError):
+                raise  # (another actor won; or the data is at fault, and would be again)
+            except CommitOutcomeUnknown as exc:
+                # Perhaps applied: sent again it could be applied twice. The run is let go and
+                # read again from the store, which says whether it was.
+                log.warning(
+                    "run %s: the store was lost while a commit was stored (%s); it may have "
+                    "been applied: the run is read again from the store",
+                    printable(commit.run_id),
+                    exc,
+                )
                 raise StoreUnavailableError(commit.run_id, attempt, exc) from exc
-            log.warning(
-                "run %s: commit failed (%s: %s); try %d of %d in %.1f s",
-                printable(commit.run_id),
-                type(exc).__name__,
-                exc,
-                attempt + 1,
-                COMMIT_ATTEMPTS,
-                delay.total_seconds(),
-            )
-            await clock.sleep(delay)
-            delay *= 2
-    raise AssertionError("unreachable")  # the loop returns or raises
+            except StoreError as exc:
+                if attempt == COMMIT_ATTEMPTS:
+                    raise StoreUnavailableError(commit.run_id, attempt, exc) from exc
+                log.warning(
+                    "run %s: commit failed (%s: %s); try %d of %d in %.1f s",
+                    printable(commit.run_id),
+                    type(exc).__name__,
+                    exc,
+                    attempt + 1,
+                    COMMIT_ATTEMPTS,
+                    delay.total_seconds(),
+                )
+                await clock.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")  # the loop returns or raises
+    finally:
+        if sent is not None:
+            instruments.commit(seconds(sent, clock.now()))
 
 
 async def _shielded(commit: Awaitable[Sequence[EventRecord]]) -> Sequence[EventRecord]:

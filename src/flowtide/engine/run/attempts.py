@@ -141,63 +141,64 @@ class AttemptRunner:
             stopped = await self.wait_for_thread(call.key, call.parent)
             if stopped is not None:
                 return Attempt("cancelled", cancellation=stopped)
+        # (One coroutine per attempt: its whole run is here, between taking its thread slot and
+        # giving it back if its code never went to a thread.)
         try:
-            return await self._invoke(call, hooks)
+            clock = self.clock
+            now = clock.now()
+            placement = call.placement
+            if hooks.interrupted is not None and hooks.interrupted():
+                cancelled = Cancellation(CancelReason.TIMER, now, placement)
+                return Attempt("cancelled", cancellation=cancelled)
+            deadline = call.deadline
+            if deadline is COMPUTE:
+                deadline = attempt_deadline(
+                    call.settings, now=now, run_created_at=self.run.created_at
+                )
+            if deadline is not None and deadline <= now:
+                return Attempt("timeout", deadline=deadline)
+            scope = CancelScope(call.parent, placement)
+            if scope.cancellation is not None:
+                scope.close()
+                return Attempt("cancelled", cancellation=scope.cancellation)
+            window = ScopeDeadline(clock, scope, deadline)
+            ctx = NodeContext(
+                state=NodeState(call.state),
+                run_id=self.run.id,
+                placement=placement,
+                attempt=call.attempt,
+                visit=call.visit,
+                item=call.item if call.item is not None else self.item,
+                clock=clock,
+                scope=scope,
+                signal=call.signal,
+            )
+            value: Any = None
+            final_state: dict[str, Any] = ctx.state
+            error: BaseException | None = None
+            key = call.key
+            self.running[key] = (placement, scope)
+            try:
+                with scope.bind():
+                    try:
+                        value, final_state = await self._run_code(call, ctx, scope, hooks)
+                    except Exception as exc:
+                        error = exc
+                    except Cancelled:
+                        pass
+            finally:
+                window.disarm()
+                scope.close()
+                self.running.pop(key, None)
+            ended = self.attempt_end(
+                call, scope, window, deadline, value, error, final_state, hooks.parkable
+            )
+            instruments = self.host.instruments
+            if timed(instruments):
+                instruments.attempt(ended.kind, seconds(now, self.clock.now()))
+            return ended
         finally:
             self.drop_thread(call.key)  # (its code never went to a thread: the slot goes back)
-
-    async def _invoke(self, call: AttemptCall, hooks: StartHooks) -> Attempt:
-        clock = self.clock
-        now = clock.now()
-        placement = call.placement
-        if hooks.interrupted is not None and hooks.interrupted():
-            cancelled = Cancellation(CancelReason.TIMER, now, placement)
-            return Attempt("cancelled", cancellation=cancelled)
-        deadline = call.deadline
-        if deadline is COMPUTE:
-            deadline = attempt_deadline(call.settings, now=now, run_created_at=self.run.created_at)
-        if deadline is not None and deadline <= now:
-            return Attempt("timeout", deadline=deadline)
-        scope = CancelScope(call.parent, placement)
-        if scope.cancellation is not None:
-            scope.close()
-            return Attempt("cancelled", cancellation=scope.cancellation)
-        window = ScopeDeadline(clock, scope, deadline)
-        ctx = NodeContext(
-            state=NodeState(call.state),
-            run_id=self.run.id,
-            placement=placement,
-            attempt=call.attempt,
-            visit=call.visit,
-            item=call.item if call.item is not None else self.item,
-            clock=clock,
-            scope=scope,
-            signal=call.signal,
-        )
-        value: Any = None
-        final_state: dict[str, Any] = ctx.state
-        error: BaseException | None = None
-        key = call.key
-        self.running[key] = (placement, scope)
-        try:
-            with scope.bind():
-                try:
-                    value, final_state = await self._run_code(call, ctx, scope, hooks)
-                except Exception as exc:
-                    error = exc
-                except Cancelled:
-                    pass
-        finally:
-            window.disarm()
-            scope.close()
-            self.running.pop(key, None)
-        ended = self.attempt_end(
-            call, scope, window, deadline, value, error, final_state, hooks.parkable
-        )
-        instruments = self.host.instruments
-        if timed(instruments):
-            instruments.attempt(ended.kind, seconds(now, self.clock.now()))
-        return ended
 
     async def _run_code(
         self, call: AttemptCall, ctx: NodeContext, scope: CancelScope, hooks: StartHooks
@@ -300,7 +301,8 @@ class AttemptRunner:
                 check_size(park.payload, "park payload", limit)
             # (Keys a store indexes: checked here, the same on every store.)
             check_keys(changed, "state")
-            check_keys(update, "update")
+            if update:
+                check_keys(update, "update")
             if park is not None and park.key is not None:
                 check_key(park.key, "park key")
         except (UndeclaredOutputError, NotJSONError, ValueTooLargeError, InvalidKeyError) as exc:

@@ -19,7 +19,8 @@ one after the other.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from flowtide.store.base import (
@@ -62,11 +63,23 @@ def as_decided(c: Commit) -> None:
     records, which later steps change in memory): a commit held back is stored as it was
     decided, whether it is sent alone or with the commits after it."""
     if c.tokens:
-        c.tokens = [replace(t, data=dict(t.data)) for t in c.tokens]  # (marks change it in place)
+        c.tokens = [_decided(t) for t in c.tokens]
     if c.run is not None:
         c.run = replace(c.run)
     if c.parks:
         c.parks = [replace(p) for p in c.parks]
+
+
+_token_fields = attrgetter(*(f.name for f in fields(TokenRecord)))
+"""A token's fields in the order its class takes them (read in one call: a commit held back
+copies the tokens it writes, one per branch of a split arriving at its join)."""
+
+
+def _decided(t: TokenRecord) -> TokenRecord:
+    """A copy of ``t`` with data of its own (marks change a token's data in place)."""
+    copy = TokenRecord(*_token_fields(t))
+    copy.data = dict(t.data)
+    return copy
 
 
 class CommitGroup:

@@ -129,18 +129,32 @@ class Committer:
         """Commit ``c`` (folded), with the commits held back before it: in the same
         transaction where they may be (see :mod:`~flowtide.engine.run.coalescing`), else just
         before it; ``None``: only those. ``shield``: see
-        :func:`~flowtide.engine.run._commit.commit_step` (the ones held back always are)."""
+        :func:`~flowtide.engine.run._commit.commit_step` (the ones held back always are).
+        Once stored, its events are handed to who listens, and the sweeper is told of the run's
+        next due instant (:meth:`stored`)."""
         held, stored = self.held, self.held_stored
-        if held is None or stored is None:
-            if c is not None:
-                await self._send(c, shield=shield)
-            return
-        self.held = self.held_stored = None
-        together = c is not None and held.accepts(c)
-        if together and c is not None:
-            held.add(c)
+        if held is not None and stored is not None:
+            self.held = self.held_stored = None
+            if c is not None and held.accepts(c):
+                held.add(c)
+                c = None  # (stored with them)
+            await self._send_held(held.commit(), stored)
+        if c is not None:
+            host = self.host
+            events = await commit_step(
+                host.store, c, host.clock, shield=shield, instruments=host.instruments
+            )
+            self.stored(c, events)
+
+    async def _send_held(self, c: Commit, stored: asyncio.Future[None]) -> None:
+        """Commit ``c``, the commits held back (and perhaps the one sent with them), shielded;
+        ``stored`` says how it ended to the steps that held theirs back."""
+        host = self.host
         try:
-            await self._send(held.commit(), shield=True)
+            events = await commit_step(
+                host.store, c, host.clock, shield=True, instruments=host.instruments
+            )
+            self.stored(c, events)
         except BaseException as exc:
             # Not stored: nor is anything of the steps held back, whose decisions rested on
             # one another; each of them is told (a conflict drops the run's view).
@@ -150,17 +164,6 @@ class Committer:
                 stored.set_exception(exc)
             raise
         stored.set_result(None)
-        if c is not None and not together:
-            await self._send(c, shield=shield)
-
-    async def _send(self, c: Commit, *, shield: bool) -> None:
-        """Commit ``c`` and hand its events to who listens; the sweeper is told of the run's
-        next due instant."""
-        host = self.host
-        events = await commit_step(
-            host.store, c, host.clock, shield=shield, instruments=host.instruments
-        )
-        self.stored(c, events)
 
     def stored(self, c: Commit, events: Sequence[EventRecord]) -> None:
         """``c`` is stored (by this committer, or as the run's first commit, with which the run

@@ -96,19 +96,27 @@ class Commits:
     def _prepared(self, c: Commit, *, created: bool = False) -> Step:
         """``c`` checked and encoded: raises (having changed nothing) if it cannot apply."""
         check_commit(c, self._facts(c), creating=created)
+        # (Most commits carry a token, an event or two and little else: what they do not carry
+        # costs nothing.)
         return Step(
             c,
             RunRow.of(c.run, "run") if c.run is not None else None,
             [TokenRow.of(t, f"tokens/{i}") for i, t in enumerate(c.tokens)],
-            encode_state(c.state or {}),
+            encode_state(c.state) if c.state else {},
             [EventRow.of(e, f"events/{i}") for i, e in enumerate(c.events)],
-            [ScatterRow.of(s, f"scatter/{i}") for i, s in enumerate(c.scatter)],
-            [ParkRow.of(p, f"parks/{i}") for i, p in enumerate(c.parks)],
-            [AnswerRow.of(a, f"signal_answers/{i}") for i, a in enumerate(c.signal_answers)],
+            [ScatterRow.of(s, f"scatter/{i}") for i, s in enumerate(c.scatter)]
+            if c.scatter
+            else [],
+            [ParkRow.of(p, f"parks/{i}") for i, p in enumerate(c.parks)] if c.parks else [],
+            [AnswerRow.of(a, f"signal_answers/{i}") for i, a in enumerate(c.signal_answers)]
+            if c.signal_answers
+            else [],
             [
                 (a.request_id, encode_json(a.answer, f"requests_answered/{i}/answer"), a.at)
                 for i, a in enumerate(c.requests_answered)
-            ],
+            ]
+            if c.requests_answered
+            else [],
         )
 
     def _facts(self, c: Commit) -> RunFacts:
@@ -117,11 +125,15 @@ class Commits:
         stored = self._runs.get(run_id)
         held = self._leases.get(run_id)
         tokens = self._tokens.get(run_id, {})
-        expected = {
-            token_id: (row.record.status, row.record.epoch, row.record.deadline)
-            for token_id in c.expect
-            if (row := tokens.get(token_id)) is not None
-        }
+        expected = (
+            {
+                token_id: (row.status, row.epoch, row.deadline)
+                for token_id in c.expect
+                if (row := tokens.get(token_id)) is not None
+            }
+            if c.expect
+            else {}
+        )
         unanswerable: dict[str, str] = {}
         for answer in c.requests_answered:
             kept = self._requests.get(answer.request_id)
@@ -144,7 +156,7 @@ class Commits:
             held.owner if held is not None else None,
             self._epochs.get(run_id, 0),
             expected,
-            {a.key for a in c.signal_answers if a.key in self._answers},
+            {a.key for a in c.signal_answers if a.key in self._answers} if c.signal_answers else (),
             unanswerable,
             before,
         )
@@ -157,7 +169,7 @@ class Commits:
             self._runs[run_id] = step.run
         tokens = self._tokens[run_id]
         for token in step.tokens:
-            tokens[token.record.id] = token
+            tokens[token.id] = token
         state = self._states[run_id]
         state.update(step.state)
         for key in c.state_deleted:

@@ -81,7 +81,7 @@ class Leases:
             wake = None
         else:
             due = self._due[run_id]
-            first = min((when for when, _ in due.values()), default=None)
+            first = min((when for when, _ in due.values()), default=None) if due else None
             lease = self._leases.get(run_id)
             if lease is not None:
                 wake = lease.expires if first is None else min(lease.expires, first)

@@ -77,7 +77,7 @@ class Reads:
         rows: Iterable[TokenRow] = self._tokens[run_id].values()
         if statuses is not None:
             wanted = set(statuses)
-            rows = [row for row in rows if row.record.status in wanted]
+            rows = [row for row in rows if row.status in wanted]
         return [row.read() for row in rows]
 
     def token(self, run_id: str, token_id: str) -> TokenRecord | None:

@@ -2,9 +2,10 @@
 
 A row keeps a copy of its record with the JSON fields emptied (every other field holds an
 immutable value: a string, a number, an instant, an enum member, a tuple), and those fields as
-JSON text beside it (a history row, written once and never changed, keeps the event's fields
-themselves). Reading a row builds a new record with them decoded: what comes back is
-what a database gives back (a tuple comes back as a list), as new objects every time.
+JSON text beside it. A history row (written once and never changed) and a token row (replaced
+whole on every write: a run's most written row) keep the record's fields themselves instead,
+without a copy of the record. Reading a row builds a new record with them decoded: what comes
+back is what a database gives back (a tuple comes back as a list), as new objects every time.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from flowtide.store.base import (
     SignalAnswer,
     SignalRequest,
     TokenRecord,
+    TokenStatus,
 )
 from flowtide.store.jsonvalues import decode_json, encode_json
-from flowtide.store.records import lineage_of
+from flowtide.store.records import Lineage, lineage_of
 
 __all__ = [
     "AnswerRow",
@@ -82,16 +84,55 @@ class RunRow:
 
 @dataclass(slots=True)
 class TokenRow:
-    record: TokenRecord
+    """A token's fields themselves (each immutable: a token row is replaced whole on every
+    write, never changed in place), its data as JSON text."""
+
+    id: str
+    run_id: str
+    placement: str
+    status: TokenStatus
+    attempt: int
+    visit: int
+    lineage: Lineage
+    deadline: datetime | None
+    due: datetime | None
+    created_at: datetime | None
     data: str
+    epoch: int
 
     @classmethod
     def of(cls, token: TokenRecord, where: str) -> TokenRow:
-        data = encode_json(token.data, f"{where}/data")
-        return cls(replace(token, data={}, lineage=lineage_of(token.lineage)), data)
+        t = token
+        return cls(
+            t.id,
+            t.run_id,
+            t.placement,
+            t.status,
+            t.attempt,
+            t.visit,
+            lineage_of(t.lineage),
+            t.deadline,
+            t.due,
+            t.created_at,
+            encode_json(t.data, f"{where}/data"),
+            t.epoch,
+        )
 
     def read(self) -> TokenRecord:
-        return replace(self.record, data=decode_json(self.data))
+        return TokenRecord(
+            self.id,
+            self.run_id,
+            self.placement,
+            self.status,
+            self.attempt,
+            self.visit,
+            self.lineage,
+            self.deadline,
+            self.due,
+            self.created_at,
+            decode_json(self.data),
+            self.epoch,
+        )
 
 
 @dataclass(slots=True)

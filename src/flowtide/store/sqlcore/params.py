@@ -243,36 +243,48 @@ def encode_commit(c: Commit, d: Dialect) -> EncodedCommit:
             "now": d.instant(now),
             "term": d.duration(lease.expires - now),
         }
+    # (Most commits carry a token, an event or two and little else: a part a commit does not
+    # carry is left as the empty list it is.)
     try:
         p.run = run_params(c.run, "run", d) if c.run is not None else None
         p.tokens = [token_params(run_id, t, f"tokens/{i}", d) for i, t in enumerate(c.tokens)]
-        p.state = state_params(run_id, c.state or {}, d)
+        if c.state:
+            p.state = state_params(run_id, c.state, d)
         p.events = [event_params(run_id, e, f"events/{i}", d) for i, e in enumerate(c.events)]
-        p.scatter = [scatter_params(s, f"scatter/{i}", d) for i, s in enumerate(c.scatter)]
-        p.parks = [park_params(k, f"parks/{i}", d) for i, k in enumerate(c.parks)]
-        p.answers = [
-            answer_params(a, f"signal_answers/{i}", d) for i, a in enumerate(c.signal_answers)
-        ]
-        p.requests = [
-            request_answer_params(a, f"requests_answered/{i}", d)
-            for i, a in enumerate(c.requests_answered)
-        ]
-        p.due = due_params(run_id, c.due, d)
-        p.due_fired = due_params(run_id, c.due_fired, d)
-        p.wakes = [due_params(e.run_id, [e], d)[0] for e in c.wakes]
-        p.anchors = [
-            {
-                "run_id": a.run_id,
-                "placement": a.placement,
-                "item": d.anchor_item(a.item),
-                "at": d.instant(a.at),
-            }
-            for a in c.anchors
-        ]
-        p.anchors_released = [
-            {"run_id": run_id, "placement": placement, "item": d.anchor_item(item)}
-            for placement, item in c.anchors_released
-        ]
+        if c.scatter:
+            p.scatter = [scatter_params(s, f"scatter/{i}", d) for i, s in enumerate(c.scatter)]
+        if c.parks:
+            p.parks = [park_params(k, f"parks/{i}", d) for i, k in enumerate(c.parks)]
+        if c.signal_answers:
+            p.answers = [
+                answer_params(a, f"signal_answers/{i}", d) for i, a in enumerate(c.signal_answers)
+            ]
+        if c.requests_answered:
+            p.requests = [
+                request_answer_params(a, f"requests_answered/{i}", d)
+                for i, a in enumerate(c.requests_answered)
+            ]
+        if c.due:
+            p.due = due_params(run_id, c.due, d)
+        if c.due_fired:
+            p.due_fired = due_params(run_id, c.due_fired, d)
+        if c.wakes:
+            p.wakes = [due_params(e.run_id, [e], d)[0] for e in c.wakes]
+        if c.anchors:
+            p.anchors = [
+                {
+                    "run_id": a.run_id,
+                    "placement": a.placement,
+                    "item": d.anchor_item(a.item),
+                    "at": d.instant(a.at),
+                }
+                for a in c.anchors
+            ]
+        if c.anchors_released:
+            p.anchors_released = [
+                {"run_id": run_id, "placement": placement, "item": d.anchor_item(item)}
+                for placement, item in c.anchors_released
+            ]
     except Exception as error:  # (reported after the commit's checks, as the memory store does)
         p.not_json = error
     return p

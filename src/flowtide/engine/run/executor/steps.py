@@ -18,6 +18,8 @@ its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
@@ -27,12 +29,16 @@ async def _nothing_held() -> None:
 
 
 class StepLock:
+    """The lock itself: its holder, and the steps queued for it, first come first served. A
+    free lock is taken without a wait, and one let go is handed to the first step queued (not
+    to whoever asks next): every step of a run enters it, most of them while it is free."""
+
     def __init__(self, flush: Callable[[], Awaitable[None]] = _nothing_held) -> None:
         """``flush``: sends the commits held back (see :meth:`owe`)."""
-        self._lock = asyncio.Lock()
+        self._held = False
         self._owner: asyncio.Task[object] | None = None
+        self._waiters: deque[tuple[asyncio.Future[None], asyncio.Task[object] | None]] = deque()
         self._flush = flush
-        self._queued = 0
         self._owed: asyncio.Future[None] | None = None
 
     @property
@@ -43,7 +49,7 @@ class StepLock:
     @property
     def queued(self) -> int:
         """How many steps wait for the lock."""
-        return self._queued
+        return len(self._waiters)
 
     def hold(self) -> _Held:
         """``async with lock.hold():`` holds the lock for this task (at once if it already
@@ -54,20 +60,42 @@ class StepLock:
         """The step holding the lock held its commit back: its step ends once ``stored``."""
         self._owed = stored
 
-    async def _take(self, me: asyncio.Task[object] | None) -> None:
-        """Take the lock for ``me`` (the current task), in turn."""
-        self._queued += 1
-        try:
-            await self._lock.acquire()
-        finally:
-            self._queued -= 1
+    def _take_free(self, me: asyncio.Task[object] | None) -> bool:
+        """Take the lock for ``me`` (the current task) if it is free and nobody waits for it."""
+        if self._held or self._waiters:
+            return False
+        self._held = True
         self._owner = me
+        return True
+
+    async def _take(self, me: asyncio.Task[object] | None) -> None:
+        """Take the lock for ``me`` (the current task), in turn: it is handed over by the step
+        before (:meth:`_exit`)."""
+        handed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter = (handed, me)
+        self._waiters.append(waiter)
+        try:
+            await handed
+        except asyncio.CancelledError:
+            if handed.done() and not handed.cancelled():
+                self._exit()  # (handed the lock as it was cancelled: the next step gets it)
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
 
     def _exit(self) -> asyncio.Future[None] | None:
-        """Let go of the lock; what the step owes (see :meth:`owe`)."""
+        """Let go of the lock (to the first step queued, if any); what the step owes (see
+        :meth:`owe`)."""
         owed, self._owed = self._owed, None
+        while self._waiters:
+            handed, task = self._waiters.popleft()
+            if not handed.done():
+                self._owner = task
+                handed.set_result(None)
+                return owed
+        self._held = False
         self._owner = None
-        self._lock.release()
         return owed
 
     async def _settle(self, owed: asyncio.Future[None]) -> None:
@@ -92,9 +120,10 @@ class _Held:
     async def __aenter__(self) -> None:
         lock = self._lock
         me = asyncio.current_task()
-        if me is not None and lock._owner is me:
+        if lock._held and lock._owner is me and me is not None:
             return  # held already, by this task
-        await lock._take(me)
+        if not lock._take_free(me):
+            await lock._take(me)
         self._took = True
 
     async def __aexit__(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -141,11 +141,11 @@ class TaskSteps:
         self.queued: dict[str, _Start] = {}
         """The attempts whose start waits for the run's step lock (see :meth:`start`)."""
 
-    async def at_task(self, token: TokenRecord, p: Task) -> TokenRecord | None:
+    def at_task(self, token: TokenRecord, p: Task) -> Coroutine[Any, Any, TokenRecord | None]:
+        """The token's step at task ``p``: its node's attempt and what follows it. (The step's
+        coroutine itself: no frame more per step.)"""
         ex = self.ex
-        impl = ex.code.impls[p.id]
-        settings = ex.plan.settings[p.id]
-        return await self.node_step(token, p, impl, settings)
+        return self.node_step(token, p, ex.code.impls[p.id], ex.plan.settings[p.id])
 
     async def at_phase(self, token: TokenRecord, p: Phase) -> TokenRecord | None:
         ex = self.ex
