@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from flowtide.store.base import Commit, Expect
+from flowtide.store.postgres.queries import Q
 from flowtide.store.postgres.rows import DIALECT
 from flowtide.store.sqlcore.params import EncodedCommit, Params, encode_commit
 from flowtide.store.sqlcore.script import Statement
@@ -63,9 +65,11 @@ def sends_whole(p: Prepared) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Whole:
-    """A commit sent whole: the parameters of its ``commit_whole`` (whose row is the seq its
-    events follow) and the statements that follow it in its transaction, if any."""
+    """A commit sent whole: its statement (``commit_whole`` with the parts it needs) and its
+    parameters (its row is the seq the commit's events follow), and the statements that follow
+    it in its transaction, if any."""
 
+    statement: str
     params: Params
     then: list[Statement]
 
@@ -115,9 +119,78 @@ def whole(p: Prepared, *, own_clock: bool) -> Whole:
         "expect": _expected(c),
     }
     commit.update((name, found) for name, found in rows.items() if found)
+    due_changed = bool(c.due or c.due_cleared or c.due_dropped or c.due_fired)
+    ends = p.run is not None and bool(p.run["ended"])
+    parts = _Parts(
+        frozenset(name for name, found in rows.items() if found),
+        settles=settles,
+        due_changed=due_changed,
+        ends=ends,
+        fires=c.fires_deadline is not None,
+    )
     params = {"commit": _JSON.encode(commit)} | lifecycles(DIALECT)
     wakes = [("wake_due", [w | lifecycles(DIALECT) for w in p.wakes])] if p.wakes else []
-    return Whole(params, wakes + settle_woken(p, DIALECT))
+    return Whole(_statement(parts), params, wakes + settle_woken(p, DIALECT))
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """What a commit sent whole holds, as its statement's parts depend on it: the rows it has
+    (by their names in its JSON), whether it settles its run, changes its due entries, ends it
+    (its run record says so) or fires a deadline."""
+
+    rows: frozenset[str]
+    settles: bool
+    due_changed: bool
+    ends: bool
+    fires: bool
+
+
+_WRITES = (
+    "state_deleted",
+    "state",
+    "tokens",
+    "events",
+    "anchors_released",
+    "anchors",
+    "scatter",
+    "parks",
+    "answers",
+    "requests",
+)
+"""The rows a commit writes by a part of its own (``whole_<name>``), in the order of
+:func:`~flowtide.store.sqlcore.writes.commit_writes`."""
+
+_CHECKS = {"expect": "expect", "answers": "answers_check", "requests": "requests_check"}
+"""The rows a commit is checked by, and the part that checks them."""
+
+
+@cache
+def _statement(parts: _Parts) -> str:
+    """``commit_whole`` with the parts ``parts`` need, each in its place (made once for each
+    kind of commit, so that each is prepared once a connection)."""
+    writes = [Q[f"whole_{name}"] for name in _WRITES if name in parts.rows]
+    if parts.due_changed:
+        writes.insert(4, Q["whole_due"])
+    elif parts.ends:
+        writes.insert(4, Q["whole_due_ended"])
+    checks = [Q[f"whole_{part}"] for name, part in _CHECKS.items() if name in parts.rows]
+    if parts.fires:
+        checks.append(Q["whole_deadline_check"])
+    first_due = "NULL::timestamptz"
+    if parts.settles:
+        first_due = Q["whole_first_due_changed" if parts.due_changed else "whole_first_due"]
+    slots = {
+        "/*due_read*/": Q["whole_due_read"] if parts.due_changed else "",
+        "/*first_due*/NULL::timestamptz": first_due,
+        "/*writes*/": "".join(f"\n{w}" for w in writes),
+        "/*checks*/": "".join(f"\n    {c}" for c in checks),
+        "/*notice*/": f"\n{Q['whole_notice']}" if parts.settles else "",
+    }
+    text = Q["commit_whole"]
+    for slot, part in slots.items():
+        text = text.replace(slot, part)
+    return text
 
 
 def _expected(c: Commit) -> list[dict[str, Any]]:

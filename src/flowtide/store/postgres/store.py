@@ -334,13 +334,13 @@ class PostgresStore(Store):
         sent = [whole(p, own_clock=self.own_clock) for p in group]
         if len(sent) == 1 and not sent[0].then:
             async with self._transaction(None) as conn:
-                cursor = await conn.execute(Q["commit_whole"], sent[0].params)
+                cursor = await conn.execute(sent[0].statement, sent[0].params)
                 rows = [await cursor.fetchone()]
         else:
             async with self._transaction() as conn:
                 cursors = []
                 for commit in sent:
-                    cursors.append(await conn.execute(Q["commit_whole"], commit.params))
+                    cursors.append(await conn.execute(commit.statement, commit.params))
                     await put(conn, commit.then)
             rows = [await cursor.fetchone() for cursor in cursors]
         firsts = []
