@@ -5,9 +5,10 @@ migrated by :meth:`PostgresStore.open`; several installations (or test sessions)
 their own schema. Connections come from a pool (psycopg 3, async); every statement is in
 ``queries.sql``, every parameter is bound.
 
-A commit is one transaction that takes its run's row ``FOR UPDATE`` first: writers of one run
-wait for one another there, where the lease fence and the run's lifecycle are checked, then the
-expectations, then the writes (:mod:`flowtide.store.postgres.commits`). Claims take runs whose
+A commit is one transaction that locks its run's row first: writers of one run wait for one
+another there, where the lease fence and the run's lifecycle are checked, then the
+expectations, then the writes — sent whole as one statement, or the careful way when that was
+refused (:mod:`flowtide.store.postgres.commits`). Claims take runs whose
 wake instant has come with ``FOR UPDATE SKIP LOCKED``, so that overlapping claims never hand one
 run to two owners. Other processes learn of new work through ``NOTIFY``
 (:mod:`flowtide.store.postgres.notify`).
