@@ -123,6 +123,7 @@ def whole(p: Prepared, *, own_clock: bool) -> Whole:
     ends = p.run is not None and bool(p.run["ended"])
     parts = _Parts(
         frozenset(name for name, found in rows.items() if found),
+        run=p.run is not None,
         settles=settles,
         due_changed=due_changed,
         ends=ends,
@@ -136,10 +137,11 @@ def whole(p: Prepared, *, own_clock: bool) -> Whole:
 @dataclass(frozen=True, slots=True)
 class _Parts:
     """What a commit sent whole holds, as its statement's parts depend on it: the rows it has
-    (by their names in its JSON), whether it settles its run, changes its due entries, ends it
-    (its run record says so) or fires a deadline."""
+    (by their names in its JSON), whether it writes its run's record, settles its run, changes
+    its due entries, ends it (its run record says so) or fires a deadline."""
 
     rows: frozenset[str]
+    run: bool
     settles: bool
     due_changed: bool
     ends: bool
@@ -151,6 +153,8 @@ _WRITES = (
     "state",
     "tokens",
     "events",
+    "due",
+    "due_ended",
     "anchors_released",
     "anchors",
     "scatter",
@@ -159,7 +163,8 @@ _WRITES = (
     "requests",
 )
 """The rows a commit writes by a part of its own (``whole_<name>``), in the order of
-:func:`~flowtide.store.sqlcore.writes.commit_writes`."""
+:func:`~flowtide.store.sqlcore.writes.commit_writes`: ``due`` for a commit that changes its
+run's due entries, ``due_ended`` for one that ends its run without changing them."""
 
 _CHECKS = {"expect": "expect", "answers": "answers_check", "requests": "requests_check"}
 """The rows a commit is checked by, and the part that checks them."""
@@ -169,28 +174,35 @@ _CHECKS = {"expect": "expect", "answers": "answers_check", "requests": "requests
 def _statement(parts: _Parts) -> str:
     """``commit_whole`` with the parts ``parts`` need, each in its place (made once for each
     kind of commit, so that each is prepared once a connection)."""
-    writes = [Q[f"whole_{name}"] for name in _WRITES if name in parts.rows]
+    written = set(parts.rows)
     if parts.due_changed:
-        writes.insert(4, Q["whole_due"])
+        written.add("due")
     elif parts.ends:
-        writes.insert(4, Q["whole_due_ended"])
+        written.add("due_ended")
+    writes = [Q[f"whole_{name}"] for name in _WRITES if name in written]
     checks = [Q[f"whole_{part}"] for name, part in _CHECKS.items() if name in parts.rows]
     if parts.fires:
         checks.append(Q["whole_deadline_check"])
     first_due = "NULL::timestamptz"
     if parts.settles:
         first_due = Q["whole_first_due_changed" if parts.due_changed else "whole_first_due"]
+    own_lifecycle = "JOIN LATERAL (SELECT s.lifecycle, s.created_at) AS w ON TRUE"
     slots = {
         "/*due_read*/": Q["whole_due_read"] if parts.due_changed else "",
         "/*first_due*/NULL::timestamptz": first_due,
-        "/*writes*/": "".join(f"\n{w}" for w in writes),
-        "/*checks*/": "".join(f"\n    {c}" for c in checks),
-        "/*notice*/": f"\n{Q['whole_notice']}" if parts.settles else "",
+        f"/*run_read*/{own_lifecycle}": Q["whole_run_read"] if parts.run else own_lifecycle,
+        "/*run_write*/": Q["whole_run_write"] if parts.run else "",
+        "/*writes*/": " ".join(writes),
+        "/*checks*/": " ".join(checks),
+        "/*notice*/": Q["whole_notice"] if parts.settles else "",
     }
     text = Q["commit_whole"]
     for slot, part in slots.items():
-        text = text.replace(slot, part)
-    return text
+        if slot not in text:
+            raise ValueError(f"commit_whole has no place {slot!r}")
+        text = text.replace(slot, f" {part} " if part else "")
+    # (Its spaces shrunk: psycopg parses again at each call a statement over 4 KB.)
+    return " ".join(text.split())
 
 
 def _expected(c: Commit) -> list[dict[str, Any]]:

@@ -65,8 +65,9 @@ RETURNING lifecycle, owner, epoch, last_seq - %(events)s;
 -- transaction of its own when sent alone). %(commit)s is the commit as one JSON object (see
 -- flowtide.store.postgres.commits.whole): its run, lease, the lifecycles it allows, and one
 -- array of rows for each table it writes. The statement is made of this one and the parts
--- named whole_* the commit needs, each put in its place (/*name*/), so that a commit pays for
--- no table it does not write (a plan with every part costs a step twice its own).
+-- named whole_* the commit needs, each put in its place (/*name*/, in place of what follows
+-- there, if anything), so that a commit pays for no table it does not write (a plan with every
+-- part costs a step twice its own).
 --
 -- Every read of the statement sees one snapshot, taken before the run's row is locked; so the
 -- row is updated only if it is the very version the snapshot shows (ctid). Every transaction
@@ -83,80 +84,53 @@ RETURNING lifecycle, owner, epoch, last_seq - %(events)s;
 -- (whole_due_read) and the run's wake instant computed from what is left of them and those
 -- set. Gives the seq the commit's events follow.
 WITH p AS (
-    SELECT j, j ->> 'run_id' AS run_id FROM (SELECT %(commit)s::jsonb AS j) AS given
+    SELECT
+        j, j ->> 'run_id' AS run_id, (j ->> 'event_count')::bigint AS events,
+        j ->> 'owner' AS owner, (j ->> 'epoch')::bigint AS epoch,
+        (j ->> 'taking')::boolean AS taking, (j ->> 'release')::boolean AS release,
+        (j ->> 'settle')::boolean AS settle, (j ->> 'fires_deadline')::timestamptz AS fired
+    FROM (SELECT %(commit)s::jsonb AS j) AS given
 ), seen AS (
     SELECT r.ctid AS version, r.* FROM runs r, p WHERE r.id = p.run_id
 )/*due_read*/, next AS (
     SELECT
-        s.id, s.version, s.wake_at AS old_wake,
-        COALESCE(w.id IS NOT NULL, FALSE) AS written,
-        w.flow_id, w.flow_version, w.lifecycle, w.created_at, w.deadline, w.started_at,
-        w.finished_at, w.parent_run_id, w.parent_token_id, w.depth, w.outcome, w.result,
-        w.options, w.checkpoint,
-        COALESCE(w.lifecycle, s.lifecycle) AS lifecycle_now,
-        COALESCE(w.created_at, s.created_at) AS created_now,
-        (p.j ->> 'event_count')::bigint AS events,
-        CASE WHEN (p.j ->> 'taking')::boolean THEN p.j ->> 'owner' ELSE s.owner END AS held_by,
-        CASE WHEN (p.j ->> 'taking')::boolean THEN (p.j ->> 'epoch')::bigint ELSE s.epoch END
-            AS epoch,
-        CASE WHEN (p.j ->> 'taking')::boolean THEN
+        s.id, s.version, s.wake_at AS old_wake, p.events, p.release, p.settle, p.fired,
+        CASE WHEN p.taking THEN p.owner ELSE s.owner END AS held_by,
+        CASE WHEN p.taking THEN p.epoch ELSE s.epoch END AS epoch,
+        CASE WHEN p.taking THEN
             coalesce((p.j ->> 'now')::timestamptz, clock_timestamp())
                 + (p.j ->> 'term')::float8 * interval '1 second'
         ELSE s.lease_expires END AS held_until,
-        (p.j ->> 'release')::boolean AS release,
-        (p.j ->> 'settle')::boolean AS settle,
-        (p.j ->> 'fires_deadline')::timestamptz AS fired,
         /*first_due*/NULL::timestamptz AS first_due,
         (
-            p.j ->> 'owner' IS NULL
+            p.owner IS NULL
+            OR (NOT p.taking AND s.owner = p.owner AND s.epoch = p.epoch)
             OR (
-                NOT (p.j ->> 'taking')::boolean
-                AND s.owner = p.j ->> 'owner' AND s.epoch = (p.j ->> 'epoch')::bigint
-            )
-            OR (
-                (p.j ->> 'taking')::boolean
+                p.taking
                 AND (
-                    (s.owner IS NULL AND s.epoch = (p.j ->> 'epoch')::bigint - 1)
-                    OR (s.owner = p.j ->> 'owner' AND s.epoch = (p.j ->> 'epoch')::bigint)
+                    (s.owner IS NULL AND s.epoch = p.epoch - 1)
+                    OR (s.owner = p.owner AND s.epoch = p.epoch)
                 )
             )
         )
-        AND (p.j -> 'lifecycles' IS NULL OR (p.j -> 'lifecycles') ? s.lifecycle) AS allowed
+        AND (p.j -> 'lifecycles' IS NULL OR (p.j -> 'lifecycles') ? s.lifecycle) AS allowed,
+        w.*
     FROM p JOIN seen s ON TRUE
-    LEFT JOIN jsonb_to_record(p.j -> 'run') AS w(
-        id text, flow_id text, flow_version text, lifecycle text, created_at timestamptz,
-        deadline timestamptz, started_at timestamptz, finished_at timestamptz,
-        parent_run_id text, parent_token_id text, depth integer, outcome text, result text,
-        options text, checkpoint text
-    ) ON TRUE
+    /*run_read*/JOIN LATERAL (SELECT s.lifecycle, s.created_at) AS w ON TRUE
 ), advanced AS (
     UPDATE runs SET
         last_seq = runs.last_seq + n.events,
-        flow_id = CASE WHEN n.written THEN n.flow_id ELSE runs.flow_id END,
-        flow_version = CASE WHEN n.written THEN n.flow_version ELSE runs.flow_version END,
-        lifecycle = n.lifecycle_now,
-        created_at = n.created_now,
-        deadline = CASE WHEN n.written THEN n.deadline ELSE runs.deadline END,
-        started_at = CASE WHEN n.written THEN n.started_at ELSE runs.started_at END,
-        finished_at = CASE WHEN n.written THEN n.finished_at ELSE runs.finished_at END,
-        parent_run_id = CASE WHEN n.written THEN n.parent_run_id ELSE runs.parent_run_id END,
-        parent_token_id = CASE WHEN n.written THEN n.parent_token_id ELSE runs.parent_token_id END,
-        depth = CASE WHEN n.written THEN n.depth ELSE runs.depth END,
-        outcome = CASE WHEN n.written THEN n.outcome ELSE runs.outcome END,
-        result = CASE WHEN n.written THEN n.result::json ELSE runs.result END,
-        options = CASE WHEN n.written THEN n.options::json ELSE runs.options END,
-        checkpoint = CASE WHEN n.written THEN n.checkpoint::json ELSE runs.checkpoint END,
         owner = CASE WHEN n.release THEN NULL ELSE n.held_by END,
         epoch = n.epoch,
         lease_expires = CASE WHEN n.release THEN NULL ELSE n.held_until END,
         deadline_fired = GREATEST(runs.deadline_fired, n.fired),
         wake_at = CASE
             WHEN NOT n.settle THEN runs.wake_at
-            WHEN n.lifecycle_now = ANY(%(ended)s::text[]) THEN NULL
+            WHEN n.lifecycle = ANY(%(ended)s::text[]) THEN NULL
             WHEN n.held_by IS NOT NULL AND NOT n.release THEN LEAST(n.held_until, n.first_due)
-            WHEN n.lifecycle_now = ANY(%(runnable)s::text[]) THEN n.created_now
+            WHEN n.lifecycle = ANY(%(runnable)s::text[]) THEN n.created_at
             ELSE n.first_due
-        END
+        END/*run_write*/
     FROM next n
     WHERE runs.id = n.id AND runs.ctid = n.version AND n.allowed
     RETURNING runs.id, runs.last_seq - n.events AS last_seq, runs.owner, runs.wake_at,
@@ -164,6 +138,25 @@ WITH p AS (
 )/*writes*/
 SELECT a.last_seq, flowtide_commit_guard(a.id IS NOT NULL/*checks*/)/*notice*/
 FROM p LEFT JOIN advanced a ON TRUE;
+
+-- name: whole_run_read
+-- (commit_whole's part for a commit that writes its run's record: the record, in place of the
+-- lifecycle and creation instant the run has.)
+JOIN LATERAL jsonb_to_record(p.j -> 'run') AS w(
+    lifecycle text, created_at timestamptz, flow_id text, flow_version text,
+    deadline timestamptz, started_at timestamptz, finished_at timestamptz, parent_run_id text,
+    parent_token_id text, depth integer, outcome text, result text, options text,
+    checkpoint text
+) ON TRUE
+
+-- name: whole_run_write
+-- (commit_whole's part for a commit that writes its run's record: its columns.)
+,
+        lifecycle = n.lifecycle, created_at = n.created_at, flow_id = n.flow_id,
+        flow_version = n.flow_version, deadline = n.deadline, started_at = n.started_at,
+        finished_at = n.finished_at, parent_run_id = n.parent_run_id,
+        parent_token_id = n.parent_token_id, depth = n.depth, outcome = n.outcome,
+        result = n.result::json, options = n.options::json, checkpoint = n.checkpoint::json
 
 -- name: whole_due_read
 -- (commit_whole's part for a commit that changes its run's due entries: those it sets, and those
