@@ -1,35 +1,43 @@
-"""A commit sent whole on PostgreSQL: one round trip, its checks made by guards in the database.
+"""A commit sent whole on PostgreSQL: one statement, its checks made by a guard in the database.
 
 A commit is encoded first, in the caller's task (:func:`prepare`). One whose checks are only its
-run's existence, lease (or the lease it takes, in the same statement) and lifecycle, its
-token expectations, signal keys, requests and the deadline it fires (an engine's step, a signal's
-wake, a deadline's firing: :func:`sends_whole`) is sent with its writes and the ``COMMIT`` in one
-pipeline, behind guard statements that fail the transaction if they do not hold (the deadline's on
-the database's clock): :func:`send_whole`. Refused, it is then taken the careful way, to tell why
-(or to apply it if the run changed back in between): its run read first, the checks every store
-runs, then the writes (:func:`flowtide.store.sqlcore.commits.apply_commit`, two round trips). So is
-a commit the guards cannot check (one refused already by its own parts).
+run's existence, lease (or the lease it takes) and lifecycle, its token expectations, signal keys,
+requests and the deadline it fires (an engine's step, a signal's wake, a deadline's firing:
+:func:`sends_whole`) is sent as one statement, ``commit_whole``, its parameter the whole commit as
+one JSON object (:func:`whole`): the statement checks it, fails if a check does not hold (the
+deadline's on the database's clock), and writes it — a transaction of its own, one round trip.
+Only the wakes of other runs (a child's end waking its parent) follow it as statements of their
+own, in the same transaction. Refused, the commit is then taken the careful way, to tell why (or
+to apply it if the run changed in between): its run read first, the checks every store runs,
+then the writes (:func:`flowtide.store.sqlcore.commits.apply_commit`, two round trips). So is a
+commit the guard cannot check (one refused already by its own parts).
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
 from typing import Any
 
-import psycopg
-
-from flowtide.store.base import ENDED_LIFECYCLES, Commit, Expect
-from flowtide.store.postgres.connector import put
+from flowtide.store.base import Commit, Expect
 from flowtide.store.postgres.queries import Q
-from flowtide.store.postgres.rows import DIALECT, text_array
-from flowtide.store.sqlcore.params import EncodedCommit, encode_commit
-from flowtide.store.sqlcore.writes import by_holder, commit_writes
+from flowtide.store.postgres.rows import DIALECT
+from flowtide.store.sqlcore.params import EncodedCommit, Params, encode_commit
+from flowtide.store.sqlcore.script import Statement
+from flowtide.store.sqlcore.writes import (
+    by_holder,
+    last_of_each,
+    lifecycles,
+    settle_woken,
+    settling,
+)
 
-__all__ = ["GUARD_FAILED", "Prepared", "prepare", "send_whole", "sends_whole"]
+__all__ = ["GUARD_FAILED", "Prepared", "Whole", "prepare", "sends_whole", "whole"]
 
 GUARD_FAILED = "FT001"
 """The SQLSTATE of a commit sent whole that its guard refused (migration 0006)."""
-
-Connection = psycopg.AsyncConnection[Any]
 
 Prepared = EncodedCommit
 """A commit with its parts as parameters, and the errors that wait for their turn."""
@@ -43,7 +51,7 @@ def prepare(c: Commit) -> Prepared:
 def sends_whole(p: Prepared) -> bool:
     """Whether ``p`` may be sent whole: nothing but its run's existence, lease, lifecycle,
     token expectations, signal keys, requests answered and the deadline it fires can refuse it
-    (the guards of :func:`send_whole` check those)."""
+    (the guard of ``commit_whole`` checks those)."""
     c = p.commit
     keys = [a.key for a in c.signal_answers]
     ids = [a.request_id for a in c.requests_answered]
@@ -55,55 +63,171 @@ def sends_whole(p: Prepared) -> bool:
     )
 
 
-async def send_whole(conn: Connection, p: Prepared, *, own_clock: bool) -> psycopg.AsyncCursor[Any]:
-    """Queue ``p`` (see :func:`sends_whole`) behind its guard: the cursor whose row, once the
-    pipeline syncs, is the seq its events follow (the sync fails with :data:`GUARD_FAILED` if
-    the guard refused). ``own_clock``: a deadline it fires is judged on the database's clock
-    (else only against the requests recorded before it)."""
+@dataclass(frozen=True, slots=True)
+class Whole:
+    """A commit sent whole: its statement (``commit_whole`` with the parts it needs) and its
+    parameters (its row is the seq the commit's events follow), and the statements that follow
+    it in its transaction, if any."""
+
+    statement: str
+    params: Params
+    then: list[Statement]
+
+
+def whole(p: Prepared, *, own_clock: bool) -> Whole:
+    """``p`` (see :func:`sends_whole`) as ``commit_whole`` sends it. ``own_clock``: a deadline
+    it fires is judged on the database's clock (else only against the requests recorded before
+    it)."""
     c = p.commit
-    lifecycles = sorted(c.run_lifecycles) if c.run_lifecycles is not None else None
-    guard = {
+    settles, tell = settling(p)
+    commit: dict[str, Any] = {
         "run_id": c.run_id,
-        "events": len(c.events),
-        "lifecycles": text_array(lifecycles) if lifecycles is not None else None,
+        "event_count": len(c.events),
+        "settle": settles,
+        "tell": tell,
+        "release": c.release,
+        "by_holder": by_holder(c),
+        "taking": p.take is not None,
+        "on_clock": own_clock,
     }
     if p.take is not None:  # (the lease taken, and checked, as the run's counter advances)
-        advanced = await conn.execute(Q["advance_run_taking"], p.take | guard)
-    else:
-        guard["owner"] = c.lease.owner if c.lease is not None else None
-        guard["epoch"] = c.lease.epoch if c.lease is not None else 0
-        advanced = await conn.execute(Q["advance_run_guarded"], guard)
-    if c.expect:
-        await conn.execute(Q["expect_tokens_guarded"], _expected(c))
-    if c.signal_answers or c.requests_answered:
-        answers = {
-            "run_id": c.run_id,
-            "keys": text_array([a.key for a in c.signal_answers]),
-            "ids": text_array([a.request_id for a in c.requests_answered]),
-        }
-        await conn.execute(Q["answers_guarded"], answers)
+        commit["owner"], commit["epoch"] = p.take["owner"], p.take["epoch"]
+        commit["now"], commit["term"] = p.take["now"], p.take["term"].total_seconds()
+    elif c.lease is not None:
+        commit["owner"], commit["epoch"] = c.lease.owner, c.lease.epoch
+    if c.run_lifecycles is not None:
+        commit["lifecycles"] = sorted(c.run_lifecycles)
+    if p.run is not None:
+        commit["run"] = p.run
     if c.fires_deadline is not None:
-        deadline = {"run_id": c.run_id, "at": c.fires_deadline, "on_clock": own_clock}
-        await conn.execute(Q["deadline_guarded"], deadline)
-    live = lifecycles is not None and ENDED_LIFECYCLES.isdisjoint(lifecycles)
-    ended = False if live else None
-    writes = commit_writes(p, DIALECT, ended, by_holder=by_holder(c), taken=p.take is not None)
-    await put(conn, writes)
-    return advanced
-
-
-def _expected(c: Commit) -> dict[str, Any]:
-    """The parameters of ``expect_tokens_guarded`` for ``c``'s expectations."""
-    wanted = [e if isinstance(e, Expect) else Expect(e) for e in c.expect.values()]
-    statuses = [
-        ",".join(sorted(e.status)) if isinstance(e.status, frozenset) else str(e.status)
-        for e in wanted
-    ]
-    return {
-        "run_id": c.run_id,
-        "n": len(wanted),
-        "ids": text_array(list(c.expect)),
-        "statuses": text_array(statuses),
-        "epochs": [e.epoch for e in wanted],
-        "alive": [e.alive_at for e in wanted],
+        commit["fires_deadline"] = c.fires_deadline
+    rows = {
+        "tokens": last_of_each(p.tokens),
+        "state": p.state,
+        "state_deleted": list(c.state_deleted),
+        "events": p.events,
+        "due": last_of_each(p.due, "token_id", "purpose"),
+        "due_cleared": list(c.due_cleared),
+        "due_dropped": [{"token_id": t, "purpose": purpose} for t, purpose in c.due_dropped],
+        "due_fired": p.due_fired,
+        "anchors": last_of_each(p.anchors, "placement", "item"),
+        "anchors_released": p.anchors_released,
+        "scatter": last_of_each(p.scatter, "progress", "index"),
+        "parks": last_of_each(p.parks),
+        "answers": p.answers,
+        "requests": p.requests,
+        "expect": _expected(c),
     }
+    commit.update((name, found) for name, found in rows.items() if found)
+    due_changed = bool(c.due or c.due_cleared or c.due_dropped or c.due_fired)
+    ends = p.run is not None and bool(p.run["ended"])
+    parts = _Parts(
+        frozenset(name for name, found in rows.items() if found),
+        run=p.run is not None,
+        settles=settles,
+        due_changed=due_changed,
+        ends=ends,
+        fires=c.fires_deadline is not None,
+    )
+    params = {"commit": _JSON.encode(commit)} | lifecycles(DIALECT)
+    wakes = [("wake_due", [w | lifecycles(DIALECT) for w in p.wakes])] if p.wakes else []
+    return Whole(_statement(parts), params, wakes + settle_woken(p, DIALECT))
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """What a commit sent whole holds, as its statement's parts depend on it: the rows it has
+    (by their names in its JSON), whether it writes its run's record, settles its run, changes
+    its due entries, ends it (its run record says so) or fires a deadline."""
+
+    rows: frozenset[str]
+    run: bool
+    settles: bool
+    due_changed: bool
+    ends: bool
+    fires: bool
+
+
+_WRITES = (
+    "state_deleted",
+    "state",
+    "tokens",
+    "events",
+    "due",
+    "due_ended",
+    "anchors_released",
+    "anchors",
+    "scatter",
+    "parks",
+    "answers",
+    "requests",
+)
+"""The rows a commit writes by a part of its own (``whole_<name>``), in the order of
+:func:`~flowtide.store.sqlcore.writes.commit_writes`: ``due`` for a commit that changes its
+run's due entries, ``due_ended`` for one that ends its run without changing them."""
+
+_CHECKS = {"expect": "expect", "answers": "answers_check", "requests": "requests_check"}
+"""The rows a commit is checked by, and the part that checks them."""
+
+
+@cache
+def _statement(parts: _Parts) -> str:
+    """``commit_whole`` with the parts ``parts`` need, each in its place (made once for each
+    kind of commit, so that each is prepared once a connection)."""
+    written = set(parts.rows)
+    if parts.due_changed:
+        written.add("due")
+    elif parts.ends:
+        written.add("due_ended")
+    writes = [Q[f"whole_{name}"] for name in _WRITES if name in written]
+    checks = [Q[f"whole_{part}"] for name, part in _CHECKS.items() if name in parts.rows]
+    if parts.fires:
+        checks.append(Q["whole_deadline_check"])
+    first_due = "NULL::timestamptz"
+    if parts.settles:
+        first_due = Q["whole_first_due_changed" if parts.due_changed else "whole_first_due"]
+    own_lifecycle = "JOIN LATERAL (SELECT s.lifecycle, s.created_at) AS w ON TRUE"
+    slots = {
+        "/*due_read*/": Q["whole_due_read"] if parts.due_changed else "",
+        "/*first_due*/NULL::timestamptz": first_due,
+        f"/*run_read*/{own_lifecycle}": Q["whole_run_read"] if parts.run else own_lifecycle,
+        "/*run_write*/": Q["whole_run_write"] if parts.run else "",
+        "/*writes*/": " ".join(writes),
+        "/*checks*/": " ".join(checks),
+        "/*notice*/": Q["whole_notice"] if parts.settles else "",
+    }
+    text = Q["commit_whole"]
+    for slot, part in slots.items():
+        if slot not in text:
+            raise ValueError(f"commit_whole has no place {slot!r}")
+        text = text.replace(slot, f" {part} " if part else "")
+    # (Its spaces shrunk: psycopg parses again at each call a statement over 4 KB.)
+    return " ".join(text.split())
+
+
+def _expected(c: Commit) -> list[dict[str, Any]]:
+    """``c``'s token expectations as ``commit_whole`` checks them."""
+    expected = []
+    for token_id, e in c.expect.items():
+        wanted = e if isinstance(e, Expect) else Expect(e)
+        statuses = wanted.status if isinstance(wanted.status, frozenset) else [wanted.status]
+        expected.append(
+            {
+                "id": token_id,
+                "statuses": sorted(str(s) for s in statuses),
+                "epoch": wanted.epoch,
+                "alive_at": wanted.alive_at,
+            }
+        )
+    return expected
+
+
+def _instant(value: object) -> str:
+    """An instant in a commit's JSON (ISO 8601, with its offset)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+_JSON = json.JSONEncoder(separators=(",", ":"), default=_instant)
+"""(Made once: ``json.dumps`` with options makes an encoder per call.)"""

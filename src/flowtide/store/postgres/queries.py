@@ -35,19 +35,17 @@ OWN_QUERIES: Final = frozenset(
         "clock_now",
         "begin",
         "commit",
-        "advance_run_guarded",
-        "advance_run_taking",
-        "expect_tokens_guarded",
-        "answers_guarded",
-        "deadline_guarded",
+        "commit_whole",
+        *(name for name in Q if name.startswith("whole_")),
         "begin_snapshot",
         "load_runs_whole",
     }
 )
 """The statements only PostgreSQL has (every other name is SQLite's too, for the same job): its
 schema and connections' settings, notices, its clock, explicit transactions (connections are
-in autocommit mode), a commit sent whole behind guards, a read-only snapshot's transaction, and
-runs' snapshots read in one statement."""
+in autocommit mode), a commit sent whole in one statement (``commit_whole`` and the parts it
+is made of, ``whole_*``), a read-only snapshot's transaction, and runs' snapshots read in one
+statement."""
 
 _NAME_BYTES = 63
 """PostgreSQL's longest identifier (a longer one would be cut short, silently)."""

@@ -60,99 +60,385 @@ COMMIT;
 UPDATE runs SET last_seq = last_seq + %(events)s WHERE id = %(run_id)s
 RETURNING lifecycle, owner, epoch, last_seq - %(events)s;
 
--- name: advance_run_guarded
--- advance_run for a commit sent whole before its run was read: it fails (see
--- flowtide_commit_guard) unless the run exists, is held by %(owner)s at %(epoch)s (if an owner
--- is given) and is in one of %(lifecycles)s (if given). The seq the commit's events follow.
-WITH advanced AS (
-    UPDATE runs SET last_seq = last_seq + %(events)s WHERE id = %(run_id)s
-    RETURNING lifecycle, owner, epoch, last_seq - %(events)s AS last_seq
-)
-SELECT advanced.last_seq, flowtide_commit_guard(
-    advanced.lifecycle IS NOT NULL
-    AND (
-        %(owner)s::text IS NULL
-        OR (advanced.owner = %(owner)s::text AND advanced.epoch = %(epoch)s::bigint)
-    )
-    AND (
-        %(lifecycles)s::text[] IS NULL OR advanced.lifecycle = ANY(%(lifecycles)s::text[])
-    )
-)
-FROM (VALUES (1)) AS one LEFT JOIN advanced ON TRUE;
-
--- name: advance_run_taking
--- advance_run_guarded for a commit that takes its run's lease (Commit.take), with take_lease in
--- the same statement: fails (see flowtide_commit_guard) unless the run exists, is in one of
--- %(lifecycles)s (if given), and nobody has held it since epoch %(epoch)s - 1 or %(owner)s
--- holds it at %(epoch)s already; then it is held by %(owner)s at %(epoch)s for %(term)s from
--- %(now)s (the database's clock if NULL). (The run is held by %(owner)s at %(epoch)s after the
--- update if and only if the lease could be taken: a run not taken keeps its holder, who is
--- someone else or is held at another epoch.) The seq the commit's events follow.
-WITH advanced AS (
+-- name: commit_whole
+-- A commit sent whole, before its run was read: one statement that checks it and writes it (a
+-- transaction of its own when sent alone). %(commit)s is the commit as one JSON object (see
+-- flowtide.store.postgres.commits.whole): its run, lease, the lifecycles it allows, and one
+-- array of rows for each table it writes. The statement is made of this one and the parts
+-- named whole_* the commit needs, each put in its place (/*name*/, in place of what follows
+-- there, if anything), so that a commit pays for no table it does not write (a plan with every
+-- part costs a step twice its own).
+--
+-- Every read of the statement sees one snapshot, taken before the run's row is locked; so the
+-- row is updated only if it is the very version the snapshot shows (ctid). Every transaction
+-- that writes a run's rows updates its row too, so a commit of the run that committed meanwhile
+-- makes the update find no row: then flowtide_commit_guard fails the statement, nothing is
+-- applied, and the store takes the commit the careful way (its run read first, then checked).
+-- The guard fails it as well unless the run exists, is held under the commit's lease (or the
+-- lease it takes can be taken) and is in one of the lifecycles allowed; its parts check the
+-- rest (whole_expect, whole_answers_check, whole_requests_check, whole_deadline_check).
+--
+-- The writes are those of commit_writes (delete_all_due to settle_run), each reading the
+-- advanced run (so that they run after its row is locked, the order every commit locks in) and
+-- none touching a row another touches: the due entries dropped are read first
+-- (whole_due_read) and the run's wake instant computed from what is left of them and those
+-- set. Gives the seq the commit's events follow.
+WITH p AS (
+    SELECT
+        j, j ->> 'run_id' AS run_id, (j ->> 'event_count')::bigint AS events,
+        j ->> 'owner' AS owner, (j ->> 'epoch')::bigint AS epoch,
+        (j ->> 'taking')::boolean AS taking, (j ->> 'release')::boolean AS release,
+        (j ->> 'settle')::boolean AS settle, (j ->> 'fires_deadline')::timestamptz AS fired
+    FROM (SELECT %(commit)s::jsonb AS j) AS given
+), seen AS (
+    SELECT r.ctid AS version, r.* FROM runs r, p WHERE r.id = p.run_id
+)/*due_read*/, next AS (
+    SELECT
+        s.id, s.version, s.wake_at AS old_wake, p.events, p.release, p.settle, p.fired,
+        CASE WHEN p.taking THEN p.owner ELSE s.owner END AS held_by,
+        CASE WHEN p.taking THEN p.epoch ELSE s.epoch END AS epoch,
+        CASE WHEN p.taking THEN
+            coalesce((p.j ->> 'now')::timestamptz, clock_timestamp())
+                + (p.j ->> 'term')::float8 * interval '1 second'
+        ELSE s.lease_expires END AS held_until,
+        /*first_due*/NULL::timestamptz AS first_due,
+        (
+            p.owner IS NULL
+            OR (NOT p.taking AND s.owner = p.owner AND s.epoch = p.epoch)
+            OR (
+                p.taking
+                AND (
+                    (s.owner IS NULL AND s.epoch = p.epoch - 1)
+                    OR (s.owner = p.owner AND s.epoch = p.epoch)
+                )
+            )
+        )
+        AND (p.j -> 'lifecycles' IS NULL OR (p.j -> 'lifecycles') ? s.lifecycle) AS allowed,
+        w.*
+    FROM p JOIN seen s ON TRUE
+    /*run_read*/JOIN LATERAL (SELECT s.lifecycle, s.created_at) AS w ON TRUE
+), advanced AS (
     UPDATE runs SET
-        last_seq = last_seq + %(events)s,
-        owner = CASE WHEN COALESCE(
-            (owner IS NULL AND epoch = %(epoch)s::bigint - 1)
-            OR (owner = %(owner)s::text AND epoch = %(epoch)s::bigint), FALSE
-        ) THEN %(owner)s::text ELSE owner END,
-        lease_expires = CASE WHEN COALESCE(
-            (owner IS NULL AND epoch = %(epoch)s::bigint - 1)
-            OR (owner = %(owner)s::text AND epoch = %(epoch)s::bigint), FALSE
-        ) THEN coalesce(%(now)s::timestamptz, clock_timestamp()) + %(term)s::interval
-        ELSE lease_expires END,
-        epoch = CASE WHEN COALESCE(
-            (owner IS NULL AND epoch = %(epoch)s::bigint - 1)
-            OR (owner = %(owner)s::text AND epoch = %(epoch)s::bigint), FALSE
-        ) THEN %(epoch)s::bigint ELSE epoch END
-    WHERE id = %(run_id)s
-    RETURNING lifecycle, owner, epoch, last_seq - %(events)s AS last_seq
+        last_seq = runs.last_seq + n.events,
+        owner = CASE WHEN n.release THEN NULL ELSE n.held_by END,
+        epoch = n.epoch,
+        lease_expires = CASE WHEN n.release THEN NULL ELSE n.held_until END,
+        deadline_fired = GREATEST(runs.deadline_fired, n.fired),
+        wake_at = CASE
+            WHEN NOT n.settle THEN runs.wake_at
+            WHEN n.lifecycle = ANY(%(ended)s::text[]) THEN NULL
+            WHEN n.held_by IS NOT NULL AND NOT n.release THEN LEAST(n.held_until, n.first_due)
+            WHEN n.lifecycle = ANY(%(runnable)s::text[]) THEN n.created_at
+            ELSE n.first_due
+        END/*run_write*/
+    FROM next n
+    WHERE runs.id = n.id AND runs.ctid = n.version AND n.allowed
+    RETURNING runs.id, runs.last_seq - n.events AS last_seq, runs.owner, runs.wake_at,
+        n.held_by, n.old_wake, n.settle, runs.lifecycle = ANY(%(ended)s::text[]) AS ended
+)/*writes*/
+SELECT a.last_seq, flowtide_commit_guard(a.id IS NOT NULL/*checks*/)/*notice*/
+FROM p LEFT JOIN advanced a ON TRUE;
+
+-- name: whole_run_read
+-- (commit_whole's part for a commit that writes its run's record: the record, in place of the
+-- lifecycle and creation instant the run has.)
+JOIN LATERAL jsonb_to_record(p.j -> 'run') AS w(
+    lifecycle text, created_at timestamptz, flow_id text, flow_version text,
+    deadline timestamptz, started_at timestamptz, finished_at timestamptz, parent_run_id text,
+    parent_token_id text, depth integer, outcome text, result text, options text,
+    checkpoint text
+) ON TRUE
+
+-- name: whole_run_write
+-- (commit_whole's part for a commit that writes its run's record: its columns.)
+,
+        lifecycle = n.lifecycle, created_at = n.created_at, flow_id = n.flow_id,
+        flow_version = n.flow_version, deadline = n.deadline, started_at = n.started_at,
+        finished_at = n.finished_at, parent_run_id = n.parent_run_id,
+        parent_token_id = n.parent_token_id, depth = n.depth, outcome = n.outcome,
+        result = n.result::json, options = n.options::json, checkpoint = n.checkpoint::json
+
+-- name: whole_due_read
+-- (commit_whole's part for a commit that changes its run's due entries: those it sets, and those
+-- it drops, clears or fires that it does not set again.)
+, due_set AS (
+    SELECT s.token_id, s.purpose, s.due_at
+    FROM p, jsonb_to_recordset(p.j -> 'due') AS s(token_id text, purpose text, due_at timestamptz)
+), due_gone AS (
+    SELECT d.token_id, d.purpose
+    FROM due d, p
+    WHERE d.run_id = p.run_id
+        AND (
+            COALESCE((p.j -> 'due_cleared') ? d.token_id, FALSE)
+            OR EXISTS (
+                SELECT 1
+                FROM jsonb_to_recordset(p.j -> 'due_dropped') AS x(token_id text, purpose text)
+                WHERE x.token_id = d.token_id AND x.purpose = d.purpose
+            )
+            OR EXISTS (
+                SELECT 1
+                FROM jsonb_to_recordset(p.j -> 'due_fired')
+                    AS x(token_id text, purpose text, due_at timestamptz)
+                WHERE x.token_id = d.token_id AND x.purpose = d.purpose AND x.due_at = d.due_at
+            )
+        )
+        AND NOT EXISTS (
+            SELECT 1 FROM due_set s WHERE s.token_id = d.token_id AND s.purpose = d.purpose
+        )
 )
-SELECT advanced.last_seq, flowtide_commit_guard(
-    advanced.lifecycle IS NOT NULL
-    AND advanced.owner = %(owner)s::text AND advanced.epoch = %(epoch)s::bigint
-    AND (
-        %(lifecycles)s::text[] IS NULL OR advanced.lifecycle = ANY(%(lifecycles)s::text[])
-    )
+
+-- name: whole_first_due
+-- (commit_whole's part for a commit that settles its run without changing its due entries: the
+-- earliest of them.)
+(SELECT min(d.due_at) FROM due d WHERE d.run_id = s.id)
+
+-- name: whole_first_due_changed
+-- (commit_whole's part for a commit that settles its run and changes its due entries: the
+-- earliest of those left and those set.)
+(
+    SELECT min(kept.due_at) FROM (
+        SELECT d.due_at FROM due d
+        WHERE d.run_id = s.id
+            AND NOT EXISTS (
+                SELECT 1 FROM due_gone g WHERE g.token_id = d.token_id AND g.purpose = d.purpose
+            )
+            AND NOT EXISTS (
+                SELECT 1 FROM due_set x WHERE x.token_id = d.token_id AND x.purpose = d.purpose
+            )
+        UNION ALL SELECT due_at FROM due_set
+    ) AS kept
 )
-FROM (VALUES (1)) AS one LEFT JOIN advanced ON TRUE;
 
--- name: expect_tokens_guarded
--- A commit sent whole with token expectations, after advance_run_guarded (under the run's
--- lock): fails (see flowtide_commit_guard) unless each of the %(n)s tokens is in one of its
--- statuses (comma-separated), at its epoch (if given) and, if alive_at is given, has no
--- deadline or one after it (as Expect.mismatch).
-SELECT flowtide_commit_guard(count(t.id) = %(n)s)
-FROM unnest(%(ids)s::text[], %(statuses)s::text[], %(epochs)s::bigint[], %(alive)s::timestamptz[])
-    AS e(id, statuses, epoch, alive_at)
-JOIN tokens t ON t.run_id = %(run_id)s AND t.id = e.id
-WHERE t.status = ANY(string_to_array(e.statuses, ','))
-    AND (e.epoch IS NULL OR t.epoch = e.epoch)
-    AND (e.alive_at IS NULL OR t.deadline IS NULL OR t.deadline > e.alive_at);
+-- name: whole_state_deleted
+, state_deleted AS (
+    DELETE FROM state s USING advanced a, p
+    WHERE s.run_id = a.id AND COALESCE((p.j -> 'state_deleted') ? s.key, FALSE)
+)
 
--- name: answers_guarded
--- A commit sent whole that answers signals or requests, after advance_run_guarded: fails (see
--- flowtide_commit_guard) if one of its signal keys %(keys)s is answered already, or one of the
--- requests %(ids)s is not the run's or is answered already (as the careful checks).
-SELECT flowtide_commit_guard(
-    NOT EXISTS (SELECT 1 FROM signal_answers WHERE key = ANY(%(keys)s::text[]))
-    AND (
-        SELECT count(*) FROM signal_requests
-        WHERE id = ANY(%(ids)s::text[]) AND run_id = %(run_id)s AND answer IS NULL
-    ) = cardinality(%(ids)s::text[])
-);
+-- name: whole_state
+-- (A key the commit deletes too is deleted, as delete_state after put_state leaves it.)
+, state_put AS (
+    INSERT INTO state (run_id, key, value)
+    SELECT a.id, x.key, x.value::json
+    FROM advanced a, p, ROWS FROM (jsonb_to_recordset(p.j -> 'state') AS (key text, value text))
+        WITH ORDINALITY AS x(key, value, i)
+    WHERE NOT COALESCE((p.j -> 'state_deleted') ? x.key, FALSE)
+    ORDER BY x.i
+    ON CONFLICT (run_id, key) DO UPDATE SET value = EXCLUDED.value
+)
 
--- name: deadline_guarded
--- A commit sent whole that fires the deadline %(at)s, after advance_run_guarded (under the
--- run's lock): fails (see flowtide_commit_guard) while the run has an unanswered request
--- recorded before the deadline, or, if %(on_clock)s, while the database's clock is before it
--- (as the careful checks: deadline_check).
-SELECT flowtide_commit_guard(
-    (NOT %(on_clock)s OR clock_timestamp() >= %(at)s)
-    AND NOT EXISTS (
-        SELECT 1 FROM signal_requests
-        WHERE run_id = %(run_id)s AND answer IS NULL AND requested_at < %(at)s
+-- name: whole_tokens
+, tokens_put AS (
+    INSERT INTO tokens (
+        run_id, id, placement, status, attempt, visit, lineage, deadline, due, created_at, data,
+        epoch
     )
-);
+    SELECT
+        a.id, t.id, t.placement, t.status, t.attempt, t.visit, t.lineage::json, t.deadline,
+        t.due, t.created_at, t.data::json, t.epoch
+    FROM advanced a, p, ROWS FROM (
+        jsonb_to_recordset(p.j -> 'tokens') AS (
+            id text, placement text, status text, attempt integer, visit integer, lineage text,
+            deadline timestamptz, due timestamptz, created_at timestamptz, data text,
+            epoch bigint
+        )
+    ) WITH ORDINALITY AS t(
+        id, placement, status, attempt, visit, lineage, deadline, due, created_at, data, epoch, i
+    )
+    ORDER BY t.i
+    ON CONFLICT (run_id, id) DO UPDATE SET
+        placement = EXCLUDED.placement, status = EXCLUDED.status, attempt = EXCLUDED.attempt,
+        visit = EXCLUDED.visit, lineage = EXCLUDED.lineage, deadline = EXCLUDED.deadline,
+        due = EXCLUDED.due, created_at = EXCLUDED.created_at, data = EXCLUDED.data,
+        epoch = EXCLUDED.epoch
+)
+
+-- name: whole_events
+-- (Numbered from the run's history counter, as advanced.)
+, events_put AS (
+    INSERT INTO events (run_id, seq, kind, at, placement, attempt, token_id, data)
+    SELECT a.id, a.last_seq + e.i, e.kind, e.at, e.placement, e.attempt, e.token_id, e.data::json
+    FROM advanced a, p, ROWS FROM (
+        jsonb_to_recordset(p.j -> 'events') AS (
+            kind text, at timestamptz, placement text, attempt integer, token_id text, data text
+        )
+    ) WITH ORDINALITY AS e(kind, at, placement, attempt, token_id, data, i)
+)
+
+-- name: whole_due
+-- (An ended run keeps no due entry.)
+, due_deleted AS (
+    DELETE FROM due d USING advanced a
+    WHERE d.run_id = a.id
+        AND (
+            a.ended
+            OR EXISTS (
+                SELECT 1 FROM due_gone g WHERE g.token_id = d.token_id AND g.purpose = d.purpose
+            )
+        )
+), due_put AS (
+    INSERT INTO due (run_id, token_id, purpose, due_at)
+    SELECT a.id, s.token_id, s.purpose, s.due_at FROM advanced a, due_set s WHERE NOT a.ended
+    ON CONFLICT (run_id, token_id, purpose) DO UPDATE SET
+        due_at = EXCLUDED.due_at, set_order = EXCLUDED.set_order
+)
+
+-- name: whole_due_ended
+-- (A commit that changes no due entry of its run, but may end it: an ended run keeps none.)
+, due_deleted AS (
+    DELETE FROM due d USING advanced a WHERE d.run_id = a.id AND a.ended
+)
+
+-- name: whole_anchors_released
+, anchors_released AS (
+    DELETE FROM node_anchors n
+    USING advanced a, p,
+        jsonb_to_recordset(p.j -> 'anchors_released') AS x(placement text, item text)
+    WHERE n.run_id = a.id AND n.placement = x.placement
+        AND n.item_key = COALESCE('=' || x.item, '')
+)
+
+-- name: whole_anchors
+-- (An anchor the commit releases too is released, as release_anchor after put_anchor leaves it.)
+, anchors_put AS (
+    INSERT INTO node_anchors (run_id, placement, item, at)
+    SELECT a.id, x.placement, x.item, x.at
+    FROM advanced a, p, ROWS FROM (
+        jsonb_to_recordset(p.j -> 'anchors') AS (placement text, item text, at timestamptz)
+    ) WITH ORDINALITY AS x(placement, item, at, i)
+    WHERE NOT EXISTS (
+        SELECT 1
+        FROM jsonb_to_recordset(p.j -> 'anchors_released') AS r(placement text, item text)
+        WHERE r.placement = x.placement AND r.item IS NOT DISTINCT FROM x.item
+    )
+    ORDER BY x.i
+    ON CONFLICT (run_id, placement, item_key) DO UPDATE SET at = EXCLUDED.at
+)
+
+-- name: whole_scatter
+, scatter_put AS (
+    INSERT INTO scatter_items (
+        run_id, progress, item_index, status, output, result, key, item_order
+    )
+    SELECT a.id, x.progress, x.index, x.status, x.output, x.result::json, x.key::json, x.order
+    FROM advanced a, p, jsonb_to_recordset(p.j -> 'scatter') AS x(
+        progress text, index integer, status text, output text, result text, key text,
+        "order" integer
+    )
+    ON CONFLICT (run_id, progress, item_index) DO UPDATE SET
+        status = EXCLUDED.status, output = EXCLUDED.output, result = EXCLUDED.result,
+        key = EXCLUDED.key, item_order = EXCLUDED.item_order
+)
+
+-- name: whole_parks
+, parks_put AS (
+    INSERT INTO parks (
+        id, run_id, token_id, placement, visit, epoch, parked_at, deadline, key, payload,
+        status, closed_at, closed_by
+    )
+    SELECT
+        x.id, x.run_id, x.token_id, x.placement, x.visit, x.epoch, x.parked_at, x.deadline,
+        x.key, x.payload::json, x.status, x.closed_at, x.closed_by
+    FROM advanced a, p, ROWS FROM (
+        jsonb_to_recordset(p.j -> 'parks') AS (
+            id text, run_id text, token_id text, placement text, visit integer, epoch bigint,
+            parked_at timestamptz, deadline timestamptz, key text, payload text, status text,
+            closed_at timestamptz, closed_by text
+        )
+    ) WITH ORDINALITY AS x(
+        id, run_id, token_id, placement, visit, epoch, parked_at, deadline, key, payload, status,
+        closed_at, closed_by, i
+    )
+    ORDER BY x.i
+    ON CONFLICT (id) DO UPDATE SET
+        run_id = EXCLUDED.run_id, token_id = EXCLUDED.token_id, placement = EXCLUDED.placement,
+        visit = EXCLUDED.visit, epoch = EXCLUDED.epoch, parked_at = EXCLUDED.parked_at,
+        deadline = EXCLUDED.deadline, key = EXCLUDED.key, payload = EXCLUDED.payload,
+        status = EXCLUDED.status, closed_at = EXCLUDED.closed_at, closed_by = EXCLUDED.closed_by
+)
+
+-- name: whole_answers
+-- (In key order, as every commit takes them: see insert_answer.)
+, answers_put AS (
+    INSERT INTO signal_answers (key, run_id, answer)
+    SELECT x.key, x.run_id, x.answer::json
+    FROM advanced a, p,
+        jsonb_to_recordset(p.j -> 'answers') AS x(key text, run_id text, answer text)
+    ORDER BY x.key
+)
+
+-- name: whole_requests
+, requests_answered AS (
+    UPDATE signal_requests q SET answer = x.answer::json, answered_at = x.answered_at
+    FROM advanced a, p,
+        jsonb_to_recordset(p.j -> 'requests') AS x(id text, answer text, answered_at timestamptz)
+    WHERE q.id = x.id AND q.answer IS NULL
+)
+
+-- name: whole_expect
+-- (commit_whole's check of its token expectations: each token is in one of its statuses, at
+-- its epoch if given, and with no deadline or one after alive_at if given, as Expect.mismatch.)
+AND (
+    SELECT count(*)
+    FROM jsonb_to_recordset(p.j -> 'expect')
+        AS e(id text, statuses jsonb, epoch bigint, alive_at timestamptz)
+    JOIN tokens t ON t.run_id = a.id AND t.id = e.id
+    WHERE e.statuses ? t.status
+        AND (e.epoch IS NULL OR t.epoch = e.epoch)
+        AND (e.alive_at IS NULL OR t.deadline IS NULL OR t.deadline > e.alive_at)
+) = jsonb_array_length(p.j -> 'expect')
+
+-- name: whole_answers_check
+-- (No signal key the commit answers is answered already.)
+AND NOT EXISTS (
+    SELECT 1 FROM signal_answers s, jsonb_to_recordset(p.j -> 'answers') AS x(key text)
+    WHERE s.key = x.key
+)
+
+-- name: whole_requests_check
+-- (Each request the commit answers is its run's, and unanswered.)
+AND (
+    SELECT count(*)
+    FROM signal_requests q, jsonb_to_recordset(p.j -> 'requests') AS x(id text)
+    WHERE q.id = x.id AND q.run_id = a.id AND q.answer IS NULL
+) = jsonb_array_length(p.j -> 'requests')
+
+-- name: whole_deadline_check
+-- (The deadline the commit fires has come, on the database's clock if "on_clock", and no
+-- unanswered request of the run was recorded before it: as deadline_check.)
+AND (
+    NOT (p.j ->> 'on_clock')::boolean
+    OR clock_timestamp() >= (p.j ->> 'fires_deadline')::timestamptz
+)
+AND NOT EXISTS (
+    SELECT 1 FROM signal_requests q
+    WHERE q.run_id = a.id AND q.answer IS NULL
+        AND q.requested_at < (p.j ->> 'fires_deadline')::timestamptz
+)
+
+-- name: whole_notice
+-- (commit_whole's part for a commit that settles its run: settle_run's notice, which see, from
+-- the run as the statement leaves it.)
+, (
+    SELECT pg_notify(
+        current_setting('flowtide.channel'),
+        CASE WHEN sooner.needed OR NOT (p.j ->> 'by_holder')::boolean THEN 'wake:' ELSE 'told:' END
+            || left(a.id, 200)
+    )::text
+    FROM (
+        SELECT COALESCE(
+            a.wake_at IS NOT NULL
+            AND (a.owner IS NULL OR NOT (p.j ->> 'by_holder')::boolean)
+            AND (
+                a.old_wake IS NULL
+                OR a.wake_at < a.old_wake
+                OR (a.owner IS NULL AND a.held_by IS NOT NULL)
+            ),
+            FALSE
+        ) AS needed
+    ) AS sooner
+    WHERE (p.j ->> 'tell')::boolean OR sooner.needed
+)
 
 -- name: run_exists
 SELECT EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s);
@@ -494,7 +780,8 @@ ORDER BY released.id;
 
 -- name: take_lease
 -- A commit that takes its run's lease (Commit.take), after advance_run has locked the run's row
--- (a commit sent whole takes it in advance_run_taking instead): fails (see flowtide_commit_guard) unless nobody has held the run since epoch
+-- (a commit sent whole takes it in commit_whole instead): fails (see flowtide_commit_guard)
+-- unless nobody has held the run since epoch
 -- %(epoch)s - 1, or %(owner)s holds it at %(epoch)s already; then held by %(owner)s at %(epoch)s
 -- for %(term)s from %(now)s (the database's clock if NULL). (settle_run, after it, brings the
 -- wake instant up to date.)

@@ -5,9 +5,10 @@ migrated by :meth:`PostgresStore.open`; several installations (or test sessions)
 their own schema. Connections come from a pool (psycopg 3, async); every statement is in
 ``queries.sql``, every parameter is bound.
 
-A commit is one transaction that takes its run's row ``FOR UPDATE`` first: writers of one run
-wait for one another there, where the lease fence and the run's lifecycle are checked, then the
-expectations, then the writes (:mod:`flowtide.store.postgres.commits`). Claims take runs whose
+A commit is one transaction that locks its run's row first: writers of one run wait for one
+another there, where the lease fence and the run's lifecycle are checked, then the
+expectations, then the writes — sent whole as one statement, or the careful way when that was
+refused (:mod:`flowtide.store.postgres.commits`). Claims take runs whose
 wake instant has come with ``FOR UPDATE SKIP LOCKED``, so that overlapping claims never hand one
 run to two owners. Other processes learn of new work through ``NOTIFY``
 (:mod:`flowtide.store.postgres.notify`).
@@ -54,8 +55,8 @@ from flowtide.store.base import (
     WorkerRecord,
 )
 from flowtide.store.postgres import snapshot
-from flowtide.store.postgres.commits import GUARD_FAILED, Prepared, prepare, send_whole, sends_whole
-from flowtide.store.postgres.connector import PostgresConnector
+from flowtide.store.postgres.commits import GUARD_FAILED, Prepared, prepare, sends_whole, whole
+from flowtide.store.postgres.connector import PostgresConnector, put
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
 from flowtide.store.postgres.group import Groups
 from flowtide.store.postgres.notify import ChangeListener
@@ -218,22 +219,28 @@ class PostgresStore(Store):
         return pool
 
     @asynccontextmanager
-    async def _transaction(self, begin: str = "begin") -> AsyncIterator[Connection]:
+    async def _transaction(self, begin: str | None = "begin") -> AsyncIterator[Connection]:
         """A connection in a transaction, in pipeline mode (statements are sent as they come
         and wait for one another only when a result is read); committed at the end, rolled back
-        on an error.
+        on an error. ``begin`` None: the connection as it is (autocommit, no pipeline), for one
+        statement that is a transaction of its own.
 
         ``BEGIN`` and ``COMMIT`` are sent as statements of the pipeline: the whole ends in one
         sync (psycopg's ``transaction()`` would add one more round trip).
 
-        The database lost once ``COMMIT`` is sent: whether it applied the transaction is
-        unknown (:class:`~flowtide.store.base.CommitOutcomeUnknown`), and sending it again could
-        apply it twice."""
-        committing = False
+        The database lost once ``COMMIT`` (or the statement that commits itself) is sent:
+        whether it applied the transaction is unknown
+        (:class:`~flowtide.store.base.CommitOutcomeUnknown`), and sending it again could apply
+        it twice."""
+        committing = begin is None
         try:
             with self.busy():
                 pool = await self._connections()
                 async with pool.connection() as conn:
+                    if begin is None:
+                        yield conn
+                        self._outage.answered()
+                        return
                     try:
                         async with conn.pipeline():
                             await conn.execute(Q[begin])
@@ -323,12 +330,22 @@ class PostgresStore(Store):
             return await self._careful(prepared)  # (tells why, or applies it: its run changed)
 
     async def _together(self, group: list[Prepared]) -> list[int]:
-        """Commits sent whole in one transaction (one round trip); each one's first seq."""
-        async with self._transaction() as conn:
-            sent = [await send_whole(conn, p, own_clock=self.own_clock) for p in group]
+        """Commits sent whole in one transaction (one round trip); each one's first seq. A lone
+        commit that wakes no other run is one statement, a transaction of its own."""
+        sent = [whole(p, own_clock=self.own_clock) for p in group]
+        if len(sent) == 1 and not sent[0].then:
+            async with self._transaction(None) as conn:
+                cursor = await conn.execute(sent[0].statement, sent[0].params)
+                rows = [await cursor.fetchone()]
+        else:
+            async with self._transaction() as conn:
+                cursors = []
+                for commit in sent:
+                    cursors.append(await conn.execute(commit.statement, commit.params))
+                    await put(conn, commit.then)
+            rows = [await cursor.fetchone() for cursor in cursors]
         firsts = []
-        for advanced in sent:
-            row = await advanced.fetchone()
+        for row in rows:
             assert row is not None
             firsts.append(row[0] + 1)
         return firsts

@@ -15,5 +15,5 @@ Statements are named alike in both stores' ``queries.sql``, which say them each 
 drive a script in one write transaction: SQLite in its thread, PostgreSQL on a pooled connection
 in a pipeline) and a :class:`~flowtide.store.sqlcore.params.Dialect` (how it binds and gives
 back instants, JSON, lists and anchor items); what is left to each store is its connections,
-transactions, locking and notices, and PostgreSQL's commits sent whole behind guards with group
-commit."""
+transactions, locking and notices, and PostgreSQL's commits sent whole (one statement each,
+checked by its guard) with group commit."""

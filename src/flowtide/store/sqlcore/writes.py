@@ -15,7 +15,17 @@ from flowtide.store.base import ENDED_LIFECYCLES, RUNNABLE_LIFECYCLES, Commit
 from flowtide.store.sqlcore.params import Dialect, EncodedCommit, Params
 from flowtide.store.sqlcore.script import Statement
 
-__all__ = ["MANY_ROWS", "Statement", "by_holder", "commit_writes", "lifecycles", "settle"]
+__all__ = [
+    "MANY_ROWS",
+    "Statement",
+    "by_holder",
+    "commit_writes",
+    "last_of_each",
+    "lifecycles",
+    "settle",
+    "settle_woken",
+    "settling",
+]
 
 MANY_ROWS = frozenset({"put_token", "put_state", "insert_event"})
 """Inserts whose rows a store may write many a statement (:mod:`flowtide.store.multirow`):
@@ -80,7 +90,7 @@ def commit_writes(
     if p.run is not None:
         add("write_run", [p.run])
         ended = bool(p.run["ended"])
-    add("put_token", _last_of_each(p.tokens))
+    add("put_token", last_of_each(p.tokens))
     add("put_state", p.state)
     if c.state_deleted:
         add("delete_state", [{"run_id": run_id, "keys": d.array(list(c.state_deleted))}])
@@ -111,15 +121,29 @@ def commit_writes(
     add("wake_due", [w | lifecycles(d) for w in p.wakes])
     if c.fires_deadline is not None:
         add("note_deadline_fired", [{"run_id": run_id, "at": d.instant(c.fires_deadline)}])
-    # (Who waits elsewhere for an answer or for the run's end is told at once.)
+    settles, tell = settling(p, settled=settled)
+    if settles:
+        writes.append(settle(run_id, d, release=c.release, tell=tell, by_holder=by_holder))
+    writes.extend(settle_woken(p, d))
+    return writes
+
+
+def settling(p: EncodedCommit, *, settled: bool = False) -> tuple[bool, bool]:
+    """Whether ``p``'s run is settled (:func:`settle`) after its writes: if the commit changed
+    what its wake depends on, or tells others, or if ``settled`` (a new run); and whether others
+    are told (who waits elsewhere for an answer or for the run's end is told at once)."""
+    c = p.commit
     tell = bool(p.answers or p.requests) or (p.run is not None and bool(p.run["ended"]))
     due_changed = c.due_cleared or c.due_dropped or c.due_fired or c.due
-    if settled or due_changed or p.run is not None or c.release or c.take is not None or tell:
-        writes.append(settle(run_id, d, release=c.release, tell=tell, by_holder=by_holder))
-    # (Another run's wake: whoever holds it, or any worker, is told at once.)
-    woken = dict.fromkeys(e.run_id for e in c.wakes)
-    writes.extend(settle(r, d, release=False, tell=True, by_holder=False) for r in woken)
-    return writes
+    changed = p.run is not None or c.release or c.take is not None
+    return bool(settled or due_changed or changed or tell), tell
+
+
+def settle_woken(p: EncodedCommit, d: Dialect) -> list[Statement]:
+    """``settle_run`` for each other run ``p`` wakes (after its ``wake_due``): whoever holds
+    it, or any worker, is told at once."""
+    woken = dict.fromkeys(e.run_id for e in p.commit.wakes)
+    return [settle(r, d, release=False, tell=True, by_holder=False) for r in woken]
 
 
 def _due(run_id: str, token_id: str, purpose: str) -> Params:
@@ -130,10 +154,11 @@ def _key(params: Params) -> Any:
     return params["key"]
 
 
-def _last_of_each(tokens: list[Params]) -> list[Params]:
-    """Each token once, as last written, in the place it was first written (one statement may
-    not update a row twice)."""
-    last: dict[str, Params] = {}
-    for params in tokens:
-        last[params["id"]] = params
+def last_of_each(rows: list[Params], *key: str) -> list[Params]:
+    """Each row once (by the columns ``key``, ``id`` if none are named), as last written, in the
+    place it was first written (one statement may not update a row twice)."""
+    names = key or ("id",)
+    last: dict[tuple[Any, ...], Params] = {}
+    for params in rows:
+        last[tuple(params[name] for name in names)] = params
     return list(last.values())
