@@ -528,14 +528,6 @@ SELECT
     parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint
 FROM runs WHERE id = %(run_id)s;
 
--- name: load_run_record
--- get_run's columns, then who holds the run and at which epoch (a rebuild's first read).
-SELECT
-    id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
-    parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint,
-    owner, epoch, lease_expires
-FROM runs WHERE id = %(run_id)s;
-
 -- name: list_runs
 SELECT
     id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
@@ -726,7 +718,7 @@ DELETE FROM scatter_items WHERE run_id = ANY(%(ids)s::text[]);
 DELETE FROM runs WHERE id = ANY(%(ids)s::text[]);
 
 -- ---------------------------------------------------------------------------------------------
--- A run's snapshot (load_run): these reads in one transaction, sent together (one round trip)
+-- A run's snapshot (load_run), in one statement
 
 -- name: load_runs_whole
 -- Everything a rebuild of each of the runs %(run_ids)s reads (as SQLite's load_run_record,
@@ -787,13 +779,6 @@ FROM runs r WHERE r.id = ANY(%(run_ids)s::text[]);
 -- A transaction every read of which sees the database as of one instant.
 BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY;
 
--- name: history_after_checkpoint
--- The history after the run's resume checkpoint (all of it without one).
-SELECT e.seq, e.kind, e.at, e.placement, e.attempt, e.token_id, e.data
-FROM runs r LEFT JOIN events e
-    ON e.run_id = r.id AND e.seq > COALESCE((r.checkpoint ->> 'seq')::bigint, 0)
-WHERE r.id = %(run_id)s
-ORDER BY e.seq;
 -- -- workers' heartbeats ------------
 
 -- name: record_worker

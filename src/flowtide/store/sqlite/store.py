@@ -66,6 +66,7 @@ from flowtide.store.sqlite.connector import SQLiteConnector
 from flowtide.store.sqlite.group import Write, WriteQueue, apply_group
 from flowtide.store.sqlite.rows import DIALECT
 from flowtide.store.sqlite.schema import SYNCHRONOUS, open_database
+from flowtide.store.sqlite.snapshot import load_snapshot
 from flowtide.store.sqlite.sql import store_error
 from flowtide.store.sqlite.thread import StoreThread
 from flowtide.threads import Reply
@@ -307,7 +308,7 @@ class SQLiteStore(Store):
         return await self._reads.get_run(run_id)
 
     async def load_run(self, run_id: str) -> RunSnapshot:
-        return await self._reads.load_run(run_id)
+        return await load_snapshot(self._db, run_id)
 
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
         return await self._reads.list_runs(lifecycle)
