@@ -453,10 +453,14 @@ RETURNING runs.id, runs.owner, runs.epoch, runs.lease_expires,
 -- name: renew_leases
 -- Rows are locked in id order, as every statement taking several runs does. Each lease runs
 -- for the term asked from "now" (as for claim_runs), or to the instant given if no term is.
+-- Only the runs %(run_ids)s, if given.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ), held AS (
-    SELECT id FROM runs WHERE owner = %(owner)s ORDER BY id FOR UPDATE
+    SELECT id FROM runs
+    WHERE owner = %(owner)s
+        AND (%(run_ids)s::text[] IS NULL OR id = ANY(%(run_ids)s::text[]))
+    ORDER BY id FOR UPDATE
 )
 UPDATE runs SET
     lease_expires = coalesce(clock.now + %(term)s::interval, %(expires)s),

@@ -29,7 +29,7 @@ import functools
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Self, TypeVar
 
@@ -278,9 +278,14 @@ class SQLiteStore(Store):
         )
 
     async def renew_leases(
-        self, owner: str, expires: datetime, *, now: datetime | None = None
+        self,
+        owner: str,
+        expires: datetime,
+        *,
+        now: datetime | None = None,
+        run_ids: Collection[str] | None = None,
     ) -> Sequence[Lease]:
-        return await self._leases.renew_leases(owner, expires, now, own_clock=False)
+        return await self._leases.renew_leases(owner, expires, now, run_ids, own_clock=False)
 
     async def release_runs(self, owner: str) -> Sequence[str]:
         return await self._leases.release_runs(owner)
