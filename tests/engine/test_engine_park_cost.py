@@ -2,8 +2,8 @@
 first node parks reads nothing and writes two transactions (the run created with its start and
 its first attempt's; the park, with the run given back to the store). The run is then as a
 rebuild needs it: nobody holds it, its resume checkpoint after its last event (a rebuild reads
-no history), and the sweeper is not sent to the store for it. A signal that comes while the
-park's commit is under way is applied once."""
+no history), and the sweeper is not sent to the store for it. A signal or a cancel that comes
+while the park's commit is under way is applied once."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ import asyncio
 import contextvars
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from flowtide.authoring import FlowBuilder, node
-from flowtide.engine import Engine, EventKind, Lifecycle, NodeContext, Park
+from flowtide.engine import Engine, EventKind, Lifecycle, NodeContext, Park, RunResult
 from flowtide.model import Flow
 from flowtide.store import Commit, EventRecord, RunRecord, Store
 from tests.engine.engine_helpers import kinds, running
@@ -129,41 +130,75 @@ async def test_a_run_parked_in_one_commit_is_rebuilt_and_resumed() -> None:
 ROUNDS = 12
 
 
-async def test_a_signal_during_the_commit_that_parks_the_run_is_applied_once() -> None:
-    """The signal finds the run still held, and waits for the park's commit (which gives the run
-    back): the run is taken back for it, not let go. Run with the signal sent after 0 to 3
-    turns of the loop within the commit."""
-    flow = park_flow("park-signal-race")
+@dataclass(frozen=True)
+class Racer:
+    """A request sent to a run while the commit that parks it is under way: ``send`` sends it
+    (its answer returned), ``check`` checks the run's end (the answer, its result, the kinds
+    of its history)."""
+
+    send: Callable[[Engine, str], Awaitable[Any]]
+    check: Callable[[Any, RunResult, list[str]], None]
+
+
+async def _signal(engine: Engine, run_id: str) -> None:
+    await engine.signal(run_id, placement="ask", payload={"ok": True})
+
+
+def _signalled_once(_answer: Any, result: RunResult, history: list[str]) -> None:
+    assert result.lifecycle is Lifecycle.COMPLETED, history
+    assert result.state == {"asked": True, "ok": True}
+    assert history.count("signalled") == 1 and history.count("parked") == 1
+    assert history[-3:] == ["node_finished", "terminal_reached", "run_finished"]
+
+
+async def _cancel(engine: Engine, run_id: str) -> bool:
+    return await engine.cancel(run_id)
+
+
+def _cancelled(answer: Any, result: RunResult, history: list[str]) -> None:
+    assert answer is True and result.lifecycle is Lifecycle.CANCELLED, history
+    assert history[-1] == "run_finished" and history.count("parked") == 1
+
+
+RACERS = {"signal": Racer(_signal, _signalled_once), "cancel": Racer(_cancel, _cancelled)}
+
+
+@pytest.mark.parametrize("racer", RACERS.values(), ids=RACERS.keys())
+async def test_a_request_during_the_commit_that_parks_the_run_is_applied_once(
+    racer: Racer,
+) -> None:
+    """The request (a signal, a cancel) finds the run still held, and waits for the park's
+    commit (which gives the run back): the run is taken back for it, not let go, and the
+    request is applied once (the signal resumes the run, the cancel ends it). Run with the
+    request sent after 0 to 3 turns of the loop within the commit."""
+    flow = park_flow("park-race")
     async with running(flows=[flow]) as (engine, _clock):
         store = engine.store
         commit = store.commit
-        signals: list[asyncio.Task[Any]] = []
+        requests: list[asyncio.Task[Any]] = []
         turns = [0]
 
         async def racing(c: Commit) -> Sequence[EventRecord]:
-            if any(e.kind == EventKind.PARKED for e in c.events) and not signals:
-                signals.append(asyncio.ensure_future(_signal_after(engine, c.run_id, turns[0])))
+            if any(e.kind == EventKind.PARKED for e in c.events) and not requests:
+                requests.append(asyncio.ensure_future(_after(turns[0], racer, engine, c.run_id)))
             return await commit(c)
 
         store.commit = racing  # type: ignore[method-assign,assignment]
         for i in range(ROUNDS):
             turns[0] = i % 4
-            signals.clear()
+            requests.clear()
             handle = await engine.start(flow)
             result = await handle.result()
-            await asyncio.gather(*signals)
+            (answer,) = await asyncio.gather(*requests)
             history = kinds(await engine.history(handle.run_id))
-            assert result.lifecycle is Lifecycle.COMPLETED, (i, history)
-            assert result.state == {"asked": True, "ok": True}
-            assert history.count("signalled") == 1 and history.count("parked") == 1
-            assert history[-3:] == ["node_finished", "terminal_reached", "run_finished"]
+            racer.check(answer, result, history)
         assert not engine.held_runs()
 
 
-async def _signal_after(engine: Engine, run_id: str, turns: int) -> None:
+async def _after(turns: int, racer: Racer, engine: Engine, run_id: str) -> Any:
     for _ in range(turns):
         await asyncio.sleep(0)
-    await engine.signal(run_id, placement="ask", payload={"ok": True})
+    return await racer.send(engine, run_id)
 
 
 async def test_a_run_given_back_parked_does_not_send_the_sweeper_to_the_store(
@@ -182,37 +217,3 @@ async def test_a_run_given_back_parked_does_not_send_the_sweeper_to_the_store(
             await engine.run(flow)
             await clock.settle()
         assert engine.sweeper.statistics().wakeups == looks
-
-
-async def test_a_cancel_during_the_commit_that_parks_the_run_ends_it() -> None:
-    """As a signal: the run is taken back for the cancel, which ends it. Run with the cancel sent
-    after 0 to 3 turns of the loop within the commit."""
-    flow = park_flow("park-cancel-race")
-    async with running(flows=[flow]) as (engine, _clock):
-        store = engine.store
-        commit = store.commit
-        cancels: list[asyncio.Task[Any]] = []
-        turns = [0]
-
-        async def racing(c: Commit) -> Sequence[EventRecord]:
-            if any(e.kind == EventKind.PARKED for e in c.events) and not cancels:
-                cancels.append(asyncio.ensure_future(_cancel_after(engine, c.run_id, turns[0])))
-            return await commit(c)
-
-        store.commit = racing  # type: ignore[method-assign,assignment]
-        for i in range(ROUNDS):
-            turns[0] = i % 4
-            cancels.clear()
-            handle = await engine.start(flow)
-            result = await handle.result()
-            (cancelled,) = await asyncio.gather(*cancels)
-            history = kinds(await engine.history(handle.run_id))
-            assert cancelled and result.lifecycle is Lifecycle.CANCELLED, (i, history)
-            assert history[-1] == "run_finished" and history.count("parked") == 1
-        assert not engine.held_runs()
-
-
-async def _cancel_after(engine: Engine, run_id: str, turns: int) -> bool:
-    for _ in range(turns):
-        await asyncio.sleep(0)
-    return await engine.cancel(run_id)

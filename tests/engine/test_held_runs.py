@@ -14,7 +14,7 @@ from flowtide.clock import Clock, VirtualClock
 from flowtide.engine import NodeContext, RunResult
 from flowtide.engine.lifecycle import Lifecycle
 from flowtide.engine.worker.holding import HeldRuns
-from flowtide.store import Commit, EventRecord, MemoryStore, RunRecord, Store, StoreDown
+from flowtide.store import Commit, EventRecord, Lease, MemoryStore, RunRecord, Store, StoreDown
 from tests.engine.engine_helpers import T0, running
 
 
@@ -183,8 +183,8 @@ async def test_a_stale_executor_is_closed_and_its_run_given_back() -> None:
 
 
 async def test_a_run_let_go_while_the_store_is_down_is_given_back_once_it_answers() -> None:
-    # This engine renews every lease it holds in the store: a lease of a run it let go, kept
-    # because the store did not answer, would never expire, and nobody would drive the run.
+    # Given back again while the store does not answer: the run needs no lease to expire
+    # before another worker (or this one) drives it again.
     clock = VirtualClock(T0, autojump=True)
     store = MemoryStore()
     await store.create_run(RunRecord("r", "urn:test:held", "1", "pending", T0), {})
@@ -208,6 +208,46 @@ async def test_a_run_let_go_while_the_store_is_down_is_given_back_once_it_answer
         assert refusals == 0
         assert await store.lease_of("r") is None
         assert sweeper.wakes == [None]
+    finally:
+        held.close()
+        await clock.aclose()
+
+
+@dataclass
+class LeasedStandIn(StandInExecutor):
+    """A stand-in for the executor of a run held here under ``lease`` (renewed with it)."""
+
+    lease: Lease | None = None
+    taking: Lease | None = None
+
+
+async def test_a_run_being_given_back_keeps_its_lease_unrenewed_while_the_store_flaps() -> None:
+    """The store refuses every commit (the give-back) but answers the renewals: the run held
+    here is renewed, the one given back is not, and another worker takes it once its lease has
+    expired (renewed, it would be held by nobody at work for as long as this engine lives)."""
+    clock = VirtualClock(T0, autojump=True)
+    store = MemoryStore()
+    leases: dict[str, Lease] = {}
+    for run_id in ("back", "kept"):
+        await store.create_run(RunRecord(run_id, "urn:test:held", "1", "running", T0), {})
+        taken = await store.acquire_run(run_id, "me", T0, T0 + timedelta(seconds=30))
+        assert taken is not None
+        leases[run_id] = taken
+
+    async def refused(c: Commit) -> Sequence[EventRecord]:
+        raise StoreDown("the store does not answer now")
+
+    store.commit = refused  # type: ignore[method-assign,assignment]
+    held = HeldRuns(Settings(store, clock), Told(), Waiters(), lambda: None)
+    try:
+        held.hold("kept", LeasedStandIn(Run("running"), lease=leases["kept"]))  # type: ignore[arg-type]
+        await held.give_back(leases["back"])
+        assert clock.now() >= T0 + timedelta(seconds=30)
+        assert await store.lease_of("back") == leases["back"]  # (never renewed)
+        kept = await store.lease_of("kept")
+        assert kept is not None and kept.expires > clock.now()
+        taken_over = await store.acquire_run("back", "other", clock.now(), clock.now())
+        assert taken_over is not None and taken_over.taken_from == "me"
     finally:
         held.close()
         await clock.aclose()

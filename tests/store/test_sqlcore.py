@@ -140,6 +140,7 @@ ARGS: dict[str, Any] = {
     "ended_before": T0,
     "worker": WorkerRecord("w", "h", 1, T0, T0, 5.0, 0),
     "worker_id": "w",
+    "run_ids": ["r"],
 }
 
 

@@ -75,7 +75,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
@@ -480,12 +480,18 @@ class Store(ABC):
 
     @abstractmethod
     async def renew_leases(
-        self, owner: str, expires: datetime, *, now: datetime | None = None
+        self,
+        owner: str,
+        expires: datetime,
+        *,
+        now: datetime | None = None,
+        run_ids: Collection[str] | None = None,
     ) -> Sequence[Lease]:
         """Extend every lease ``owner`` holds to ``expires`` (``now``: the caller's instant
         ``expires`` was reckoned from; with :attr:`own_clock`, each lease then runs for
         ``expires - now`` from the store's clock); returns them (a run taken over by another
-        owner is no longer among them)."""
+        owner is no longer among them). ``run_ids``: only the leases of these runs (a worker
+        renews the runs it drives, not one it is giving back: that lease is let expire)."""
 
     @abstractmethod
     async def release_runs(self, owner: str) -> Sequence[str]:

@@ -215,9 +215,9 @@ class HeldRuns:
 
     async def give_back(self, lease: Lease) -> None:
         """Give the run of ``lease`` back, untouched; while the store does not answer, again
-        until the lease has expired: this engine renews every lease it holds in the store, so
-        a lease kept past a renewal would not expire while the engine lives, and nobody would
-        drive the run. (No renewal passes while the store stays down: then it expires.)"""
+        until the lease has expired. This engine renews only the leases of the runs it holds
+        (:class:`~flowtide.engine.worker.leases.LeaseRenewer`), not this one, even while the
+        store answers now and then: once it has expired, another worker takes the run over."""
         e = self._engine
         while not await give_back(e.store, e.clock, lease):
             if e.clock.now() >= lease.expires:

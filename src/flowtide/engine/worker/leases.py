@@ -1,5 +1,6 @@
 """Leases: a worker holds each run it drives, and keeps holding it by renewing, every third of
-the lease's time, all the leases it holds in one store call.
+the lease's time, the leases of all the runs it drives in one store call (not that of a run it
+has let go and is giving back: it expires, should the store not let it be given back).
 
 A worker that stops renewing (it died, froze, or lost the store) loses its runs when their
 leases expire: any other worker then takes them over (see :mod:`flowtide.store.base`), and counts
@@ -112,15 +113,27 @@ class LeaseRenewer:
             self._task.cancel()
             self._task = None
 
-    def _holding(self) -> bool:
-        return any(h.lease is not None or h.taking is not None for h in self._held().values())
+    def _holding(self) -> list[str]:
+        """The runs held here with a lease (or taking one with their next commit)."""
+        return [
+            run_id
+            for run_id, h in self._held().items()
+            if h.lease is not None or h.taking is not None
+        ]
 
     async def _loop(self) -> None:
         while self._holding():
             await self._clock.sleep(self._ttl / 3)
+            # Only the runs held here: one let go and being given back keeps the lease it had,
+            # and is taken over once that expires if the store never lets it be given back.
+            held = self._holding()
+            if not held:
+                continue
             try:
                 now = self._clock.now()
-                renewed = await self._store.renew_leases(self._owner, now + self._ttl, now=now)
+                renewed = await self._store.renew_leases(
+                    self._owner, now + self._ttl, now=now, run_ids=held
+                )
             except StoreError as exc:
                 # (A store that does not answer says so itself, once each way.)
                 level = logging.DEBUG if isinstance(exc, StoreDown) else logging.WARNING

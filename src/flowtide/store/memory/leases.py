@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 from flowtide.store.base import ENDED_LIFECYCLES, RUNNABLE_LIFECYCLES, Lease
@@ -153,12 +153,19 @@ class Leases:
         return self._take(run_id, owner, expires)
 
     def renew_leases(
-        self, owner: str, expires: datetime, *, now: datetime | None = None
+        self,
+        owner: str,
+        expires: datetime,
+        *,
+        now: datetime | None = None,
+        run_ids: Collection[str] | None = None,
     ) -> Sequence[Lease]:
-        for run_id in sorted(self._held.get(owner, ())):
+        held = self._held.get(owner, set())
+        renewed = sorted(held if run_ids is None else held.intersection(run_ids))
+        for run_id in renewed:
             self._leases[run_id] = Lease(run_id, owner, self._leases[run_id].epoch, expires)
             self.rewake(run_id)
-        return [self._leases[run_id] for run_id in sorted(self._held.get(owner, ()))]
+        return [self._leases[run_id] for run_id in renewed]
 
     def release_runs(self, owner: str) -> Sequence[str]:
         released = sorted(self._held.pop(owner, set()))

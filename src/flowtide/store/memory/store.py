@@ -20,7 +20,7 @@ store does yields to the event loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -127,9 +127,14 @@ class MemoryStore(Store):
         return self._leases.acquire_run(run_id, owner, now, expires, force=force)
 
     async def renew_leases(
-        self, owner: str, expires: datetime, *, now: datetime | None = None
+        self,
+        owner: str,
+        expires: datetime,
+        *,
+        now: datetime | None = None,
+        run_ids: Collection[str] | None = None,
     ) -> Sequence[Lease]:
-        return self._leases.renew_leases(owner, expires, now=now)
+        return self._leases.renew_leases(owner, expires, now=now, run_ids=run_ids)
 
     async def release_runs(self, owner: str) -> Sequence[str]:
         return self._leases.release_runs(owner)

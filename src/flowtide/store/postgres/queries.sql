@@ -739,10 +739,14 @@ RETURNING runs.id, runs.owner, runs.epoch, runs.lease_expires,
 -- name: renew_leases
 -- Rows are locked in id order, as every statement taking several runs does. Each lease runs
 -- for the term asked from "now" (as for claim_runs), or to the instant given if no term is.
+-- Only the runs %(run_ids)s, if given.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ), held AS (
-    SELECT id FROM runs WHERE owner = %(owner)s ORDER BY id FOR UPDATE
+    SELECT id FROM runs
+    WHERE owner = %(owner)s
+        AND (%(run_ids)s::text[] IS NULL OR id = ANY(%(run_ids)s::text[]))
+    ORDER BY id FOR UPDATE
 )
 UPDATE runs SET
     lease_expires = coalesce(clock.now + %(term)s::interval, %(expires)s),
@@ -813,14 +817,6 @@ SELECT min(wake_at) FROM runs WHERE wake_at IS NOT NULL;
 SELECT
     id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
     parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint
-FROM runs WHERE id = %(run_id)s;
-
--- name: load_run_record
--- get_run's columns, then who holds the run and at which epoch (a rebuild's first read).
-SELECT
-    id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
-    parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint,
-    owner, epoch, lease_expires
 FROM runs WHERE id = %(run_id)s;
 
 -- name: list_runs
@@ -1013,7 +1009,7 @@ DELETE FROM scatter_items WHERE run_id = ANY(%(ids)s::text[]);
 DELETE FROM runs WHERE id = ANY(%(ids)s::text[]);
 
 -- ---------------------------------------------------------------------------------------------
--- A run's snapshot (load_run): these reads in one transaction, sent together (one round trip)
+-- A run's snapshot (load_run), in one statement
 
 -- name: load_runs_whole
 -- Everything a rebuild of each of the runs %(run_ids)s reads (as SQLite's load_run_record,
@@ -1074,13 +1070,6 @@ FROM runs r WHERE r.id = ANY(%(run_ids)s::text[]);
 -- A transaction every read of which sees the database as of one instant.
 BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY;
 
--- name: history_after_checkpoint
--- The history after the run's resume checkpoint (all of it without one).
-SELECT e.seq, e.kind, e.at, e.placement, e.attempt, e.token_id, e.data
-FROM runs r LEFT JOIN events e
-    ON e.run_id = r.id AND e.seq > COALESCE((r.checkpoint ->> 'seq')::bigint, 0)
-WHERE r.id = %(run_id)s
-ORDER BY e.seq;
 -- -- workers' heartbeats ------------
 
 -- name: record_worker

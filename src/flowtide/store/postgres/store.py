@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -377,9 +377,16 @@ class PostgresStore(Store):
         )
 
     async def renew_leases(
-        self, owner: str, expires: datetime, *, now: datetime | None = None
+        self,
+        owner: str,
+        expires: datetime,
+        *,
+        now: datetime | None = None,
+        run_ids: Collection[str] | None = None,
     ) -> Sequence[Lease]:
-        return await self._leases.renew_leases(owner, expires, now, own_clock=self.own_clock)
+        return await self._leases.renew_leases(
+            owner, expires, now, run_ids, own_clock=self.own_clock
+        )
 
     async def release_runs(self, owner: str) -> Sequence[str]:
         return await self._leases.release_runs(owner)

@@ -7,7 +7,7 @@ PostgreSQL's row locks (``FOR UPDATE SKIP LOCKED``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from flowtide.store.base import ENDED_LIFECYCLES, RUNNABLE_LIFECYCLES, Lease, UnknownRunError
@@ -77,9 +77,16 @@ class SQLLeases:
         return None  # (it has ended, or another owner holds it alive)
 
     async def renew_leases(
-        self, owner: str, expires: datetime, now: datetime | None, *, own_clock: bool
+        self,
+        owner: str,
+        expires: datetime,
+        now: datetime | None,
+        run_ids: Collection[str] | None,
+        *,
+        own_clock: bool,
     ) -> list[Lease]:
-        params = {"owner": owner} | self._clock(now, expires, own_clock)
+        only = None if run_ids is None else self._d.array(sorted(run_ids))
+        params = {"owner": owner, "run_ids": only} | self._clock(now, expires, own_clock)
         rows = await self._db.write("renew_leases", params)
         return sorted(self._leases(rows), key=_run_id)
 

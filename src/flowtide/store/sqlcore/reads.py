@@ -82,25 +82,6 @@ class SQLReads:
         params = prunable(ended_before, limit, after, self._d)
         return [str(row[0]) for row in await self._db.read("prunable_runs", params)]
 
-    async def load_run(self, run_id: str) -> RunSnapshot:
-        """Everything a rebuild of the run reads, at one snapshot of the database (see
-        :meth:`~flowtide.store.base.Store.load_run`). (PostgreSQL reads it in one statement
-        instead: :mod:`flowtide.store.postgres.snapshot`.)"""
-        params = {"run_id": run_id}
-        parks = {**params, "placement": None, "open_only": True, "parked": str(ParkStatus.PARKED)}
-        together = await self._db.read_together(
-            [
-                ("load_run_record", params),
-                ("get_state", params),
-                ("tokens", params),
-                ("history_after_checkpoint", params),
-                ("parks_by_run", parks),
-                ("node_anchors", params),
-                ("due_of", params),
-            ]
-        )
-        return snapshot_of_rows(run_id, together, self._d)
-
     async def get_state(self, run_id: str) -> dict[str, Any]:
         rows = await run_rows(self._db, "get_state", {"run_id": run_id})
         return {key: decode_json(value) for key, value in rows}

@@ -430,6 +430,7 @@ SET lease_expires = :expires,
         )
     END
 WHERE owner = :owner
+    AND (:run_ids IS NULL OR id IN (SELECT value FROM json_each(:run_ids)))
 RETURNING id, owner, epoch, lease_expires;
 
 -- name: release_runs

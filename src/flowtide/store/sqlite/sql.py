@@ -15,8 +15,9 @@ __all__ = ["OWN_QUERIES", "QUERIES", "damaged", "immediate", "store_error"]
 QUERIES = load_queries("flowtide.store.sqlite", "queries.sql")
 """Statement name -> its text (each is prepared once per connection, then reused)."""
 
-OWN_QUERIES: frozenset[str] = frozenset()
-"""The statements only SQLite has: none (every name is PostgreSQL's too, for the same job)."""
+OWN_QUERIES: frozenset[str] = frozenset({"load_run_record", "history_after_checkpoint"})
+"""The statements only SQLite has: a run's record and its history after its checkpoint, read
+with the rest of a run's snapshot (PostgreSQL reads the snapshot in one statement of its own)."""
 
 
 @contextmanager

@@ -29,7 +29,7 @@ import functools
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Self, TypeVar
 
@@ -66,6 +66,7 @@ from flowtide.store.sqlite.connector import SQLiteConnector
 from flowtide.store.sqlite.group import Write, WriteQueue, apply_group
 from flowtide.store.sqlite.rows import DIALECT
 from flowtide.store.sqlite.schema import SYNCHRONOUS, open_database
+from flowtide.store.sqlite.snapshot import load_snapshot
 from flowtide.store.sqlite.sql import store_error
 from flowtide.store.sqlite.thread import StoreThread
 from flowtide.threads import Reply
@@ -277,9 +278,14 @@ class SQLiteStore(Store):
         )
 
     async def renew_leases(
-        self, owner: str, expires: datetime, *, now: datetime | None = None
+        self,
+        owner: str,
+        expires: datetime,
+        *,
+        now: datetime | None = None,
+        run_ids: Collection[str] | None = None,
     ) -> Sequence[Lease]:
-        return await self._leases.renew_leases(owner, expires, now, own_clock=False)
+        return await self._leases.renew_leases(owner, expires, now, run_ids, own_clock=False)
 
     async def release_runs(self, owner: str) -> Sequence[str]:
         return await self._leases.release_runs(owner)
@@ -307,7 +313,7 @@ class SQLiteStore(Store):
         return await self._reads.get_run(run_id)
 
     async def load_run(self, run_id: str) -> RunSnapshot:
-        return await self._reads.load_run(run_id)
+        return await load_snapshot(self._db, run_id)
 
     async def list_runs(self, lifecycle: str | None = None) -> Sequence[RunRecord]:
         return await self._reads.list_runs(lifecycle)

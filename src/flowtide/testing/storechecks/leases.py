@@ -189,6 +189,10 @@ async def leases_are_renewed_and_given_back(store: Store) -> None:
         [Lease("a", "w1", 1, at(30)), Lease("b", "w1", 1, at(30))],
         "the leases renewed (not the run taken over)",
     )
+    named = await store.renew_leases("w1", at(35), run_ids=["a", "c", "unknown"])
+    same(list(named), [Lease("a", "w1", 1, at(35))], "only the runs named are renewed")
+    same(await store.lease_of("b"), Lease("b", "w1", 1, at(30)), "a run not named: as it was")
+    same(await store.lease_of("c"), Lease("c", "w2", 2, at(40)), "another owner's: as it was")
     same(sorted(await store.release_runs("w1")), ["a", "b"], "the runs given back")
     same(await store.lease_of("a"), None, "a run given back")
     same(list(await store.renew_leases("w1", at(50))), [], "renewing once nothing is held")
