@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
 from datetime import timedelta
+from typing import Any
 
 from flowtide.clock import Clock
 from flowtide.engine.errors import StoreUnavailableError
@@ -52,56 +53,68 @@ FIRST_BACKOFF = timedelta(milliseconds=100)
 log = logging.getLogger("flowtide.engine")
 
 
-async def commit_step(
+def commit_step(
     store: Store,
     commit: Commit,
     clock: Clock,
     *,
     shield: bool = True,
     instruments: EngineInstruments = NO_INSTRUMENTS,
+) -> Coroutine[Any, Any, Sequence[EventRecord]]:
+    """Apply ``commit`` to ``store``; returns its events with their ``seq`` filled in.
+    ``shield``: see the module's docstring (False only in a task the executor owns);
+    ``instruments``: told how long the store took to answer, whatever it answered. (The
+    coroutine that sends it itself, unless timed: no frame more between a step and its store.)"""
+    if not timed(instruments):
+        return _tried(store, commit, clock, shield)
+    return _timed(store, commit, clock, shield, instruments)
+
+
+async def _timed(
+    store: Store, commit: Commit, clock: Clock, shield: bool, instruments: EngineInstruments
 ) -> Sequence[EventRecord]:
-    """Apply ``commit`` to ``store``, sent again after a backoff while the store is
-    unavailable; returns its events with their ``seq`` filled in. ``shield``: see the module's
-    docstring (False only in a task the executor owns); ``instruments``: told how long the store
-    took to answer, whatever it answered. (One coroutine between a step and its store: a step
-    of every run goes through here.)"""
-    sent = clock.now() if timed(instruments) else None
-    delay = FIRST_BACKOFF
+    """``commit`` sent (:func:`_tried`), its store's answer timed whatever it was."""
+    sent = clock.now()
     try:
-        for attempt in range(1, COMMIT_ATTEMPTS + 1):
-            try:
-                sending = store.commit(commit)
-                return await (_shielded(sending) if shield else sending)
-            except (StoreConflict, StoreDataError):
-                raise  # (another actor won; or the data is at fault, and would be again)
-            except CommitOutcomeUnknown as exc:
-                # Perhaps applied: sent again it could be applied twice. The run is let go and
-                # read again from the store, which says whether it was.
-                log.warning(
-                    "run %s: the store was lost while a commit was stored (%s); it may have "
-                    "been applied: the run is read again from the store",
-                    printable(commit.run_id),
-                    exc,
-                )
-                raise StoreUnavailableError(commit.run_id, attempt, exc) from exc
-            except StoreError as exc:
-                if attempt == COMMIT_ATTEMPTS:
-                    raise StoreUnavailableError(commit.run_id, attempt, exc) from exc
-                log.warning(
-                    "run %s: commit failed (%s: %s); try %d of %d in %.1f s",
-                    printable(commit.run_id),
-                    type(exc).__name__,
-                    exc,
-                    attempt + 1,
-                    COMMIT_ATTEMPTS,
-                    delay.total_seconds(),
-                )
-                await clock.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")  # the loop returns or raises
+        return await _tried(store, commit, clock, shield)
     finally:
-        if sent is not None:
-            instruments.commit(seconds(sent, clock.now()))
+        instruments.commit(seconds(sent, clock.now()))
+
+
+async def _tried(store: Store, commit: Commit, clock: Clock, shield: bool) -> Sequence[EventRecord]:
+    """``commit`` sent, and sent again after a backoff while the store is unavailable."""
+    delay = FIRST_BACKOFF
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            sending = store.commit(commit)
+            return await (_shielded(sending) if shield else sending)
+        except (StoreConflict, StoreDataError):
+            raise  # (another actor won; or the data is at fault, and would be again)
+        except CommitOutcomeUnknown as exc:
+            # Perhaps applied: sent again it could be applied twice. The run is let go and read
+            # again from the store, which says whether it was.
+            log.warning(
+                "run %s: the store was lost while a commit was stored (%s); it may have been "
+                "applied: the run is read again from the store",
+                printable(commit.run_id),
+                exc,
+            )
+            raise StoreUnavailableError(commit.run_id, attempt, exc) from exc
+        except StoreError as exc:
+            if attempt == COMMIT_ATTEMPTS:
+                raise StoreUnavailableError(commit.run_id, attempt, exc) from exc
+            log.warning(
+                "run %s: commit failed (%s: %s); try %d of %d in %.1f s",
+                printable(commit.run_id),
+                type(exc).__name__,
+                exc,
+                attempt + 1,
+                COMMIT_ATTEMPTS,
+                delay.total_seconds(),
+            )
+            await clock.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 async def _shielded(commit: Awaitable[Sequence[EventRecord]]) -> Sequence[EventRecord]:
