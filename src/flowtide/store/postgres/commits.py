@@ -243,8 +243,10 @@ _CHECKS = {"expect": "expect", "answers": "answers_check", "requests": "requests
 
 @cache
 def _statement(parts: _Parts) -> str:
-    """``commit_whole`` with the parts ``parts`` need, each in its place (made once for each
-    kind of commit, so that each is prepared once a connection)."""
+    """``parts.head`` (``commit_whole`` or ``create_whole``) with the parts ``parts`` need,
+    each in its place: a slot of the head, ``/*name*/``, and what follows it there if the part
+    replaces that (made once for each kind of commit, so that each is prepared once a
+    connection)."""
     written = set(parts.rows)
     if parts.due_changed:
         written.add("due")
@@ -269,13 +271,16 @@ def _statement(parts: _Parts) -> str:
         "/*checks*/": " ".join(checks),
         "/*notice*/": Q["whole_notice"] if parts.settles else "",
     }
+    unchanged = {"/*first_due*/NULL::timestamptz": "NULL::timestamptz"}
+    unchanged[f"/*run_read*/{own_lifecycle}"] = own_lifecycle
     text = Q[parts.head]
     for slot, part in slots.items():
         if slot in text:
             text = text.replace(slot, f" {part} " if part else "")
-        elif part and part != own_lifecycle:
+        elif part != unchanged.get(slot, ""):
             raise ValueError(f"{parts.head} has no place {slot!r}")
-    # (Its spaces shrunk: psycopg parses again at each call a statement over 4 KB.)
+    # (Its spaces shrunk, none of its literals holding two: psycopg parses again at each call a
+    # statement over 4 KB.)
     return " ".join(text.split())
 
 
