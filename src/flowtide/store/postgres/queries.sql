@@ -91,7 +91,10 @@ WITH p AS (
         (j ->> 'settle')::boolean AS settle, (j ->> 'fires_deadline')::timestamptz AS fired
     FROM (SELECT %(commit)s::jsonb AS j) AS given
 ), seen AS (
-    SELECT r.ctid AS version, r.* FROM runs r, p WHERE r.id = p.run_id
+    SELECT
+        r.ctid AS version, r.id, r.lifecycle, r.created_at, r.owner, r.epoch, r.lease_expires,
+        r.wake_at
+    FROM runs r, p WHERE r.id = p.run_id
 )/*due_read*/, next AS (
     SELECT
         s.id, s.version, s.wake_at AS old_wake, p.events, p.release, p.settle, p.fired,
