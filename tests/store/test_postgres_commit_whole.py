@@ -20,6 +20,7 @@ from flowtide.store import (
     LeaseLost,
     RunRecord,
     StoreConflict,
+    StoreError,
     TokenRecord,
     TokenStatus,
 )
@@ -49,11 +50,12 @@ def everything(schemas: Schemas, schema: str) -> dict[str, list[tuple[object, ..
     }
 
 
-def parked(run_id: str, lease: Lease) -> Commit:
+def parked(run_id: str, lease: Lease, *events: EventRecord) -> Commit:
     """A run parked at a node for a signal, with a timeout due."""
     return Commit(
         run_id,
         tokens=[TokenRecord(f"{run_id}.1", run_id, "ask", P)],
+        events=list(events),
         due=[DueEntry(at(600), run_id, f"{run_id}.1", "timeout")],
         lease=lease,
     )
@@ -87,6 +89,33 @@ async def test_a_step_is_one_statement_in_one_round_trip(schemas: Schemas) -> No
             token = await store.token("r", "r.1")
             assert token is not None and token.placement == "p3"
             assert [e.seq for e in await store.history("r")] == [1, 2, 3, 4, 5, 6]
+
+
+async def test_a_run_parked_at_its_creation_is_one_statement_in_one_round_trip(
+    schemas: Schemas,
+) -> None:
+    schema = schemas.new()
+    async with RoundTrips(schemas.url) as wire:
+        store = PostgresStore(wire.url, schema=schema, min_size=1, max_size=1)
+        async with store:
+            lease = Lease("r", "w", 1, at(86400))
+            first = parked("r", lease, EventRecord("parked", "r", at(0), "ask", 1, "r.1"))
+            sent, before = len(wire.sent), wire.count
+            events = await store.create_run(run_record("r"), {"n": 0}, first, lease=lease)
+            assert wire.count - before == 1
+            assert wire.sent[sent:].count("B") == 1, wire.sent[sent:]
+            assert [e.seq for e in events] == [1]
+            assert await store.get_state("r") == {"n": 0}
+            assert await store.due_of("r") == first.due
+            held = await store.lease_of("r")
+            assert held is not None and (held.owner, held.epoch) == ("w", 1)
+            before_again = everything(schemas, schema)
+            with pytest.raises(StoreError, match="exists already"):
+                await store.create_run(run_record("r"), {"n": 1}, parked("r", lease), lease=lease)
+            assert everything(schemas, schema) == before_again
+    # Its wake instant as settle_run sets it: the earlier of its lease's end and its due entry.
+    wake = schemas.query("SELECT wake_at FROM {schema}.runs", schema)
+    assert wake == [(at(600),)]
 
 
 async def test_a_refused_compare_and_set_changes_nothing(schemas: Schemas) -> None:

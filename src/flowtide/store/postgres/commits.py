@@ -24,6 +24,7 @@ from typing import Any
 from flowtide.store.base import Commit, Expect
 from flowtide.store.postgres.queries import Q
 from flowtide.store.postgres.rows import DIALECT
+from flowtide.store.sqlcore.creation import Creation
 from flowtide.store.sqlcore.params import EncodedCommit, Params, encode_commit
 from flowtide.store.sqlcore.script import Statement
 from flowtide.store.sqlcore.writes import (
@@ -34,7 +35,16 @@ from flowtide.store.sqlcore.writes import (
     settling,
 )
 
-__all__ = ["GUARD_FAILED", "Prepared", "Whole", "prepare", "sends_whole", "whole"]
+__all__ = [
+    "GUARD_FAILED",
+    "Prepared",
+    "Whole",
+    "created",
+    "creates_whole",
+    "prepare",
+    "sends_whole",
+    "whole",
+]
 
 GUARD_FAILED = "FT001"
 """The SQLSTATE of a commit sent whole that its guard refused (migration 0006)."""
@@ -101,9 +111,77 @@ def whole(p: Prepared, *, own_clock: bool) -> Whole:
         commit["run"] = p.run
     if c.fires_deadline is not None:
         commit["fires_deadline"] = c.fires_deadline
-    rows = {
+    rows = _rows(p)
+    commit.update(rows)
+    parts = _Parts(
+        "commit_whole",
+        frozenset(rows),
+        run=p.run is not None,
+        settles=settles,
+        due_changed=_due_changed(c),
+        ends=p.run is not None and bool(p.run["ended"]),
+        fires=c.fires_deadline is not None,
+    )
+    return _sent(p, parts, commit)
+
+
+def creates_whole(creation: Creation) -> bool:
+    """Whether ``creation`` may be sent whole (:func:`created`): nothing but its id taken
+    already may refuse it, and its first commit neither rewrites the run's record, nor takes,
+    nor gives back its lease, nor fires a deadline (the careful way's statements do that)."""
+    c = creation.step.commit
+    return not (
+        creation.may_be_refused
+        or c.run is not None
+        or c.take is not None
+        or c.release
+        or c.fires_deadline is not None
+    )
+
+
+def created(creation: Creation) -> Whole:
+    """A new run and its first commit as ``create_whole`` sends them (see
+    :func:`creates_whole`)."""
+    p = creation.step
+    _, tell = settling(p, settled=True)
+    run = dict(creation.row)
+    if run["lease_term"] is not None:
+        run["lease_term"] = run["lease_term"].total_seconds()
+    commit: dict[str, Any] = {
+        "run_id": creation.run.id,
+        "run": run,
+        "tell": tell,
+        "by_holder": creation.lease is not None,
+    }
+    rows = _rows(p, creation.state)
+    commit.update(rows)
+    parts = _Parts(
+        "create_whole",
+        frozenset(rows),
+        run=False,
+        settles=True,
+        due_changed=_due_changed(p.commit),
+        ends=creation.ended,
+        fires=False,
+    )
+    return _sent(p, parts, commit)
+
+
+def _sent(p: Prepared, parts: _Parts, commit: dict[str, Any]) -> Whole:
+    """The statement of ``parts``, with ``commit`` as its parameter, followed by the wakes of
+    other runs ``p`` makes."""
+    params = {"commit": _JSON.encode(commit)} | lifecycles(DIALECT)
+    wakes = [("wake_due", [w | lifecycles(DIALECT) for w in p.wakes])] if p.wakes else []
+    return Whole(_statement(parts), params, wakes + settle_woken(p, DIALECT))
+
+
+def _rows(p: Prepared, state: list[Params] | None = None) -> dict[str, list[Any]]:
+    """The rows ``p`` writes, by their names in its JSON (those it has: a part each), with
+    ``state`` (a new run's initial state) before its own."""
+    c = p.commit
+    rows: dict[str, list[Any]] = {
         "tokens": last_of_each(p.tokens),
-        "state": p.state,
+        "state": last_of_each([*(state or []), *p.state], "key"),
         "state_deleted": list(c.state_deleted),
         "events": p.events,
         "due": last_of_each(p.due, "token_id", "purpose"),
@@ -118,28 +196,21 @@ def whole(p: Prepared, *, own_clock: bool) -> Whole:
         "requests": p.requests,
         "expect": _expected(c),
     }
-    commit.update((name, found) for name, found in rows.items() if found)
-    due_changed = bool(c.due or c.due_cleared or c.due_dropped or c.due_fired)
-    ends = p.run is not None and bool(p.run["ended"])
-    parts = _Parts(
-        frozenset(name for name, found in rows.items() if found),
-        run=p.run is not None,
-        settles=settles,
-        due_changed=due_changed,
-        ends=ends,
-        fires=c.fires_deadline is not None,
-    )
-    params = {"commit": _JSON.encode(commit)} | lifecycles(DIALECT)
-    wakes = [("wake_due", [w | lifecycles(DIALECT) for w in p.wakes])] if p.wakes else []
-    return Whole(_statement(parts), params, wakes + settle_woken(p, DIALECT))
+    return {name: found for name, found in rows.items() if found}
+
+
+def _due_changed(c: Commit) -> bool:
+    return bool(c.due or c.due_cleared or c.due_dropped or c.due_fired)
 
 
 @dataclass(frozen=True, slots=True)
 class _Parts:
-    """What a commit sent whole holds, as its statement's parts depend on it: the rows it has
-    (by their names in its JSON), whether it writes its run's record, settles its run, changes
-    its due entries, ends it (its run record says so) or fires a deadline."""
+    """What a commit sent whole holds, as its statement's parts depend on it: the statement it
+    is made from (``commit_whole``, ``create_whole``), the rows it has (by their names in its
+    JSON), whether it writes its run's record, settles its run, changes its due entries, ends
+    it (its run record says so) or fires a deadline."""
 
+    head: str
     rows: frozenset[str]
     run: bool
     settles: bool
@@ -172,8 +243,10 @@ _CHECKS = {"expect": "expect", "answers": "answers_check", "requests": "requests
 
 @cache
 def _statement(parts: _Parts) -> str:
-    """``commit_whole`` with the parts ``parts`` need, each in its place (made once for each
-    kind of commit, so that each is prepared once a connection)."""
+    """``parts.head`` (``commit_whole`` or ``create_whole``) with the parts ``parts`` need,
+    each in its place: a slot of the head, ``/*name*/``, and what follows it there if the part
+    replaces that (made once for each kind of commit, so that each is prepared once a
+    connection)."""
     written = set(parts.rows)
     if parts.due_changed:
         written.add("due")
@@ -184,7 +257,9 @@ def _statement(parts: _Parts) -> str:
     if parts.fires:
         checks.append(Q["whole_deadline_check"])
     first_due = "NULL::timestamptz"
-    if parts.settles:
+    if parts.head == "create_whole" and "due" in parts.rows:
+        first_due = Q["whole_first_due_set"]
+    elif parts.settles and parts.head == "commit_whole":
         first_due = Q["whole_first_due_changed" if parts.due_changed else "whole_first_due"]
     own_lifecycle = "JOIN LATERAL (SELECT s.lifecycle, s.created_at) AS w ON TRUE"
     slots = {
@@ -196,12 +271,16 @@ def _statement(parts: _Parts) -> str:
         "/*checks*/": " ".join(checks),
         "/*notice*/": Q["whole_notice"] if parts.settles else "",
     }
-    text = Q["commit_whole"]
+    unchanged = {"/*first_due*/NULL::timestamptz": "NULL::timestamptz"}
+    unchanged[f"/*run_read*/{own_lifecycle}"] = own_lifecycle
+    text = Q[parts.head]
     for slot, part in slots.items():
-        if slot not in text:
-            raise ValueError(f"commit_whole has no place {slot!r}")
-        text = text.replace(slot, f" {part} " if part else "")
-    # (Its spaces shrunk: psycopg parses again at each call a statement over 4 KB.)
+        if slot in text:
+            text = text.replace(slot, f" {part} " if part else "")
+        elif part != unchanged.get(slot, ""):
+            raise ValueError(f"{parts.head} has no place {slot!r}")
+    # (Its spaces shrunk, none of its literals holding two: psycopg parses again at each call a
+    # statement over 4 KB.)
     return " ".join(text.split())
 
 

@@ -36,6 +36,7 @@ OWN_QUERIES: Final = frozenset(
         "begin",
         "commit",
         "commit_whole",
+        "create_whole",
         *(name for name in Q if name.startswith("whole_")),
         "begin_snapshot",
         "load_runs_whole",
@@ -43,9 +44,9 @@ OWN_QUERIES: Final = frozenset(
 )
 """The statements only PostgreSQL has (every other name is SQLite's too, for the same job): its
 schema and connections' settings, notices, its clock, explicit transactions (connections are
-in autocommit mode), a commit sent whole in one statement (``commit_whole`` and the parts it
-is made of, ``whole_*``), a read-only snapshot's transaction, and runs' snapshots read in one
-statement."""
+in autocommit mode), a commit (or a new run) sent whole in one statement (``commit_whole``,
+``create_whole`` and the parts they are made of, ``whole_*``), a read-only snapshot's
+transaction, and runs' snapshots read in one statement."""
 
 _NAME_BYTES = 63
 """PostgreSQL's longest identifier (a longer one would be cut short, silently)."""

@@ -91,7 +91,10 @@ WITH p AS (
         (j ->> 'settle')::boolean AS settle, (j ->> 'fires_deadline')::timestamptz AS fired
     FROM (SELECT %(commit)s::jsonb AS j) AS given
 ), seen AS (
-    SELECT r.ctid AS version, r.* FROM runs r, p WHERE r.id = p.run_id
+    SELECT
+        r.ctid AS version, r.id, r.lifecycle, r.created_at, r.owner, r.epoch, r.lease_expires,
+        r.wake_at
+    FROM runs r, p WHERE r.id = p.run_id
 )/*due_read*/, next AS (
     SELECT
         s.id, s.version, s.wake_at AS old_wake, p.events, p.release, p.settle, p.fired,
@@ -157,6 +160,53 @@ JOIN LATERAL jsonb_to_record(p.j -> 'run') AS w(
         finished_at = n.finished_at, parent_run_id = n.parent_run_id,
         parent_token_id = n.parent_token_id, depth = n.depth, outcome = n.outcome,
         result = n.result::json, options = n.options::json, checkpoint = n.checkpoint::json
+
+-- name: create_whole
+-- A new run and its first commit, when nothing but a run id taken already may refuse them (see
+-- Creation.may_be_refused): one statement, a transaction of its own, made as commit_whole is
+-- (its parts, whole_*, in their places), %(commit)s the first commit as one JSON object with
+-- the run's row ("run": insert_run's columns, "lease_term" in seconds) and its initial state
+-- among the commit's. The run is inserted (a taken id fails it on the primary key) with its
+-- wake instant as settle_run would set it. Gives the seq the commit's events follow (0).
+WITH p AS (
+    SELECT j, j ->> 'run_id' AS run_id FROM (SELECT %(commit)s::jsonb AS j) AS given
+)/*due_read*/, advanced AS (
+    INSERT INTO runs (
+        id, flow_id, flow_version, lifecycle, created_at, deadline, started_at, finished_at,
+        parent_run_id, parent_token_id, depth, outcome, result, options, checkpoint,
+        owner, epoch, lease_expires, last_seq, wake_at
+    )
+    SELECT
+        w.id, w.flow_id, w.flow_version, w.lifecycle, w.created_at, w.deadline, w.started_at,
+        w.finished_at, w.parent_run_id, w.parent_token_id, w.depth, w.outcome,
+        w.result::json, w.options::json, w.checkpoint::json, w.owner, w.epoch, h.held_until,
+        w.last_seq,
+        CASE
+            WHEN w.lifecycle = ANY(%(ended)s::text[]) THEN NULL
+            WHEN w.owner IS NOT NULL THEN LEAST(h.held_until, /*first_due*/NULL::timestamptz)
+            WHEN w.lifecycle = ANY(%(runnable)s::text[]) THEN w.created_at
+            ELSE /*first_due*/NULL::timestamptz
+        END
+    FROM p, jsonb_to_record(p.j -> 'run') AS w(
+        id text, flow_id text, flow_version text, lifecycle text, created_at timestamptz,
+        deadline timestamptz, started_at timestamptz, finished_at timestamptz,
+        parent_run_id text, parent_token_id text, depth integer, outcome text, result text,
+        options text, checkpoint text, owner text, epoch bigint, lease_expires timestamptz,
+        lease_term float8, last_seq bigint
+    ), LATERAL (
+        SELECT coalesce(
+            clock_timestamp() + w.lease_term * interval '1 second', w.lease_expires
+        ) AS held_until
+    ) AS h
+    RETURNING id, 0::bigint AS last_seq, owner, wake_at, NULL::text AS held_by,
+        NULL::timestamptz AS old_wake, lifecycle = ANY(%(ended)s::text[]) AS ended
+)/*writes*/
+SELECT a.last_seq/*notice*/
+FROM p LEFT JOIN advanced a ON TRUE;
+
+-- name: whole_first_due_set
+-- (create_whole's part for a run created with due entries: the earliest of them.)
+(SELECT min(due_at) FROM due_set)
 
 -- name: whole_due_read
 -- (commit_whole's part for a commit that changes its run's due entries: those it sets, and those

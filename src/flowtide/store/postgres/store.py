@@ -55,7 +55,16 @@ from flowtide.store.base import (
     WorkerRecord,
 )
 from flowtide.store.postgres import snapshot
-from flowtide.store.postgres.commits import GUARD_FAILED, Prepared, prepare, sends_whole, whole
+from flowtide.store.postgres.commits import (
+    GUARD_FAILED,
+    Prepared,
+    Whole,
+    created,
+    creates_whole,
+    prepare,
+    sends_whole,
+    whole,
+)
 from flowtide.store.postgres.connector import PostgresConnector, put
 from flowtide.store.postgres.errors import Target, open_error, store_error, unencodable
 from flowtide.store.postgres.group import Groups
@@ -306,9 +315,11 @@ class PostgresStore(Store):
         lease: Lease | None = None,
     ) -> Sequence[EventRecord]:
         creation = Creation.of(run, state, commit, lease, DIALECT, own_clock=self.own_clock)
-        # (Read first only if more than a run id taken already may refuse it: a round trip.)
-        script = commits.create_run(creation, DIALECT, check=creation.may_be_refused)
-        first = await self._db.transact(script)
+        if creates_whole(creation):  # (one statement: a run id taken already fails it)
+            first = (await self._send([created(creation)]))[0]
+        else:  # (read first if more than a run id taken already may refuse it: a round trip)
+            script = commits.create_run(creation, DIALECT, check=creation.may_be_refused)
+            first = await self._db.transact(script)
         return commits.numbered(creation.step.commit.events, first)
 
     async def commit(self, commit: Commit) -> Sequence[EventRecord]:
@@ -332,7 +343,11 @@ class PostgresStore(Store):
     async def _together(self, group: list[Prepared]) -> list[int]:
         """Commits sent whole in one transaction (one round trip); each one's first seq. A lone
         commit that wakes no other run is one statement, a transaction of its own."""
-        sent = [whole(p, own_clock=self.own_clock) for p in group]
+        return await self._send([whole(p, own_clock=self.own_clock) for p in group])
+
+    async def _send(self, sent: list[Whole]) -> list[int]:
+        """Statements of commits sent whole (or of new runs), in one transaction; each one's
+        first seq."""
         if len(sent) == 1 and not sent[0].then:
             async with self._transaction(None) as conn:
                 cursor = await conn.execute(sent[0].statement, sent[0].params)
