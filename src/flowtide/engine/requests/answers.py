@@ -103,9 +103,12 @@ class AnswerWatch:
             # any change may be that, so each of its requests looks at every change.
             self._tell_all()
             return
-        for run_id in list(self._waiting):
+        for run_id, requests in list(self._waiting.items()):
+            # Only the requests waiting before the read: one recorded while it is under way may
+            # be missing from what it found, unanswered all the same.
+            before = list(requests.items())
             unanswered = {r.id for r in await store.pending_requests(run_id)}
-            for request_id, event in self._waiting.get(run_id, {}).items():
+            for request_id, event in before:
                 if request_id not in unanswered:
                     event.set()
 
