@@ -649,7 +649,10 @@ async def test_threaded_branches_blocked_in_their_node_are_cancelled(how: str) -
         assert result.lifecycle is Lifecycle.COMPLETED
         assert OBSERVED == [("b1", "node_timeout")]
         assert ("node_timed_out", "b1") in [(e.kind, e.placement) for e in history]
-        assert result.state["visited"] == ["start", "b0", "b2", "k"]
+        # (b0 and b2 run in threads of their own: either may finish first)
+        visited = result.state["visited"]
+        assert visited[0] == "start" and sorted(visited[1:3]) == ["b0", "b2"]
+        assert visited[3:] == ["k"]
     else:
         reason = {"abort": "abort", "deadline": "run_deadline"}[how]
         assert sorted(OBSERVED) == [("b0", reason), ("b2", reason), ("b3", reason)]
