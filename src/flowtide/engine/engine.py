@@ -401,9 +401,9 @@ class Engine:
         run, or the next one to take it, applies (``sender`` as for :meth:`signal`); ``wait``:
         seconds to wait for its answer (None: no limit), else :class:`RequestPending` (0: now)."""
         await self._ready()
-        ex = await self._signaller.adopt(run_id)
-        if ex is not None:
-            return ex.ending.cancel(reason, sender)
+        here = await self._signaller.cancel_here(run_id, reason, sender)
+        if here is not None:
+            return here
         return await self._signaller.cancel(run_id, reason, wait, sender)
 
     def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:

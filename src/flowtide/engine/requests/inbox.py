@@ -93,13 +93,37 @@ class Signaller:
             return None
         return ex
 
-    async def adopt(self, run_id: str) -> RunExecutor | None:
-        """The run's executor if this engine holds it, or (a worker) takes it now that nobody
-        holds it alive; None: a client, or another worker holds it."""
-        ex = self.holding(run_id)
-        if ex is None and self._host.executes:
-            ex = await self._take(run_id, False)
-        return ex
+    async def cancel_here(
+        self, run_id: str, reason: str | None, sender: str | None = None
+    ) -> bool | None:
+        """Cancel the run if this engine holds it, or (a worker) wakes it now that nobody holds
+        it alive: whether it was cancelled (False: its end had come already); None: not here
+        (a client, or another worker holds the run: see :meth:`cancel`).
+
+        A run woken for it is rebuilt first (one read), the end's commit taking its lease (see
+        ``Commit.take``): the cancel waits for that commit, and looks again if another actor
+        moved the run first."""
+        for _ in range(5):
+            ex = self.holding(run_id)
+            if ex is not None:
+                return ex.ending.cancel(reason, sender)
+            if not self._host.executes:
+                return None
+            ex = await self._take(run_id, True)
+            if ex is None:
+                return None
+            woken = ex.lease is None and ex.taking is not None
+            if not ex.ending.cancel(reason, sender):
+                if woken:
+                    ex.settler.maybe_drained()  # (let go of, as it was)
+                return False
+            if not woken or ex.finalizer is None:
+                return True
+            await asyncio.wait([ex.finalizer])  # (cancelled too if its view is dropped)
+            if not ex.closed:
+                return True
+            # (Its view dropped: another actor moved the run first. Look again.)
+        raise EngineError("cancel: the run kept changing under this cancel; try again")
 
     async def signal(
         self,

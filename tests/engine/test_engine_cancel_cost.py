@@ -1,0 +1,306 @@
+"""What cancelling a parked run and waiting for a run's end cost the store, and the races of a
+worker's own cancel or signal against another actor.
+
+A worker that cancels a run parked in the store, held by nobody, reads its snapshot once and
+writes one transaction: the run's lease taken, its leftover tokens cancelled and its end, all
+together. A wait for a run that ended in this process reads nothing, and a wait for a run held
+here makes no task of its own (its executor answers it)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from flowtide.authoring import FlowBuilder, node
+from flowtide.clock import VirtualClock
+from flowtide.engine import (
+    Engine,
+    EventKind,
+    Lifecycle,
+    NodeContext,
+    Park,
+    SignalReceipt,
+    SignalRefused,
+)
+from flowtide.model import Flow
+from flowtide.store import EventRecord, Store
+from tests.engine.engine_helpers import T0, at, fresh_store, kinds, of_kind, running
+from tests.engine.test_engine_sweeper import race_flow, yields
+from tests.engine.test_engine_wake_cost import WRITES, counted
+
+pytestmark = pytest.mark.usefixtures("every_store")  # (memory, SQLite, PostgreSQL)
+
+
+@node(outputs=["approved"])
+async def ask(ctx: NodeContext) -> Any:
+    if ctx.signal is not None:
+        return "approved"
+    return Park(key=None)
+
+
+def ask_flow(name: str) -> Flow:
+    return (
+        FlowBuilder(f"urn:test:flow:{name}")
+        .task("ask", ask, {"approved": "end"})
+        .terminal("end")
+        .build()
+    )
+
+
+async def test_a_worker_cancels_a_parked_run_in_one_transaction() -> None:
+    flow = ask_flow("cancel-cost")
+    async with running() as (engine, _clock):
+        parked = await engine.run(flow)
+        assert parked.lifecycle is Lifecycle.PARKED and not engine.held_runs()
+        calls = counted(engine.store, parked.run_id)
+        assert await engine.cancel(parked.run_id, "no longer needed")
+        result = await engine.wait(parked.run_id)
+        seen = Counter(calls)  # (what follows is this test's own reading)
+        history = await engine.history(parked.run_id)
+        (park,) = await engine.parks(parked.run_id)
+        run = await engine.store.get_run(parked.run_id)
+        lease = await engine.store.lease_of(parked.run_id)
+    assert result.lifecycle is Lifecycle.CANCELLED and run.lifecycle == "cancelled"
+    writes = {name: n for name, n in seen.items() if name in WRITES}
+    reads = {name: n for name, n in seen.items() if name not in WRITES}
+    assert writes == {"commit": 1}
+    assert reads == {"load_run": 1}  # (and the wait for its end read nothing)
+    assert kinds(history) == [
+        "run_started",
+        "node_started",
+        "parked",
+        "token_cancelled",
+        "run_finished",
+    ]
+    assert park.status == "cancelled" and lease is None
+
+
+async def test_waiting_for_a_run_that_ended_here_reads_nothing() -> None:
+    flow = ask_flow("wait-ended")
+    async with running() as (engine, _clock):
+        finished = asyncio.Event()
+
+        def hook(event: EventRecord) -> None:
+            if event.kind == EventKind.RUN_FINISHED:
+                finished.set()
+
+        engine.add_hook(hook)
+        parked = await engine.run(flow)
+        await engine.signal(parked.run_id, placement="ask", payload={"ok": True})
+        await finished.wait()
+        await asyncio.sleep(0)  # (its executor has let go of it)
+        assert not engine.held_runs()
+        calls = counted(engine.store, parked.run_id)
+        first = await engine.wait(parked.run_id)
+        again = await engine.wait(parked.run_id)
+        seen = Counter(calls)
+    assert first.lifecycle is Lifecycle.COMPLETED and first.state == {"ok": True}
+    assert again == first
+    assert seen == Counter()
+
+
+gate_open: list[asyncio.Event] = []
+
+
+@node(outputs=["done"])
+async def held_open(ctx: NodeContext) -> str:
+    await gate_open[0].wait()
+    return "done"
+
+
+async def test_a_wait_for_a_run_held_here_makes_no_task_of_its_own() -> None:
+    # (Its executor answers: nothing looks at the store, or wakes to see if it still holds it.)
+    gate_open[:] = [asyncio.Event()]
+    flow = FlowBuilder("urn:test:flow:wait-held").task("w", held_open, {"done": "end"})
+    async with running(autojump=False) as (engine, _clock):
+        handle = await engine.start(flow.terminal("end").build())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert handle.run_id in engine.held_runs()
+        before = asyncio.all_tasks()
+        waiter = asyncio.ensure_future(engine.wait(handle.run_id))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert asyncio.all_tasks() - before == {waiter}
+        gate_open[0].set()
+        result = await waiter
+    assert result.lifecycle is Lifecycle.COMPLETED
+
+
+async def test_a_wait_for_a_run_let_go_here_is_answered_when_another_worker_ends_it() -> None:
+    """The run parks (let go of here); another worker then wakes it and drives it to its end:
+    the wait, begun while the run was held here, learns the end from the store."""
+    flow = ask_flow("wait-let-go")
+    clock = VirtualClock(T0)
+    store = fresh_store()
+    a = Engine(clock=clock, store=store, flows=[flow])
+    b = Engine(clock=clock, store=store, flows=[flow])
+    try:
+        handle = await a.start(flow)
+        waiter = asyncio.ensure_future(a.wait(handle.run_id))
+        parked = await a.wait_parked(handle.run_id)
+        assert parked.lifecycle is Lifecycle.PARKED and not a.held_runs()
+        await b.signal(handle.run_id, placement="ask", payload={"ok": True})
+        result = await asyncio.wait_for(waiter, 30)
+    finally:
+        await a.close()
+        await b.close()
+        await store.close()
+        await clock.aclose()
+    assert result.lifecycle is Lifecycle.COMPLETED and result.state == {"ok": True}
+
+
+# -- races ------------
+
+
+async def _one_cancel_race(rng: random.Random, order: int, store: Store, turns: int) -> str:
+    """A worker's cancel of a parked run nobody holds, sent 1 µs before the park's deadline,
+    races another worker's sweeper firing the deadline (its firing path run by hand, as in
+    ``test_engine_sweeper``), each after a random number of loop turns, in both orders."""
+    clock = VirtualClock(T0)
+    flow = race_flow()
+    a = Engine(clock=clock, store=store, flows=[flow])
+    b = Engine(clock=clock, store=store, flows=[flow])
+    try:
+        run_id = (await a.run(flow)).run_id
+        await a.sweeper.close()
+        await b.sweeper.close()
+        await clock.advance_to(at(10) - timedelta(microseconds=1))
+        outcome: dict[str, bool] = {}
+
+        async def cancel() -> None:
+            await yields(rng, turns)
+            outcome["cancelled"] = await b.cancel(run_id)
+
+        async def sweep() -> None:
+            await yields(rng, turns)
+            leases = await store.claim_runs(a.owner, at(10), at(40))
+            await a.taking.take(leases, at(10))
+
+        await asyncio.gather(*([cancel(), sweep()] if order == 0 else [sweep(), cancel()]))
+        await clock.advance(timedelta(seconds=1))
+        result = await a.wait(run_id)
+        history = kinds(await a.history(run_id))
+        assert history.count("run_finished") == 1
+        assert (await store.get_run(run_id)).lifecycle == result.lifecycle
+        assert list(await store.due_of(run_id)) == []
+        if outcome["cancelled"]:
+            assert result.lifecycle is Lifecycle.CANCELLED, history
+            return "cancel" if "node_timed_out" not in history else "both"
+        assert result.outcome == "late" and "node_timed_out" in history, history
+        return "timeout"
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_workers_cancel_racing_a_deadline_fired_by_another_ends_the_run_once() -> None:
+    rng = random.Random(13)
+    store = fresh_store()
+    try:
+        # (Up to 3,000 loop turns before each side: a database's round trips take several.)
+        seen = {await _one_cancel_race(rng, i % 2, store, 3000) for i in range(40)}
+    finally:
+        await store.close()
+    assert "cancel" in seen and "timeout" in seen
+
+
+async def _one_signal_race(rng: random.Random, order: int, store: Store, turns: int) -> str:
+    """Two workers signal the same parked run nobody holds at once (each wakes it itself, the
+    store deciding who takes it), each after a random number of loop turns."""
+    clock = VirtualClock(T0)
+    flow = race_flow()
+    a = Engine(clock=clock, store=store, flows=[flow])
+    b = Engine(clock=clock, store=store, flows=[flow])
+    try:
+        run_id = (await a.run(flow)).run_id
+        answers: dict[str, SignalReceipt | SignalRefused] = {}
+
+        async def signal(engine: Engine, name: str) -> None:
+            await yields(rng, turns)
+            try:
+                answers[name] = await engine.signal(run_id, placement="w", output="approved")
+            except SignalRefused as exc:
+                answers[name] = exc
+
+        pair = [signal(a, "a"), signal(b, "b")]
+        await asyncio.gather(*(pair if order == 0 else reversed(pair)))
+        result = await a.wait(run_id)
+        history = await a.history(run_id)
+        assert len(of_kind(history, "signalled")) == 1
+        assert kinds(history).count("run_finished") == 1
+        assert result.lifecycle is Lifecycle.COMPLETED and result.outcome == "approved"
+        accepted = [n for n, x in answers.items() if isinstance(x, SignalReceipt)]
+        refused = [x for x in answers.values() if isinstance(x, SignalRefused)]
+        assert len(accepted) == 1 and len(refused) == 1, answers
+        assert refused[0].reason == "moved_on"
+        return accepted[0]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_two_workers_signalling_one_parked_run_at_once_apply_it_once() -> None:
+    rng = random.Random(17)
+    store = fresh_store()
+    try:
+        winners = {await _one_signal_race(rng, i % 2, store, 3000) for i in range(40)}
+    finally:
+        await store.close()
+    assert winners == {"a", "b"}
+
+
+async def _one_cancel_signal_race(rng: random.Random, order: int, store: Store) -> str:
+    """A worker's cancel and another worker's signal (whose output ends the run) of one parked
+    run nobody holds, each after a random number of loop turns: the run ends once, as the
+    answers say."""
+    clock = VirtualClock(T0)
+    flow = race_flow()
+    a = Engine(clock=clock, store=store, flows=[flow])
+    b = Engine(clock=clock, store=store, flows=[flow])
+    try:
+        run_id = (await a.run(flow)).run_id
+        got: dict[str, Any] = {}
+
+        async def cancel() -> None:
+            await yields(rng, 3000)
+            got["cancelled"] = await a.cancel(run_id)
+
+        async def signal() -> None:
+            await yields(rng, 3000)
+            try:
+                got["signal"] = await b.signal(run_id, placement="w", output="approved")
+            except SignalRefused as exc:
+                got["signal"] = exc
+
+        await asyncio.gather(*([cancel(), signal()] if order == 0 else [signal(), cancel()]))
+        result = await a.wait(run_id)
+        history = kinds(await a.history(run_id))
+        assert history.count("run_finished") == 1
+        assert (await store.get_run(run_id)).lifecycle == result.lifecycle
+        if got["cancelled"]:
+            assert result.lifecycle is Lifecycle.CANCELLED, history
+            assert isinstance(got["signal"], SignalRefused) and "signalled" not in history
+            assert got["signal"].reason == "cancelled"
+            return "cancel"
+        assert result.lifecycle is Lifecycle.COMPLETED, history
+        assert isinstance(got["signal"], SignalReceipt) and history.count("signalled") == 1
+        return "signal"
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_workers_cancel_racing_another_workers_signal_ends_the_run_once() -> None:
+    rng = random.Random(19)
+    store = fresh_store()
+    try:
+        seen = {await _one_cancel_signal_race(rng, i % 2, store) for i in range(40)}
+    finally:
+        await store.close()
+    assert seen == {"cancel", "signal"}
