@@ -80,6 +80,36 @@ async def test_a_worker_cancels_a_parked_run_in_one_transaction() -> None:
     assert park.status == "cancelled" and lease is None
 
 
+async def test_a_refused_or_repeated_signal_to_a_parked_run_nobody_holds_writes_nothing() -> None:
+    """A worker rebuilds the run to find the park the signal addresses (one read), and lets go
+    of it again, untouched, when the signal is refused; a repeat of an accepted signal (its
+    idempotency key) is answered from the store. The run stays parked, held by nobody."""
+    flow = ask_flow("refused-cost")
+    async with running() as (engine, _clock):
+        parked = await engine.run(flow)
+        run_id = parked.run_id
+        calls = counted(engine.store, run_id)
+        with pytest.raises(SignalRefused) as wrong_place:
+            await engine.signal(run_id, placement="elsewhere", payload={"ok": True})
+        with pytest.raises(SignalRefused) as wrong_output:
+            await engine.signal(run_id, placement="ask", output="nope")
+        refused = Counter(calls)
+        for _ in range(5):
+            await asyncio.sleep(0)  # (let go of by a task of its own)
+        assert not engine.held_runs()
+        first = await engine.signal(run_id, placement="ask", idempotency_key="k1")
+        result = await engine.wait(run_id)
+        calls = counted(engine.store, run_id)
+        again = await engine.signal(run_id, placement="ask", idempotency_key="k1")
+        repeated = Counter(calls)
+        history = kinds(await engine.history(run_id))
+    assert wrong_place.value.reason == "unknown" and wrong_output.value.reason == "invalid_output"
+    assert not {name for name in refused if name in WRITES}
+    assert again.duplicate and (again.token_id, again.at) == (first.token_id, first.at)
+    assert not {name for name in repeated if name in WRITES}
+    assert result.lifecycle is Lifecycle.COMPLETED and history.count("signalled") == 1
+
+
 async def test_waiting_for_a_run_that_ended_here_reads_nothing() -> None:
     flow = ask_flow("wait-ended")
     async with running() as (engine, _clock):
