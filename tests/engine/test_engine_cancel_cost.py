@@ -334,3 +334,36 @@ async def test_a_workers_cancel_racing_another_workers_signal_ends_the_run_once(
     finally:
         await store.close()
     assert seen == {"cancel", "signal"}
+
+
+async def test_a_signal_whose_key_another_worker_answered_first_leaves_its_run_as_it_was() -> None:
+    """Two workers signal two parked runs with one idempotency key at once: one run takes it;
+    the other's wake is refused whole by the store (the key answered first), its signal is
+    answered as the first one's duplicate, and its run stays parked, untouched (its rebuilt
+    view, changed in memory by the refused step, is dropped)."""
+    flow = ask_flow("same-key")
+    store = fresh_store()
+    clock = VirtualClock(T0)
+    a = Engine(clock=clock, store=store, flows=[flow])
+    b = Engine(clock=clock, store=store, flows=[flow])
+    try:
+        for i in range(6):
+            key = f"k{i}"
+            first, second = (await a.run(flow)).run_id, (await a.run(flow)).run_id
+            answers = await asyncio.gather(
+                a.signal(first, placement="ask", idempotency_key=key),
+                b.signal(second, placement="ask", idempotency_key=key),
+            )
+            await clock.advance(timedelta(seconds=5))
+            (won,) = [x for x in answers if not x.duplicate]
+            assert {x.run_id for x in answers} == {won.run_id}
+            lost = second if won.run_id == first else first
+            assert (await a.wait(won.run_id)).lifecycle is Lifecycle.COMPLETED
+            assert (await store.get_run(lost)).lifecycle == "parked"
+            assert kinds(await a.history(lost)) == ["run_started", "node_started", "parked"]
+            assert not a.held_runs() and not b.held_runs()
+    finally:
+        await a.close()
+        await b.close()
+        await store.close()
+        await clock.aclose()

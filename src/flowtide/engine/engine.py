@@ -396,10 +396,12 @@ class Engine:
     ) -> bool:
         """Cancel a run, parked (and let go) or not; False if it had already ended.
 
-        A worker holding the run cancels it at once (its nodes in flight are cancelled).
-        Otherwise the cancel is recorded in the store as a request that the worker holding the
-        run, or the next one to take it, applies (``sender`` as for :meth:`signal`); ``wait``:
-        seconds to wait for its answer (None: no limit), else :class:`RequestPending` (0: now)."""
+        A worker holding the run cancels it at once (its nodes in flight are cancelled); one
+        that finds it held by nobody takes it and ends it in one commit, and returns once that
+        commit is stored. Otherwise the cancel is recorded in the store as a request that the
+        worker holding the run, or the next one to take it, applies (``sender`` as for
+        :meth:`signal`); ``wait``: seconds to wait for its answer (None: no limit), else
+        :class:`RequestPending` (0: now)."""
         await self._ready()
         here = await self._signaller.cancel_here(run_id, reason, sender)
         if here is not None:

@@ -69,8 +69,8 @@ class Signaller:
     of a run the engine holds in memory; ``discard``: drop a stale executor; ``take``: a
     worker's claim of a run nobody holds alive, rebuilt and its due entries fired (a request
     among them), as its sweeper would: its executor, if this worker holds the run now (for a
-    signal, ``take(run_id, True)``: rebuilt first when nobody holds it, the wake's own commit
-    taking its lease, see ``Commit.take``)."""
+    signal or a cancel, ``take(run_id, True)``: rebuilt first when nobody holds it, the first
+    commit that changes it taking its lease, see ``Commit.take``)."""
 
     def __init__(
         self,
@@ -225,6 +225,9 @@ class Signaller:
             )
             return SignalReceipt.from_answer(answer)
         except DuplicateSignal:
+            # Another signal with its key was answered first (its commit refused whole): what
+            # this step changed in memory is not the run's, which the store has as it was.
+            self._discard(ex)
             assert idempotency_key is not None
             known = await self._host.store.signal_answer(idempotency_key)
             assert known is not None
