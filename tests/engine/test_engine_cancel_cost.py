@@ -80,6 +80,22 @@ async def test_a_worker_cancels_a_parked_run_in_one_transaction() -> None:
     assert park.status == "cancelled" and lease is None
 
 
+async def test_a_parked_run_timed_out_by_its_deadline_ends_in_one_commit() -> None:
+    """The sweeper claims the run at its deadline and rebuilds it: its parked token is
+    cancelled by the commit of its end, not one of its own."""
+    flow = ask_flow("deadline-cost")
+    async with running() as (engine, clock):
+        parked = await engine.run(flow, deadline=timedelta(seconds=60))
+        calls = counted(engine.store, parked.run_id)
+        await clock.advance(timedelta(seconds=61))
+        result = await engine.wait(parked.run_id)
+        seen = Counter(calls)
+        history = kinds(await engine.history(parked.run_id))
+    assert result.lifecycle is Lifecycle.TIMED_OUT
+    assert seen["commit"] == 1
+    assert history == ["run_started", "node_started", "parked", "token_cancelled", "run_finished"]
+
+
 async def test_a_refused_or_repeated_signal_to_a_parked_run_nobody_holds_writes_nothing() -> None:
     """A worker rebuilds the run to find the park the signal addresses (one read), and lets go
     of it again, untouched, when the signal is refused; a repeat of an accepted signal (its
