@@ -115,3 +115,21 @@ async def test_a_run_that_ends_here_answers_its_waiters_and_leaves_nothing_regis
     assert (await answer) == completed("r")
     waiters.let_go("r")  # (nothing left to start)
     assert store.looks == 0 and store.reads == []
+
+
+async def test_a_waiter_that_gives_up_leaves_no_watch_behind() -> None:
+    waiters, store = RunWaiters(), StandInStore()
+    held = [True]
+    fut = waiters.end("r")
+    before = asyncio.all_tasks()
+    answer = asyncio.ensure_future(
+        waiters.answer(fut, "r", cast(Store, store), lambda: held[0], 60.0, parked=False)
+    )
+    await asyncio.sleep(0)
+    held[0] = False
+    answer.cancel()  # (the caller gives up: gone at the next turn of the loop)
+    waiters.let_go("r")  # (its watch would start at the next turn, after it)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert answer.cancelled() and store.looks == 0
+    assert asyncio.all_tasks() <= before  # (no watch left running)

@@ -60,9 +60,13 @@ class RunWaiters:
 
     def let_go(self, run_id: str) -> None:
         """This engine no longer holds the run, which has not ended here: its waiters watch
-        the store from now on."""
-        for start in self._on_let_go.pop(run_id, ()):
-            start()
+        the store from now on (from the next turn of the loop: a run let go of parked tells
+        those waiting for its park right after, and they need no watch)."""
+        starts = self._on_let_go.pop(run_id, None)
+        if starts:
+            loop = asyncio.get_running_loop()
+            for start in starts:
+                loop.call_soon(start)
 
     def fail(self, run_id: str, error: Exception) -> None:
         """Every waiter of the run gets ``error``."""
@@ -128,10 +132,11 @@ class RunWaiters:
         (another worker drives it, or nobody) the store is looked at whenever it may have
         changed, to answer ``fut`` from it."""
         watch: asyncio.Future[None] | None = None
+        answered = False
 
         def start() -> None:
             nonlocal watch
-            if not fut.done() and (watch is None or watch.done()):
+            if not answered and not fut.done() and (watch is None or watch.done()):
                 watch = asyncio.ensure_future(watching())
 
         async def watching() -> None:
@@ -146,6 +151,7 @@ class RunWaiters:
         try:
             return await asyncio.shield(fut)
         finally:
+            answered = True  # (the caller has gone: nothing more to start)
             if watch is not None:
                 watch.cancel()
             waiting = self._on_let_go.get(run_id)
