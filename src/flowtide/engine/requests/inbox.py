@@ -139,10 +139,9 @@ class Signaller:
     ) -> SignalReceipt:
         """:meth:`Engine.signal <flowtide.engine.Engine.signal>`."""
         store, clock = self._host.store, self._host.clock
-        if idempotency_key is not None:
-            known = await store.signal_answer(idempotency_key)
-            if known is not None:
-                return SignalReceipt.from_answer(known.answer, duplicate=True)
+        duplicate = _Duplicate(store, idempotency_key)
+        if not self._host.executes and (known := await duplicate.answer()) is not None:
+            return known  # (a client asks first: no request written for a repeat)
         payload = dict(payload or {})
         check_size(payload, "signal payload", self._host.max_value_bytes)
         for _ in range(5):
@@ -155,13 +154,21 @@ class Signaller:
             view = held.view if held is not None else None
             try:
                 park = await find_park(store, view, clock.now(), run_id, placement, key, token_id)
-            except BaseException:
+            except BaseException as exc:
                 if woken is not None:
                     woken.settler.maybe_drained()  # (refused: let go of, as it was)
+                if isinstance(exc, SignalRefused) and (known := await duplicate.answer()):
+                    return known  # (a repeat of a signal that moved the run on)
                 raise
             ex = held if held is not None else self.holding(park.run_id)
             if ex is None and self._host.executes and not (first and park.run_id == run_id):
                 ex = await self._take(park.run_id, True)
+            # A request, or a run held here: a repeat is told before anything is tried. (A
+            # run woken here is not asked first: its wake's commit refuses a repeat,
+            # DuplicateSignal, and nothing of it is applied.)
+            asks_first = ex is None or not _untaken(ex)
+            if asks_first and (known := await duplicate.answer()) is not None:
+                return known
             if ex is None:
                 asked = {
                     "kind": "signal",
@@ -292,3 +299,25 @@ class Signaller:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(seconds):
                 await maybe_answered.wait()
+
+
+def _untaken(ex: RunExecutor) -> bool:
+    """Whether ``ex`` was rebuilt here from a snapshot in which nobody held its run, and has
+    not taken it yet (its first commit takes its lease, see ``Commit.take``)."""
+    return ex.lease is None and ex.taking is not None
+
+
+class _Duplicate:
+    """The answer to an earlier signal with ``key`` (None: no key), read from the store at most
+    once, when it is asked for."""
+
+    def __init__(self, store: Store, key: str | None) -> None:
+        self._store = store
+        self._key = key
+
+    async def answer(self) -> SignalReceipt | None:
+        key, self._key = self._key, None
+        if key is None:
+            return None
+        known = await self._store.signal_answer(key)
+        return SignalReceipt.from_answer(known.answer, duplicate=True) if known else None

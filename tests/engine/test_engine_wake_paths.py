@@ -1,10 +1,12 @@
-"""What cancelling a parked run and waiting for a run's end cost the store, and the races of a
-worker's own cancel or signal against another actor.
+"""What a worker's own signal or cancel of a run nobody holds costs the store, what waiting for
+a run's end costs, and the races of a worker's own cancel or signal against another actor.
 
 A worker that cancels a run parked in the store, held by nobody, reads its snapshot once and
 writes one transaction: the run's lease taken, its leftover tokens cancelled and its end, all
-together. A wait for a run that ended in this process reads nothing, and a wait for a run held
-here makes no task of its own (its executor answers it)."""
+together. A signal with an idempotency key that wakes such a run reads only its snapshot (a
+repeat is refused by the wake's commit); a signal to a run that has ended reads only its
+snapshot and writes nothing. A wait for a run that ended in this process reads nothing, and a
+wait for a run held here makes no task of its own (its executor answers it)."""
 
 from __future__ import annotations
 
@@ -124,6 +126,47 @@ async def test_a_refused_or_repeated_signal_to_a_parked_run_nobody_holds_writes_
     assert again.duplicate and (again.token_id, again.at) == (first.token_id, first.at)
     assert not {name for name in repeated if name in WRITES}
     assert result.lifecycle is Lifecycle.COMPLETED and history.count("signalled") == 1
+
+
+async def test_a_keyed_signal_that_wakes_a_parked_run_reads_only_its_snapshot() -> None:
+    flow = ask_flow("keyed-wake")
+    async with running() as (engine, _clock):
+        parked = await engine.run(flow)
+        looked: list[str] = []  # (a look-up of the key names the key alone)
+        answer_of = engine.store.signal_answer
+
+        async def looking(key: str) -> Any:
+            looked.append(key)
+            return await answer_of(key)
+
+        engine.store.signal_answer = looking  # type: ignore[method-assign]
+        calls = counted(engine.store, parked.run_id)
+        receipt = await engine.signal(parked.run_id, placement="ask", idempotency_key="once")
+        result = await engine.wait(parked.run_id)
+        seen = Counter(calls)
+        assert looked == []
+        again = await engine.signal(parked.run_id, placement="ask", idempotency_key="once")
+        history = kinds(await engine.history(parked.run_id))
+    assert result.lifecycle is Lifecycle.COMPLETED and not receipt.duplicate
+    assert {name: n for name, n in seen.items() if name not in WRITES} == {"load_run": 1}
+    assert {name: n for name, n in seen.items() if name in WRITES} == {"commit": 2}
+    assert again.duplicate and again.at == receipt.at and history.count("signalled") == 1
+
+
+async def test_a_signal_to_a_run_that_ended_reads_its_snapshot_and_writes_nothing() -> None:
+    flow = ask_flow("ended-signal")
+    async with running() as (engine, _clock):
+        parked = await engine.run(flow)
+        await engine.cancel(parked.run_id)
+        await engine.wait(parked.run_id)
+        await asyncio.sleep(0)
+        assert not engine.held_runs()
+        calls = counted(engine.store, parked.run_id)
+        with pytest.raises(SignalRefused) as refused:
+            await engine.signal(parked.run_id, placement="ask", payload={"ok": True})
+        seen = Counter(calls)
+    assert refused.value.reason == "cancelled"
+    assert not {name for name in seen if name in WRITES}, seen
 
 
 async def test_waiting_for_a_run_that_ended_here_reads_nothing() -> None:
