@@ -427,3 +427,39 @@ async def test_a_signal_whose_key_another_worker_answered_first_leaves_its_run_a
         await b.close()
         await store.close()
         await clock.aclose()
+
+
+@node(outputs=["approved"])
+async def ask_until_ok(ctx: NodeContext) -> Any:
+    if ctx.signal is not None and ctx.signal.get("ok"):
+        return "approved"
+    return Park(key=None)
+
+
+async def test_a_repeat_of_a_keyed_signal_to_a_run_parked_again_is_a_duplicate_and_moves_nothing() -> (
+    None
+):
+    """The first signal woke the node, which parked again; its repeat (same key, same run) finds
+    the new park open, and its wake's commit is refused: it is answered as the first one's
+    duplicate, and the run stays parked at its new park."""
+    flow = FlowBuilder("urn:test:flow:repeat-reparked").task(
+        "ask", ask_until_ok, {"approved": "end"}
+    )
+    async with running() as (engine, _clock):
+        run_id = (await engine.run(flow.terminal("end").build())).run_id
+        first = await engine.signal(
+            run_id, placement="ask", payload={"ok": False}, idempotency_key="k"
+        )
+        again = await engine.wait_parked(run_id)
+        assert again.lifecycle is Lifecycle.PARKED
+        await asyncio.sleep(0)
+        repeat = await engine.signal(
+            run_id, placement="ask", payload={"ok": True}, idempotency_key="k"
+        )
+        await asyncio.sleep(0)
+        run = await engine.store.get_run(run_id)
+        history = kinds(await engine.history(run_id))
+        parks = await engine.parks(run_id)
+    assert repeat.duplicate and (repeat.park, repeat.at) == (first.park, first.at)
+    assert run.lifecycle == "parked" and history.count("signalled") == 1
+    assert [p.status for p in parks] == ["signalled", "parked"]
