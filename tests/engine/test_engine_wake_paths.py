@@ -436,9 +436,7 @@ async def ask_until_ok(ctx: NodeContext) -> Any:
     return Park(key=None)
 
 
-async def test_a_repeat_of_a_keyed_signal_to_a_run_parked_again_is_a_duplicate_and_moves_nothing() -> (
-    None
-):
+async def test_a_keyed_signal_repeated_once_its_run_parked_again_is_a_duplicate() -> None:
     """The first signal woke the node, which parked again; its repeat (same key, same run) finds
     the new park open, and its wake's commit is refused: it is answered as the first one's
     duplicate, and the run stays parked at its new park."""
