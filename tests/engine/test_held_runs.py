@@ -54,9 +54,13 @@ class Told:
 class Waiters:
     settled_runs: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    let_go_runs: list[str] = field(default_factory=list)
 
     def waiting(self, run_id: str) -> bool:
         return False
+
+    def let_go(self, run_id: str) -> None:
+        self.let_go_runs.append(run_id)
 
     def settled(self, result: RunResult) -> None:
         self.settled_runs.append(result.run_id)
@@ -106,6 +110,17 @@ async def test_a_forgotten_executor_is_dropped_under_every_id_it_was_held_by() -
     held.forget(ex)
     assert list(held.runs) == ["c"]
     assert told.changed.is_set()
+    held.close()
+
+
+async def test_who_waits_on_a_run_let_go_without_its_end_is_told_and_not_at_its_end() -> None:
+    # (Told: from now on it watches the store. At the end the end itself answers it.)
+    held, _, waiters = held_runs()
+    let_go, ended = StandInExecutor(Run("parked")), StandInExecutor(Run("running"))
+    held.runs.update({"a": let_go, "b": ended})  # type: ignore[dict-item]
+    held.forget(let_go)
+    held.forget_ended(ended)
+    assert waiters.let_go_runs == ["a"] and not held.runs
     held.close()
 
 

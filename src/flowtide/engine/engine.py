@@ -396,14 +396,16 @@ class Engine:
     ) -> bool:
         """Cancel a run, parked (and let go) or not; False if it had already ended.
 
-        A worker holding the run cancels it at once (its nodes in flight are cancelled).
-        Otherwise the cancel is recorded in the store as a request that the worker holding the
-        run, or the next one to take it, applies (``sender`` as for :meth:`signal`); ``wait``:
-        seconds to wait for its answer (None: no limit), else :class:`RequestPending` (0: now)."""
+        A worker holding the run cancels it at once (its nodes in flight are cancelled); one
+        that finds it held by nobody takes it and ends it in one commit, and returns once that
+        commit is stored. Otherwise the cancel is recorded in the store as a request that the
+        worker holding the run, or the next one to take it, applies (``sender`` as for
+        :meth:`signal`); ``wait``: seconds to wait for its answer (None: no limit), else
+        :class:`RequestPending` (0: now)."""
         await self._ready()
-        ex = await self._signaller.adopt(run_id)
-        if ex is not None:
-            return ex.ending.cancel(reason, sender)
+        here = await self._signaller.cancel_here(run_id, reason, sender)
+        if here is not None:
+            return here
         return await self._signaller.cancel(run_id, reason, wait, sender)
 
     def cancel_nowait(self, run_id: str, reason: str | None = None) -> bool:

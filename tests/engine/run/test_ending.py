@@ -42,8 +42,10 @@ async def test_the_end_cancels_leftovers_and_answers_cancel_requests() -> None:
     ex.cancels.append("q1")
     ex.view.end = RunEnd(Lifecycle.CANCELLED, [], None)
     await ex.ending.finalize()
-    leftovers, end = ex.commits
-    assert leftovers.tokens == [t] and t.status is S.CANCELLED and t.epoch == 1
+    # (Nothing comes between: the leftovers are cancelled by the end's own commit.)
+    (end,) = ex.commits
+    assert end.tokens == [t] and t.status is S.CANCELLED and t.epoch == 1
+    assert [e.kind for e in end.events] == ["token_cancelled", "run_finished"]
     assert ex.closed_parks == [(t.id, ParkStatus.CANCELLED)]
     assert end.release and end.run is ex.view.run and ex.view.run.lifecycle == "cancelled"
     assert [(a.request_id, a.answer) for a in end.requests_answered] == [

@@ -69,8 +69,8 @@ class Signaller:
     of a run the engine holds in memory; ``discard``: drop a stale executor; ``take``: a
     worker's claim of a run nobody holds alive, rebuilt and its due entries fired (a request
     among them), as its sweeper would: its executor, if this worker holds the run now (for a
-    signal, ``take(run_id, True)``: rebuilt first when nobody holds it, the wake's own commit
-    taking its lease, see ``Commit.take``)."""
+    signal or a cancel, ``take(run_id, True)``: rebuilt first when nobody holds it, the first
+    commit that changes it taking its lease, see ``Commit.take``)."""
 
     def __init__(
         self,
@@ -93,13 +93,37 @@ class Signaller:
             return None
         return ex
 
-    async def adopt(self, run_id: str) -> RunExecutor | None:
-        """The run's executor if this engine holds it, or (a worker) takes it now that nobody
-        holds it alive; None: a client, or another worker holds it."""
-        ex = self.holding(run_id)
-        if ex is None and self._host.executes:
-            ex = await self._take(run_id, False)
-        return ex
+    async def cancel_here(
+        self, run_id: str, reason: str | None, sender: str | None = None
+    ) -> bool | None:
+        """Cancel the run if this engine holds it, or (a worker) wakes it now that nobody holds
+        it alive: whether it was cancelled (False: its end had come already); None: not here
+        (a client, or another worker holds the run: see :meth:`cancel`).
+
+        A run woken for it is rebuilt first (one read), the end's commit taking its lease (see
+        ``Commit.take``): the cancel waits for that commit, and looks again if another actor
+        moved the run first."""
+        for _ in range(5):
+            ex = self.holding(run_id)
+            if ex is not None:
+                return ex.ending.cancel(reason, sender)
+            if not self._host.executes:
+                return None
+            ex = await self._take(run_id, True)
+            if ex is None:
+                return None
+            woken = ex.lease is None and ex.taking is not None
+            if not ex.ending.cancel(reason, sender):
+                if woken:
+                    ex.settler.maybe_drained()  # (let go of, as it was)
+                return False
+            if not woken or ex.finalizer is None:
+                return True
+            await asyncio.wait([ex.finalizer])  # (cancelled too if its view is dropped)
+            if not ex.closed:
+                return True
+            # (Its view dropped: another actor moved the run first. Look again.)
+        raise EngineError("cancel: the run kept changing under this cancel; try again")
 
     async def signal(
         self,
@@ -115,10 +139,9 @@ class Signaller:
     ) -> SignalReceipt:
         """:meth:`Engine.signal <flowtide.engine.Engine.signal>`."""
         store, clock = self._host.store, self._host.clock
-        if idempotency_key is not None:
-            known = await store.signal_answer(idempotency_key)
-            if known is not None:
-                return SignalReceipt.from_answer(known.answer, duplicate=True)
+        duplicate = _Duplicate(store, idempotency_key)
+        if not self._host.executes and (known := await duplicate.answer()) is not None:
+            return known  # (a client asks first: no request written for a repeat)
         payload = dict(payload or {})
         check_size(payload, "signal payload", self._host.max_value_bytes)
         for _ in range(5):
@@ -131,13 +154,21 @@ class Signaller:
             view = held.view if held is not None else None
             try:
                 park = await find_park(store, view, clock.now(), run_id, placement, key, token_id)
-            except BaseException:
+            except BaseException as exc:
                 if woken is not None:
                     woken.settler.maybe_drained()  # (refused: let go of, as it was)
+                if isinstance(exc, SignalRefused) and (known := await duplicate.answer()):
+                    return known  # (a repeat of a signal that moved the run on)
                 raise
             ex = held if held is not None else self.holding(park.run_id)
             if ex is None and self._host.executes and not (first and park.run_id == run_id):
                 ex = await self._take(park.run_id, True)
+            # A request, or a run held here: a repeat is told before anything is tried. (A
+            # run woken here is not asked first: its wake's commit refuses a repeat,
+            # DuplicateSignal, and nothing of it is applied.)
+            asks_first = ex is None or not _untaken(ex)
+            if asks_first and (known := await duplicate.answer()) is not None:
+                return known
             if ex is None:
                 asked = {
                     "kind": "signal",
@@ -201,6 +232,9 @@ class Signaller:
             )
             return SignalReceipt.from_answer(answer)
         except DuplicateSignal:
+            # Another signal with its key was answered first (its commit refused whole): what
+            # this step changed in memory is not the run's, which the store has as it was.
+            self._discard(ex)
             assert idempotency_key is not None
             known = await self._host.store.signal_answer(idempotency_key)
             assert known is not None
@@ -265,3 +299,25 @@ class Signaller:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(seconds):
                 await maybe_answered.wait()
+
+
+def _untaken(ex: RunExecutor) -> bool:
+    """Whether ``ex`` was rebuilt here from a snapshot in which nobody held its run, and has
+    not taken it yet (its first commit takes its lease, see ``Commit.take``)."""
+    return ex.lease is None and ex.taking is not None
+
+
+class _Duplicate:
+    """The answer to an earlier signal with ``key`` (None: no key), read from the store at most
+    once, when it is asked for."""
+
+    def __init__(self, store: Store, key: str | None) -> None:
+        self._store = store
+        self._key = key
+
+    async def answer(self) -> SignalReceipt | None:
+        key, self._key = self._key, None
+        if key is None:
+            return None
+        known = await self._store.signal_answer(key)
+        return SignalReceipt.from_answer(known.answer, duplicate=True) if known else None

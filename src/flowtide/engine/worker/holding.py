@@ -74,6 +74,7 @@ class RunWaiting(Protocol):
     def waiting(self, run_id: str) -> bool: ...
     def settled(self, result: RunResult) -> None: ...
     def fail(self, run_id: str, error: Exception) -> None: ...
+    def let_go(self, run_id: str) -> None: ...
     async def from_store(self, store: Store, run_id: str, *, parked: bool = False) -> None: ...
 
 
@@ -151,12 +152,20 @@ class HeldRuns:
         return sum(ex.run.lifecycle != Lifecycle.PARKED for ex in self.runs.values())
 
     def forget(self, ex: object) -> None:
-        for run_id, held in list(self.runs.items()):
-            if held is ex:
-                del self.runs[run_id]
+        """This engine stops holding the run of ``ex``, which has not ended here: who waits on
+        it watches the store from now on."""
+        for run_id in self._drop(ex):
+            self._waiters.let_go(run_id)
+
+    def _drop(self, ex: object) -> list[str]:
+        """Drop the executor ``ex``; the ids it was held under."""
+        dropped = [run_id for run_id, held in self.runs.items() if held is ex]
+        for run_id in dropped:
+            del self.runs[run_id]
         self._presence.changed.set()
         if self._engine.max_runs is not None:
             self.wake_sweeper()  # (room for another run)
+        return dropped
 
     def let_go(self, ex: object) -> None:
         """The run is quiescent: nothing of it stays in memory."""
@@ -168,7 +177,7 @@ class HeldRuns:
         """The run has ended: this engine stops holding it."""
         if isinstance(ex, RunExecutor) and self.runs.get(ex.run.id) is ex:
             self._presence.ended(ex.run)
-        self.forget(ex)
+        self._drop(ex)  # (who waits on it is told of its end)
 
     def settled(self, result: RunResult) -> None:
         self._waiters.settled(result)

@@ -33,6 +33,11 @@ from flowtide.store.base import Lease, Store, StoreError, UnknownRunError, Unkno
 
 __all__ = ["FIRE_SLICE", "RunTaking", "TakingEngine"]
 
+
+class _Ended(Exception):
+    """A run rebuilt to be woken had ended: there is nothing to take."""
+
+
 log = logging.getLogger("flowtide.engine")
 
 FIRE_SLICE = 50
@@ -81,7 +86,10 @@ class RunTaking:
         :meth:`_load`); None: the run ended. A rebuilt run fires its due entries come by ``now``
         (default: the clock's now)."""
         while (loading := self._loading.get(run_id)) is not None:
-            ex = await asyncio.shield(loading)
+            try:
+                ex = await asyncio.shield(loading)
+            except _Ended:
+                return None
             if ex is not None or lease is None:  # (else found held, by this claim: rebuilt)
                 return ex
         ex = self._runs.get(run_id)
@@ -112,6 +120,8 @@ class RunTaking:
         snapshot = await self._engine.store.load_run(run_id)
         run = snapshot.run
         if Lifecycle(run.lifecycle).terminal:
+            if lease is None:
+                raise _Ended(run_id)  # (nobody to take it from: see take_unheld)
             return None
         if lease is None and (snapshot.lease is not None or snapshot.epoch is None):
             return None  # (held, or a store that does not say by whom: taken the usual way)
@@ -179,7 +189,8 @@ class RunTaking:
     async def take_unheld(self, run_id: str, wake: bool = False) -> RunExecutor | None:
         """Claim a run nobody holds alive and fire what is due, as the sweeper would; its
         executor if held here now (a run another worker holds is left to it). ``wake`` (a
-        signal's): rebuilt first if nobody holds it, its lease taken by the wake's commit."""
+        signal's or a cancel's): rebuilt first if nobody holds it, its lease taken by its first
+        commit; a run its snapshot shows ended is not asked for."""
         now = self._engine.clock.now()
         try:
             with contextlib.suppress(EngineError, NodeResolutionError, UnknownStoredFlow):
@@ -190,6 +201,8 @@ class RunTaking:
             )
             if lease is not None:
                 await self.take([lease], now)
+        except _Ended:
+            return None  # (its snapshot says so: nothing to take, a signal to it is refused)
         except UnknownRunError:
             return None  # (a signal to it is refused)
         except StoreError as exc:

@@ -1,7 +1,7 @@
 """A run's end: its root scope cancelled (a cancel, the run's deadline, a node's timeout), its
-leftover tokens cancelled and anchors released, its post phases, the commit of its result; or
-the end folded into its last step's commit
-(:class:`~flowtide.engine.run.executor.closing.RunClosing`). A part the executor holds
+leftover tokens cancelled and anchors released, its post phases, the commit of its result (one
+commit with the leftovers' when nothing comes between); or the end folded into its last step's
+commit (:class:`~flowtide.engine.run.executor.closing.RunClosing`). A part the executor holds
 (:class:`RunEnding`), calling back only through :class:`EndingHost`.
 """
 
@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from flowtide.engine.errors import StoreUnavailableError
 from flowtide.engine.event_types import RunWarning, TokenCancelled
 from flowtide.engine.lifecycle import Lifecycle
-from flowtide.engine.result import ErrorInfo, InterruptedAt
+from flowtide.engine.result import ErrorInfo, InterruptedAt, RunResult
 from flowtide.engine.run.attempts import Running
 from flowtide.engine.run.children import child_run_id, parent_wake
 from flowtide.engine.run.committer import Committer
@@ -130,48 +131,23 @@ class RunEnding:
         end = self.ex.view.end
         assert end is not None
         try:
-            await self._cancel_leftovers(end)
-            if self.ex.started and self.ex.plan.post:
-                for phase in self.ex.flow.phases(PhaseKind.POST):
-                    err = await self.ex.phases.run(phase, post=True)
-                    if err is not None:
-                        msg = f"post phase {phase.id!r} failed: {err.type}: {err.message}"
-                        self.ex.view.warnings.append(msg)
-                        await self.ex.commit(
-                            Commit(
-                                self.ex.view.run.id,
-                                events=[
-                                    self.ex.event(None, RunWarning(message=msg), placement=phase.id)
-                                ],
-                            )
-                        )
-            result = end_result(
-                self.ex.view.run.id,
-                end.lifecycle,
-                dict(self.ex.view.state),
-                self.ex.view.terminals,
-                self.ex.view.outcome,
-                errors=end.errors,
-                interrupted=end.interrupted,
-                warnings=self.ex.view.warnings,
-            )
-            now = self.ex.clock.now()
-            finished = finish(self.ex.view.run, result, now)
-            cancelled = {"cancelled": end.lifecycle is Lifecycle.CANCELLED}
-            asked = dict.fromkeys(self.ex.cancels)
-            await self.ex.commit(
-                Commit(
-                    self.ex.view.run.id,
-                    run=self.ex.view.run,
-                    due_cleared=[self.ex.view.run.id]
-                    if self.ex.view.run.deadline is not None
-                    else (),
-                    events=[finished],
-                    release=True,
-                    requests_answered=[RequestAnswer(i, cancelled, now) for i in asked],
-                    wakes=parent_wake(self.ex.view.run, now),  # (a subflow's child: its parent)
-                )
-            )
+            async with self.ex.steps.hold():
+                cancelled, children = self._leftovers(end)
+                posting = self.ex.started and bool(self.ex.plan.post)
+                if not children and not posting:
+                    # Nothing comes between: the leftovers go with the end, in one commit.
+                    result, now = await self._finish(end, cancelled)
+                elif cancelled is not None:
+                    await self.ex.commit(cancelled)
+            if children or posting:
+                if children:
+                    # A subflow's child goes with its parent, wherever it is driven (one under
+                    # this run's scope has been cancelled with it already).
+                    why = end_reason(end)
+                    await self.ex.host.cancel_children(children, f"its parent ended: {why}")
+                if posting:
+                    await self._post_phases()
+                result, now = await self._finish(end, None)
         except (StoreConflict, StoreUnavailableError) as exc:
             # Another actor ended the run first (see LIVE_LIFECYCLES), or the store stays down:
             # the run is as the store has it.
@@ -184,38 +160,78 @@ class RunEnding:
             self.ex.host.wake_sweeper(now)  # (its parent is due now: this engine may take it)
         self.ex.host.ended(result)
 
-    async def _cancel_leftovers(self, end: RunEnd) -> None:
-        """The run's end, first step: its live tokens cancelled, its node anchors released."""
-        async with self.ex.steps.hold():
-            leftovers = list(self.ex.view.tokens.values())
-            self.ex.view.tokens.clear()
-            why = end_reason(end)
-            for t in leftovers:
-                t.status = S.CANCELLED
-                t.epoch += 1
-                self.ex.close_park(t, ParkStatus.CANCELLED, why)
-            events = [self.ex.event(t, TokenCancelled(reason="run_ended")) for t in leftovers]
-            released = list(self.ex.view.anchors)
-            self.ex.view.anchors.clear()
-            if leftovers or released or self.ex.committer.closing_parks:
+    async def _post_phases(self) -> None:
+        """The flow's post phases, each failure recorded as a warning of the run."""
+        for phase in self.ex.flow.phases(PhaseKind.POST):
+            err = await self.ex.phases.run(phase, post=True)
+            if err is not None:
+                msg = f"post phase {phase.id!r} failed: {err.type}: {err.message}"
+                self.ex.view.warnings.append(msg)
                 await self.ex.commit(
                     Commit(
                         self.ex.view.run.id,
-                        tokens=leftovers,
-                        events=events,
-                        due_cleared=[t.id for t in leftovers],
-                        anchors_released=released,
+                        events=[self.ex.event(None, RunWarning(message=msg), placement=phase.id)],
                     )
                 )
-        # A subflow's child goes with its parent, wherever it is driven (one under this run's
-        # scope has been cancelled with it already).
+
+    async def _finish(self, end: RunEnd, leftovers: Commit | None) -> tuple[RunResult, datetime]:
+        """Commit the run's end (with ``leftovers``, the commit of its leftover tokens, if it
+        goes with it); its result and the instant it ended."""
+        v = self.ex.view
+        result = end_result(
+            v.run.id,
+            end.lifecycle,
+            dict(v.state),
+            v.terminals,
+            v.outcome,
+            errors=end.errors,
+            interrupted=end.interrupted,
+            warnings=v.warnings,
+        )
+        now = self.ex.clock.now()
+        finished = finish(v.run, result, now)
+        cancelled = {"cancelled": end.lifecycle is Lifecycle.CANCELLED}
+        asked = dict.fromkeys(self.ex.cancels)
+        c = leftovers if leftovers is not None else Commit(v.run.id)
+        c.run = v.run
+        if v.run.deadline is not None:
+            c.due_cleared = [*c.due_cleared, v.run.id]
+        c.events = [*c.events, finished]
+        c.release = True
+        c.requests_answered = [RequestAnswer(i, cancelled, now) for i in asked]
+        c.wakes = parent_wake(v.run, now)  # (a subflow's child: its parent)
+        await self.ex.commit(c)
+        return result, now
+
+    def _leftovers(self, end: RunEnd) -> tuple[Commit | None, list[str]]:
+        """The run's end, first step (under the step lock): its live tokens cancelled, its node
+        anchors released, in memory; their commit (None: nothing to write), and the subflow
+        children to cancel with it."""
+        leftovers = list(self.ex.view.tokens.values())
+        self.ex.view.tokens.clear()
+        why = end_reason(end)
+        for t in leftovers:
+            t.status = S.CANCELLED
+            t.epoch += 1
+            self.ex.close_park(t, ParkStatus.CANCELLED, why)
+        events = [self.ex.event(t, TokenCancelled(reason="run_ended")) for t in leftovers]
+        released = list(self.ex.view.anchors)
+        self.ex.view.anchors.clear()
+        cancelled = None
+        if leftovers or released or self.ex.committer.closing_parks:
+            cancelled = Commit(
+                self.ex.view.run.id,
+                tokens=leftovers,
+                events=events,
+                due_cleared=[t.id for t in leftovers],
+                anchors_released=released,
+            )
         children = [
             child_run_id(self.ex.view.run.id, t.id, t.placement, t.visit, t.attempt)
             for t in leftovers
             if self.ex.plan.placements[t.placement].kind == "subflow"
         ]
-        if children:
-            await self.ex.host.cancel_children(children, f"its parent ended: {why}")
+        return cancelled, children
 
     def closing(
         self,
