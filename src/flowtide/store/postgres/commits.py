@@ -80,7 +80,9 @@ class Whole:
     it in its transaction, if any."""
 
     statement: str
-    params: Params
+    params: tuple[str, str, str]
+    """The commit's JSON, then the lifecycles that have ended and those that are runnable (the
+    statement's ``$1``, ``$2``, ``$3``: it is sent as it is, see :func:`_statement`)."""
     then: list[Statement]
 
 
@@ -170,7 +172,8 @@ def created(creation: Creation) -> Whole:
 def _sent(p: Prepared, parts: _Parts, commit: dict[str, Any]) -> Whole:
     """The statement of ``parts``, with ``commit`` as its parameter, followed by the wakes of
     other runs ``p`` makes."""
-    params = {"commit": _JSON.encode(commit)} | lifecycles(DIALECT)
+    kinds = lifecycles(DIALECT)
+    params = (_JSON.encode(commit), kinds["ended"], kinds["runnable"])
     wakes = [("wake_due", [w | lifecycles(DIALECT) for w in p.wakes])] if p.wakes else []
     return Whole(_statement(parts), params, wakes + settle_woken(p, DIALECT))
 
@@ -279,8 +282,11 @@ def _statement(parts: _Parts) -> str:
             text = text.replace(slot, f" {part} " if part else "")
         elif part != unchanged.get(slot, ""):
             raise ValueError(f"{parts.head} has no place {slot!r}")
-    # (Its spaces shrunk, none of its literals holding two: psycopg parses again at each call a
-    # statement over 4 KB.)
+    # Its parameters numbered, so that psycopg sends it as it is (a raw cursor) instead of
+    # parsing it again at each call (as it does any statement over 4 KB); its spaces shrunk
+    # (none of its literals holds two).
+    for number, name in enumerate(("commit", "ended", "runnable"), 1):
+        text = text.replace(f"%({name})s", f"${number}")
     return " ".join(text.split())
 
 
