@@ -10,7 +10,9 @@ Only the wakes of other runs (a child's end waking its parent) follow it as stat
 own, in the same transaction. Refused, the commit is then taken the careful way, to tell why (or
 to apply it if the run changed in between): its run read first, the checks every store runs,
 then the writes (:func:`flowtide.store.sqlcore.commits.apply_commit`, two round trips). So is a
-commit the guard cannot check (one refused already by its own parts).
+commit the guard cannot check (one refused already by its own parts). A new run with its first
+commit is sent whole the same way (``create_whole``: :func:`created`) when only its id taken
+already may refuse it.
 """
 
 from __future__ import annotations
