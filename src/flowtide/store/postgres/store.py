@@ -151,6 +151,10 @@ class PostgresStore(Store):
             except psycopg.Error as error:
                 await pool.close()
                 raise open_error(error, self._target) from None
+            except BaseException:  # (given up: a pool left open would keep connecting, and
+                # its workers would not end; one stuck connecting is not waited for)
+                await pool.close(timeout=0)
+                raise
             self._pool = pool
 
     async def _migrate(self) -> None:
