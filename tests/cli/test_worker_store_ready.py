@@ -114,12 +114,17 @@ def tries_within(start: datetime, span: timedelta) -> list[datetime]:
 
 
 @contextlib.contextmanager
-def relay_to(target: tuple[str, int], port: int) -> Iterator[None]:
-    """Connections to 127.0.0.1:``port`` passed on to ``target`` (the database, up now)."""
+def relay_to(
+    target: tuple[str, int], port: int, passed: int | None = None
+) -> Iterator[list[socket.socket]]:
+    """Connections to 127.0.0.1:``port`` passed on to ``target`` (the database, up now); with
+    ``passed``, only that many, the later ones held unanswered (a server that stalls). Gives
+    the connections accepted so far."""
     listener = socket.create_server(("127.0.0.1", port))
     listener.settimeout(0.05)  # (to see ``stopping`` between connections)
     stopping = threading.Event()
     opened: list[socket.socket] = []
+    accepted: list[socket.socket] = []
     threads: list[threading.Thread] = []
 
     def pump(source: socket.socket, sink: socket.socket) -> None:
@@ -137,6 +142,9 @@ def relay_to(target: tuple[str, int], port: int) -> Iterator[None]:
                 continue
             client.settimeout(None)
             opened.append(client)
+            accepted.append(client)
+            if passed is not None and len(accepted) > passed:
+                continue  # (held: never answered)
             with contextlib.suppress(OSError):
                 server = socket.create_connection(target)
                 opened.append(server)
@@ -147,7 +155,7 @@ def relay_to(target: tuple[str, int], port: int) -> Iterator[None]:
     serving = threading.Thread(target=serve)
     serving.start()
     try:
-        yield
+        yield accepted
     finally:
         stopping.set()
         serving.join()
@@ -221,4 +229,29 @@ def test_a_worker_stopped_before_its_database_is_up_exits_quietly(tmp_path: Path
     finally:
         if process.poll() is None:
             process.kill()
+    assert "SIGTERM: stopped before the store opened" in log.read_text()
+
+
+def test_a_worker_stopped_while_its_database_stalls_exits(schemas: Schemas, tmp_path: Path) -> None:
+    """The schema is brought up to date on a first connection, then the server answers no
+    other: stopped while it waits for its connections, the worker leaves none trying."""
+    server = conninfo_to_dict(schemas.url)
+    target = (str(server.get("host") or "127.0.0.1"), int(server.get("port") or 5432))
+    port = free_port()
+    url = f"{make_conninfo(schemas.url, host='127.0.0.1', port=port)} schema={schemas.new()}"
+    log = tmp_path / "worker.log"
+    with relay_to(target, port, passed=1) as accepted, log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "flowtide", "worker", "--store", url],
+            stdout=output, stderr=subprocess.STDOUT, cwd=tmp_path,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT / "src")},
+        )  # fmt: skip
+        try:
+            until(lambda: len(accepted) >= 2, "the worker waits for its pool's connections")
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=30) == 0, log.read_text()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     assert "SIGTERM: stopped before the store opened" in log.read_text()

@@ -10,7 +10,9 @@ Only the wakes of other runs (a child's end waking its parent) follow it as stat
 own, in the same transaction. Refused, the commit is then taken the careful way, to tell why (or
 to apply it if the run changed in between): its run read first, the checks every store runs,
 then the writes (:func:`flowtide.store.sqlcore.commits.apply_commit`, two round trips). So is a
-commit the guard cannot check (one refused already by its own parts).
+commit the guard cannot check (one refused already by its own parts). A new run with its first
+commit is sent whole the same way (``create_whole``: :func:`created`) when only its id taken
+already may refuse it.
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ class Whole:
     it in its transaction, if any."""
 
     statement: str
-    params: Params
+    params: tuple[str, str, str]
+    """The commit's JSON, then the lifecycles that have ended and those that are runnable (the
+    statement's ``$1``, ``$2``, ``$3``: it is sent as it is, see :func:`_statement`)."""
     then: list[Statement]
 
 
@@ -170,7 +174,8 @@ def created(creation: Creation) -> Whole:
 def _sent(p: Prepared, parts: _Parts, commit: dict[str, Any]) -> Whole:
     """The statement of ``parts``, with ``commit`` as its parameter, followed by the wakes of
     other runs ``p`` makes."""
-    params = {"commit": _JSON.encode(commit)} | lifecycles(DIALECT)
+    kinds = lifecycles(DIALECT)
+    params = (_JSON.encode(commit), kinds["ended"], kinds["runnable"])
     wakes = [("wake_due", [w | lifecycles(DIALECT) for w in p.wakes])] if p.wakes else []
     return Whole(_statement(parts), params, wakes + settle_woken(p, DIALECT))
 
@@ -279,8 +284,11 @@ def _statement(parts: _Parts) -> str:
             text = text.replace(slot, f" {part} " if part else "")
         elif part != unchanged.get(slot, ""):
             raise ValueError(f"{parts.head} has no place {slot!r}")
-    # (Its spaces shrunk, none of its literals holding two: psycopg parses again at each call a
-    # statement over 4 KB.)
+    # Its parameters numbered, so that psycopg sends it as it is (a raw cursor) instead of
+    # parsing it again at each call (as it does any statement over 4 KB); its spaces shrunk
+    # (none of its literals holds two).
+    for number, name in enumerate(("commit", "ended", "runnable"), 1):
+        text = text.replace(f"%({name})s", f"${number}")
     return " ".join(text.split())
 
 

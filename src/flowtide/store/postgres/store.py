@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import AsyncRawCursor
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 from psycopg.types.string import TextLoader
@@ -161,6 +162,10 @@ class PostgresStore(Store):
             except psycopg.Error as error:
                 await pool.close()
                 raise open_error(error, self._target) from None
+            except BaseException:  # (given up: a pool left open would keep connecting, and
+                # its workers would not end; one stuck connecting is not waited for)
+                await pool.close(timeout=0)
+                raise
             self._pool = pool
 
     async def _migrate(self) -> None:
@@ -350,13 +355,15 @@ class PostgresStore(Store):
         first seq."""
         if len(sent) == 1 and not sent[0].then:
             async with self._transaction(None) as conn:
-                cursor = await conn.execute(sent[0].statement, sent[0].params)
+                cursor = AsyncRawCursor(conn)
+                await cursor.execute(sent[0].statement, sent[0].params)
                 rows = [await cursor.fetchone()]
         else:
             async with self._transaction() as conn:
                 cursors = []
                 for commit in sent:
-                    cursors.append(await conn.execute(commit.statement, commit.params))
+                    cursors.append(AsyncRawCursor(conn))
+                    await cursors[-1].execute(commit.statement, commit.params)
                     await put(conn, commit.then)
             rows = [await cursor.fetchone() for cursor in cursors]
         firsts = []
