@@ -224,25 +224,29 @@ class _Parts:
     fires: bool
 
 
-_WRITES = (
-    "state_deleted",
-    "state",
-    "tokens",
-    "events",
-    "due",
-    "due_ended",
-    "anchors_released",
-    "anchors",
-    "scatter",
-    "parks",
-    "answers",
-    "requests",
-)
-"""The rows a commit writes by a part of its own (``whole_<name>``), in the order of
+_WRITES = {
+    "state_deleted": "whole_state_deleted",
+    "state": "whole_state",
+    "tokens": "whole_tokens",
+    "events": "whole_events",
+    "due": "whole_due",
+    "due_ended": "whole_due_ended",
+    "anchors_released": "whole_anchors_released",
+    "anchors": "whole_anchors",
+    "scatter": "whole_scatter",
+    "parks": "whole_parks",
+    "answers": "whole_answers",
+    "requests": "whole_requests",
+}
+"""The rows a commit writes by a part of its own, and that part, in the order of
 :func:`~flowtide.store.sqlcore.writes.commit_writes`: ``due`` for a commit that changes its
 run's due entries, ``due_ended`` for one that ends its run without changing them."""
 
-_CHECKS = {"expect": "expect", "answers": "answers_check", "requests": "requests_check"}
+_CHECKS = {
+    "expect": "whole_expect",
+    "answers": "whole_answers_check",
+    "requests": "whole_requests_check",
+}
 """The rows a commit is checked by, and the part that checks them."""
 
 
@@ -257,8 +261,8 @@ def _statement(parts: _Parts) -> str:
         written.add("due")
     elif parts.ends:
         written.add("due_ended")
-    writes = [Q[f"whole_{name}"] for name in _WRITES if name in written]
-    checks = [Q[f"whole_{part}"] for name, part in _CHECKS.items() if name in parts.rows]
+    writes = [Q[part] for name, part in _WRITES.items() if name in written]
+    checks = [Q[part] for name, part in _CHECKS.items() if name in parts.rows]
     if parts.fires:
         checks.append(Q["whole_deadline_check"])
     first_due = "NULL::timestamptz"
