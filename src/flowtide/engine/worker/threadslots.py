@@ -9,9 +9,7 @@ window is never spent in the pool's queue.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections import deque
+from flowtide.turns import Turns
 
 __all__ = ["DEFAULT_THREADS", "ThreadSlots"]
 
@@ -27,7 +25,7 @@ class ThreadSlots:
             raise ValueError(f"the engine needs at least one thread, not {size}")
         self.size = size
         self._free = size
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._turns: Turns[None] = Turns()
 
     @property
     def in_use(self) -> int:
@@ -37,11 +35,11 @@ class ThreadSlots:
     @property
     def waiting(self) -> int:
         """How many attempts wait for a slot now."""
-        return sum(not w.done() for w in self._waiters)
+        return self._turns.waiting
 
     def try_take(self) -> bool:
         """Take a slot if one is free now and nobody waits for one; True if taken."""
-        if self._free > 0 and not (self._waiters and self.waiting):
+        if self._free > 0 and not (self._turns and self._turns.waiting):
             self._free -= 1
             return True
         return False
@@ -50,23 +48,9 @@ class ThreadSlots:
         """Take a slot, waiting for one in turn."""
         if self.try_take():
             return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
-        try:
-            await fut
-        except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
-                self.give()  # (handed a slot as it was cancelled: the next one gets it)
-            else:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(fut)
-            raise
+        await self._turns.wait(None, self.give)  # (handed one as it was cancelled: passed on)
 
     def give(self) -> None:
         """Give a slot back: to the first attempt waiting, else to the free ones."""
-        while self._waiters:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)
-                return
-        self._free += 1
+        if not self._turns.hand():
+            self._free += 1

@@ -18,10 +18,10 @@ its own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
+
+from flowtide.turns import Turns
 
 
 async def _nothing_held() -> None:
@@ -37,7 +37,7 @@ class StepLock:
         """``flush``: sends the commits held back (see :meth:`owe`)."""
         self._held = False
         self._owner: asyncio.Task[object] | None = None
-        self._waiters: deque[tuple[asyncio.Future[None], asyncio.Task[object] | None]] = deque()
+        self._turns: Turns[asyncio.Task[object] | None] = Turns()
         self._flush = flush
         self._owed: asyncio.Future[None] | None = None
 
@@ -49,7 +49,7 @@ class StepLock:
     @property
     def queued(self) -> int:
         """How many steps wait for the lock."""
-        return len(self._waiters)
+        return len(self._turns)
 
     def hold(self) -> _Held:
         """``async with lock.hold():`` holds the lock for this task (at once if it already
@@ -62,7 +62,7 @@ class StepLock:
 
     def _take_free(self, me: asyncio.Task[object] | None) -> bool:
         """Take the lock for ``me`` (the current task) if it is free and nobody waits for it."""
-        if self._held or self._waiters:
+        if self._held or self._turns:
             return False
         self._held = True
         self._owner = me
@@ -71,32 +71,19 @@ class StepLock:
     async def _take(self, me: asyncio.Task[object] | None) -> None:
         """Take the lock for ``me`` (the current task), in turn: it is handed over by the step
         before (:meth:`_exit`)."""
-        handed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiter = (handed, me)
-        self._waiters.append(waiter)
-        try:
-            await handed
-        except asyncio.CancelledError:
-            if handed.done() and not handed.cancelled():
-                self._exit()  # (handed the lock as it was cancelled: the next step gets it)
-            else:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
-            raise
+        await self._turns.wait(me, self._exit)  # (handed it as it was cancelled: passed on)
 
     def _exit(self) -> asyncio.Future[None] | None:
         """Let go of the lock (to the first step queued, if any); what the step owes (see
         :meth:`owe`)."""
         owed, self._owed = self._owed, None
-        while self._waiters:
-            handed, task = self._waiters.popleft()
-            if not handed.done():
-                self._owner = task
-                handed.set_result(None)
-                return owed
-        self._held = False
-        self._owner = None
+        if not self._turns.hand(self._hand_to):
+            self._held = False
+            self._owner = None
         return owed
+
+    def _hand_to(self, task: asyncio.Task[object] | None) -> None:
+        self._owner = task
 
     async def _settle(self, owed: asyncio.Future[None]) -> None:
         """The step's commit was held back: have it stored (the steps queued since have
