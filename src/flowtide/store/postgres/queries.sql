@@ -12,6 +12,12 @@ SET search_path TO {schema};
 -- Instants come back as UTC.
 SET TIME ZONE 'UTC';
 
+-- name: set_plan_cache_mode
+-- A statement prepared on a connection is planned once, for any parameters: they are JSON
+-- documents and run ids, which a plan made for their values would not use (PostgreSQL would
+-- otherwise plan each call afresh five times, and some statements at every call).
+SET plan_cache_mode = force_generic_plan;
+
 -- name: set_channel
 -- The store's notification channel, as a setting of every connection (the statements that
 -- notify read it: settle_run, release_runs).
