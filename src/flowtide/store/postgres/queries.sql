@@ -760,7 +760,9 @@ WITH clock AS (
                 (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
         END
     FROM claimable
-    WHERE runs.id = claimable.id
+    -- (The ids as an array too: each run's row found by its key, however many rows a plan
+    -- made for any limit expects.)
+    WHERE runs.id = ANY(ARRAY(SELECT id FROM claimable)) AND runs.id = claimable.id
     RETURNING runs.id, runs.owner, runs.epoch, runs.lease_expires, claimable.wake_at AS woke,
         nullif(claimable.held_by, %(owner)s) AS taken_from
 )
@@ -1024,9 +1026,9 @@ SELECT id FROM runs WHERE id >= %(prefix)s ORDER BY id LIMIT %(limit)s;
 SELECT r.id FROM runs r
 WHERE r.lifecycle = ANY(%(ended)s::text[]) AND r.id > %(after)s
     AND coalesce(r.finished_at, r.created_at) < %(ended_before)s
-    AND NOT EXISTS (
-        SELECT 1 FROM runs p
-        WHERE p.id = r.parent_run_id AND NOT p.lifecycle = ANY(%(ended)s::text[])
+    AND coalesce(  -- (no parent, or an ended one; its row found by its key for each run)
+        (SELECT p.lifecycle = ANY(%(ended)s::text[]) FROM runs p WHERE p.id = r.parent_run_id),
+        TRUE
     )
 ORDER BY r.id LIMIT %(limit)s;
 
