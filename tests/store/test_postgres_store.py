@@ -595,27 +595,33 @@ async def test_a_deadline_fires_in_one_round_trip(schemas: Schemas) -> None:
     async with RoundTrips(schemas.url) as wire:
         store = PostgresStore(wire.url, schema=schemas.new(), min_size=1, max_size=1)
         async with store:
-            lease = Lease("r", "w", 1, at(86400))
             passed = datetime.now(UTC) - timedelta(seconds=1)
-            entry = DueEntry(passed, "r", "r.1", "timeout")
-            parked = TokenRecord("r.1", "r", "p", P, deadline=passed)
-            first = Commit("r", tokens=[parked], due=[entry], lease=lease)
-            await store.create_run(run_record("r", "parked"), {"n": 1}, first, lease=lease)
-            timed_out = TokenRecord("r.1", "r", "p", TokenStatus.DONE, deadline=passed)
-            before, sent = wire.count, len(wire.sent)
-            events = await store.commit(
-                Commit(
-                    "r",
-                    state={"n": 2},
-                    tokens=[timed_out],
-                    events=[EventRecord("node_timed_out", "r", passed, "p", 1, "r.1")],
-                    expect={"r.1": P},
-                    due_fired=[entry],
-                    fires_deadline=passed,
-                    lease=lease,
-                    run_lifecycles=frozenset({"parked"}),
+            # (Another run's deadline fired first: the statement is prepared on the connection
+            # at its first use, a round trip of its own, once; counted is every later use.)
+            for run_id in ("warm", "r"):
+                lease = Lease(run_id, "w", 1, at(86400))
+                entry = DueEntry(passed, run_id, f"{run_id}.1", "timeout")
+                parked = TokenRecord(f"{run_id}.1", run_id, "p", P, deadline=passed)
+                first = Commit(run_id, tokens=[parked], due=[entry], lease=lease)
+                await store.create_run(run_record(run_id, "parked"), {"n": 1}, first, lease=lease)
+                timed_out = TokenRecord(
+                    f"{run_id}.1", run_id, "p", TokenStatus.DONE, deadline=passed
                 )
-            )
+                fired = EventRecord("node_timed_out", run_id, passed, "p", 1, f"{run_id}.1")
+                before, sent = wire.count, len(wire.sent)
+                events = await store.commit(
+                    Commit(
+                        run_id,
+                        state={"n": 2},
+                        tokens=[timed_out],
+                        events=[fired],
+                        expect={f"{run_id}.1": P},
+                        due_fired=[entry],
+                        fires_deadline=passed,
+                        lease=lease,
+                        run_lifecycles=frozenset({"parked"}),
+                    )
+                )
             assert wire.count - before == 1, "".join(wire.sent[sent:])
             assert [e.seq for e in events] == [1]
             assert (await store.get_state("r"))["n"] == 2
@@ -634,20 +640,23 @@ async def test_a_commit_takes_the_lease_in_the_statement_that_advances_its_run(
     async with RoundTrips(schemas.url) as wire:
         store = PostgresStore(wire.url, schema=schemas.new(), min_size=1, max_size=1)
         async with store:
-            await store.create_run(run_record("r", "parked"), {"n": 1})
-            mine = Lease("r", "w", 1, datetime.now(UTC) + timedelta(seconds=30))
-            woken = TokenRecord("r.1", "r", "p", TokenStatus.RUNNING)
-            sent = len(wire.sent)
-            before = wire.count
-            await store.commit(
-                Commit(
-                    "r",
-                    tokens=[woken],
-                    events=[EventRecord("signalled", "r", T0, "p")],
-                    take=LeaseTake(mine, datetime.now(UTC)),
-                    run_lifecycles=frozenset({"parked"}),
+            # (Another run woken first: the statement is prepared on the connection at its first
+            # use, a round trip of its own, once; counted is every later use.)
+            for run_id in ("warm", "r"):
+                await store.create_run(run_record(run_id, "parked"), {"n": 1})
+                mine = Lease(run_id, "w", 1, datetime.now(UTC) + timedelta(seconds=30))
+                woken = TokenRecord(f"{run_id}.1", run_id, "p", TokenStatus.RUNNING)
+                sent = len(wire.sent)
+                before = wire.count
+                await store.commit(
+                    Commit(
+                        run_id,
+                        tokens=[woken],
+                        events=[EventRecord("signalled", run_id, T0, "p")],
+                        take=LeaseTake(mine, datetime.now(UTC)),
+                        run_lifecycles=frozenset({"parked"}),
+                    )
                 )
-            )
             statements = wire.sent[sent:].count("B")
             assert wire.count - before == 1
             # One statement, a transaction of its own: the run advanced with its lease taken,

@@ -5,7 +5,11 @@ on a pooled connection in autocommit mode, so that each is a transaction of its 
 one round trip for each :class:`~flowtide.store.sqlcore.script.Ask`, the statements it puts
 sent with the ``COMMIT``). A statement that must tell other processes of a change
 (``settle_run``, ``release_runs``) does so itself, with ``pg_notify`` on the store's channel (a
-setting of every connection): the notice is sent if, and when, the change commits."""
+setting of every connection): the notice is sent if, and when, the change commits.
+
+A statement of ``queries.sql`` is prepared on a connection at its first use there, and planned
+once for all (the store's connections make generic plans): its parameters are JSON documents
+and ids, which a plan made for their values would not use."""
 
 from __future__ import annotations
 
@@ -69,7 +73,10 @@ async def drive(conn: Connection, script: Script[T]) -> T:
         step = next(script)
         while True:
             if isinstance(step, Ask):
-                sent = [await conn.execute(Q[name], params) for name, params in step.queries]
+                sent = [
+                    await conn.execute(Q[name], params, prepare=True)
+                    for name, params in step.queries
+                ]
                 rows: list[Sequence[Row]] = [await cursor.fetchall() for cursor in sent]
             else:
                 await put(conn, step.statements)
@@ -87,8 +94,9 @@ async def put(conn: Connection, statements: Sequence[Statement]) -> None:
     cursor = conn.cursor()
     for name, rows in statements:
         if len(rows) == 1:
-            await cursor.execute(Q[name], rows[0])
+            await cursor.execute(Q[name], rows[0], prepare=True)
         elif name in MANY_ROWS and rows:
+            # (A text for each count of rows: prepared once used often, as psycopg decides.)
             for batch in batches(rows, max(1, CACHED_PARAMS // len(rows[0]))):
                 await cursor.execute(many_rows(Q[name], len(batch)), row_params(batch))
         elif rows:

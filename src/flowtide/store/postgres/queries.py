@@ -28,6 +28,7 @@ OWN_QUERIES: Final = frozenset(
     {
         "set_search_path",
         "set_time_zone",
+        "set_plan_cache_mode",
         "set_channel",
         "create_schema",
         "lock_schema",

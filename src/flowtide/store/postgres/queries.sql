@@ -12,6 +12,12 @@ SET search_path TO {schema};
 -- Instants come back as UTC.
 SET TIME ZONE 'UTC';
 
+-- name: set_plan_cache_mode
+-- A statement prepared on a connection is planned once, for any parameters: they are JSON
+-- documents and run ids, which a plan made for their values would not use (PostgreSQL would
+-- otherwise plan each call afresh five times, and some statements at every call).
+SET plan_cache_mode = force_generic_plan;
+
 -- name: set_channel
 -- The store's notification channel, as a setting of every connection (the statements that
 -- notify read it: settle_run, release_runs).
@@ -754,7 +760,9 @@ WITH clock AS (
                 (SELECT min(d.due_at) FROM due d WHERE d.run_id = runs.id))
         END
     FROM claimable
-    WHERE runs.id = claimable.id
+    -- (The ids as an array too: each run's row found by its key, however many rows a plan
+    -- made for any limit expects.)
+    WHERE runs.id = ANY(ARRAY(SELECT id FROM claimable)) AND runs.id = claimable.id
     RETURNING runs.id, runs.owner, runs.epoch, runs.lease_expires, claimable.wake_at AS woke,
         nullif(claimable.held_by, %(owner)s) AS taken_from
 )
@@ -1018,9 +1026,9 @@ SELECT id FROM runs WHERE id >= %(prefix)s ORDER BY id LIMIT %(limit)s;
 SELECT r.id FROM runs r
 WHERE r.lifecycle = ANY(%(ended)s::text[]) AND r.id > %(after)s
     AND coalesce(r.finished_at, r.created_at) < %(ended_before)s
-    AND NOT EXISTS (
-        SELECT 1 FROM runs p
-        WHERE p.id = r.parent_run_id AND NOT p.lifecycle = ANY(%(ended)s::text[])
+    AND coalesce(  -- (no parent, or an ended one; its row found by its key for each run)
+        (SELECT p.lifecycle = ANY(%(ended)s::text[]) FROM runs p WHERE p.id = r.parent_run_id),
+        TRUE
     )
 ORDER BY r.id LIMIT %(limit)s;
 

@@ -183,11 +183,13 @@ class PostgresStore(Store):
 
     async def _configure(self, connection: Connection) -> None:
         """Every connection: the store's schema as its search path, instants in UTC, JSON
-        columns read as their text (decoded by the store)."""
+        columns read as their text (decoded by the store), each statement planned once: prepared
+        at its first use (``prepare=True`` where it is run) with a generic plan."""
         quiet_pool_warnings(connection)
         connection.adapters.register_loader("json", TextLoader)
         await connection.execute(with_schema("set_search_path", self._schema))
         await connection.execute(Q["set_time_zone"])
+        await connection.execute(Q["set_plan_cache_mode"])
         await connection.execute(Q["set_channel"], {"channel": self._channel})
 
     async def close(self) -> None:
@@ -291,7 +293,10 @@ class PostgresStore(Store):
         """The rows of each statement (its text and parameters), at one snapshot of the
         database: sent together in one read-only transaction, answered in one round trip."""
         async with self._transaction("begin_snapshot") as conn:
-            cursors = [await conn.execute(statement, params) for statement, params in statements]
+            cursors = [
+                await conn.execute(statement, params, prepare=True)
+                for statement, params in statements
+            ]
         return [await cursor.fetchall() for cursor in cursors]
 
     async def _rows(self, statement: str, params: Params | None = None) -> list[tuple[Any, ...]]:
@@ -300,7 +305,7 @@ class PostgresStore(Store):
             with self.busy():
                 pool = await self._connections()
                 async with pool.connection() as conn:
-                    cursor = await conn.execute(statement, params)
+                    cursor = await conn.execute(statement, params, prepare=True)
                     rows = [] if cursor.description is None else await cursor.fetchall()
                     self._outage.answered()
                     return rows
@@ -356,14 +361,14 @@ class PostgresStore(Store):
         if len(sent) == 1 and not sent[0].then:
             async with self._transaction(None) as conn:
                 cursor = AsyncRawCursor(conn)
-                await cursor.execute(sent[0].statement, sent[0].params)
+                await cursor.execute(sent[0].statement, sent[0].params, prepare=True)
                 rows = [await cursor.fetchone()]
         else:
             async with self._transaction() as conn:
                 cursors = []
                 for commit in sent:
                     cursors.append(AsyncRawCursor(conn))
-                    await cursors[-1].execute(commit.statement, commit.params)
+                    await cursors[-1].execute(commit.statement, commit.params, prepare=True)
                     await put(conn, commit.then)
             rows = [await cursor.fetchone() for cursor in cursors]
         firsts = []
