@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
+from flowtide.clock import Clock, VirtualClock
 from flowtide.engine.requests.answers import AnswerWatch
+from flowtide.store import StoreError
 
 
 class Host:
@@ -20,6 +23,8 @@ class Host:
 
     def __init__(self) -> None:
         self.store: Any = self
+        self.virtual = VirtualClock()
+        self.clock: Clock = self.virtual
         self.unanswered: set[str] = set()
         self.reading = asyncio.Event()
         self.finish = asyncio.Event()
@@ -57,3 +62,27 @@ async def test_a_request_no_longer_unanswered_is_told() -> None:
     with watch.watching("run", "answered") as answered:
         host.finish.set()
         await asyncio.wait_for(answered.wait(), 1)
+
+
+class DownHost(Host):
+    """A store whose unanswered requests cannot be read (counting the tries)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    async def pending_requests(self, run_id: str) -> Sequence[Any]:
+        self.reads += 1
+        raise StoreError("the server cannot be reached")
+
+
+async def test_a_store_that_cannot_be_read_is_read_again_after_the_poll_on_the_clock() -> None:
+    host = DownHost()
+    watch = AnswerWatch(host)
+    with watch.watching("run", "request") as told:
+        await host.virtual.settle()
+        assert host.reads == 1 and told.is_set()  # (told: it looks for itself)
+        await host.virtual.advance(timedelta(seconds=59))
+        assert host.reads == 1
+        await host.virtual.advance(timedelta(seconds=1))
+        assert host.reads == 2

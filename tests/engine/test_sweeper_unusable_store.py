@@ -58,3 +58,32 @@ async def test_a_store_down_for_a_while_is_asked_again(caplog: pytest.LogCapture
             engine.sweeper.wake()
             await clock.advance(timedelta(seconds=10))
     assert store.calls > 5
+
+
+class UnheardStore(MemoryStore):
+    """A store other processes write to, whose notices cannot be waited for (counting the
+    tries)."""
+
+    shared = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits = 0
+
+    async def wait_changed(self, seconds: float, *, wakes_only: bool = False) -> bool:
+        self.waits += 1
+        raise StoreError("the server cannot be reached")
+
+
+async def test_notices_that_cannot_be_waited_for_are_tried_again_on_the_engines_clock() -> None:
+    store = UnheardStore()
+    async with running(autojump=False, store=store, poll=60.0) as (engine, clock):
+        engine.sweeper.wake()
+        await clock.settle()
+        assert store.waits == 1
+        await clock.advance(timedelta(seconds=59))
+        assert store.waits == 1  # (not before the poll has passed)
+        await clock.advance(timedelta(seconds=1))
+        assert store.waits == 2
+        await clock.advance(timedelta(seconds=60))
+        assert store.waits == 3

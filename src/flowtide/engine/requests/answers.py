@@ -17,8 +17,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Protocol
 
+from flowtide.clock import Clock
 from flowtide.store.base import Store, StoreError
 
 __all__ = ["AnswerWatch", "AnswerWatchHost"]
@@ -30,6 +32,7 @@ class AnswerWatchHost(Protocol):
     """What an :class:`AnswerWatch` reads of its engine."""
 
     store: Store
+    clock: Clock
     poll: float
     executes: bool
 
@@ -90,7 +93,7 @@ class AnswerWatch:
         except StoreError as exc:
             log.warning("waiting for answers: %s; looking again in %s s", exc, poll)
             self._tell_all()
-            await asyncio.sleep(poll)
+            await self._host.clock.sleep(timedelta(seconds=poll))
         finally:
             if not changed.done():
                 changed.cancel()

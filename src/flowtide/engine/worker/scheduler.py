@@ -233,7 +233,7 @@ class Sweeper:
                 return
             except StoreError as exc:
                 log.log(_level(exc), "sweeper: %s; looking again in %s s", exc, self._poll)
-                await asyncio.sleep(self._poll)
+                await self._clock.sleep(timedelta(seconds=self._poll))
             event.set()
 
     def _arm(self, when: datetime, event: asyncio.Event) -> None:
