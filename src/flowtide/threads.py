@@ -28,7 +28,6 @@ __all__ = [
     "Reply",
     "finish_at_exit",
     "finished",
-    "inbox_of",
 ]
 
 T = TypeVar("T")
@@ -76,21 +75,18 @@ class Inbox:
         self._waking = False
         answers = self._answers
         while answers:
-            _settle(*answers.popleft())
+            reply, value, error = answers.popleft()
+            try:
+                _settle(reply, value, error)
+            except Exception as exc:  # (a ``then`` that fails: the answers after it still go)
+                self.loop.call_exception_handler(
+                    {"message": "a reply's callback failed", "exception": exc}
+                )
 
 
 _LAST: list[Inbox] = []
-"""The inbox made last (most programs run one loop: each reply finds it at once)."""
-
-
-def inbox_of(loop: asyncio.AbstractEventLoop) -> Inbox:
-    """(On ``loop``.) The inbox of ``loop``: the one made last if it is ``loop``'s, else a new
-    one (loops that take turns each get new ones, which are correct alone)."""
-    last = _LAST[0] if _LAST else None
-    if last is None or last.loop is not loop:
-        last = Inbox(loop)
-        _LAST[:] = [last]
-    return last
+"""The inbox made last, which the next reply takes if it is its loop's (most programs run one
+loop). Loops that take turns each get new ones, each correct on its own."""
 
 
 class Reply(Generic[T]):
@@ -104,7 +100,11 @@ class Reply(Generic[T]):
     def __init__(
         self, loop: asyncio.AbstractEventLoop, then: Callable[[], None] | None = None
     ) -> None:
-        self.inbox = inbox_of(loop)
+        inbox = _LAST[0] if _LAST else None
+        if inbox is None or inbox.loop is not loop:  # (loops taking turns: each a new inbox)
+            inbox = Inbox(loop)
+            _LAST[:] = [inbox]
+        self.inbox = inbox
         self.awaited: asyncio.Future[T] = loop.create_future()
         self.then = then
         """Called on the loop when the answer comes, even if nobody waits for it any more."""

@@ -70,3 +70,25 @@ async def test_an_answer_nobody_waits_for_any_more_is_dropped() -> None:
     thread.join()
     assert await done.awaited == 2
     assert heard == ["then"]
+
+
+async def test_a_failing_callback_is_reported_and_the_answers_after_it_still_go() -> None:
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+
+    def fails() -> None:
+        raise ValueError("then")
+
+    first: Reply[int] = Reply(loop, fails)
+    second: Reply[int] = Reply(loop)
+
+    def answer() -> None:
+        first.set_result(1)
+        second.set_result(2)
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    thread.join()
+    assert await second.awaited == 2
+    assert [type(c["exception"]) for c in reported] == [ValueError]
