@@ -61,6 +61,11 @@ class Inbox:
         self._answers: deque[tuple[Reply[Any], Any, BaseException | Cancelled | None]] = deque()
         self._waking = False
 
+    @property
+    def waiting(self) -> int:
+        """How many answers wait for the loop to take them."""
+        return len(self._answers)
+
     def put(self, reply: Reply[Any], value: Any, error: BaseException | Cancelled | None) -> None:
         """(In any thread.) ``reply``'s answer, settled on the loop soon."""
         self._answers.append((reply, value, error))
@@ -69,6 +74,7 @@ class Inbox:
             try:
                 self.loop.call_soon_threadsafe(self._take)
             except RuntimeError:  # (the loop is closed: nobody waits, nothing to keep)
+                self._waking = False
                 self._answers.clear()
 
     def _take(self) -> None:

@@ -92,3 +92,13 @@ async def test_a_failing_callback_is_reported_and_the_answers_after_it_still_go(
     thread.join()
     assert await second.awaited == 2
     assert [type(c["exception"]) for c in reported] == [ValueError]
+
+
+def test_answers_for_a_closed_loop_are_dropped_not_kept() -> None:
+    loop = asyncio.new_event_loop()
+    replies: list[Reply[int]] = [Reply(loop) for _ in range(3)]
+    loop.close()
+    for i, reply in enumerate(replies):
+        reply.set_result(i)  # (no error: nobody waits for it)
+    assert not replies[-1].awaited.done()
+    assert replies[-1].inbox.waiting == 0
