@@ -17,7 +17,8 @@ thread's, so that a wake-up is counted on both sides; wall time beside it):
   time (answers given together wake it once).
 - ``chain step``: the 200-node in-memory chain of ``bench_engine.py``, inline and threaded,
   against inline + hand-off.
-- ``Python calls``: cProfile's count per hand-off and per chain step, in the loop's thread and in
+- ``Python calls``: cProfile's count per hand-off, per chain step, and per node of the 100-branch
+  split joined by an ``all`` join (where answers arrive together), in the loop's thread and in
   the worker threads (load-independent, unlike the times).
 
 The machine's two CPUs are shared: times move with the load (printed beside them); the call
@@ -144,14 +145,7 @@ def loop_wakeups(runs: int, batch: int) -> tuple[float, float]:
 
 
 def chain_steps(runs: int, kind: str) -> tuple[float, float]:
-    flow = bench_engine.chain_flow(kind)
-    engine = Engine(flows=[flow])
-
-    async def once() -> None:
-        result = await engine.run(flow)
-        assert result.lifecycle == "completed", result
-
-    return measured(runs, bench_engine.CHAIN, once)
+    return measured(runs, bench_engine.CHAIN, runner("chain", kind))
 
 
 def calls_per(units: int, make: Callable[[], Awaitable[Any]]) -> tuple[float, float]:
@@ -204,13 +198,21 @@ def counts() -> None:
     finally:
         pool.shutdown(wait=True)
     for kind in ("inline", "thread"):
-        flow = bench_engine.chain_flow(kind)
-        engine = Engine(flows=[flow])
+        print_calls(f"chain step, {kind}", calls_per(bench_engine.CHAIN, runner("chain", kind)))
+    branches = bench_engine.BRANCHES + 2
+    print_calls("split + join, per node, thread", calls_per(branches, runner("split", "thread")))
 
-        async def run() -> None:
-            await engine.run(flow)
 
-        print_calls(f"chain step, {kind}", calls_per(bench_engine.CHAIN, run))
+def runner(shape: str, kind: str) -> Callable[[], Awaitable[Any]]:
+    """One run of ``bench_engine``'s flow of ``shape`` and ``kind`` to its end, on one engine."""
+    flow = bench_engine.chain_flow(kind) if shape == "chain" else bench_engine.split_flow(kind)
+    engine = Engine(flows=[flow])
+
+    async def run() -> None:
+        result = await engine.run(flow)
+        assert result.lifecycle == "completed", result
+
+    return run
 
 
 def print_calls(what: str, figures: tuple[float, float]) -> None:
@@ -237,7 +239,9 @@ def main() -> None:
     print_row("hand-off", handed)
     print_row("thread wake-up per job", thread_wakeups(args.runs))
     print_row("loop wake-up per answer, 1 at a time", loop_wakeups(args.runs, 1))
-    print_row(f"loop wake-up per answer, {args.batch} at a time", loop_wakeups(args.runs, args.batch))
+    print_row(
+        f"loop wake-up per answer, {args.batch} at a time", loop_wakeups(args.runs, args.batch)
+    )
     print("per chain step:")
     inline = chain_steps(args.runs, "inline")
     print_row("inline", inline)
