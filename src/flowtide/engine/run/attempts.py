@@ -137,7 +137,7 @@ class AttemptRunner:
         was committed: see :meth:`take_thread_now`), so that its window is not spent waiting for
         a thread.
         """
-        if self.needs_thread(call.impl):
+        if call.key not in self.thread_held and self.needs_thread(call.impl):
             stopped = await self.wait_for_thread(call.key, call.parent)
             if stopped is not None:
                 return Attempt("cancelled", cancellation=stopped)

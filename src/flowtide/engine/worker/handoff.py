@@ -1,9 +1,11 @@
-"""Handing a call to a worker thread and awaiting it from the loop, with one wake-up of the loop.
+"""Handing a call to a worker thread and awaiting it from the loop, with at most one wake-up of
+the loop.
 
-The thread wakes the loop once (:class:`flowtide.threads.Reply`), and that one callback hears of
-the return and settles the awaited future. A cancelled await withdraws the call only if it has
-not started (as ``asyncio.wrap_future`` does), in the awaiting coroutine, so completion pays
-nothing for it.
+The thread puts the answer in the loop's inbox (:class:`flowtide.threads.Reply`): it wakes the
+loop unless answers already wait there (then they are taken together), and the loop hears of the
+return and settles the awaited future in one callback. A cancelled await withdraws the call only
+if it has not started (as ``asyncio.wrap_future`` does), in the awaiting coroutine, so completion
+pays nothing for it.
 """
 
 from __future__ import annotations

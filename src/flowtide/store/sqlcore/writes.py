@@ -7,7 +7,6 @@ pipeline).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -80,51 +79,68 @@ def commit_writes(
     c = p.commit
     run_id = c.run_id
     writes: list[Statement] = []
-
-    def add(name: str, rows: Sequence[Params]) -> None:
-        if rows:
-            writes.append((name, list(rows)))
-
+    add = writes.append
+    # (Most commits carry a token and an event or two: each part is looked at before anything
+    # is made for it, so a part a commit does not carry costs one test.)
     if p.take is not None and not taken:
-        add("take_lease", [p.take])
+        add(("take_lease", [p.take]))
     if p.run is not None:
-        add("write_run", [p.run])
+        add(("write_run", [p.run]))
         ended = bool(p.run["ended"])
-    add("put_token", last_of_each(p.tokens))
-    add("put_state", p.state)
+    tokens = p.tokens
+    if tokens:
+        add(("put_token", last_of_each(tokens) if len(tokens) > 1 else list(tokens)))
+    if p.state:
+        add(("put_state", list(p.state)))
     if c.state_deleted:
-        add("delete_state", [{"run_id": run_id, "keys": d.array(list(c.state_deleted))}])
-    for back, event in enumerate(reversed(p.events)):
-        event["back"] = back
-    if last_seq is not None:
-        for seq, event in enumerate(p.events, last_seq + 1):
-            event["seq"] = seq
-    add("insert_event", p.events)
+        add(("delete_state", [{"run_id": run_id, "keys": d.array(list(c.state_deleted))}]))
+    events = p.events
+    if events:
+        last = len(events) - 1
+        if last_seq is None:
+            for i, event in enumerate(events):
+                event["back"] = last - i
+        else:
+            for i, event in enumerate(events):
+                event["back"] = last - i
+                event["seq"] = last_seq + 1 + i
+        add(("insert_event", list(events)))
     if ended:
-        add("delete_all_due", [{"run_id": run_id}])
+        add(("delete_all_due", [{"run_id": run_id}]))
     else:
         if c.due_cleared:
-            add("clear_due", [{"run_id": run_id, "token_ids": d.array(list(c.due_cleared))}])
-        add("drop_due", [_due(run_id, t, purpose) for t, purpose in c.due_dropped])
-        add("fire_due", p.due_fired)
-        add("set_due", p.due)
-        if ended is None and p.due:
-            add("delete_due_if_ended", [{"run_id": run_id} | lifecycles(d)])
-    add("put_anchor", p.anchors)
-    add("release_anchor", p.anchors_released)
-    add("put_scatter_item", p.scatter)
-    add("put_park", p.parks)
-    # In key order, as every commit takes them: two commits answering the same keys wait for
-    # one another instead of deadlocking.
-    add("insert_answer", sorted(p.answers, key=_key))
-    add("answer_request", p.requests)
-    add("wake_due", [w | lifecycles(d) for w in p.wakes])
+            add(("clear_due", [{"run_id": run_id, "token_ids": d.array(list(c.due_cleared))}]))
+        if c.due_dropped:
+            add(("drop_due", [_due(run_id, t, purpose) for t, purpose in c.due_dropped]))
+        if p.due_fired:
+            add(("fire_due", list(p.due_fired)))
+        if p.due:
+            add(("set_due", list(p.due)))
+            if ended is None:
+                add(("delete_due_if_ended", [{"run_id": run_id} | lifecycles(d)]))
+    if p.anchors:
+        add(("put_anchor", list(p.anchors)))
+    if p.anchors_released:
+        add(("release_anchor", list(p.anchors_released)))
+    if p.scatter:
+        add(("put_scatter_item", list(p.scatter)))
+    if p.parks:
+        add(("put_park", list(p.parks)))
+    if p.answers:
+        # In key order, as every commit takes them: two commits answering the same keys wait
+        # for one another instead of deadlocking.
+        add(("insert_answer", sorted(p.answers, key=_key)))
+    if p.requests:
+        add(("answer_request", list(p.requests)))
+    if p.wakes:
+        add(("wake_due", [w | lifecycles(d) for w in p.wakes]))
     if c.fires_deadline is not None:
-        add("note_deadline_fired", [{"run_id": run_id, "at": d.instant(c.fires_deadline)}])
+        add(("note_deadline_fired", [{"run_id": run_id, "at": d.instant(c.fires_deadline)}]))
     settles, tell = settling(p, settled=settled)
     if settles:
-        writes.append(settle(run_id, d, release=c.release, tell=tell, by_holder=by_holder))
-    writes.extend(settle_woken(p, d))
+        add(settle(run_id, d, release=c.release, tell=tell, by_holder=by_holder))
+    if c.wakes:
+        writes.extend(settle_woken(p, d))
     return writes
 
 

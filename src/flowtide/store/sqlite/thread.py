@@ -1,8 +1,9 @@
 """The one thread a SQLite store's connection is used from.
 
 Jobs are run there one at a time, in the order they were given, from a plain queue; the thread
-is started by the first job. A job's answer goes back to the event loop with one wake-up of the
-loop (:class:`flowtide.threads.Reply`), with no futures between the threads.
+is started by the first job. A job's answer goes back to the event loop with no futures between
+the threads (:class:`flowtide.threads.Reply`): answers given before the loop takes them (a group
+of writes) share one wake-up of the loop.
 
 The thread is a daemon, so a store that was never closed does not keep its process alive; at
 the interpreter's exit the job under way is still finished (a transaction is not left half-way
