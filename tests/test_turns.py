@@ -4,6 +4,7 @@ cancelled as it is handed its turn passes it on."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from flowtide.turns import Turns
 
@@ -12,10 +13,11 @@ async def test_turns_are_handed_in_order_and_passed_on_when_cancelled() -> None:
     turns: Turns[str] = Turns()
     handed: list[str] = []
     passed: list[str] = []
-    waiters = {
-        who: asyncio.ensure_future(turns.wait(who, lambda who=who: passed.append(who)))
-        for who in ("a", "b", "c", "d")
-    }
+
+    def passes_on(who: str) -> Callable[[], None]:
+        return lambda: passed.append(who)
+
+    waiters = {who: asyncio.ensure_future(turns.wait(who, passes_on(who))) for who in "abcd"}
     await asyncio.sleep(0)
     assert len(turns) == 4 and turns.waiting == 4
     waiters["b"].cancel()  # (leaves the queue: never handed)
