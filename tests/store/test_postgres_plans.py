@@ -106,7 +106,6 @@ async def generic_plan(conn: Connection, name: str, params: dict[str, Any]) -> s
     )
     plan = "\n".join(str(row[0]) for row in await (await conn.execute(explain)).fetchall())
     await conn.execute("ROLLBACK")
-    await conn.execute("DEALLOCATE ALL")
     return plan
 
 

@@ -15,7 +15,10 @@ SET TIME ZONE 'UTC';
 -- name: set_plan_cache_mode
 -- A statement prepared on a connection is planned once, for any parameters: they are JSON
 -- documents and run ids, which a plan made for their values would not use (PostgreSQL would
--- otherwise plan each call afresh five times, and some statements at every call).
+-- otherwise plan the first five runs of each for their parameters, and go on so for a
+-- statement whose plan for any parameters looks dearer, as the run snapshot's read does). A
+-- statement limited by a parameter is written so that its plan, expecting a tenth of the rows
+-- kept, still finds runs by their keys (claim_runs, prunable_runs).
 SET plan_cache_mode = force_generic_plan;
 
 -- name: set_channel
