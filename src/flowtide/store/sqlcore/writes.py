@@ -19,6 +19,8 @@ __all__ = [
     "Statement",
     "by_holder",
     "commit_writes",
+    "due_writes",
+    "event_rows",
     "last_of_each",
     "lifecycles",
     "settle",
@@ -94,30 +96,12 @@ def commit_writes(
         add(("put_state", list(p.state)))
     if c.state_deleted:
         add(("delete_state", [{"run_id": run_id, "keys": d.array(list(c.state_deleted))}]))
-    events = p.events
-    if events:
-        last = len(events) - 1
-        if last_seq is None:
-            for i, event in enumerate(events):
-                event["back"] = last - i
-        else:
-            for i, event in enumerate(events):
-                event["back"] = last - i
-                event["seq"] = last_seq + 1 + i
-        add(("insert_event", list(events)))
+    if p.events:
+        add(("insert_event", event_rows(p.events, last_seq)))
     if ended:
         add(("delete_all_due", [{"run_id": run_id}]))
-    else:
-        if c.due_cleared:
-            add(("clear_due", [{"run_id": run_id, "token_ids": d.array(list(c.due_cleared))}]))
-        if c.due_dropped:
-            add(("drop_due", [_due(run_id, t, purpose) for t, purpose in c.due_dropped]))
-        if p.due_fired:
-            add(("fire_due", list(p.due_fired)))
-        if p.due:
-            add(("set_due", list(p.due)))
-            if ended is None:
-                add(("delete_due_if_ended", [{"run_id": run_id} | lifecycles(d)]))
+    elif c.due_cleared or c.due_dropped or p.due_fired or p.due:
+        writes.extend(due_writes(p, d, ended))
     if p.anchors:
         add(("put_anchor", list(p.anchors)))
     if p.anchors_released:
@@ -141,6 +125,37 @@ def commit_writes(
         add(settle(run_id, d, release=c.release, tell=tell, by_holder=by_holder))
     if c.wakes:
         writes.extend(settle_woken(p, d))
+    return writes
+
+
+def event_rows(events: list[Params], last_seq: int | None) -> list[Params]:
+    """``events``, each with its ``back`` (how many come after it) and, if ``last_seq`` (the seq
+    they follow) is known, its ``seq``."""
+    last = len(events) - 1
+    for i, event in enumerate(events):
+        event["back"] = last - i
+        if last_seq is not None:
+            event["seq"] = last_seq + 1 + i
+    return list(events)
+
+
+def due_writes(p: EncodedCommit, d: Dialect, ended: bool | None) -> list[Statement]:
+    """The statements that change the due entries of ``p``'s run (not ended: ``ended`` is False,
+    or None if not known)."""
+    c, run_id = p.commit, p.commit.run_id
+    writes: list[Statement] = []
+    if c.due_cleared:
+        writes.append(
+            ("clear_due", [{"run_id": run_id, "token_ids": d.array(list(c.due_cleared))}])
+        )
+    if c.due_dropped:
+        writes.append(("drop_due", [_due(run_id, t, purpose) for t, purpose in c.due_dropped]))
+    if p.due_fired:
+        writes.append(("fire_due", list(p.due_fired)))
+    if p.due:
+        writes.append(("set_due", list(p.due)))
+        if ended is None:
+            writes.append(("delete_due_if_ended", [{"run_id": run_id} | lifecycles(d)]))
     return writes
 
 
