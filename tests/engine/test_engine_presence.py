@@ -19,7 +19,7 @@ from flowtide.engine.engine import DEFER_UNFIREABLE
 from flowtide.engine.worker.heartbeat import is_live, waiting_for
 from flowtide.model import Flow
 from flowtide.store import MemoryStore, WorkerRecord
-from tests.engine.engine_helpers import T0, at, fresh_store
+from tests.engine.engine_helpers import T0, at, freeze, fresh_store
 
 TTL = timedelta(seconds=30)
 
@@ -228,6 +228,9 @@ async def test_heartbeats_name_the_runs_set_aside_on_every_store() -> None:
             {run_id: ["presence:wait"]},
         )
         assert waiting_for(run_id, await store.lease_of(run_id), [beat]) == ["presence:wait"]
+        # The stranger looks for work no more: woken by the notice of the owner giving the run
+        # back, it could take it again before the owner does, and set it aside once more.
+        await freeze(stranger)
         owner.sweeper  # noqa: B018 - takes the run over after its first heartbeat
         await clock.settle(wait_held=True)
         run = await store.get_run(run_id)
