@@ -214,7 +214,7 @@ def explain(schema: str) -> None:
     claim = {
         "owner": "explain",
         "now": now,
-        "expires": now + timedelta(seconds=30),
+        "term": timedelta(seconds=30),
         "limit": 100,
         "ended": sorted(ENDED_LIFECYCLES),
     }

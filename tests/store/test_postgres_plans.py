@@ -135,3 +135,12 @@ async def test_a_generic_plan_with_a_limit_given_reads_no_run_but_by_an_index(
     async with many_runs(schemas) as conn:
         plan = await generic_plan(conn, name, params)
     assert "Seq Scan on runs" not in plan, plan
+
+
+async def test_a_claim_stops_at_the_first_run_not_due(schemas: Schemas) -> None:
+    """The claim's scan of the runs by wake instant is bounded by its now (an index condition):
+    with a million runs parked far ahead, a claim reads none of them."""
+    params = {"now": None, "owner": "w", "limit": 10, "term": "30 s", "ended": ENDED}
+    async with many_runs(schemas) as conn:
+        plan = await generic_plan(conn, "claim_runs", params)
+    assert "Index Cond: (wake_at <= " in plan, plan

@@ -746,7 +746,9 @@ WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ), claimable AS (
     SELECT runs.id, runs.wake_at, runs.owner AS held_by, clock.now FROM runs, clock
-    WHERE runs.wake_at <= clock.now
+    -- (Its now as a value of its own, so that the index on wake_at stops at the first run not
+    -- due: a join with the clock would read every run with a wake instant.)
+    WHERE runs.wake_at <= (SELECT now FROM clock)
         AND (runs.owner IS NULL OR runs.owner = %(owner)s OR runs.lease_expires <= clock.now)
     ORDER BY runs.wake_at, runs.id
     LIMIT %(limit)s
