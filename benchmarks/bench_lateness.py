@@ -228,10 +228,16 @@ def explain(schema: str) -> None:
             print("\n".join(str(row[0]) for row in plan))
 
 
-async def measure(store: Store, due: int) -> list[float]:
+async def measure(store: Store, due: int, every: float = 0.0) -> list[float]:
+    """Lateness of ``due`` runs parked one after another (``every`` ms apart: their deadlines
+    come due at that pace; 0, as fast as they park)."""
     f = flow()
     async with Engine(store=store, flows=[f], clock=SystemClock()) as engine:
-        runs = [(await engine.run(f)).run_id for _ in range(due)]
+        runs = []
+        for _ in range(due):
+            runs.append((await engine.run(f)).run_id)
+            if every:
+                await asyncio.sleep(every / 1000)
         for run_id in runs:
             await engine.wait(run_id)
         late = []
@@ -265,7 +271,7 @@ async def main(args: argparse.Namespace) -> None:
             if args.explain and args.store == "postgres":
                 explain(schema)
             (machine, own), start = busy_seconds(), time.perf_counter()
-            late = sorted(await measure(store, args.due))
+            late = sorted(await measure(store, args.due, args.every))
             (machine_after, own_after), wall = busy_seconds(), time.perf_counter() - start
             print(
                 f"while measuring ({wall:.1f} s): the machine's {os.cpu_count()} CPUs were busy "
@@ -288,6 +294,9 @@ if __name__ == "__main__":
     parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--parked", type=int, default=10_000)
     parser.add_argument("--due", type=int, default=300)
+    parser.add_argument(
+        "--every", type=float, default=0.0, help="ms between the due runs' starts (0: at once)"
+    )
     parser.add_argument("--check-fill", action="store_true", help="PostgreSQL: check the fill")
     parser.add_argument("--explain", action="store_true", help="PostgreSQL: plans when filled")
     print(describe())

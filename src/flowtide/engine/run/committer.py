@@ -172,7 +172,11 @@ class Committer:
         host = self.host
         if events:
             self.stored_events = events
-        if c.run is not None and c.run.lifecycle in ENDED_LIFECYCLES:
+        if c.due_fired or c.fires_deadline is not None:
+            # Fired by the sweeper: until this commit the run's wake instant, passed, was the
+            # earliest, and hid the next one from the sweeper (it looked again only later).
+            host.wake_sweeper()
+        elif c.run is not None and c.run.lifecycle in ENDED_LIFECYCLES:
             pass  # (an ended run has no wake instant: nothing can be due sooner)
         elif c.release and not _given_back_parked(c):
             host.wake_sweeper()  # (its wake instant is no longer the lease's)
